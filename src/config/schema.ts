@@ -1,0 +1,359 @@
+/**
+ * The zod schema of the config file (DESIGN §2, §4, §5, §7 Auth, §8): tools, policy, limits,
+ * defaults, auth and server. Every object is strict (an unknown key is an error), every field says what
+ * it expects in its error message (the loader appends what it found), and the cross-field rules
+ * (unique names, retry needs idempotent, known tool names, compiling input schemas) are checks of the
+ * same schema, so one parse reports every problem. The result is plain data shaped like `Config`
+ * without `catalog` and `source`.
+ */
+import path from 'node:path';
+import { z } from 'zod';
+import type { Ajv } from 'ajv';
+import type { Defaults, Limits, Policy, Rate, ToolManifest } from '../core/tool.js';
+import type { AuthKey } from './types.js';
+
+/** What the schema needs from outside the file. */
+export interface SchemaContext {
+  /** Where `env:NAME` keys are read. */
+  env: Readonly<Record<string, string | undefined>>;
+  /** The config file's directory: worker modules resolve against it. */
+  baseDir: string;
+  /** The Ajv instance input schemas are compiled with (the catalog reuses it). */
+  ajv: Ajv;
+}
+
+/** The validated file: `Config` without the catalog and the source. */
+export interface ConfigFile {
+  tools: ToolManifest[];
+  policy: Policy;
+  limits: Limits;
+  defaults: Defaults;
+  auth: { keys: AuthKey[] };
+  server: { host: string; port: number; db: string };
+}
+
+export const BUILTIN_EXECUTORS = ['sleep', 'echo', 'fail'] as const;
+export const TOOL_NAME_RE = /^[A-Za-z0-9_.-]{1,64}$/;
+/** A tool name or a glob on tool names (`*`, `?`). */
+export const TOOL_GLOB_RE = /^[A-Za-z0-9_.*?-]{1,64}$/;
+const RESOURCE_TEMPLATE_RE = /^(?:[^{}]|\{[A-Za-z0-9_.[\]-]+\})+$/;
+const RATE_RE = /^([1-9][0-9]*)\/(s|min|h)$/;
+const ENV_KEY_RE = /^env:([A-Za-z_][A-Za-z0-9_]*)$/;
+const RATE_UNIT_MS: Record<string, number> = { s: 1000, min: 60_000, h: 3_600_000 };
+
+/** Parses `5/s`, `30/min` or `100/h`; `undefined` when the text is not a rate. */
+export function parseRate(text: string): Rate | undefined {
+  const m = RATE_RE.exec(text.trim());
+  if (!m) return undefined;
+  const tokens = Number(m[1]);
+  return Number.isSafeInteger(tokens) ? { tokens, perMs: RATE_UNIT_MS[m[2]!]! } : undefined;
+}
+
+export function isGlob(pattern: string): boolean {
+  return pattern.includes('*') || pattern.includes('?');
+}
+
+// ---- field helpers: each carries its expectation as the message -------------------------------------
+
+/** A strict object whose unknown keys are reported with the keys it allows. */
+function strict<T extends z.ZodRawShape>(shape: T) {
+  const allowed = Object.keys(shape).join(', ');
+  return z.strictObject(shape, {
+    error: (iss) =>
+      iss.code === 'unrecognized_keys' ? `unknown key, expected one of ${allowed}` : 'expected a mapping',
+  });
+}
+
+function int(min: number, max?: number) {
+  const expected = max === undefined ? `expected an integer ≥ ${min}` : `expected an integer from ${min} to ${max}`;
+  const schema = z.int({ error: expected }).min(min, { error: expected });
+  return max === undefined ? schema : schema.max(max, { error: expected });
+}
+
+const posInt = () => int(1);
+const text = () => z.string({ error: 'expected a string' }).min(1, { error: 'expected a non-empty string' });
+const bool = () => z.boolean({ error: 'expected true or false' });
+const list = <T extends z.ZodType>(item: T) => z.array(item, { error: 'expected a list' });
+const map = <T extends z.ZodType>(value: T) =>
+  z.record(z.string().min(1, { error: 'expected a non-empty key' }), value, { error: 'expected a mapping' });
+const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
+  z.enum(values, { error: `expected one of ${values.join(', ')}` });
+
+const toolName = () =>
+  z.string({ error: 'expected a tool name' }).regex(TOOL_NAME_RE, { error: 'expected a tool name of 1–64 characters [A-Za-z0-9_.-]' });
+const toolNameOrGlob = () =>
+  z.string({ error: 'expected a tool name or glob' }).regex(TOOL_GLOB_RE, { error: 'expected a tool name or glob of 1–64 characters [A-Za-z0-9_.*?-]' });
+const resourceTemplate = () =>
+  z.string({ error: 'expected a resource template' }).regex(RESOURCE_TEMPLATE_RE, { error: 'expected a non-empty resource template like "file:{path}"' });
+
+const rate = () =>
+  z
+    .string({ error: 'expected a rate like 5/s, 30/min or 100/h' })
+    .refine((s) => parseRate(s) !== undefined, { error: 'expected a rate like 5/s, 30/min or 100/h' })
+    .transform((s) => parseRate(s)!);
+
+const plainObject = (expected: string) =>
+  z.custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null && !Array.isArray(v), { error: expected });
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+// ---- sections ---------------------------------------------------------------------------------------
+
+function executorSchema(ctx: SchemaContext) {
+  const builtin = strict({ kind: z.literal('builtin'), name: oneOf(BUILTIN_EXECUTORS).optional() });
+  const http = strict({
+    kind: z.literal('http'),
+    url: z.string({ error: 'expected an http:// or https:// URL' }).refine(isHttpUrl, { error: 'expected an http:// or https:// URL' }),
+    headers: map(z.string({ error: 'expected a string' })).optional(),
+  });
+  const worker = strict({
+    kind: z.literal('worker'),
+    module: text().transform((m) => path.resolve(ctx.baseDir, m)),
+  });
+  return z.discriminatedUnion('kind', [builtin, http, worker], { error: 'expected one of builtin, http, worker' });
+}
+
+function isHttpUrl(s: string): boolean {
+  try {
+    const u = new URL(s);
+    return u.protocol === 'http:' || u.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+function toolSchema(ctx: SchemaContext) {
+  const retry = strict({
+    attempts: posInt(),
+    backoffMs: int(0).default(200),
+    maxBackoffMs: int(0).default(5000),
+  }).superRefine((r, c) => {
+    if (r.maxBackoffMs < r.backoffMs) {
+      c.addIssue({ code: 'custom', path: ['maxBackoffMs'], input: r.maxBackoffMs, message: `expected an integer ≥ backoffMs (${r.backoffMs})` });
+    }
+  });
+  const input = plainObject('expected a JSON Schema (a mapping)').superRefine((schema, c) => {
+    try {
+      ctx.ajv.compile(schema);
+    } catch (err) {
+      c.addIssue({ code: 'custom', message: `expected a JSON Schema that compiles, got an error: ${(err as Error).message}` });
+    }
+  });
+  return strict({
+    name: toolName(),
+    description: z.string({ error: 'expected a string' }).optional(),
+    input: input.optional(),
+    reads: list(resourceTemplate()).optional(),
+    writes: list(resourceTemplate()).optional(),
+    scope: oneOf(['run', 'tenant', 'global']).default('tenant'),
+    risk: oneOf(['read', 'write', 'dangerous']).default('write'),
+    idempotent: bool().default(false),
+    timeoutMs: posInt().optional(),
+    retry: retry.optional(),
+    concurrency: posInt().optional(),
+    rate: rate().optional(),
+    failure: oneOf(['fail_fast']).optional(),
+    after: list(toolNameOrGlob()).default([]),
+    requires: list(toolNameOrGlob()).default([]),
+    compensate: strict({ tool: toolName(), args: plainObject('expected a mapping').default({}) }).optional(),
+    executor: executorSchema(ctx),
+  }).superRefine(
+    (tool, c) => {
+      // Runs even when other fields failed, so it reads the (possibly partial) value defensively.
+      const t = tool as Partial<Record<keyof typeof tool, unknown>>;
+      if (t.retry !== undefined && t.idempotent !== true) {
+        c.addIssue({ code: 'custom', path: ['retry'], message: 'retry needs idempotent: true' });
+      }
+      const ex = t.executor;
+      if (isRecord(ex) && ex.kind === 'builtin' && ex.name === undefined && typeof t.name === 'string') {
+        if (!(BUILTIN_EXECUTORS as readonly string[]).includes(t.name)) {
+          c.addIssue({
+            code: 'custom',
+            path: ['executor', 'name'],
+            input: undefined,
+            message: `expected one of ${BUILTIN_EXECUTORS.join(', ')} (the tool's name ${JSON.stringify(t.name)} is not a builtin)`,
+          });
+        }
+      }
+    },
+    { when: () => true },
+  );
+}
+
+const policyRule = () =>
+  strict({
+    match: strict({
+      tool: toolNameOrGlob().optional(),
+      risk: oneOf(['read', 'write', 'dangerous']).optional(),
+      tenant: text().optional(),
+    }),
+    after: list(toolNameOrGlob()).optional(),
+    requires: list(toolNameOrGlob()).optional(),
+    review: bool().optional(),
+    deny: text().optional(),
+    allow: bool().optional(),
+  });
+
+const limitsSchema = () =>
+  strict({
+    global: posInt().optional(),
+    perRun: posInt().optional(),
+    maxActiveRunsPerTenant: posInt().optional(),
+    maxCallsPerRun: posInt().default(1000),
+    tenant: map(posInt()).default({}),
+    tool: map(posInt()).default({}),
+    resource: map(posInt()).default({}),
+    rate: strict({ tenant: map(rate()).default({}) }).prefault({}),
+  });
+
+const defaultsSchema = () =>
+  strict({
+    timeoutMs: posInt().default(60_000),
+    failure: oneOf(['fail_fast', 'partial', 'replan']).default('partial'),
+    openRunTimeoutMs: posInt().default(30_000),
+  });
+
+/** `key: env:NAME` reads the environment; the key's value never appears in a message. */
+function authSchema(ctx: SchemaContext) {
+  const key = text().transform((k, c) => {
+    const m = ENV_KEY_RE.exec(k);
+    if (!m) return k;
+    const value = ctx.env[m[1]!];
+    if (value === undefined || value === '') {
+      c.addIssue({ code: 'custom', input: undefined, message: `expected environment variable ${m[1]} to be set (key: env:${m[1]})` });
+      return z.NEVER;
+    }
+    return value;
+  });
+  const keys = list(strict({ key, tenant: text(), role: oneOf(['agent', 'operator']) })).superRefine(
+    (ks, c) => {
+      const seen = new Map<string, number>();
+      ks.forEach((k, i) => {
+        if (!isRecord(k) || typeof k.key !== 'string') return; // runs on partial values too
+        const first = seen.get(k.key);
+        if (first !== undefined) {
+          c.addIssue({ code: 'custom', path: [i, 'key'], message: `expected a key not already given to auth.keys[${first}], got the same key` });
+        } else seen.set(k.key, i);
+      });
+    },
+    { when: () => true },
+  );
+  return strict({ keys: keys.default([]) });
+}
+
+const serverSchema = () =>
+  strict({
+    host: text().default('127.0.0.1'),
+    port: int(0, 65535).default(8080),
+    db: text().default('./data/toolgraph.db'),
+  });
+
+// ---- the whole file -----------------------------------------------------------------------------
+
+function rootObject(ctx: SchemaContext) {
+  return strict({
+    tools: list(toolSchema(ctx)).default([]),
+    policy: strict({ rules: list(policyRule()).default([]) }).prefault({}),
+    limits: limitsSchema().prefault({}),
+    defaults: defaultsSchema().prefault({}),
+    auth: authSchema(ctx).prefault({}),
+    server: serverSchema().prefault({}),
+  });
+}
+
+/** The root object before the cross-field checks and the final transform. */
+type ParsedFile = z.output<ReturnType<typeof rootObject>>;
+
+/** The schema of the whole file; parsing gives a `ConfigFile` (defaults applied, names checked). */
+export function configFileSchema(ctx: SchemaContext) {
+  return rootObject(ctx).superRefine(checkNames, { when: () => true }).transform(toConfigFile);
+}
+
+/** Tool names are unique; names (not globs) in after/requires/compensate/limits.tool name catalog tools. */
+function checkNames(file: ParsedFile, c: z.RefinementCtx): void {
+  // May run on a partial value (when: always), so every access is guarded.
+  const tools = Array.isArray(file.tools) ? file.tools.filter(isRecord) : [];
+  const names = new Map<string, number>();
+  (file.tools ?? []).forEach((tool, i) => {
+    if (!isRecord(tool) || typeof tool.name !== 'string') return;
+    const first = names.get(tool.name);
+    if (first !== undefined) {
+      c.addIssue({ code: 'custom', path: ['tools', i, 'name'], input: tool.name, message: `expected a name not used by tools[${first}]` });
+    } else names.set(tool.name, i);
+  });
+  if (tools.length !== (file.tools ?? []).length) return; // a broken entry: names may be missing
+  const known = (name: unknown) => typeof name !== 'string' || isGlob(name) || names.has(name);
+  const checkList = (where: (string | number)[], values: unknown) => {
+    if (!Array.isArray(values)) return;
+    values.forEach((v, j) => {
+      if (!known(v)) c.addIssue({ code: 'custom', path: [...where, j], input: v, message: 'expected the name of a tool of the catalog, or a glob' });
+    });
+  };
+  (file.tools ?? []).forEach((tool, i) => {
+    if (!isRecord(tool)) return;
+    checkList(['tools', i, 'after'], tool.after);
+    checkList(['tools', i, 'requires'], tool.requires);
+    const comp = tool.compensate;
+    if (isRecord(comp) && typeof comp.tool === 'string' && !names.has(comp.tool)) {
+      c.addIssue({ code: 'custom', path: ['tools', i, 'compensate', 'tool'], input: comp.tool, message: 'expected the name of a tool of the catalog' });
+    }
+  });
+  const rules = isRecord(file.policy) && Array.isArray(file.policy.rules) ? file.policy.rules : [];
+  rules.forEach((rule, i) => {
+    if (!isRecord(rule)) return;
+    checkList(['policy', 'rules', i, 'after'], rule.after);
+    checkList(['policy', 'rules', i, 'requires'], rule.requires);
+  });
+  const toolLimits = isRecord(file.limits) && isRecord(file.limits.tool) ? file.limits.tool : {};
+  for (const name of Object.keys(toolLimits)) {
+    if (!names.has(name)) {
+      c.addIssue({ code: 'custom', path: ['limits', 'tool', name], input: name, message: 'expected the name of a tool of the catalog as the key' });
+    }
+  }
+}
+
+/** Applies the defaults that depend on other sections and shapes the manifests. */
+function toConfigFile(file: ParsedFile): ConfigFile {
+  const tools = file.tools.map((t): ToolManifest => {
+    const executor = t.executor.kind === 'builtin'
+      ? { kind: 'builtin' as const, name: t.executor.name ?? (t.name as (typeof BUILTIN_EXECUTORS)[number]) }
+      : t.executor;
+    return dropUndefined({
+      name: t.name,
+      description: t.description,
+      input: t.input,
+      reads: t.reads,
+      writes: t.writes,
+      scope: t.scope,
+      risk: t.risk,
+      idempotent: t.idempotent,
+      timeoutMs: t.timeoutMs ?? file.defaults.timeoutMs,
+      retry: t.retry,
+      concurrency: t.concurrency,
+      rate: t.rate,
+      failure: t.failure,
+      after: t.after,
+      requires: t.requires,
+      compensate: t.compensate,
+      executor,
+    });
+  });
+  const toolLimits: Record<string, number> = { ...file.limits.tool };
+  for (const t of tools) {
+    if (t.concurrency !== undefined && !Object.hasOwn(toolLimits, t.name)) toolLimits[t.name] = t.concurrency;
+  }
+  const rules = file.policy.rules.map((r) => dropUndefined({ ...r, match: dropUndefined(r.match) }));
+  return {
+    tools,
+    policy: { rules },
+    limits: dropUndefined({ ...file.limits, tool: toolLimits }),
+    defaults: file.defaults,
+    auth: { keys: file.auth.keys },
+    server: file.server,
+  };
+}
+
+/** Omits keys whose value is `undefined`, so an absent field stays absent (`'reads' in tool` is false). */
+function dropUndefined<T extends object>(obj: T): T {
+  return Object.fromEntries(Object.entries(obj).filter(([, v]) => v !== undefined)) as T;
+}

@@ -1,0 +1,24 @@
+import type { Defaults, Limits, Policy, ToolManifest, Catalog } from '../core/tool.js';
+
+export type Role = 'agent' | 'operator';
+
+export interface AuthKey {
+  /** The secret itself (already read from the environment when the file said `env:NAME`). */
+  key: string;
+  tenant: string;
+  role: Role;
+}
+
+/** The whole validated configuration, deep-frozen. */
+export interface Config {
+  tools: readonly ToolManifest[];
+  policy: Policy;
+  limits: Limits;
+  defaults: Defaults;
+  auth: { keys: readonly AuthKey[] };
+  server: { host: string; port: number; db: string };
+  /** The catalog built from `tools`, with compiled Ajv checks. */
+  catalog: Catalog;
+  /** Where it came from: a file path, or `builtin:demo`. */
+  source: string;
+}

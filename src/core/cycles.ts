@@ -1,0 +1,88 @@
+/**
+ * Cycles among data and policy edges, each reported with a path (`[a, b, a]`).
+ *
+ * graphology-dag can say *whether* a graph has a cycle but not which calls form it, so this finds the
+ * strongly connected components (Tarjan's algorithm, iterative so a 100k-call chain cannot overflow
+ * the stack) and walks one cycle inside each. Reference: R. Tarjan, "Depth-first search and linear
+ * graph algorithms", SIAM J. Computing 1(2), 1972.
+ *
+ * Nodes are indexes 0..n-1; `succ[i]` lists i's successors.
+ */
+
+export interface CycleReport {
+  /** Every node that lies on some cycle of this component, ascending. */
+  members: number[];
+  /** One cycle through the component's smallest node: first and last are the same node. */
+  path: number[];
+}
+
+export function findCycles(n: number, succ: readonly (readonly number[])[]): CycleReport[] {
+  const index = new Int32Array(n).fill(-1);
+  const low = new Int32Array(n);
+  const onStack = new Uint8Array(n);
+  const stack: number[] = [];
+  const comps: number[][] = [];
+  let counter = 0;
+  const work: Array<[node: number, next: number]> = [];
+
+  for (let start = 0; start < n; start++) {
+    if (index[start] !== -1) continue;
+    work.push([start, 0]);
+    while (work.length > 0) {
+      const frame = work[work.length - 1] as [number, number];
+      const v = frame[0];
+      if (frame[1] === 0 && index[v] === -1) {
+        index[v] = low[v] = counter++;
+        stack.push(v);
+        onStack[v] = 1;
+      }
+      const out = succ[v] as readonly number[];
+      if (frame[1] < out.length) {
+        const w = out[frame[1]++] as number;
+        if (index[w] === -1) work.push([w, 0]);
+        else if (onStack[w]) low[v] = Math.min(low[v] as number, index[w] as number);
+        continue;
+      }
+      work.pop();
+      const parent = work[work.length - 1];
+      if (parent) low[parent[0]] = Math.min(low[parent[0]] as number, low[v] as number);
+      if (low[v] === index[v]) {
+        const comp: number[] = [];
+        let w: number;
+        do {
+          w = stack.pop() as number;
+          onStack[w] = 0;
+          comp.push(w);
+        } while (w !== v);
+        const selfLoop = comp.length === 1 && out.includes(v);
+        if (comp.length > 1 || selfLoop) comps.push(comp.sort((a, b) => a - b));
+      }
+    }
+  }
+  return comps.sort((a, b) => (a[0] as number) - (b[0] as number)).map((members) => ({ members, path: cyclePath(members, succ) }));
+}
+
+/** A shortest cycle through the component's first node (breadth-first inside the component). */
+function cyclePath(members: readonly number[], succ: readonly (readonly number[])[]): number[] {
+  const inComp = new Set(members);
+  const start = members[0] as number;
+  const prev = new Map<number, number>();
+  const queue = [start];
+  for (let q = 0; q < queue.length; q++) {
+    const v = queue[q] as number;
+    for (const w of [...(succ[v] as readonly number[])].sort((a, b) => a - b)) {
+      if (!inComp.has(w)) continue;
+      if (w === start) {
+        const path = [start];
+        for (let u = v; u !== start; u = prev.get(u) as number) path.push(u);
+        path.push(start);
+        return [path[0] as number, ...path.slice(1, -1).reverse(), start];
+      }
+      if (!prev.has(w)) {
+        prev.set(w, v);
+        queue.push(w);
+      }
+    }
+  }
+  return [start, start];
+}

@@ -1,0 +1,196 @@
+/**
+ * Limits across every run of an engine (DESIGN §4): global, tenant, tool, resource and rate, plus
+ * reader–writer locks on resources between runs. (The per-run limit lives with the run.)
+ *
+ * A call starts only when every limit that applies has room; `check()` looks at all of them and
+ * `acquire()` takes them all at once, so nothing is ever held while waiting for something else.
+ *
+ * Locks: a tool's `scope` says who shares its resources. `run`: nobody (never locked across runs);
+ * `tenant`: runs of the same tenant; `global`: every run. A call conflicts with a running call of
+ * another run in the same domain when a write of one overlaps a read or write of the other. Waiters are
+ * served first come, first served: a call that conflicts with an earlier waiter of another run waits
+ * behind it, so a writer is never starved by a stream of readers.
+ */
+import type { Key } from './resources.js';
+import { anyOverlap, overlaps, parseKey } from './resources.js';
+import type { Limits, Rate } from './tool.js';
+
+export interface Holder {
+  runId: string;
+  callId: string;
+  tenant: string;
+  tool: string;
+  /** `global`, `tenant:<t>`, or null for run-scoped tools. */
+  domain: string | null;
+  reads: readonly Key[];
+  writes: readonly Key[];
+  toolRate?: Rate;
+  /** Indexes into the resource limits that this call counts against (filled by the limiter). */
+  resourceLimits?: number[];
+}
+
+export type Refusal = 'global' | 'tenant' | 'tool' | 'resource' | 'rate' | 'lock';
+
+export type Check = { ok: true } | { ok: false; reason: Refusal; wakeAt?: number };
+
+interface Bucket {
+  cap: number;
+  perMs: number;
+  tokens: number;
+  last: number;
+}
+
+export interface LimitUsage {
+  name: string;
+  limit: number;
+  used: number;
+}
+
+export class Limiter {
+  private global = 0;
+  private readonly byTenant = new Map<string, number>();
+  private readonly byTool = new Map<string, number>();
+  private readonly resourceKeys: { text: string; segs: readonly string[]; limit: number; used: number }[];
+  private readonly buckets = new Map<string, Bucket>();
+  private readonly running = new Set<Holder>();
+  private readonly waiters: Holder[] = [];
+
+  constructor(private readonly limits: Limits) {
+    this.resourceKeys = Object.entries(limits.resource).map(([text, limit]) => ({ text, segs: parseKey(text), limit, used: 0 }));
+  }
+
+  tenantLimit(tenant: string): number | undefined {
+    return this.limits.tenant[tenant] ?? this.limits.tenant.default;
+  }
+
+  globalFull(): boolean {
+    return this.limits.global !== undefined && this.global >= this.limits.global;
+  }
+
+  tenantFull(tenant: string): boolean {
+    const limit = this.tenantLimit(tenant);
+    return limit !== undefined && (this.byTenant.get(tenant) ?? 0) >= limit;
+  }
+
+  toolFull(tool: string): boolean {
+    const limit = this.limits.tool[tool];
+    return limit !== undefined && (this.byTool.get(tool) ?? 0) >= limit;
+  }
+
+  /** Whether `h` could start now; the earliest time worth trying again when only a rate refuses. */
+  check(h: Holder, now: number): Check {
+    if (this.globalFull()) return { ok: false, reason: 'global' };
+    if (this.tenantFull(h.tenant)) return { ok: false, reason: 'tenant' };
+    if (this.toolFull(h.tool)) return { ok: false, reason: 'tool' };
+    for (const i of this.resourceLimitsOf(h)) {
+      const r = this.resourceKeys[i] as (typeof this.resourceKeys)[number];
+      if (r.used >= r.limit) return { ok: false, reason: 'resource' };
+    }
+    let wakeAt: number | undefined;
+    for (const b of this.bucketsOf(h)) {
+      this.refill(b, now);
+      if (b.tokens < 1) {
+        const at = b.last + Math.ceil(((1 - b.tokens) * b.perMs) / b.cap);
+        wakeAt = wakeAt === undefined ? at : Math.max(wakeAt, at);
+      }
+    }
+    if (wakeAt !== undefined) return { ok: false, reason: 'rate', wakeAt };
+    if (this.lockConflict(h)) {
+      if (!this.waiters.includes(h)) this.waiters.push(h);
+      return { ok: false, reason: 'lock' };
+    }
+    return { ok: true };
+  }
+
+  acquire(h: Holder, now: number): void {
+    this.global++;
+    this.byTenant.set(h.tenant, (this.byTenant.get(h.tenant) ?? 0) + 1);
+    this.byTool.set(h.tool, (this.byTool.get(h.tool) ?? 0) + 1);
+    for (const i of this.resourceLimitsOf(h)) (this.resourceKeys[i] as { used: number }).used++;
+    for (const b of this.bucketsOf(h)) {
+      this.refill(b, now);
+      b.tokens -= 1;
+    }
+    this.running.add(h);
+    this.dropWaiter(h);
+  }
+
+  release(h: Holder): void {
+    if (!this.running.delete(h)) return;
+    this.global--;
+    this.byTenant.set(h.tenant, (this.byTenant.get(h.tenant) as number) - 1);
+    this.byTool.set(h.tool, (this.byTool.get(h.tool) as number) - 1);
+    for (const i of this.resourceLimitsOf(h)) (this.resourceKeys[i] as { used: number }).used--;
+  }
+
+  /** A waiter that will not start after all (its call ended or was cancelled). */
+  dropWaiter(h: Holder): void {
+    const i = this.waiters.indexOf(h);
+    if (i >= 0) this.waiters.splice(i, 1);
+  }
+
+  /** How full each limit is, for metrics and diagnostics. */
+  usage(): LimitUsage[] {
+    const out: LimitUsage[] = [];
+    if (this.limits.global !== undefined) out.push({ name: 'global', limit: this.limits.global, used: this.global });
+    for (const [t, limit] of Object.entries(this.limits.tenant)) out.push({ name: `tenant:${t}`, limit, used: this.byTenant.get(t) ?? 0 });
+    for (const [t, limit] of Object.entries(this.limits.tool)) out.push({ name: `tool:${t}`, limit, used: this.byTool.get(t) ?? 0 });
+    for (const r of this.resourceKeys) out.push({ name: `resource:${r.text}`, limit: r.limit, used: r.used });
+    return out;
+  }
+
+  get runningCount(): number {
+    return this.global;
+  }
+
+  private resourceLimitsOf(h: Holder): number[] {
+    if (h.resourceLimits) return h.resourceLimits;
+    const keys = [...h.reads, ...h.writes];
+    h.resourceLimits = [];
+    this.resourceKeys.forEach((r, i) => {
+      if (keys.some((k) => overlaps(k.segs, r.segs))) h.resourceLimits?.push(i);
+    });
+    return h.resourceLimits;
+  }
+
+  private bucketsOf(h: Holder): Bucket[] {
+    const out: Bucket[] = [];
+    if (h.toolRate) out.push(this.bucket(`tool:${h.tool}`, h.toolRate));
+    const tenantRate = this.limits.rate.tenant[h.tenant] ?? this.limits.rate.tenant.default;
+    if (tenantRate) out.push(this.bucket(`tenant:${h.tenant}`, tenantRate));
+    return out;
+  }
+
+  private bucket(name: string, rate: Rate): Bucket {
+    let b = this.buckets.get(name);
+    if (!b) {
+      b = { cap: rate.tokens, perMs: rate.perMs, tokens: rate.tokens, last: Number.NEGATIVE_INFINITY };
+      this.buckets.set(name, b);
+    }
+    return b;
+  }
+
+  private refill(b: Bucket, now: number): void {
+    if (b.last === Number.NEGATIVE_INFINITY) {
+      b.last = now;
+      return;
+    }
+    if (now <= b.last) return;
+    b.tokens = Math.min(b.cap, b.tokens + ((now - b.last) * b.cap) / b.perMs);
+    b.last = now;
+  }
+
+  private lockConflict(h: Holder): boolean {
+    if (h.domain === null) return false;
+    const clash = (o: Holder) =>
+      o.runId !== h.runId &&
+      o.domain === h.domain &&
+      (anyOverlap(h.writes, o.writes) || anyOverlap(h.writes, o.reads) || anyOverlap(h.reads, o.writes));
+    for (const o of this.running) if (clash(o)) return true;
+    for (const w of this.waiters) {
+      if (w === h) break;
+      if (clash(w)) return true;
+    }
+    return false;
+  }
+}

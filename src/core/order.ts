@@ -1,0 +1,27 @@
+/**
+ * A stable topological order: Kahn's algorithm taking, among the nodes whose predecessors are all
+ * placed, the one with the smallest original index (a binary heap). Same graph → same order. Nodes on
+ * a cycle (and whatever only they lead to) are left out. Reference: A. B. Kahn, "Topological sorting of
+ * large networks", CACM 5(11), 1962.
+ */
+import { MinHeap } from './heap.js';
+
+export function stableTopologicalOrder(n: number, succ: readonly (readonly number[])[], skip?: ReadonlySet<number>): number[] {
+  const indeg = new Int32Array(n);
+  for (let v = 0; v < n; v++) {
+    if (skip?.has(v)) continue;
+    for (const w of succ[v] as readonly number[]) indeg[w] = (indeg[w] as number) + 1;
+  }
+  const heap = new MinHeap<number>((a, b) => a - b);
+  for (let v = 0; v < n; v++) if (indeg[v] === 0 && !skip?.has(v)) heap.push(v);
+  const order: number[] = [];
+  while (heap.size > 0) {
+    const v = heap.pop() as number;
+    order.push(v);
+    for (const w of succ[v] as readonly number[]) {
+      indeg[w] = (indeg[w] as number) - 1;
+      if (indeg[w] === 0 && !skip?.has(w)) heap.push(w);
+    }
+  }
+  return order;
+}

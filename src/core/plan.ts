@@ -1,0 +1,249 @@
+/**
+ * Building the execution graph of a batch (DESIGN §1, §3, §5).
+ *
+ * 1. Each call is checked: its tool exists, policy does not deny it, its references name calls of the
+ *    run (by id, or by a tool used exactly once), `requires` finds a call, and args without references
+ *    pass the tool's schema. A call that fails a check fails with that code, like a tool error.
+ * 2. Data edges (references) and policy edges (`after`/`requires`) are added; cycles among them are
+ *    found with their path and their calls are blocked (`cycle`).
+ * 3. Conflict edges order every pair of calls with a resource hazard, in the stable topological order
+ *    of the data+policy graph (ties by original index), through an index per resource.
+ * 4. The result is a graphology graph, every edge with a `kind` and a `reason`, and its generations.
+ */
+import { DirectedGraph } from 'graphology';
+import { topologicalGenerations } from 'graphology-dag';
+import type { CallInput, Diagnostic, Edge, EdgeKind } from './calls.js';
+import { findCycles } from './cycles.js';
+import { callError, type CallError } from './errors.js';
+import { HazardIndex, describeHazard } from './hazards.js';
+import { stableTopologicalOrder } from './order.js';
+import { globMatch, policyFor, type Ordering } from './policy.js';
+import { findReferences, hasTemplates, resolveValue, type Reference } from './references.js';
+import { accessOf, PURE, type Access } from './resources.js';
+import type { Catalog, Policy, ToolManifest } from './tool.js';
+
+export interface PlannedCall {
+  index: number;
+  id: string;
+  tool: string;
+  args: Record<string, unknown>;
+  manifest?: ToolManifest;
+  /** Set when the call fails at plan time (`unknown_tool`, `invalid_args`, `policy_denied`…). */
+  error?: CallError;
+  /** Set when the call is blocked at plan time (`cycle`). */
+  blockedBy?: CallError;
+  /** Why the call waits for a human, when it does. */
+  review?: string;
+  /** Reference target as written → the call id it names. */
+  targets: Map<string, string>;
+  /** Whether args hold references (they are resolved and checked when the call starts). */
+  hasRefs: boolean;
+  access: Access;
+}
+
+export interface Plan {
+  calls: PlannedCall[];
+  edges: Edge[];
+  generations: string[][];
+  diagnostics: Diagnostic[];
+  graph: DirectedGraph;
+  /** Call indexes in the stable topological order of data+policy edges (cycles left out); conflict
+   *  edges follow it too, so it is a topological order of the whole graph. */
+  order: number[];
+  /** Per call index, its successors of every kind. */
+  succ: number[][];
+}
+
+export interface PlanInput {
+  calls: readonly CallInput[];
+  tenant: string;
+  catalog: Catalog;
+  policy: Policy;
+}
+
+interface Draft extends PlannedCall {
+  refs: Reference[];
+}
+
+export function buildPlan(input: PlanInput): Plan {
+  const { calls, tenant, catalog, policy } = input;
+  const n = calls.length;
+  const byId = new Map<string, number>();
+  const byTool = new Map<string, number[]>();
+  calls.forEach((c, i) => {
+    byId.set(c.id, i);
+    const list = byTool.get(c.tool);
+    if (list) list.push(i);
+    else byTool.set(c.tool, [i]);
+  });
+
+  const drafts: Draft[] = calls.map((c, index) => checkCall(c, index, { calls, tenant, catalog, policy, byId, byTool }));
+  const edges: Edge[] = [];
+  const succ: number[][] = Array.from({ length: n }, () => []);
+  const seen = new Set<string>();
+  const addEdge = (from: number, to: number, kind: EdgeKind, reason: string) => {
+    const k = `${from}>${to}`;
+    if (seen.has(k)) return;
+    seen.add(k);
+    (succ[from] as number[]).push(to);
+    edges.push({ from: (calls[from] as CallInput).id, to: (calls[to] as CallInput).id, kind, reason });
+  };
+
+  for (const d of drafts) {
+    for (const [target, id] of d.targets) {
+      addEdge(byId.get(id) as number, d.index, 'data', `${d.id} uses \${${target}.output}`);
+    }
+    if (d.manifest && !d.error) {
+      const cp = policyFor(d.manifest, tenant, policy);
+      addOrderings(d, cp.after, 'after', { byTool, calls, addEdge });
+      addOrderings(d, cp.requires, 'requires', { byTool, calls, addEdge });
+    }
+  }
+
+  const diagnostics: Diagnostic[] = [];
+  const cycles = findCycles(n, succ);
+  const onCycle = new Set<number>();
+  for (const c of cycles) {
+    const ids = c.path.map((i) => (calls[i] as CallInput).id);
+    diagnostics.push({ code: 'cycle', message: `cycle among data and policy edges: ${ids.join(' → ')}`, callIds: ids });
+    for (const m of c.members) {
+      onCycle.add(m);
+      const d = drafts[m] as Draft;
+      if (!d.error) d.blockedBy = callError('cycle', `${d.id} is on the cycle ${ids.join(' → ')}`, { details: { cycle: ids } });
+    }
+  }
+  for (const d of drafts) if (d.error) diagnostics.push({ code: d.error.code, message: d.error.message, callId: d.id });
+
+  // Calls that will never run hold no resources: plan failures, cycles, and what depends on them.
+  const doomed = descendants(
+    drafts.filter((d) => d.error || d.blockedBy).map((d) => d.index),
+    succ,
+  );
+  const order = stableTopologicalOrder(n, succ, onCycle);
+  const hazards = new HazardIndex();
+  for (const i of order) {
+    if (doomed.has(i)) continue;
+    for (const h of hazards.add(i, (drafts[i] as Draft).access)) addEdge(h.from, i, 'conflict', describeHazard(h.kind, h.key));
+  }
+
+  const graph = new DirectedGraph();
+  for (const d of drafts) graph.addNode(d.id, { tool: d.tool, index: d.index });
+  for (const e of edges) graph.addDirectedEdge(e.from, e.to, { kind: e.kind, reason: e.reason });
+  const acyclic = graph.copy();
+  for (const i of onCycle) acyclic.dropNode((calls[i] as CallInput).id);
+  const generations = topologicalGenerations(acyclic).map((g) => g.sort((a, b) => (byId.get(a) as number) - (byId.get(b) as number)));
+
+  const planned: PlannedCall[] = drafts.map(({ refs: _refs, ...rest }) => rest);
+  return { calls: planned, edges, generations, diagnostics, graph, order, succ };
+}
+
+interface CheckContext {
+  calls: readonly CallInput[];
+  tenant: string;
+  catalog: Catalog;
+  policy: Policy;
+  byId: Map<string, number>;
+  byTool: Map<string, number[]>;
+}
+
+function checkCall(c: CallInput, index: number, ctx: CheckContext): Draft {
+  const args = c.args ?? {};
+  const d: Draft = { index, id: c.id, tool: c.tool, args, targets: new Map(), hasRefs: false, access: PURE, refs: [] };
+  const manifest = ctx.catalog.get(c.tool);
+  if (!manifest) {
+    d.error = callError('unknown_tool', `${c.id}: no tool named ${c.tool} in the catalog`, { details: { tool: c.tool } });
+  } else {
+    d.manifest = manifest;
+    const cp = policyFor(manifest, ctx.tenant, ctx.policy);
+    if (cp.deny !== undefined) d.error = callError('policy_denied', `${c.id}: ${cp.deny}`, { details: { tool: c.tool } });
+    else if (cp.review !== undefined) d.review = cp.review;
+  }
+
+  const found = findReferences(args);
+  d.refs = found.refs;
+  d.hasRefs = found.refs.length > 0;
+  if (!d.error && found.malformed.length > 0) {
+    d.error = callError('unresolved_reference', `${c.id}: malformed reference ${found.malformed[0]}`, {
+      details: { reference: found.malformed[0] },
+    });
+  }
+  for (const ref of found.refs) {
+    if (d.targets.has(ref.target)) continue;
+    if (ref.target === 'self') {
+      d.error ??= callError('unresolved_reference', `${c.id}: ${ref.raw} — self is only known to compensations`);
+      continue;
+    }
+    if (ctx.byId.has(ref.target)) {
+      d.targets.set(ref.target, ref.target);
+      continue;
+    }
+    const users = ctx.byTool.get(ref.target) ?? [];
+    if (users.length === 1) d.targets.set(ref.target, (users[0] as number) === index ? c.id : idAt(ctx, users[0] as number));
+    else if (users.length > 1) {
+      d.error ??= callError('ambiguous_reference', `${c.id}: ${ref.raw} — ${users.length} calls use the tool ${ref.target}; refer to one by its call id`, {
+        details: { reference: ref.raw, calls: users.map((u) => idAt(ctx, u)) },
+      });
+    } else {
+      d.error ??= callError('unresolved_reference', `${c.id}: ${ref.raw} names no call of the run`, { details: { reference: ref.raw } });
+    }
+  }
+
+  if (manifest && !d.error) {
+    d.access = accessOf(manifest, args);
+    if (!d.hasRefs) {
+      const problem = checkResolvedArgs(ctx.catalog, c.tool, args);
+      if (problem) d.error = callError('invalid_args', `${c.id}: ${problem}`, { details: { tool: c.tool } });
+    }
+  }
+  return d;
+}
+
+/** Args with no references still need `$${` escapes undone before the schema sees them. */
+export function checkResolvedArgs(catalog: Catalog, tool: string, args: unknown): string | null {
+  const value = hasTemplates(args) ? resolveValue(args, () => undefined) : { ok: true as const, value: args };
+  if (!value.ok) return value.error.message;
+  return catalog.checkArgs(tool, value.value);
+}
+
+function idAt(ctx: CheckContext, index: number): string {
+  return (ctx.calls[index] as CallInput).id;
+}
+
+interface OrderingContext {
+  byTool: Map<string, number[]>;
+  calls: readonly CallInput[];
+  addEdge: (from: number, to: number, kind: EdgeKind, reason: string) => void;
+}
+
+function addOrderings(d: Draft, orderings: Ordering[], verb: 'after' | 'requires', ctx: OrderingContext): void {
+  for (const o of orderings) {
+    let matched = 0;
+    for (const [tool, users] of ctx.byTool) {
+      if (!globMatch(o.pattern, tool)) continue;
+      for (const u of users) {
+        if (u === d.index) continue;
+        matched++;
+        ctx.addEdge(u, d.index, 'policy', `${o.source}: ${d.tool} ${verb} ${tool}`);
+      }
+    }
+    if (verb === 'requires' && matched === 0 && !d.error) {
+      d.error = callError('missing_required_predecessor', `${d.id}: ${o.source} requires a call of ${o.pattern} in the run, and there is none`, {
+        details: { requires: o.pattern },
+      });
+    }
+  }
+}
+
+function descendants(roots: number[], succ: readonly (readonly number[])[]): Set<number> {
+  const out = new Set(roots);
+  const stack = [...roots];
+  while (stack.length > 0) {
+    for (const w of succ[stack.pop() as number] as readonly number[]) {
+      if (!out.has(w)) {
+        out.add(w);
+        stack.push(w);
+      }
+    }
+  }
+  return out;
+}

@@ -1,0 +1,109 @@
+/**
+ * Resource keys (DESIGN §3).
+ *
+ * A key is hierarchical: it splits into segments on `/` and `:` (empty segments dropped). Two keys
+ * overlap when, over the length of the shorter one, every segment is equal or one of them is `*`:
+ * equal keys, a segment-prefix (`file:/repo/src` and `file:/repo/src/a.ts`, not `file:/repo/srcx`),
+ * or a wildcard segment.
+ *
+ * A template (`file:{path}`, `service:{namespace}:{name}`) expands against a call's args. A placeholder
+ * whose arg is missing, not a scalar, or still a reference expands conservatively: the key is cut at the
+ * segment where the placeholder stands and ends in `*` (`file:{path}` → `file:*`).
+ */
+
+export type Segments = readonly string[];
+
+/** A resource key as written and as segments. */
+export interface Key {
+  text: string;
+  segs: Segments;
+}
+
+export function key(text: string): Key {
+  return { text, segs: parseKey(text) };
+}
+
+export const ANY: Key = { text: '*', segs: ['*'] };
+
+export function parseKey(key: string): Segments {
+  return key.split(/[/:]/).filter((s) => s.length > 0);
+}
+
+export function overlaps(a: Segments, b: Segments): boolean {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a[i];
+    const y = b[i];
+    if (x !== y && x !== '*' && y !== '*') return false;
+  }
+  return true;
+}
+
+export function anyOverlap(as: readonly Key[], bs: readonly Key[]): boolean {
+  for (const a of as) for (const b of bs) if (overlaps(a.segs, b.segs)) return true;
+  return false;
+}
+
+const PLACEHOLDER = /\{([^{}]+)\}/g;
+
+function argAt(args: unknown, dotted: string): unknown {
+  let v: unknown = args;
+  for (const seg of dotted.split('.')) {
+    if (v === null || typeof v !== 'object' || Array.isArray(v) || !Object.hasOwn(v, seg)) return undefined;
+    v = (v as Record<string, unknown>)[seg];
+  }
+  return v;
+}
+
+function scalar(v: unknown): string | undefined {
+  if (typeof v === 'string') return v.includes('${') ? undefined : v;
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  return undefined;
+}
+
+/** Expands one template against args; unknown placeholders give a wildcard at their segment. */
+export function expandTemplate(template: string, args: unknown): string {
+  let out = '';
+  let last = 0;
+  for (const m of template.matchAll(PLACEHOLDER)) {
+    const value = scalar(argAt(args, m[1] as string));
+    out += template.slice(last, m.index);
+    if (value === undefined) {
+      const cut = Math.max(out.lastIndexOf('/'), out.lastIndexOf(':'));
+      return `${out.slice(0, cut + 1)}*`;
+    }
+    out += value;
+    last = (m.index as number) + m[0].length;
+  }
+  return out + template.slice(last);
+}
+
+/** What a call touches, as parsed keys. */
+export interface Access {
+  reads: Key[];
+  writes: Key[];
+}
+
+export const PURE: Access = { reads: [], writes: [] };
+
+/**
+ * A call's reads and writes. A tool that declares neither has unknown effects: it writes `*`. A tool
+ * that declares both empty is pure.
+ */
+export function accessOf(decl: { reads?: readonly string[]; writes?: readonly string[] }, args: unknown): Access {
+  if (decl.reads === undefined && decl.writes === undefined) return { reads: [], writes: [ANY] };
+  const expand = (ts: readonly string[] | undefined) => dedupe((ts ?? []).map((t) => key(expandTemplate(t, args))));
+  const writes = expand(decl.writes);
+  const written = new Set(writes.map((k) => k.segs.join('\0')));
+  return { reads: expand(decl.reads).filter((k) => !written.has(k.segs.join('\0'))), writes };
+}
+
+function dedupe(keys: Key[]): Key[] {
+  const seen = new Set<string>();
+  return keys.filter((k) => {
+    const id = k.segs.join('\0');
+    if (seen.has(id)) return false;
+    seen.add(id);
+    return true;
+  });
+}

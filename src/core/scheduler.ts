@@ -1,0 +1,873 @@
+/**
+ * The ready-set scheduler (DESIGN §4, §6): pure, deterministic, and shared by the live engine, the CLI
+ * and replay.
+ *
+ * Inputs are method calls that carry the time (`now`): a run submitted, an attempt ended, a timer due,
+ * a review decided, a cancel, a replan. Outputs are what the shell must do: events to persist and
+ * stream, attempts to start, attempts to abort, and `nextWakeAt()` for the next timer. There is no
+ * clock, no timer and no I/O in here, so the same inputs always give the same outputs.
+ *
+ * A call is *armed* when its data and policy predecessors have succeeded (its args are then resolved
+ * and checked, and a review is asked for if policy wants one); it is *ready* when it is armed, reviewed,
+ * and its conflict predecessors are *released*. A call is released when it has ended and its own
+ * conflict predecessors are released: a call that ends without running (blocked, cancelled) keeps its
+ * successors waiting until what it was waiting for has ended too, which keeps the reduced hazard edges
+ * of the plan sound.
+ *
+ * Among ready calls the order is: tenants round robin, then runs by arrival, then longest remaining
+ * path (from the learned mean duration of each tool), then original index. A ready call starts only
+ * when every limit has room (see limits.ts); all are taken at once.
+ */
+import type { CallInput, CallStatus, Diagnostic, RunStatus } from './calls.js';
+import { callError, type CallError } from './errors.js';
+import type { CoreEvent, EventType } from './events.js';
+import { MinHeap } from './heap.js';
+import { Limiter, type Holder } from './limits.js';
+import { buildPlan, checkResolvedArgs, type Plan, type PlannedCall } from './plan.js';
+import { hasTemplates, resolveValue, type Reference } from './references.js';
+import { accessOf } from './resources.js';
+import { backoffDelay } from './retry.js';
+import { isTerminal, transition } from './state.js';
+import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from './tool.js';
+
+export interface SchedulerOptions {
+  catalog: Catalog;
+  policy: Policy;
+  limits: Limits;
+  defaults: Defaults;
+}
+
+export interface SubmitOptions {
+  runId: string;
+  tenant: string;
+  calls: readonly CallInput[];
+  failure?: FailureMode;
+  tags?: Record<string, string>;
+  /** Mean duration per tool to rank calls by; defaults to what this scheduler has learned. */
+  estimates?: Record<string, number>;
+}
+
+export interface StartAttempt {
+  kind: 'call' | 'compensation';
+  runId: string;
+  callId: string;
+  attempt: number;
+  tool: ToolManifest;
+  args: Record<string, unknown>;
+  timeoutMs: number;
+}
+
+export interface AbortAttempt {
+  runId: string;
+  callId: string;
+  attempt: number;
+  reason: CallError;
+}
+
+export interface Output {
+  events: CoreEvent[];
+  starts: StartAttempt[];
+  aborts: AbortAttempt[];
+}
+
+export type AttemptResult = { ok: true; output: unknown } | { ok: false; error: CallError; retryable?: boolean; retryAfterMs?: number };
+
+export interface AttemptEnded {
+  runId: string;
+  callId: string;
+  attempt: number;
+  kind?: 'call' | 'compensation';
+  result: AttemptResult;
+}
+
+export interface ReviewDecision {
+  runId: string;
+  callId: string;
+  decision: 'approve' | 'reject' | 'edit';
+  args?: Record<string, unknown>;
+  comment?: string;
+}
+
+/** Misuse of the scheduler's API (unknown run, wrong state): the shell maps it to a 4xx. */
+export class SchedulerError extends Error {
+  constructor(
+    readonly code: 'run_not_found' | 'call_not_found' | 'conflict' | 'invalid_args',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface CallRt {
+  index: number;
+  id: string;
+  tool: string;
+  manifest?: ToolManifest;
+  args: Record<string, unknown>;
+  resolved?: Record<string, unknown>;
+  status: CallStatus;
+  attempts: number;
+  output?: unknown;
+  error?: CallError;
+  review?: string;
+  reviewed: boolean;
+  targets: Map<string, string>;
+  hasRefs: boolean;
+  dataSucc: number[];
+  conflictSucc: number[];
+  dataWaiting: number;
+  conflictWaiting: number;
+  armed: boolean;
+  released: boolean;
+  retrying: boolean;
+  priority: number;
+  holder?: Holder;
+  endedAt?: number;
+  attemptStartedAt?: number;
+  superseded: boolean;
+}
+
+interface RunRt {
+  id: string;
+  tenant: string;
+  failure: FailureMode;
+  arrival: number;
+  calls: CallRt[];
+  byId: Map<string, number>;
+  inputs: CallInput[];
+  ready: Map<string, MinHeap<CallRt>>;
+  readyCount: number;
+  running: number;
+  open: number;
+  status: RunStatus;
+  cancelRequested: boolean;
+  failFastBy?: string;
+  compensations?: number[];
+  compensating?: number;
+  replanFailures: CallRt[];
+  handed: Set<number>;
+  deadlocked: boolean;
+  diagnostics: Diagnostic[];
+  estimates: Record<string, number>;
+}
+
+interface Timer {
+  at: number;
+  seq: number;
+  runId?: string;
+  index?: number;
+}
+
+const byPriority = (a: CallRt, b: CallRt) => b.priority - a.priority || a.index - b.index;
+
+export class Scheduler {
+  private readonly runs = new Map<string, RunRt>();
+  private readonly tenants: string[] = [];
+  private readonly tenantRuns = new Map<string, RunRt[]>();
+  private rr = 0;
+  private arrivals = 0;
+  private readonly limiter: Limiter;
+  private readonly timers = new MinHeap<Timer>((a, b) => a.at - b.at || a.seq - b.seq);
+  private timerSeq = 0;
+  private readonly wakes = new Set<number>();
+  private readonly learned = new Map<string, { n: number; mean: number }>();
+  private out: Output = { events: [], starts: [], aborts: [] };
+  private now = 0;
+  private readonly dirty = new Set<RunRt>();
+
+  constructor(private readonly opts: SchedulerOptions) {
+    this.limiter = new Limiter(opts.limits);
+  }
+
+  // ---- inputs -------------------------------------------------------------------------------
+
+  submit(now: number, s: SubmitOptions): Output {
+    this.now = now;
+    if (this.runs.has(s.runId)) throw new SchedulerError('conflict', `run ${s.runId} exists already`);
+    const failure = s.failure ?? this.opts.defaults.failure;
+    const estimates = s.estimates ?? this.estimates();
+    const run: RunRt = {
+      id: s.runId,
+      tenant: s.tenant,
+      failure,
+      arrival: this.arrivals++,
+      calls: [],
+      byId: new Map(),
+      inputs: [],
+      ready: new Map(),
+      readyCount: 0,
+      running: 0,
+      open: 0,
+      status: 'running',
+      cancelRequested: false,
+      replanFailures: [],
+      handed: new Set(),
+      deadlocked: false,
+      diagnostics: [],
+      estimates,
+    };
+    this.runs.set(run.id, run);
+    if (!this.tenantRuns.has(run.tenant)) {
+      this.tenants.push(run.tenant);
+      this.tenantRuns.set(run.tenant, []);
+    }
+    (this.tenantRuns.get(run.tenant) as RunRt[]).push(run);
+    const calls = s.calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args ?? {} }));
+    this.emit('run.created', run, undefined, { tenant: run.tenant, failure, tags: s.tags ?? {}, calls, estimates });
+    this.addCalls(run, calls, 'run.started');
+    return this.flush();
+  }
+
+  attemptEnded(now: number, e: AttemptEnded): Output {
+    this.now = now;
+    const run = this.runs.get(e.runId);
+    const idx = run?.byId.get(e.callId);
+    if (!run || idx === undefined) return this.flush();
+    const c = run.calls[idx] as CallRt;
+    if (e.kind === 'compensation') {
+      if (run.compensating === idx) this.compensationEnded(run, c, e.result);
+      return this.flush();
+    }
+    if (c.status !== 'running' || e.attempt !== c.attempts) return this.flush();
+    this.limiter.release(c.holder as Holder);
+    run.running--;
+    this.learn(c.tool, now - (c.attemptStartedAt as number));
+    const r = e.result;
+    if (r.ok) this.succeed(run, c, r.output);
+    else if (run.cancelRequested || run.failFastBy !== undefined) {
+      if (r.error.code === 'cancelled') this.cancelCall(run, c, r.error);
+      else this.fail(run, c, r.error, false);
+    } else if (this.mayRetry(c, r)) this.scheduleRetry(run, c, r);
+    else this.fail(run, c, r.error, true);
+    this.dirty.add(run);
+    return this.flush();
+  }
+
+  /** Handles every timer due at `now` (retry backoffs, rate refills). */
+  tick(now: number): Output {
+    this.now = now;
+    for (let t = this.timers.peek(); t && t.at <= now; t = this.timers.peek()) {
+      this.timers.pop();
+      if (t.runId === undefined) {
+        this.wakes.delete(t.at);
+        continue;
+      }
+      const run = this.runs.get(t.runId);
+      const c = run?.calls[t.index as number];
+      if (!run || !c || !c.retrying) continue;
+      c.retrying = false;
+      this.maybeReady(run, c);
+    }
+    return this.flush();
+  }
+
+  /** The time of the next timer, if any. */
+  nextWakeAt(): number | undefined {
+    return this.timers.peek()?.at;
+  }
+
+  decideReview(now: number, d: ReviewDecision): Output {
+    this.now = now;
+    const { run, c } = this.find(d.runId, d.callId);
+    if (c.status !== 'awaiting_review') throw new SchedulerError('conflict', `call ${c.id} is ${c.status}, not awaiting_review`);
+    if (d.decision === 'edit') {
+      if (!d.args) throw new SchedulerError('invalid_args', `an edit needs args`);
+      const problem = this.opts.catalog.checkArgs(c.tool, d.args);
+      if (problem) throw new SchedulerError('invalid_args', `${c.id}: ${problem}`);
+    }
+    this.emit('review.decided', run, c, {
+      decision: d.decision,
+      ...(d.args ? { args: d.args } : {}),
+      ...(d.comment !== undefined ? { comment: d.comment } : {}),
+    });
+    if (d.decision === 'reject') {
+      const why = d.comment ? `rejected in review: ${d.comment}` : 'rejected in review';
+      this.fail(run, c, callError('review_rejected', `${c.id}: ${why}`), true);
+    } else {
+      if (d.decision === 'edit') this.setResolved(run, c, d.args as Record<string, unknown>);
+      c.reviewed = true;
+      transition(c, 'pending');
+      this.maybeReady(run, c);
+    }
+    this.dirty.add(run);
+    return this.flush();
+  }
+
+  cancel(now: number, runId: string): Output {
+    this.now = now;
+    const run = this.getRun(runId);
+    if (isRunOver(run.status) || run.cancelRequested) return this.flush();
+    run.cancelRequested = true;
+    this.stopRun(run, callError('cancelled', 'the run was cancelled'));
+    this.dirty.add(run);
+    return this.flush();
+  }
+
+  /** Appends calls to a run that ended `needs_replan`; the calls waiting on its failures are superseded. */
+  replan(now: number, runId: string, calls: readonly CallInput[]): Output {
+    this.now = now;
+    const run = this.getRun(runId);
+    if (run.status !== 'needs_replan') throw new SchedulerError('conflict', `run ${runId} is ${run.status}, not needs_replan`);
+    for (const c of calls) if (run.byId.has(c.id)) throw new SchedulerError('conflict', `call id ${c.id} is used in run ${runId} already`);
+    run.status = 'running';
+    const list = calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args ?? {} }));
+    for (const f of run.replanFailures) run.handed.add(f.index);
+    run.replanFailures = [];
+    for (const c of run.calls) {
+      if (c.status === 'blocked' && c.error?.code === 'awaiting_replan') {
+        c.superseded = true;
+        transition(c, 'cancelled');
+        c.error = callError('superseded', `${c.id} was superseded by a replan`);
+        this.emit('call.cancelled', run, c, { reason: c.error });
+      }
+    }
+    this.addCalls(run, list, 'run.replanned');
+    return this.flush();
+  }
+
+  // ---- views for the shell -------------------------------------------------------------------
+
+  runStatus(runId: string): RunStatus | undefined {
+    return this.runs.get(runId)?.status;
+  }
+
+  /** Forgets an ended run (the shell keeps its events); a run that may still change is kept. */
+  evict(runId: string): void {
+    const run = this.runs.get(runId);
+    if (!run || !isRunOver(run.status) || run.status === 'needs_replan') return;
+    this.runs.delete(runId);
+    const list = this.tenantRuns.get(run.tenant) as RunRt[];
+    list.splice(list.indexOf(run), 1);
+  }
+
+  activeRuns(tenant?: string): number {
+    let n = 0;
+    for (const r of this.runs.values()) if (!isRunOver(r.status) && (tenant === undefined || r.tenant === tenant)) n++;
+    return n;
+  }
+
+  limitUsage() {
+    return this.limiter.usage();
+  }
+
+  estimates(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [tool, s] of [...this.learned].sort(([a], [b]) => (a < b ? -1 : 1))) out[tool] = Math.round(s.mean * 1000) / 1000;
+    return out;
+  }
+
+  // ---- building a run ------------------------------------------------------------------------
+
+  private addCalls(run: RunRt, list: CallInput[], event: 'run.started' | 'run.replanned'): void {
+    const base = run.calls.length;
+    const inputs = [...run.inputs, ...list];
+    const plan = buildPlan({ calls: inputs, tenant: run.tenant, catalog: this.opts.catalog, policy: this.opts.policy });
+    run.inputs = inputs;
+    for (let i = base; i < inputs.length; i++) {
+      const p = plan.calls[i] as PlannedCall;
+      run.byId.set(p.id, i);
+      run.calls.push(this.newCall(p, run));
+    }
+    const fresh = plan.edges.filter((e) => (run.byId.get(e.to) as number) >= base);
+    const doomedBy = new Map<number, CallRt>();
+    for (const e of fresh) {
+      const from = run.calls[run.byId.get(e.from) as number] as CallRt;
+      const to = run.calls[run.byId.get(e.to) as number] as CallRt;
+      if (from.index < base) {
+        if (e.kind !== 'conflict' && from.status !== 'succeeded' && !doomedBy.has(to.index)) doomedBy.set(to.index, from);
+        continue;
+      }
+      if (e.kind === 'conflict') {
+        from.conflictSucc.push(to.index);
+        to.conflictWaiting++;
+      } else {
+        from.dataSucc.push(to.index);
+        to.dataWaiting++;
+      }
+    }
+    this.rank(run, plan, base);
+    const diagnostics = plan.diagnostics.filter((d) => d.callId === undefined || (run.byId.get(d.callId) as number) >= base);
+    const cycles = diagnostics.filter((d) => d.code === 'cycle' && d.callIds?.some((id) => (run.byId.get(id) as number) >= base));
+    run.diagnostics.push(...(event === 'run.started' ? diagnostics : cycles.concat(diagnostics.filter((d) => d.code !== 'cycle'))));
+    const data: Record<string, unknown> = {
+      edges: fresh,
+      generations: plan.generations,
+      diagnostics: event === 'run.started' ? plan.diagnostics : diagnostics,
+    };
+    if (event === 'run.replanned') data.calls = list;
+    this.emit(event, run, undefined, data);
+
+    // Cycles first, so a cycle's calls all say `cycle` before anything is propagated from them.
+    const fresh_ = run.calls.slice(base);
+    const planned = (c: CallRt) => plan.calls[c.index] as PlannedCall;
+    for (const c of fresh_) if (planned(c).blockedBy && isPending(c)) this.block(run, c, planned(c).blockedBy as CallError, false);
+    for (const c of fresh_) {
+      const p = planned(c);
+      if (p.error && isPending(c)) this.fail(run, c, p.error, true);
+      else if (p.blockedBy && c.status === 'blocked') this.blockDescendantsOf(run, c);
+      else if (doomedBy.has(c.index) && isPending(c)) this.blockDescendantsOf(run, doomedBy.get(c.index) as CallRt, [c]);
+    }
+    for (let i = base; i < run.calls.length; i++) {
+      const c = run.calls[i] as CallRt;
+      if (c.status === 'pending' && c.dataWaiting === 0 && !c.armed) this.arm(run, c);
+    }
+    this.dirty.add(run);
+  }
+
+  private newCall(p: PlannedCall, run: RunRt): CallRt {
+    void run;
+    return {
+      index: p.index,
+      id: p.id,
+      tool: p.tool,
+      ...(p.manifest ? { manifest: p.manifest } : {}),
+      args: p.args,
+      status: 'pending',
+      attempts: 0,
+      ...(p.review !== undefined ? { review: p.review } : {}),
+      reviewed: false,
+      targets: p.targets,
+      hasRefs: p.hasRefs,
+      dataSucc: [],
+      conflictSucc: [],
+      dataWaiting: 0,
+      conflictWaiting: 0,
+      armed: false,
+      released: false,
+      retrying: false,
+      priority: 0,
+      superseded: false,
+    };
+  }
+
+  /** Longest remaining path, in estimated ms, for the calls from `base` on (reverse topological order). */
+  private rank(run: RunRt, plan: Plan, base: number): void {
+    const est = (c: CallRt) => run.estimates[c.tool] ?? 1;
+    for (let k = plan.order.length - 1; k >= 0; k--) {
+      const i = plan.order[k] as number;
+      if (i < base) continue;
+      const c = run.calls[i] as CallRt;
+      let tail = 0;
+      for (const s of plan.succ[i] as number[]) if (s >= base) tail = Math.max(tail, (run.calls[s] as CallRt).priority);
+      c.priority = est(c) + tail;
+    }
+  }
+
+  // ---- transitions ---------------------------------------------------------------------------
+
+  /** Data and policy predecessors have succeeded: resolve args, ask for review or wait for conflicts. */
+  private arm(run: RunRt, c: CallRt): void {
+    c.armed = true;
+    let args = c.args;
+    if (c.hasRefs) {
+      const r = resolveValue(c.args, (ref: Reference) => {
+        const id = c.targets.get(ref.target);
+        const t = id === undefined ? undefined : run.calls[run.byId.get(id) as number];
+        return t && t.status === 'succeeded' ? { value: t.output } : undefined;
+      });
+      if (!r.ok) return this.fail(run, c, { ...r.error, message: `${c.id}: ${r.error.message}` }, true);
+      args = r.value as Record<string, unknown>;
+      const problem = checkResolvedArgs(this.opts.catalog, c.tool, args);
+      if (problem) return this.fail(run, c, callError('invalid_args', `${c.id}: ${problem}`, { details: { tool: c.tool } }), true);
+    } else if (hasTemplates(args)) {
+      const r = resolveValue(c.args, () => undefined);
+      if (r.ok) args = r.value as Record<string, unknown>;
+    }
+    this.setResolved(run, c, args);
+    if (c.review !== undefined && !c.reviewed) {
+      transition(c, 'awaiting_review');
+      this.emit('call.awaiting_review', run, c, { reason: c.review, args });
+      return;
+    }
+    this.maybeReady(run, c);
+  }
+
+  private setResolved(run: RunRt, c: CallRt, args: Record<string, unknown>): void {
+    c.resolved = args;
+    const m = c.manifest as ToolManifest;
+    const access = accessOf(m, args);
+    c.holder = {
+      runId: run.id,
+      callId: c.id,
+      tenant: run.tenant,
+      tool: c.tool,
+      domain: m.scope === 'run' ? null : m.scope === 'global' ? 'global' : `tenant:${run.tenant}`,
+      reads: access.reads,
+      writes: access.writes,
+      ...(m.rate ? { toolRate: m.rate } : {}),
+    };
+  }
+
+  private maybeReady(run: RunRt, c: CallRt): void {
+    if (c.status !== 'pending' || !c.armed || c.retrying || c.conflictWaiting > 0) return;
+    if (c.review !== undefined && !c.reviewed) return;
+    if (run.cancelRequested || run.failFastBy !== undefined) return;
+    transition(c, 'ready');
+    this.emit('call.ready', run, c, {});
+    let heap = run.ready.get(c.tool);
+    if (!heap) {
+      heap = new MinHeap(byPriority);
+      run.ready.set(c.tool, heap);
+    }
+    heap.push(c);
+    run.readyCount++;
+    this.dirty.add(run);
+  }
+
+  private start(run: RunRt, c: CallRt): void {
+    this.limiter.acquire(c.holder as Holder, this.now);
+    transition(c, 'running');
+    run.running++;
+    c.attempts++;
+    c.attemptStartedAt = this.now;
+    const args = c.resolved as Record<string, unknown>;
+    this.emit('call.started', run, c, { attempt: c.attempts, args });
+    const m = c.manifest as ToolManifest;
+    this.out.starts.push({ kind: 'call', runId: run.id, callId: c.id, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs });
+  }
+
+  private succeed(run: RunRt, c: CallRt, output: unknown): void {
+    transition(c, 'succeeded');
+    c.output = output;
+    this.emit('call.succeeded', run, c, { attempt: c.attempts, output, durationMs: this.now - (c.attemptStartedAt as number) });
+    this.ended(run, c);
+    for (const s of c.dataSucc) {
+      const t = run.calls[s] as CallRt;
+      t.dataWaiting--;
+      if (t.dataWaiting === 0 && t.status === 'pending' && !t.armed) this.arm(run, t);
+    }
+  }
+
+  private fail(run: RunRt, c: CallRt, error: CallError, propagate: boolean): void {
+    const wasRunning = c.status === 'running';
+    transition(c, 'failed');
+    c.error = error;
+    this.emit('call.failed', run, c, wasRunning ? { attempt: c.attempts, error } : { error });
+    this.ended(run, c);
+    if (!propagate) return;
+    const mode: FailureMode = c.manifest?.failure === 'fail_fast' ? 'fail_fast' : run.failure;
+    if (mode === 'fail_fast') {
+      if (run.failFastBy === undefined && !run.cancelRequested) {
+        run.failFastBy = c.id;
+        this.stopRun(run, callError('cancelled', `the run failed fast: ${c.id} failed`, { callId: c.id }));
+      }
+    } else if (mode === 'replan') {
+      run.replanFailures.push(c);
+      this.blockDescendantsOf(run, c);
+    } else this.blockDescendantsOf(run, c);
+  }
+
+  private block(run: RunRt, c: CallRt, why: CallError, propagate: boolean): void {
+    transition(c, 'blocked');
+    c.error = why;
+    this.emit('call.blocked', run, c, { blockedBy: why });
+    this.ended(run, c);
+    if (propagate) this.blockDescendantsOf(run, c);
+  }
+
+  /**
+   * Blocks every call that depends on `root` through data or policy edges (or only `only`'s subtrees):
+   * `dependency_failed` naming a failed root, `awaiting_replan` in replan mode, `dependency_blocked`
+   * naming a blocked root.
+   */
+  private blockDescendantsOf(run: RunRt, root: CallRt, only?: CallRt[]): void {
+    const replan = root.status === 'failed' && run.failure === 'replan' && root.manifest?.failure !== 'fail_fast';
+    const why: CallError =
+      root.status === 'failed'
+        ? replan
+          ? callError('awaiting_replan', `waits for a replan: ${root.id} failed`, { callId: root.id })
+          : callError('dependency_failed', `${root.id} failed`, { callId: root.id })
+        : callError('dependency_blocked', `${root.id} is ${root.status}`, { callId: root.id });
+    const stack = only ? [...only] : root.dataSucc.map((s) => run.calls[s] as CallRt);
+    while (stack.length > 0) {
+      const c = stack.pop() as CallRt;
+      if (!isPending(c)) continue;
+      this.block(run, c, why, false);
+      for (const s of c.dataSucc) stack.push(run.calls[s] as CallRt);
+    }
+  }
+
+  private cancelCall(run: RunRt, c: CallRt, reason: CallError): void {
+    transition(c, 'cancelled');
+    c.error = reason;
+    this.emit('call.cancelled', run, c, { reason });
+    this.ended(run, c);
+  }
+
+  /** Cancels every call not started yet and aborts the running ones (cancel, fail-fast). */
+  private stopRun(run: RunRt, reason: CallError): void {
+    for (const c of run.calls) {
+      if (c.status === 'running') {
+        this.out.aborts.push({ runId: run.id, callId: c.id, attempt: c.attempts, reason });
+      } else if (isPending(c)) {
+        c.retrying = false;
+        this.cancelCall(run, c, reason);
+      }
+    }
+  }
+
+  /** A call reached a final status: bookkeeping, and conflict successors may go once it is released. */
+  private ended(run: RunRt, c: CallRt): void {
+    c.endedAt = this.now;
+    if (c.holder) this.limiter.dropWaiter(c.holder);
+    if (c.conflictWaiting === 0) this.release(run, c);
+    this.dirty.add(run);
+  }
+
+  private release(run: RunRt, first: CallRt): void {
+    const stack = [first];
+    while (stack.length > 0) {
+      const c = stack.pop() as CallRt;
+      c.released = true;
+      for (const s of c.conflictSucc) {
+        const t = run.calls[s] as CallRt;
+        t.conflictWaiting--;
+        if (t.conflictWaiting > 0) continue;
+        if (isTerminal(t.status)) stack.push(t);
+        else this.maybeReady(run, t);
+      }
+    }
+  }
+
+  private mayRetry(c: CallRt, r: { retryable?: boolean }): boolean {
+    const m = c.manifest as ToolManifest;
+    return r.retryable === true && m.idempotent && m.retry !== undefined && c.attempts < m.retry.attempts;
+  }
+
+  private scheduleRetry(run: RunRt, c: CallRt, r: { error: CallError; retryAfterMs?: number }): void {
+    const m = c.manifest as ToolManifest;
+    const delay = Math.max(backoffDelay(m.retry!, run.id, c.id, c.attempts), r.retryAfterMs ?? 0);
+    transition(c, 'pending');
+    c.retrying = true;
+    const at = this.now + delay;
+    this.emit('call.retry_scheduled', run, c, { attempt: c.attempts + 1, at, delayMs: delay, error: r.error });
+    this.timers.push({ at, seq: this.timerSeq++, runId: run.id, index: c.index });
+  }
+
+  // ---- compensation --------------------------------------------------------------------------
+
+  private startNextCompensation(run: RunRt): void {
+    const queue = run.compensations as number[];
+    while (queue.length > 0) {
+      const c = run.calls[queue.shift() as number] as CallRt;
+      const spec = (c.manifest as ToolManifest).compensate as NonNullable<ToolManifest['compensate']>;
+      const tool = this.opts.catalog.get(spec.tool);
+      const args = resolveValue(spec.args, (ref) =>
+        ref.target === 'self' ? { value: ref.field === 'args' ? (c.resolved ?? c.args) : c.output } : undefined,
+      );
+      if (!tool || !args.ok) {
+        const error = !tool ? callError('unknown_tool', `no tool named ${spec.tool} to compensate ${c.id}`) : (args as { error: CallError }).error;
+        this.emit('call.compensated', run, c, { status: 'failed', error });
+        continue;
+      }
+      run.compensating = c.index;
+      this.out.starts.push({
+        kind: 'compensation',
+        runId: run.id,
+        callId: c.id,
+        attempt: 1,
+        tool,
+        args: args.value as Record<string, unknown>,
+        timeoutMs: tool.timeoutMs,
+      });
+      return;
+    }
+    run.compensating = undefined;
+    this.dirty.add(run);
+  }
+
+  private compensationEnded(run: RunRt, c: CallRt, r: AttemptResult): void {
+    this.emit('call.compensated', run, c, r.ok ? { status: 'succeeded', output: r.output } : { status: 'failed', error: r.error });
+    this.startNextCompensation(run);
+  }
+
+  // ---- dispatch and ending -------------------------------------------------------------------
+
+  private dispatch(): void {
+    for (;;) {
+      if (this.limiter.globalFull()) return;
+      let started = false;
+      const n = this.tenants.length;
+      for (let k = 0; k < n && !started; k++) {
+        const ti = (this.rr + k) % n;
+        const tenant = this.tenants[ti] as string;
+        if (this.limiter.globalFull()) return;
+        if (this.limiter.tenantFull(tenant)) continue;
+        for (const run of this.tenantRuns.get(tenant) as RunRt[]) {
+          if (run.readyCount === 0) continue;
+          if (this.opts.limits.perRun !== undefined && run.running >= this.opts.limits.perRun) continue;
+          const c = this.pick(run);
+          if (c === 'stop') break;
+          if (!c) continue;
+          this.takeReady(run, c);
+          this.start(run, c);
+          this.rr = (ti + 1) % n;
+          started = true;
+          break;
+        }
+      }
+      if (!started) return;
+    }
+  }
+
+  /** The best ready call of the run that every limit lets start, or 'stop' when its tenant is full. */
+  private pick(run: RunRt): CallRt | undefined | 'stop' {
+    let best: CallRt | undefined;
+    for (const [tool, heap] of run.ready) {
+      while (heap.size > 0 && (heap.peek() as CallRt).status !== 'ready') heap.pop();
+      if (heap.size === 0 || this.limiter.toolFull(tool)) continue;
+      if (best && byPriority(heap.peek() as CallRt, best) > 0) continue;
+      const skipped: CallRt[] = [];
+      let found: CallRt | undefined;
+      while (heap.size > 0) {
+        const c = heap.peek() as CallRt;
+        if (c.status !== 'ready') {
+          heap.pop();
+          continue;
+        }
+        const check = this.limiter.check(c.holder as Holder, this.now);
+        if (check.ok) {
+          found = c;
+          break;
+        }
+        if (check.reason === 'global' || check.reason === 'tenant') {
+          for (const s of skipped) heap.push(s);
+          return 'stop';
+        }
+        if (check.reason === 'rate') {
+          this.wakeAt(check.wakeAt as number);
+          break;
+        }
+        if (check.reason === 'tool') break;
+        skipped.push(heap.pop() as CallRt);
+      }
+      for (const s of skipped) heap.push(s);
+      if (found && (!best || byPriority(found, best) < 0)) best = found;
+    }
+    return best;
+  }
+
+  private takeReady(run: RunRt, c: CallRt): void {
+    const heap = run.ready.get(c.tool) as MinHeap<CallRt>;
+    if (heap.peek() === c) heap.pop();
+    else heap.removeWhere((x) => x === c);
+    run.readyCount--;
+  }
+
+  private wakeAt(at: number): void {
+    if (this.wakes.has(at)) return;
+    this.wakes.add(at);
+    this.timers.push({ at, seq: this.timerSeq++ });
+  }
+
+  private finishRuns(): void {
+    for (const run of this.dirty) {
+      this.dirty.delete(run);
+      this.maybeEnd(run);
+    }
+  }
+
+  private maybeEnd(run: RunRt): void {
+    if (run.status !== 'running' || run.running > 0 || run.compensating !== undefined) return;
+    if (run.failFastBy !== undefined && run.compensations === undefined) {
+      run.compensations = run.calls
+        .filter((c) => c.status === 'succeeded' && c.manifest?.compensate)
+        .sort((a, b) => (b.endedAt as number) - (a.endedAt as number) || b.index - a.index)
+        .map((c) => c.index);
+      this.startNextCompensation(run);
+      if (run.compensating !== undefined) return;
+    }
+    const live = run.calls.filter((c) => !isTerminal(c.status));
+    if (live.length > 0) {
+      if (live.some((c) => c.status === 'ready' || c.status === 'awaiting_review' || c.retrying)) return;
+      this.deadlock(run, live);
+    }
+    const status = this.finalStatus(run);
+    run.status = status;
+    if (status === 'needs_replan') {
+      const waiting = run.calls.filter((c) => c.status === 'blocked' && c.error?.code === 'awaiting_replan').map((c) => c.id);
+      const sideEffects = run.calls.filter((c) => c.status === 'succeeded' && c.manifest && writesSomething(c.manifest)).map((c) => c.id);
+      const replanContext = { failed: run.replanFailures.map((c) => ({ callId: c.id, error: c.error })), waiting, sideEffects };
+      this.emit('run.needs_replan', run, undefined, { replanContext });
+    }
+    this.emit('run.completed', run, undefined, { status });
+  }
+
+  /** Pending calls that nothing can move any more: block them and say what each waits on. */
+  private deadlock(run: RunRt, live: CallRt[]): void {
+    run.deadlocked = true;
+    const waits = live.map((c) => {
+      const on = run.calls.filter((p) => (p.dataSucc.includes(c.index) || p.conflictSucc.includes(c.index)) && !p.released).map((p) => p.id);
+      return { callId: c.id, waitsOn: on };
+    });
+    const diagnostic: Diagnostic = {
+      code: 'deadlock',
+      message: `nothing can run: ${waits.map((w) => `${w.callId} waits on ${w.waitsOn.join(', ') || 'nothing'}`).join('; ')}`,
+      callIds: live.map((c) => c.id),
+    };
+    run.diagnostics.push(diagnostic);
+    for (const w of waits) {
+      const c = run.calls[run.byId.get(w.callId) as number] as CallRt;
+      if (isPending(c)) this.block(run, c, callError('dependency_blocked', `${c.id} waits on ${w.waitsOn.join(', ')}, which cannot end`, w.waitsOn[0] ? { callId: w.waitsOn[0] } : {}), false);
+    }
+  }
+
+  private finalStatus(run: RunRt): RunStatus {
+    if (run.cancelRequested) return 'cancelled';
+    if (run.failFastBy !== undefined) return 'failed';
+    if (run.deadlocked || run.calls.some((c) => c.status === 'blocked' && c.error?.code === 'cycle')) return 'deadlocked';
+    if (run.replanFailures.length > 0) return 'needs_replan';
+    const counted = run.calls.filter((c) => !c.superseded && !run.handed.has(c.index));
+    const ok = counted.filter((c) => c.status === 'succeeded').length;
+    if (ok === counted.length) return 'succeeded';
+    return ok === 0 ? 'failed' : 'partial';
+  }
+
+  // ---- plumbing ------------------------------------------------------------------------------
+
+  private flush(): Output {
+    this.dispatch();
+    this.finishRuns();
+    // Ending a run can start compensations but never frees a limit, so one more pass is enough.
+    const out = this.out;
+    this.out = { events: [], starts: [], aborts: [] };
+    return out;
+  }
+
+  private emit(type: EventType, run: RunRt, c: CallRt | undefined, data: Record<string, unknown>): void {
+    this.out.events.push(c ? { type, runId: run.id, callId: c.id, at: this.now, data } : { type, runId: run.id, at: this.now, data });
+  }
+
+  private learn(tool: string, ms: number): void {
+    const s = this.learned.get(tool) ?? { n: 0, mean: 0 };
+    s.n++;
+    s.mean += (ms - s.mean) / s.n;
+    this.learned.set(tool, s);
+  }
+
+  private getRun(runId: string): RunRt {
+    const run = this.runs.get(runId);
+    if (!run) throw new SchedulerError('run_not_found', `no run ${runId}`);
+    return run;
+  }
+
+  private find(runId: string, callId: string): { run: RunRt; c: CallRt } {
+    const run = this.getRun(runId);
+    const idx = run.byId.get(callId);
+    if (idx === undefined) throw new SchedulerError('call_not_found', `no call ${callId} in run ${runId}`);
+    return { run, c: run.calls[idx] as CallRt };
+  }
+}
+
+/** Whether a tool changes anything: it declares writes, or declares nothing at all (unknown effects). */
+function writesSomething(m: ToolManifest): boolean {
+  return m.writes === undefined ? m.reads === undefined : m.writes.length > 0;
+}
+
+function isPending(c: CallRt): boolean {
+  return c.status === 'pending' || c.status === 'ready' || c.status === 'awaiting_review';
+}
+
+function isRunOver(s: RunStatus): boolean {
+  return s !== 'running' && s !== 'queued';
+}

@@ -1,0 +1,115 @@
+/**
+ * A virtual clock that drives the scheduler: each attempt takes the duration and outcome that a hook
+ * decides (a script in tests, a recording in replay), and time jumps from one thing to the next.
+ * Nothing here waits for real time, so a test of a 10-minute schedule runs in microseconds and asserts
+ * exact start and end orders.
+ *
+ * Order at one instant: attempt ends (in the order their attempts started), then due timers, then the
+ * actions scheduled with `at()` (in the order they were scheduled). An abort ends its attempt at once
+ * with `cancelled`.
+ */
+import type { CoreEvent } from './events.js';
+import { MinHeap } from './heap.js';
+import type { AttemptResult, Output, Scheduler, StartAttempt } from './scheduler.js';
+
+export interface SimulatedAttempt {
+  durationMs: number;
+  result: AttemptResult;
+}
+
+export interface SimulationHooks {
+  /** Decides how long an attempt takes and how it ends. */
+  attempt(start: StartAttempt, now: number): SimulatedAttempt;
+  /** Sees every event as it is emitted (to schedule a review decision, say). */
+  onEvent?(event: CoreEvent, sim: Simulation): void;
+}
+
+interface Pending {
+  at: number;
+  seq: number;
+  kind: 'end' | 'action';
+  start?: StartAttempt;
+  result?: AttemptResult;
+  action?: (now: number) => Output;
+}
+
+export interface StartRecord {
+  at: number;
+  start: StartAttempt;
+}
+
+export class Simulation {
+  now = 0;
+  readonly events: CoreEvent[] = [];
+  readonly starts: StartRecord[] = [];
+  private readonly queue = new MinHeap<Pending>((a, b) => a.at - b.at || kindRank(a) - kindRank(b) || a.seq - b.seq);
+  private seq = 0;
+  private readonly inFlight = new Map<string, Pending>();
+
+  constructor(
+    readonly scheduler: Scheduler,
+    private readonly hooks: SimulationHooks,
+  ) {}
+
+  /** Runs `action` at virtual time `at` (or now, if that has passed). */
+  at(at: number, action: (now: number) => Output): void {
+    this.queue.push({ at: Math.max(at, this.now), seq: this.seq++, kind: 'action', action });
+  }
+
+  /** Runs until nothing is left to happen, or `maxSteps` steps (a guard against a scheduler bug). */
+  run(maxSteps = 10_000_000): void {
+    for (let steps = 0; steps < maxSteps; steps++) {
+      const next = this.queue.peek();
+      const wake = this.scheduler.nextWakeAt();
+      if (!next && wake === undefined) return;
+      const t = Math.max(this.now, Math.min(next?.at ?? Infinity, wake ?? Infinity));
+      this.now = t;
+      for (let p = this.queue.peek(); p && p.at <= t && p.kind === 'end'; p = this.queue.peek()) {
+        this.queue.pop();
+        const s = p.start as StartAttempt;
+        if (this.inFlight.get(keyOf(s)) !== p) continue;
+        this.inFlight.delete(keyOf(s));
+        const ended = { runId: s.runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result: p.result as AttemptResult };
+        this.apply(this.scheduler.attemptEnded(t, ended));
+      }
+      const due = this.scheduler.nextWakeAt();
+      if (due !== undefined && due <= t) this.apply(this.scheduler.tick(t));
+      const action = this.queue.peek();
+      if (action && action.at <= t && action.kind === 'action') {
+        this.queue.pop();
+        this.apply((action.action as (now: number) => Output)(t));
+      }
+    }
+    throw new Error(`simulation did not settle after ${maxSteps} steps`);
+  }
+
+  /** Feeds a scheduler output back in: records events, starts attempts, ends aborted ones. */
+  apply(out: Output): void {
+    for (const e of out.events) {
+      this.events.push(e);
+      this.hooks.onEvent?.(e, this);
+    }
+    for (const s of out.starts) {
+      this.starts.push({ at: this.now, start: s });
+      const a = this.hooks.attempt(s, this.now);
+      const p: Pending = { at: this.now + Math.max(0, a.durationMs), seq: this.seq++, kind: 'end', start: s, result: a.result };
+      this.inFlight.set(keyOf(s), p);
+      this.queue.push(p);
+    }
+    for (const a of out.aborts) {
+      const p = this.inFlight.get(`call/${a.runId}/${a.callId}/${a.attempt}`);
+      if (!p) continue;
+      const ended: Pending = { ...p, at: this.now, seq: this.seq++, result: { ok: false, error: a.reason } };
+      this.inFlight.set(keyOf(p.start as StartAttempt), ended);
+      this.queue.push(ended);
+    }
+  }
+}
+
+function kindRank(p: Pending): number {
+  return p.kind === 'end' ? 0 : 1;
+}
+
+function keyOf(s: StartAttempt): string {
+  return `${s.kind}/${s.runId}/${s.callId}/${s.attempt}`;
+}

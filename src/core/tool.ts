@@ -1,0 +1,111 @@
+/**
+ * What the core knows about tools and configuration. These are plain, already-validated shapes: the
+ * config loader (src/config) parses and checks the YAML with zod and hands the core these objects.
+ */
+
+export type FailureMode = 'fail_fast' | 'partial' | 'replan';
+export const FAILURE_MODES: readonly FailureMode[] = ['fail_fast', 'partial', 'replan'];
+
+export type Risk = 'read' | 'write' | 'dangerous';
+/** Who else shares a tool's resources across runs (DESIGN §4). */
+export type Scope = 'run' | 'tenant' | 'global';
+
+export interface RetryPolicy {
+  /** Attempts in all, the first included. */
+  attempts: number;
+  backoffMs: number;
+  maxBackoffMs: number;
+}
+
+/** A token bucket: `tokens` per `perMs` milliseconds, starting full. */
+export interface Rate {
+  tokens: number;
+  perMs: number;
+}
+
+export type ExecutorSpec =
+  | { kind: 'builtin'; name: 'sleep' | 'echo' | 'fail' }
+  | { kind: 'http'; url: string; headers?: Record<string, string> }
+  | { kind: 'worker'; module: string };
+
+export interface CompensateSpec {
+  tool: string;
+  /** May reference `${self.args.X}` and `${self.output.X}` of the call being compensated. */
+  args: Record<string, unknown>;
+}
+
+/** A tool of the catalog (DESIGN §2). */
+export interface ToolManifest {
+  name: string;
+  description?: string;
+  /** JSON Schema for args. */
+  input?: Record<string, unknown>;
+  /** Resource templates; `undefined` means "not declared" (unknown effects when both are undefined). */
+  reads?: string[];
+  writes?: string[];
+  scope: Scope;
+  risk: Risk;
+  idempotent: boolean;
+  timeoutMs: number;
+  retry?: RetryPolicy;
+  concurrency?: number;
+  rate?: Rate;
+  failure?: 'fail_fast';
+  after: string[];
+  requires: string[];
+  compensate?: CompensateSpec;
+  executor: ExecutorSpec;
+}
+
+/** The result of checking args against a tool's input schema: `null` when valid. */
+export type ArgsCheck = (args: unknown) => string | null;
+
+/** The catalog as the core uses it: manifests plus a compiled args check per tool. */
+export interface Catalog {
+  get(name: string): ToolManifest | undefined;
+  checkArgs(name: string, args: unknown): string | null;
+  list(): readonly ToolManifest[];
+}
+
+export interface PolicyMatch {
+  /** Glob on the tool name (`*` and `?`). */
+  tool?: string;
+  risk?: Risk;
+  /** Glob on the tenant. */
+  tenant?: string;
+}
+
+export interface PolicyRule {
+  match: PolicyMatch;
+  after?: string[];
+  requires?: string[];
+  /** true: the call waits for a human; false: no review, even for a dangerous tool. */
+  review?: boolean;
+  /** A reason: the call fails with `policy_denied`. */
+  deny?: string;
+  /** Skips the default review of dangerous tools; never bypasses a deny. */
+  allow?: boolean;
+}
+
+export interface Policy {
+  rules: PolicyRule[];
+}
+
+export interface Limits {
+  global?: number;
+  /** Per tenant; the key `default` applies to every tenant not named. */
+  tenant: Record<string, number>;
+  tool: Record<string, number>;
+  perRun?: number;
+  /** Resource key → how many running calls whose resources overlap it. */
+  resource: Record<string, number>;
+  rate: { tenant: Record<string, Rate> };
+  maxActiveRunsPerTenant?: number;
+  maxCallsPerRun: number;
+}
+
+export interface Defaults {
+  timeoutMs: number;
+  failure: FailureMode;
+  openRunTimeoutMs: number;
+}

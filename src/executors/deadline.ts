@@ -1,0 +1,78 @@
+/**
+ * Shared plumbing for executors: one AbortSignal that fires on the request's abort or on the attempt's
+ * time budget (remembering which came first), and the ExecuteResults for both outcomes.
+ */
+import { callError } from '../core/errors.js';
+import type { ExecuteRequest, ExecuteResult } from './types.js';
+
+export type AbortCause = 'cancelled' | 'timeout';
+
+export interface Deadline {
+  /** Aborts on the request's signal or when the budget runs out. */
+  readonly signal: AbortSignal;
+  /** Which of the two fired first, or null while neither has. */
+  cause(): AbortCause | null;
+  /** The budget that applies, in ms (Infinity for none). */
+  readonly timeoutMs: number;
+  /** Clears the timer and the listener on the request's signal. */
+  dispose(): void;
+}
+
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** The attempt's budget: the request's `timeoutMs`, else the tool's, else none. */
+export function budgetOf(request: ExecuteRequest): number {
+  for (const ms of [request.timeoutMs, request.tool?.timeoutMs]) {
+    if (typeof ms === 'number' && Number.isFinite(ms) && ms > 0) return ms;
+  }
+  return Infinity;
+}
+
+export function deadline(request: ExecuteRequest): Deadline {
+  const controller = new AbortController();
+  const timeoutMs = budgetOf(request);
+  let cause: AbortCause | null = null;
+  const fire = (c: AbortCause) => {
+    if (cause !== null) return;
+    cause = c;
+    controller.abort(c === 'timeout' ? new Error(`timed out after ${timeoutMs} ms`) : request.signal.reason);
+  };
+  const onAbort = () => fire('cancelled');
+  let timer: NodeJS.Timeout | undefined;
+  if (request.signal.aborted) fire('cancelled');
+  else {
+    request.signal.addEventListener('abort', onAbort, { once: true });
+    if (timeoutMs !== Infinity) timer = setTimeout(() => fire('timeout'), Math.min(timeoutMs, MAX_TIMER_MS));
+  }
+  return {
+    signal: controller.signal,
+    cause: () => cause,
+    timeoutMs,
+    dispose() {
+      if (timer) clearTimeout(timer);
+      request.signal.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
+export function cancelledResult(message = 'the call was cancelled'): ExecuteResult {
+  return { ok: false, error: callError('cancelled', message), retryable: false };
+}
+
+export function timeoutResult(timeoutMs: number): ExecuteResult {
+  return { ok: false, error: callError('timeout', `timed out after ${timeoutMs} ms`), retryable: true };
+}
+
+export function abortResult(d: Deadline): ExecuteResult {
+  return d.cause() === 'timeout' ? timeoutResult(d.timeoutMs) : cancelledResult();
+}
+
+export function toolError(message: string, retryable: boolean, details?: unknown, retryAfterMs?: number): ExecuteResult {
+  const error = callError('tool_error', message, details === undefined ? {} : { details });
+  return retryAfterMs === undefined ? { ok: false, error, retryable } : { ok: false, error, retryable, retryAfterMs };
+}
+
+export function messageOf(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  return typeof err === 'string' ? err : String(err);
+}

@@ -1,0 +1,44 @@
+/**
+ * The executors the engine uses: one Executor that dispatches each attempt by the tool's
+ * `executor.kind` (builtin, http, worker). It never throws: every failure is an ExecuteResult.
+ */
+import type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
+import { createBuiltinExecutor } from './builtin.js';
+import { createHttpExecutor } from './http.js';
+import { createWorkerExecutor, type WorkerExecutorOptions } from './worker.js';
+import { cancelledResult, messageOf, toolError } from './deadline.js';
+
+export type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
+export { createBuiltinExecutor } from './builtin.js';
+export { createHttpExecutor, parseRetryAfter, isRetryableStatus } from './http.js';
+export { createWorkerExecutor, WORKER_BOOT_URL, type WorkerExecutorOptions, type WorkerExecutor } from './worker.js';
+
+export interface ExecutorsOptions {
+  worker?: WorkerExecutorOptions;
+}
+
+export function createExecutors(opts: ExecutorsOptions = {}): Executor {
+  const byKind = new Map<string, Executor>([
+    ['builtin', createBuiltinExecutor()],
+    ['http', createHttpExecutor()],
+    ['worker', createWorkerExecutor(opts.worker)],
+  ]);
+  let closed = false;
+  return {
+    async execute(request: ExecuteRequest): Promise<ExecuteResult> {
+      try {
+        if (closed) return cancelledResult('the executors were closed');
+        const kind = request.tool?.executor?.kind;
+        const executor = typeof kind === 'string' ? byKind.get(kind) : undefined;
+        if (!executor) return toolError(`unknown executor kind ${JSON.stringify(kind)}`, false);
+        return await executor.execute(request);
+      } catch (err) {
+        return toolError(messageOf(err), false);
+      }
+    },
+    async close() {
+      closed = true;
+      await Promise.allSettled([...byKind.values()].map((e) => e.close()));
+    },
+  };
+}

@@ -1,0 +1,35 @@
+import type { CallError } from '../core/errors.js';
+import type { ToolManifest } from '../core/tool.js';
+
+/** One attempt of one call, handed to an executor by the engine. */
+export interface ExecuteRequest {
+  runId: string;
+  callId: string;
+  tool: ToolManifest;
+  /** Resolved args (references already substituted). */
+  args: Record<string, unknown>;
+  /** 1 for the first attempt. */
+  attempt: number;
+  /** Aborted on cancel, fail-fast, or the engine's own timeout. */
+  signal: AbortSignal;
+  /** The attempt's time budget; the executor enforces it too and reports `timeout`. */
+  timeoutMs: number;
+}
+
+export type ExecuteResult =
+  | { ok: true; output: unknown }
+  | {
+      ok: false;
+      /** `tool_error`, `timeout` or `cancelled`; the HTTP status or thrown message goes in `details`. */
+      error: CallError;
+      /** Whether a retry may help (408, 429, 5xx, network errors, timeouts, `retryable: true`). */
+      retryable: boolean;
+      /** From a `Retry-After` header: the least time to wait before the next attempt. */
+      retryAfterMs?: number;
+    };
+
+/** Runs attempts of one kind of tool. Never throws: every failure is an `ExecuteResult`. */
+export interface Executor {
+  execute(request: ExecuteRequest): Promise<ExecuteResult>;
+  close(): Promise<void>;
+}
