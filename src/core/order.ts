@@ -1,7 +1,8 @@
 /**
  * A stable topological order: Kahn's algorithm taking, among the nodes whose predecessors are all
- * placed, the one with the smallest original index (a binary heap). Same graph → same order. Nodes on
- * a cycle (and whatever only they lead to) are left out. Reference: A. B. Kahn, "Topological sorting of
+ * placed, the one with the smallest original index (a binary heap). Same graph → same order. Nodes in
+ * `skip` (those on a cycle) are left out and their out-edges ignored, so what they lead to is still
+ * placed, as if those edges were not there. Reference: A. B. Kahn, "Topological sorting of
  * large networks", CACM 5(11), 1962.
  */
 import { MinHeap } from './heap.js';

@@ -1,0 +1,78 @@
+/**
+ * Request schemas (zod), shared by the HTTP API and the CLI: a `BATCH.json` is the body of
+ * `POST /v1/runs` (DESIGN §9). The OpenAPI document is generated from these too.
+ */
+import { z } from 'zod';
+import { CALL_ERROR_CODES } from '../core/errors.js';
+import { CALL_STATUSES, RUN_STATUSES } from '../core/calls.js';
+import { FAILURE_MODES } from '../core/tool.js';
+
+export const MAX_ARGS_DEPTH = 64;
+
+/** Depth of nesting of a JSON value: a scalar is 0, `{}` is 1. Stops counting past `limit`. */
+export function depthOf(value: unknown, limit = MAX_ARGS_DEPTH + 1): number {
+  if (value === null || typeof value !== 'object') return 0;
+  let max = 0;
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop() as [unknown, number];
+    if (d > max) max = d;
+    if (max > limit) return max;
+    for (const child of Object.values(v as object)) if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+  }
+  return max;
+}
+
+export const CallIdSchema = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, 'a call id is 1–128 characters of A-Z a-z 0-9 _ . : -');
+
+export const ArgsSchema = z
+  .record(z.string(), z.unknown())
+  .refine((v) => depthOf(v) <= MAX_ARGS_DEPTH, { message: `args may nest at most ${MAX_ARGS_DEPTH} levels deep` });
+
+export const CallSchema = z.strictObject({
+  id: CallIdSchema,
+  tool: z.string().min(1).max(200),
+  args: ArgsSchema.optional(),
+});
+
+export const FailureSchema = z.enum(FAILURE_MODES as unknown as [string, ...string[]]);
+export const TagsSchema = z.record(z.string().min(1).max(100), z.string().max(500));
+export const TenantSchema = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'a tenant is 1–64 characters of A-Z a-z 0-9 _ . : -');
+export const WaitMsSchema = z.number().int().min(0).max(60_000);
+
+function uniqueIds(calls: { id: string }[], ctx: z.RefinementCtx): void {
+  const seen = new Set<string>();
+  calls.forEach((c, i) => {
+    if (seen.has(c.id)) ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate call id ${c.id}` });
+    seen.add(c.id);
+  });
+}
+
+export const CallsSchema = z.array(CallSchema).superRefine(uniqueIds);
+
+export const BatchSchema = z.strictObject({
+  calls: CallsSchema,
+  failure: FailureSchema.optional(),
+  tags: TagsSchema.optional(),
+  tenant: TenantSchema.optional(),
+  waitMs: WaitMsSchema.optional(),
+});
+export type Batch = z.infer<typeof BatchSchema>;
+
+export const CallErrorSchema = z.object({
+  code: z.enum(CALL_ERROR_CODES),
+  message: z.string(),
+  callId: z.string().optional(),
+  details: z.unknown().optional(),
+});
+
+export const CallStatusSchema = z.enum(CALL_STATUSES);
+export const RunStatusSchema = z.enum(RUN_STATUSES);
+
+/** `path: message` lines for a zod error, with paths like `calls[2].id`. */
+export function formatIssues(error: z.ZodError): string[] {
+  return error.issues.map((i) => {
+    const path = i.path.reduce<string>((acc, k) => (typeof k === 'number' ? `${acc}[${k}]` : acc ? `${acc}.${String(k)}` : String(k)), '');
+    return `${path || 'body'}: ${i.message}`;
+  });
+}

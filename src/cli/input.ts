@@ -1,0 +1,45 @@
+/**
+ * Reading the CLI's inputs: a batch file and a config file. Every problem becomes a `UsageError`,
+ * which the CLI prints as one message naming the file (exit 2), never a stack trace.
+ */
+import { readFileSync } from 'node:fs';
+import { BatchSchema, formatIssues, type Batch } from '../api/schemas.js';
+import { ConfigError, loadConfig } from '../config/load.js';
+import type { Config } from '../config/types.js';
+
+export class UsageError extends Error {}
+
+export function readJsonFile(file: string, what: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new UsageError(`${file}: cannot read the ${what}${code === 'ENOENT' ? ': no such file' : code ? ` (${code})` : ''}`);
+  }
+  if (text.trim() === '') throw new UsageError(`${file}: the ${what} is empty`);
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new UsageError(`${file}: the ${what} is not valid JSON: ${(e as Error).message}`);
+  }
+}
+
+export function readBatch(file: string): Batch {
+  const raw = readJsonFile(file, 'batch');
+  const parsed = BatchSchema.safeParse(raw);
+  if (!parsed.success) {
+    const problems = formatIssues(parsed.error);
+    throw new UsageError(`${file}: not a valid batch:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+  return parsed.data;
+}
+
+export function readConfig(file: string | undefined): Config {
+  try {
+    return loadConfig(file);
+  } catch (e) {
+    if (e instanceof ConfigError) throw new UsageError(e.message);
+    throw e;
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * `toolgraph` — the command line (DESIGN §9). `main(argv)` returns the exit code: 0 success, 1 a run
+ * that did not succeed or a plan with diagnostics, 2 bad input (with a message naming the file and the
+ * problem, never a stack trace).
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { planCommand } from './plan.js';
+import { runCommand } from './run.js';
+import { UsageError } from './input.js';
+
+const USAGE = `toolgraph — run an LLM agent's tool calls safely in parallel
+
+Usage:
+  toolgraph serve  [--config FILE] [--host H] [--port N] [--db FILE]
+  toolgraph plan   BATCH.json [--config FILE] [--format json|mermaid|dot]
+  toolgraph run    BATCH.json [--config FILE] [--failure MODE] [--json] [--record OUT.json] [--approve]
+  toolgraph replay REC.json|DIR... [--config FILE] [--tolerance MS] [--json] [--junit OUT.xml]
+  toolgraph bench  [--quick] [--out FILE]
+
+Without --config, a demo catalog of builtin tools is used.`;
+
+export interface Io {
+  out: (s: string) => void;
+  err: (s: string) => void;
+  isTTY: boolean;
+}
+
+const defaultIo: Io = {
+  out: (s) => process.stdout.write(s),
+  err: (s) => process.stderr.write(s),
+  isTTY: Boolean(process.stdout.isTTY),
+};
+
+type Command = (args: string[], io: Io) => Promise<number>;
+
+async function lazy(module: string, name: string): Promise<Command> {
+  const m = (await import(module)) as Record<string, Command>;
+  return m[name] as Command;
+}
+
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  plan: async () => planCommand,
+  run: async () => runCommand,
+  serve: () => lazy('./serve.js', 'serveCommand'),
+  replay: () => lazy('./replay.js', 'replayCommand'),
+  bench: () => lazy('./bench.js', 'benchCommand'),
+};
+
+export async function main(argv: string[], io: Io = defaultIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
+    io.out(`${USAGE}\n`);
+    return name === undefined ? 2 : 0;
+  }
+  const load = COMMANDS[name];
+  if (!load) {
+    io.err(`toolgraph: unknown command "${name}"\n\n${USAGE}\n`);
+    return 2;
+  }
+  try {
+    return await (await load())(rest, io);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.err(`toolgraph ${name}: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+}
+
+/** `parseArgs` with its errors turned into usage errors. */
+export interface ParsedOptions {
+  values: Record<string, string | boolean | undefined>;
+  positionals: string[];
+}
+
+export function parseOptions(args: string[], options: NonNullable<ParseArgsConfig['options']>): ParsedOptions {
+  try {
+    const { values, positionals } = parseArgs({ args, options, allowPositionals: true, strict: true });
+    return { values: values as ParsedOptions['values'], positionals };
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}

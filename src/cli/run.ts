@@ -1,0 +1,66 @@
+/**
+ * `toolgraph run BATCH.json [--config FILE] [--failure MODE] [--json] [--record OUT.json] [--approve]`
+ *
+ * Runs a batch in process, no server: live progress on a terminal (plain lines otherwise) on stderr,
+ * then a results table in submission order (or, with --json, the run as the API shows it) on stdout.
+ * There is no reviewer in process: calls that wait for review are rejected, or approved with --approve.
+ */
+import { writeFileSync } from 'node:fs';
+import type { FailureMode } from '../core/tool.js';
+import type { RunEvent } from '../core/events.js';
+import type { RunView } from '../core/view.js';
+import { Engine } from '../engine/engine.js';
+import { recordingOf } from '../replay/recording.js';
+import { readBatch, readConfig, UsageError } from './input.js';
+import { parseOptions, type Io } from './main.js';
+import { progressLine, Progress, resultsTable } from './progress.js';
+
+export async function runCommand(args: string[], io: Io): Promise<number> {
+  const { values, positionals } = parseOptions(args, {
+    config: { type: 'string' },
+    failure: { type: 'string' },
+    json: { type: 'boolean', default: false },
+    record: { type: 'string' },
+    approve: { type: 'boolean', default: false },
+  });
+  if (positionals.length !== 1) throw new UsageError('run takes exactly one BATCH.json');
+  const failure = values.failure as string | undefined;
+  if (failure !== undefined && !['fail_fast', 'partial', 'replan'].includes(failure)) {
+    throw new UsageError(`--failure must be fail_fast, partial or replan, got "${failure}"`);
+  }
+  const config = readConfig(values.config as string | undefined);
+  const batch = readBatch(positionals[0] as string);
+  const events: RunEvent[] = [];
+  const engine = new Engine({ config, sink: { append: (es) => void events.push(...es) } });
+  const progress = new Progress(io);
+  engine.onEvent((e, view) => {
+    if (e.type === 'call.awaiting_review' && e.callId) {
+      const callId = e.callId;
+      queueMicrotask(() =>
+        engine.review({
+          runId: e.runId,
+          callId,
+          decision: values.approve ? 'approve' : 'reject',
+          comment: values.approve ? 'approved by toolgraph run --approve' : 'no reviewer in toolgraph run (pass --approve to approve)',
+        }),
+      );
+    }
+    if (io.isTTY) progress.update(e, view);
+    else {
+      const line = progressLine(e, view);
+      if (line) io.err(`${line}\n`);
+    }
+  });
+  const started = engine.submit({
+    calls: batch.calls,
+    tenant: batch.tenant ?? 'default',
+    ...(failure ?? batch.failure ? { failure: (failure ?? batch.failure) as FailureMode } : {}),
+    ...(batch.tags ? { tags: batch.tags } : {}),
+  });
+  const view = (await engine.wait(started.id)) as RunView;
+  progress.finish();
+  await engine.close();
+  if (values.record) writeFileSync(values.record as string, `${JSON.stringify(recordingOf(events, config), null, 2)}\n`);
+  io.out(values.json ? `${JSON.stringify(view, null, 2)}\n` : resultsTable(view));
+  return view.status === 'succeeded' ? 0 : 1;
+}
