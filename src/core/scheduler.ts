@@ -10,7 +10,7 @@
  * A call is *armed* when its data and policy predecessors have succeeded (its args are then resolved
  * and checked, and a review is asked for if policy wants one); it is *ready* when it is armed, reviewed,
  * and its conflict predecessors are *released*. A call is released when it has ended and its own
- * conflict predecessors are released: a call that ends without running (blocked, cancelled) keeps its
+ * predecessors (of every kind) are released: a call that ends without running (blocked, cancelled) keeps its
  * successors waiting until what it was waiting for has ended too, which keeps the reduced hazard edges
  * of the plan sound.
  *
@@ -21,6 +21,7 @@
 import type { CallInput, CallStatus, Diagnostic, RunStatus } from './calls.js';
 import { callError, type CallError } from './errors.js';
 import type { CoreEvent, EventType } from './events.js';
+import { RunProjection } from './view.js';
 import { MinHeap } from './heap.js';
 import { Limiter, type Holder } from './limits.js';
 import { buildPlan, checkResolvedArgs, type Plan, type PlannedCall } from './plan.js';
@@ -45,6 +46,8 @@ export interface SubmitOptions {
   tags?: Record<string, string>;
   /** Mean duration per tool to rank calls by; defaults to what this scheduler has learned. */
   estimates?: Record<string, number>;
+  /** Extra fields for the `run.created` event (an idempotency key, say). */
+  meta?: Record<string, unknown>;
 }
 
 export interface StartAttempt {
@@ -117,6 +120,8 @@ interface CallRt {
   conflictSucc: number[];
   dataWaiting: number;
   conflictWaiting: number;
+  /** Data and policy predecessors not released yet (see `release`). */
+  dataUnreleased: number;
   armed: boolean;
   released: boolean;
   retrying: boolean;
@@ -125,6 +130,8 @@ interface CallRt {
   endedAt?: number;
   attemptStartedAt?: number;
   superseded: boolean;
+  /** Whether the last failed attempt was retryable (recorded, so replay decides the same way). */
+  lastRetryable?: boolean;
 }
 
 interface RunRt {
@@ -144,10 +151,14 @@ interface RunRt {
   failFastBy?: string;
   compensations?: number[];
   compensating?: number;
+  compensationStartedAt?: number;
+  cancelledAt?: number;
   replanFailures: CallRt[];
   handed: Set<number>;
   deadlocked: boolean;
   diagnostics: Diagnostic[];
+  /** Where the diagnostics of the latest batch of calls start. */
+  diagnosticsBase: number;
   estimates: Record<string, number>;
 }
 
@@ -186,9 +197,17 @@ export class Scheduler {
     if (this.runs.has(s.runId)) throw new SchedulerError('conflict', `run ${s.runId} exists already`);
     const failure = s.failure ?? this.opts.defaults.failure;
     const estimates = s.estimates ?? this.estimates();
+    const run = this.newRun(s.runId, s.tenant, failure, estimates);
+    const calls = s.calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args ?? {} }));
+    this.emit('run.created', run, undefined, { ...s.meta, tenant: run.tenant, failure, tags: s.tags ?? {}, calls, estimates });
+    this.addCalls(run, calls, 'run.started');
+    return this.flush();
+  }
+
+  private newRun(id: string, tenant: string, failure: FailureMode, estimates: Record<string, number>): RunRt {
     const run: RunRt = {
-      id: s.runId,
-      tenant: s.tenant,
+      id,
+      tenant,
       failure,
       arrival: this.arrivals++,
       calls: [],
@@ -204,6 +223,7 @@ export class Scheduler {
       handed: new Set(),
       deadlocked: false,
       diagnostics: [],
+      diagnosticsBase: 0,
       estimates,
     };
     this.runs.set(run.id, run);
@@ -212,9 +232,98 @@ export class Scheduler {
       this.tenantRuns.set(run.tenant, []);
     }
     (this.tenantRuns.get(run.tenant) as RunRt[]).push(run);
-    const calls = s.calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args ?? {} }));
-    this.emit('run.created', run, undefined, { tenant: run.tenant, failure, tags: s.tags ?? {}, calls, estimates });
-    this.addCalls(run, calls, 'run.started');
+    return run;
+  }
+
+  /**
+   * Takes a run back from its persisted events after a restart (DESIGN §8). Calls keep the outcome
+   * their events gave them; a call that was running when the process died runs again if its tool is
+   * idempotent, and otherwise fails with `interrupted` (its outcome is unknown) and the run's mode
+   * applies. A run that had been cancelled or was failing fast only finishes stopping. Only what
+   * happens from here on is emitted.
+   */
+  restore(now: number, events: readonly CoreEvent[]): Output {
+    this.now = now;
+    const created = events[0] as CoreEvent;
+    if (created.type !== 'run.created') throw new SchedulerError('conflict', `run ${created.runId}: the first event is not run.created`);
+    if (this.runs.has(created.runId)) throw new SchedulerError('conflict', `run ${created.runId} exists already`);
+    const d = created.data as { tenant: string; failure: FailureMode; calls: CallInput[]; estimates?: Record<string, number> };
+    const run = this.newRun(created.runId, d.tenant, d.failure, d.estimates ?? {});
+    this.wire(run, d.calls);
+    const view = RunProjection.of(events).view;
+    let pendingFailures: CallRt[] = [];
+    let over: RunStatus | undefined;
+    for (const e of events) {
+      if (e.type === 'run.replanned') {
+        for (const f of pendingFailures) run.handed.add(f.index);
+        pendingFailures = [];
+        over = undefined;
+        this.wire(run, e.data.calls as CallInput[]);
+      } else if (e.type === 'run.completed') over = e.data.status as RunStatus;
+      else if (e.type === 'call.cancelled') {
+        const reason = e.data.reason as CallError;
+        if (reason.code === 'cancelled' && reason.callId === undefined) {
+          run.cancelRequested = true;
+          run.cancelledAt ??= e.at;
+        }
+      } else if (e.type === 'call.failed') {
+        const c = run.calls[run.byId.get(e.callId as string) as number] as CallRt;
+        const mode = c.manifest?.failure === 'fail_fast' ? 'fail_fast' : run.failure;
+        if (mode === 'fail_fast' && !run.cancelRequested) run.failFastBy ??= c.id;
+        else if (mode === 'replan' && run.failFastBy === undefined) pendingFailures.push(c);
+      } else if (e.type === 'call.compensated') (run.compensations ??= []).push(run.byId.get(e.callId as string) as number);
+    }
+    run.replanFailures = pendingFailures;
+    const interrupted: CallRt[] = [];
+    for (const v of view.calls) {
+      const c = run.calls[run.byId.get(v.id) as number] as CallRt;
+      c.attempts = v.attempts;
+      if (v.resolvedArgs) this.setResolved(run, c, v.resolvedArgs);
+      if (v.status === 'succeeded' || v.status === 'failed' || v.status === 'blocked' || v.status === 'cancelled') {
+        c.status = v.status;
+        c.armed = true;
+        if (v.status === 'succeeded') c.output = v.output;
+        else c.error = (v.error ?? v.blockedBy) as CallError;
+        c.superseded = v.error?.code === 'superseded';
+        c.endedAt = v.endedAt ? Date.parse(v.endedAt) : now;
+      } else if (v.status === 'awaiting_review') {
+        c.status = 'awaiting_review';
+        c.armed = true;
+      } else if (v.status === 'running') interrupted.push(c);
+      c.reviewed = v.review?.decision === 'approve' || v.review?.decision === 'edit';
+    }
+    for (const c of run.calls) if (c.status === 'succeeded') for (const s of c.dataSucc) (run.calls[s] as CallRt).dataWaiting--;
+    for (const c of run.calls) if (isTerminal(c.status) && releasable(c)) this.release(run, c);
+    let compensate = false;
+    if (run.failFastBy !== undefined && run.compensations) {
+      // Compensations already reported stay done; the rest still run, newest first.
+      const done = new Set(run.compensations);
+      run.compensations = this.compensationQueue(run).filter((i) => !done.has(i));
+      compensate = run.compensations.length > 0;
+    }
+    if (over !== undefined) {
+      run.status = over;
+      return this.flush();
+    }
+    const stopping = run.cancelRequested || run.failFastBy !== undefined;
+    for (const c of interrupted) {
+      if (stopping) this.cancelCall(run, c, callError('cancelled', 'the run was stopping when the service restarted'));
+      else if (c.manifest?.idempotent) {
+        c.status = 'pending';
+        c.armed = false;
+      } else this.fail(run, c, callError('interrupted', `${c.id} was running when the service stopped; its outcome is unknown`), true);
+    }
+    if (stopping) this.stopRun(run, callError('cancelled', run.cancelRequested ? 'the run was cancelled' : `the run failed fast: ${run.failFastBy} failed`, run.cancelRequested ? {} : { callId: run.failFastBy as string }));
+    for (const c of run.calls) {
+      if (c.status !== 'pending' || c.dataWaiting > 0) continue;
+      if (c.reviewed) {
+        // Reviewed (and maybe edited) already: keep the args the reviewer saw.
+        c.armed = true;
+        this.maybeReady(run, c);
+      } else if (!c.armed) this.arm(run, c);
+    }
+    if (compensate) this.startNextCompensation(run);
+    this.dirty.add(run);
     return this.flush();
   }
 
@@ -238,7 +347,10 @@ export class Scheduler {
       if (r.error.code === 'cancelled') this.cancelCall(run, c, r.error);
       else this.fail(run, c, r.error, false);
     } else if (this.mayRetry(c, r)) this.scheduleRetry(run, c, r);
-    else this.fail(run, c, r.error, true);
+    else {
+      c.lastRetryable = r.retryable === true;
+      this.fail(run, c, r.error, true);
+    }
     this.dirty.add(run);
     return this.flush();
   }
@@ -298,6 +410,7 @@ export class Scheduler {
     const run = this.getRun(runId);
     if (isRunOver(run.status) || run.cancelRequested) return this.flush();
     run.cancelRequested = true;
+    run.cancelledAt = now;
     this.stopRun(run, callError('cancelled', 'the run was cancelled'));
     this.dirty.add(run);
     return this.flush();
@@ -359,6 +472,32 @@ export class Scheduler {
   // ---- building a run ------------------------------------------------------------------------
 
   private addCalls(run: RunRt, list: CallInput[], event: 'run.started' | 'run.replanned'): void {
+    const { plan, base, fresh, doomedBy } = this.wire(run, list);
+    const data: Record<string, unknown> = { edges: fresh, generations: plan.generations, diagnostics: run.diagnostics.slice(run.diagnosticsBase) };
+    if (event === 'run.replanned') data.calls = list;
+    this.emit(event, run, undefined, data);
+
+    // Cycles first, so a cycle's calls all say `cycle` before anything is propagated from them.
+    const added = run.calls.slice(base);
+    const planned = (c: CallRt) => plan.calls[c.index] as PlannedCall;
+    for (const c of added) if (planned(c).blockedBy && isPending(c)) this.block(run, c, planned(c).blockedBy as CallError, false);
+    for (const c of added) {
+      const p = planned(c);
+      const from = doomedBy.get(c.index);
+      if (p.error && isPending(c)) this.fail(run, c, p.error, true);
+      else if (p.blockedBy && c.status === 'blocked') this.blockDescendantsOf(run, c);
+      else if (from && isPending(c)) this.blockDescendantsOf(run, from, [c], callError('dependency_failed', `${from.id} ${from.status === 'failed' ? 'failed' : `is ${from.status}`}`, { callId: from.id }));
+    }
+    for (const c of added) if (c.status === 'pending' && c.dataWaiting === 0 && !c.armed) this.arm(run, c);
+    this.dirty.add(run);
+  }
+
+  /**
+   * Plans the run's calls with `list` appended and wires the edges that end in the new calls. An edge
+   * from an earlier call (a replan's calls referring to the run's results) needs no waiting: that call
+   * has ended; if it did not succeed, the new call is doomed by it.
+   */
+  private wire(run: RunRt, list: CallInput[]) {
     const base = run.calls.length;
     const inputs = [...run.inputs, ...list];
     const plan = buildPlan({ calls: inputs, tenant: run.tenant, catalog: this.opts.catalog, policy: this.opts.policy });
@@ -368,7 +507,8 @@ export class Scheduler {
       run.byId.set(p.id, i);
       run.calls.push(this.newCall(p, run));
     }
-    const fresh = plan.edges.filter((e) => (run.byId.get(e.to) as number) >= base);
+    const isNew = (id: string) => (run.byId.get(id) as number) >= base;
+    const fresh = plan.edges.filter((e) => isNew(e.to));
     const doomedBy = new Map<number, CallRt>();
     for (const e of fresh) {
       const from = run.calls[run.byId.get(e.from) as number] as CallRt;
@@ -383,35 +523,13 @@ export class Scheduler {
       } else {
         from.dataSucc.push(to.index);
         to.dataWaiting++;
+        to.dataUnreleased++;
       }
     }
     this.rank(run, plan, base);
-    const diagnostics = plan.diagnostics.filter((d) => d.callId === undefined || (run.byId.get(d.callId) as number) >= base);
-    const cycles = diagnostics.filter((d) => d.code === 'cycle' && d.callIds?.some((id) => (run.byId.get(id) as number) >= base));
-    run.diagnostics.push(...(event === 'run.started' ? diagnostics : cycles.concat(diagnostics.filter((d) => d.code !== 'cycle'))));
-    const data: Record<string, unknown> = {
-      edges: fresh,
-      generations: plan.generations,
-      diagnostics: event === 'run.started' ? plan.diagnostics : diagnostics,
-    };
-    if (event === 'run.replanned') data.calls = list;
-    this.emit(event, run, undefined, data);
-
-    // Cycles first, so a cycle's calls all say `cycle` before anything is propagated from them.
-    const fresh_ = run.calls.slice(base);
-    const planned = (c: CallRt) => plan.calls[c.index] as PlannedCall;
-    for (const c of fresh_) if (planned(c).blockedBy && isPending(c)) this.block(run, c, planned(c).blockedBy as CallError, false);
-    for (const c of fresh_) {
-      const p = planned(c);
-      if (p.error && isPending(c)) this.fail(run, c, p.error, true);
-      else if (p.blockedBy && c.status === 'blocked') this.blockDescendantsOf(run, c);
-      else if (doomedBy.has(c.index) && isPending(c)) this.blockDescendantsOf(run, doomedBy.get(c.index) as CallRt, [c]);
-    }
-    for (let i = base; i < run.calls.length; i++) {
-      const c = run.calls[i] as CallRt;
-      if (c.status === 'pending' && c.dataWaiting === 0 && !c.armed) this.arm(run, c);
-    }
-    this.dirty.add(run);
+    run.diagnosticsBase = run.diagnostics.length;
+    run.diagnostics.push(...plan.diagnostics.filter((d) => (d.callId !== undefined ? isNew(d.callId) : (d.callIds ?? []).some(isNew))));
+    return { plan, base, fresh, doomedBy };
   }
 
   private newCall(p: PlannedCall, run: RunRt): CallRt {
@@ -432,6 +550,7 @@ export class Scheduler {
       conflictSucc: [],
       dataWaiting: 0,
       conflictWaiting: 0,
+      dataUnreleased: 0,
       armed: false,
       released: false,
       retrying: false,
@@ -542,7 +661,8 @@ export class Scheduler {
     const wasRunning = c.status === 'running';
     transition(c, 'failed');
     c.error = error;
-    this.emit('call.failed', run, c, wasRunning ? { attempt: c.attempts, error } : { error });
+    const attempt = wasRunning ? { attempt: c.attempts, retryable: c.lastRetryable === true, durationMs: this.now - (c.attemptStartedAt as number) } : {};
+    this.emit('call.failed', run, c, { ...attempt, error });
     this.ended(run, c);
     if (!propagate) return;
     const mode: FailureMode = c.manifest?.failure === 'fail_fast' ? 'fail_fast' : run.failure;
@@ -570,14 +690,15 @@ export class Scheduler {
    * `dependency_failed` naming a failed root, `awaiting_replan` in replan mode, `dependency_blocked`
    * naming a blocked root.
    */
-  private blockDescendantsOf(run: RunRt, root: CallRt, only?: CallRt[]): void {
+  private blockDescendantsOf(run: RunRt, root: CallRt, only?: CallRt[], reason?: CallError): void {
     const replan = root.status === 'failed' && run.failure === 'replan' && root.manifest?.failure !== 'fail_fast';
     const why: CallError =
-      root.status === 'failed'
+      reason ??
+      (root.status === 'failed'
         ? replan
           ? callError('awaiting_replan', `waits for a replan: ${root.id} failed`, { callId: root.id })
           : callError('dependency_failed', `${root.id} failed`, { callId: root.id })
-        : callError('dependency_blocked', `${root.id} is ${root.status}`, { callId: root.id });
+        : callError('dependency_blocked', `${root.id} is ${root.status}`, { callId: root.id }));
     const stack = only ? [...only] : root.dataSucc.map((s) => run.calls[s] as CallRt);
     while (stack.length > 0) {
       const c = stack.pop() as CallRt;
@@ -610,21 +731,35 @@ export class Scheduler {
   private ended(run: RunRt, c: CallRt): void {
     c.endedAt = this.now;
     if (c.holder) this.limiter.dropWaiter(c.holder);
-    if (c.conflictWaiting === 0) this.release(run, c);
+    if (releasable(c)) this.release(run, c);
     this.dirty.add(run);
   }
 
+  /**
+   * Releases an ended call and, after it, every ended call that waited only for it. A call that ends
+   * without running waits for its data and policy predecessors too: the plan keeps one edge per pair,
+   * so a hazard between two calls that also share a data edge is carried by that data edge alone, and
+   * the conflict successors of the later call rely on it (a writer blocked early must not let the next
+   * writer start while the earlier one still runs).
+   */
   private release(run: RunRt, first: CallRt): void {
     const stack = [first];
     while (stack.length > 0) {
       const c = stack.pop() as CallRt;
+      if (c.released) continue;
       c.released = true;
       for (const s of c.conflictSucc) {
         const t = run.calls[s] as CallRt;
         t.conflictWaiting--;
         if (t.conflictWaiting > 0) continue;
-        if (isTerminal(t.status)) stack.push(t);
-        else this.maybeReady(run, t);
+        if (isTerminal(t.status)) {
+          if (releasable(t)) stack.push(t);
+        } else this.maybeReady(run, t);
+      }
+      for (const s of c.dataSucc) {
+        const t = run.calls[s] as CallRt;
+        t.dataUnreleased--;
+        if (isTerminal(t.status) && releasable(t)) stack.push(t);
       }
     }
   }
@@ -640,7 +775,14 @@ export class Scheduler {
     transition(c, 'pending');
     c.retrying = true;
     const at = this.now + delay;
-    this.emit('call.retry_scheduled', run, c, { attempt: c.attempts + 1, at, delayMs: delay, error: r.error });
+    this.emit('call.retry_scheduled', run, c, {
+      attempt: c.attempts + 1,
+      at,
+      delayMs: delay,
+      error: r.error,
+      durationMs: this.now - (c.attemptStartedAt as number),
+      ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}),
+    });
     this.timers.push({ at, seq: this.timerSeq++, runId: run.id, index: c.index });
   }
 
@@ -661,6 +803,7 @@ export class Scheduler {
         continue;
       }
       run.compensating = c.index;
+      run.compensationStartedAt = this.now;
       this.out.starts.push({
         kind: 'compensation',
         runId: run.id,
@@ -677,7 +820,8 @@ export class Scheduler {
   }
 
   private compensationEnded(run: RunRt, c: CallRt, r: AttemptResult): void {
-    this.emit('call.compensated', run, c, r.ok ? { status: 'succeeded', output: r.output } : { status: 'failed', error: r.error });
+    const startedAt = run.compensationStartedAt as number;
+    this.emit('call.compensated', run, c, r.ok ? { status: 'succeeded', output: r.output, startedAt } : { status: 'failed', error: r.error, startedAt });
     this.startNextCompensation(run);
   }
 
@@ -701,7 +845,9 @@ export class Scheduler {
           if (!c) continue;
           this.takeReady(run, c);
           this.start(run, c);
-          this.rr = (ti + 1) % n;
+          // Not modulo n: a tenant that arrives later is appended after the one just served, and
+          // must be the next in turn (a pointer wrapped to 0 would serve this tenant again first).
+          this.rr = ti + 1;
           started = true;
           break;
         }
@@ -770,10 +916,7 @@ export class Scheduler {
   private maybeEnd(run: RunRt): void {
     if (run.status !== 'running' || run.running > 0 || run.compensating !== undefined) return;
     if (run.failFastBy !== undefined && run.compensations === undefined) {
-      run.compensations = run.calls
-        .filter((c) => c.status === 'succeeded' && c.manifest?.compensate)
-        .sort((a, b) => (b.endedAt as number) - (a.endedAt as number) || b.index - a.index)
-        .map((c) => c.index);
+      run.compensations = this.compensationQueue(run);
       this.startNextCompensation(run);
       if (run.compensating !== undefined) return;
     }
@@ -790,7 +933,15 @@ export class Scheduler {
       const replanContext = { failed: run.replanFailures.map((c) => ({ callId: c.id, error: c.error })), waiting, sideEffects };
       this.emit('run.needs_replan', run, undefined, { replanContext });
     }
-    this.emit('run.completed', run, undefined, { status });
+    this.emit('run.completed', run, undefined, run.cancelledAt !== undefined ? { status, cancelledAt: run.cancelledAt } : { status });
+  }
+
+  /** Succeeded calls that declare a compensation, newest first. */
+  private compensationQueue(run: RunRt): number[] {
+    return run.calls
+      .filter((c) => c.status === 'succeeded' && c.manifest?.compensate)
+      .sort((a, b) => (b.endedAt as number) - (a.endedAt as number) || b.index - a.index)
+      .map((c) => c.index);
   }
 
   /** Pending calls that nothing can move any more: block them and say what each waits on. */
@@ -862,6 +1013,11 @@ export class Scheduler {
 /** Whether a tool changes anything: it declares writes, or declares nothing at all (unknown effects). */
 function writesSomething(m: ToolManifest): boolean {
   return m.writes === undefined ? m.reads === undefined : m.writes.length > 0;
+}
+
+/** Whether an ended call may be released: everything it waited for, of every kind, is released. */
+function releasable(c: CallRt): boolean {
+  return !c.released && c.conflictWaiting === 0 && c.dataUnreleased === 0;
 }
 
 function isPending(c: CallRt): boolean {

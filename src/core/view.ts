@@ -134,6 +134,7 @@ export class RunProjection {
       case 'review.decided':
         if (c?.review) {
           c.review.decision = d.decision as string;
+          if (d.decision !== 'reject') c.status = 'pending';
           if (d.comment !== undefined) c.review.comment = d.comment as string;
           if (d.args) c.resolvedArgs = d.args as Record<string, unknown>;
         }

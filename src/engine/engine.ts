@@ -41,6 +41,8 @@ export interface SubmitRequest {
   calls: readonly CallInput[];
   failure?: FailureMode;
   tags?: Record<string, string>;
+  /** Stored with the run so that a repeated request finds it (`Idempotency-Key`). */
+  idempotencyKey?: string;
 }
 
 export type RunListener = (event: RunEvent, view: RunView) => void;
@@ -100,9 +102,27 @@ export class Engine {
         calls: req.calls,
         ...(req.failure ? { failure: req.failure } : {}),
         ...(req.tags ? { tags: req.tags } : {}),
+        ...(req.idempotencyKey !== undefined ? { meta: { idempotencyKey: req.idempotencyKey } } : {}),
       }),
     );
     return this.get(runId) as RunView;
+  }
+
+  /**
+   * Takes back a run from its stored events after a restart: finished calls keep their outcomes,
+   * running idempotent calls run again, other running calls fail with `interrupted`.
+   */
+  restore(events: readonly RunEvent[]): RunView {
+    const first = events[0] as RunEvent;
+    const live: LiveRun = { projection: RunProjection.of(events), seq: (events[events.length - 1] as RunEvent).seq, listeners: new Set(), waiters: new Set() };
+    this.runs.set(first.runId, live);
+    this.step((now) => this.scheduler.restore(now, events));
+    return live.projection.view;
+  }
+
+  /** Whether the engine holds this run (live, or ended recently). */
+  has(runId: string): boolean {
+    return this.runs.has(runId);
   }
 
   get(runId: string): RunView | undefined {

@@ -1,0 +1,71 @@
+/**
+ * `GET /v1/runs/{id}/events`: Server-Sent Events. Stored events after `Last-Event-ID` (or `?from=N`)
+ * are replayed, then the live tail follows until the run ends. Heartbeat comments keep proxies from
+ * closing an idle stream. Each subscriber writes to its own socket; one that stops reading and lets
+ * more than a few MB pile up is disconnected (it can resume with Last-Event-ID) so it slows nobody.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { RunEvent } from '../../core/events.js';
+import { iso } from '../../core/view.js';
+import { isEnded } from '../../engine/engine.js';
+import { ApiError } from '../errors.js';
+import type { AppContext } from '../server.js';
+import { parse } from '../validate.js';
+
+const EventsQuery = z.strictObject({ from: z.coerce.number().int().min(0).optional() });
+const MAX_BUFFERED = 4 * 1024 * 1024;
+
+/** The wire form of an event: `at` as an ISO time. */
+export function eventJson(e: RunEvent) {
+  return { seq: e.seq, type: e.type, runId: e.runId, ...(e.callId !== undefined ? { callId: e.callId } : {}), at: iso(e.at), data: e.data };
+}
+
+export async function eventStream(ctx: AppContext, req: FastifyRequest, reply: FastifyReply, runId: string): Promise<void> {
+  const { from } = parse(EventsQuery, req.query, 'query');
+  const header = req.headers['last-event-id'];
+  let after = from ?? 0;
+  if (header !== undefined) {
+    const n = Number(header);
+    if (!Number.isInteger(n) || n < 0) throw new ApiError('invalid_request', `Last-Event-ID must be an event's seq (an integer ≥ 0), got "${String(header)}"`);
+    after = n;
+  }
+  const { service } = ctx;
+  const projection = service.projection(req.principal, runId);
+
+  reply.hijack();
+  const res = reply.raw;
+  res.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache, no-transform',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+    'x-request-id': String(req.id),
+  });
+  res.write(': stream open\n\n');
+
+  let last = after;
+  let closed = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    clearInterval(heartbeat);
+    unsubscribe();
+    res.end();
+  };
+  const send = (e: RunEvent) => {
+    if (closed || e.seq <= last) return;
+    last = e.seq;
+    res.write(`id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify(eventJson(e))}\n\n`);
+    if (res.writableLength > MAX_BUFFERED) res.destroy();
+    else if (e.type === 'run.completed') close();
+  };
+  // Subscribing and reading the stored events happen in one tick: no event can fall between them.
+  const unsubscribe = service.engine.subscribe(runId, (e) => send(e));
+  const heartbeat = setInterval(() => res.write(': ping\n\n'), ctx.heartbeatMs);
+  heartbeat.unref();
+  req.raw.on('close', close);
+  res.on('error', close);
+  for (const e of service.store.events(runId, after)) send(e);
+  if (!closed && (!service.engine.has(runId) || isEnded(projection.view.status))) close();
+}

@@ -1,0 +1,45 @@
+/** The catalog, and invoking one tool directly under the same limits and policy (DESIGN §7). */
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { ToolManifest } from '../../core/tool.js';
+import { ApiError } from '../errors.js';
+import { ArgsSchema, TenantSchema } from '../schemas.js';
+import type { AppContext } from '../server.js';
+import { parse } from '../validate.js';
+
+export const InvokeBody = z.strictObject({ args: ArgsSchema.default({}), tenant: TenantSchema.optional() });
+
+/** What the catalog shows of a tool: everything but executor secrets (header values). */
+export function publicTool(t: ToolManifest) {
+  const executor = t.executor.kind === 'http' ? { kind: 'http', url: t.executor.url } : t.executor;
+  return { ...t, executor };
+}
+
+export function toolRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const { service } = ctx;
+
+  app.get('/v1/tools', async () => ({ items: service.config.tools.map(publicTool) }));
+
+  app.post('/v1/tools/:name/invoke', async (req) => {
+    const { name } = parse(z.object({ name: z.string().min(1).max(200) }), req.params, 'path');
+    const tool = service.config.catalog.get(name);
+    if (!tool) throw new ApiError('not_found', `no tool named ${name} in the catalog`);
+    const body = parse(InvokeBody, req.body ?? {}, 'body');
+    const started = Date.now();
+    const { run } = service.submit(req.principal, {
+      calls: [{ id: 'invoke', tool: name, args: body.args }],
+      tags: { invoke: name },
+      ...(body.tenant !== undefined ? { tenant: body.tenant } : {}),
+    });
+    const budget = Math.min(10 * 60_000, tool.timeoutMs * (tool.retry?.attempts ?? 1) + (tool.retry?.maxBackoffMs ?? 0) * 2 + 1000);
+    const view = await service.wait(req.principal, run.id, budget);
+    const call = view.calls[0];
+    return {
+      runId: view.id,
+      status: call?.status,
+      output: call?.status === 'succeeded' ? call.output : null,
+      error: call?.error ?? call?.blockedBy ?? null,
+      durationMs: Date.now() - started,
+    };
+  });
+}

@@ -1,0 +1,174 @@
+/**
+ * The service behind the HTTP API: the engine, made durable by the store, plus what only a server
+ * needs — admission (413, 429), idempotency keys, tenant isolation, reading ended runs back from the
+ * store, and recovery of unfinished runs on start (DESIGN §8).
+ */
+import type { CallInput } from '../core/calls.js';
+import type { RunEvent } from '../core/events.js';
+import { SchedulerError, type ReviewDecision } from '../core/scheduler.js';
+import { RunProjection, type RunView } from '../core/view.js';
+import type { FailureMode } from '../core/tool.js';
+import type { Config } from '../config/types.js';
+import { Engine, isEnded } from '../engine/engine.js';
+import type { Executor } from '../executors/types.js';
+import type { Store } from '../store/types.js';
+import { canSee, tenantFor, type Principal } from './auth.js';
+import { ApiError } from './errors.js';
+
+export interface ServiceOptions {
+  config: Config;
+  store: Store;
+  executor?: Executor;
+  clock?: () => number;
+}
+
+export interface SubmitBody {
+  calls: CallInput[];
+  failure?: FailureMode;
+  tags?: Record<string, string>;
+  tenant?: string;
+}
+
+/** Ended runs read back from the store, most recent first out. */
+class ViewCache {
+  private readonly map = new Map<string, RunProjection>();
+
+  constructor(private readonly size: number) {}
+
+  get(id: string): RunProjection | undefined {
+    const p = this.map.get(id);
+    if (p) {
+      this.map.delete(id);
+      this.map.set(id, p);
+    }
+    return p;
+  }
+
+  set(id: string, p: RunProjection): void {
+    this.map.set(id, p);
+    if (this.map.size > this.size) this.map.delete(this.map.keys().next().value as string);
+  }
+}
+
+export class Service {
+  readonly config: Config;
+  readonly store: Store;
+  readonly engine: Engine;
+  private readonly cache = new ViewCache(200);
+
+  constructor(opts: ServiceOptions) {
+    this.config = opts.config;
+    this.store = opts.store;
+    this.engine = new Engine({
+      config: opts.config,
+      sink: opts.store,
+      ...(opts.executor ? { executor: opts.executor } : {}),
+      ...(opts.clock ? { clock: opts.clock } : {}),
+    });
+  }
+
+  /** Resumes every run the store says is unfinished, and keeps needs_replan runs ready for a replan. */
+  recover(): { resumed: number } {
+    const ids = new Set(this.store.unfinished());
+    let cursor: string | undefined;
+    do {
+      const page = this.store.list({ status: ['needs_replan'], limit: 200, ...(cursor ? { cursor } : {}) });
+      for (const r of page.items) ids.add(r.id);
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    for (const id of ids) this.engine.restore(this.store.events(id));
+    return { resumed: ids.size };
+  }
+
+  submit(p: Principal, body: SubmitBody, idempotencyKey?: string): { run: RunView; created: boolean } {
+    const tenant = tenantFor(p, body.tenant);
+    if (idempotencyKey !== undefined) {
+      const existing = this.store.findByIdempotencyKey(tenant, idempotencyKey);
+      if (existing) return { run: this.view(p, existing), created: false };
+    }
+    const max = this.config.limits.maxCallsPerRun;
+    if (body.calls.length > max) {
+      throw new ApiError('payload_too_large', `a run takes at most ${max} calls (limits.maxCallsPerRun), got ${body.calls.length}`, { calls: body.calls.length, max });
+    }
+    const cap = this.config.limits.maxActiveRunsPerTenant;
+    if (cap !== undefined && this.engine.activeRuns(tenant) >= cap) {
+      throw new ApiError('too_many_runs', `tenant ${tenant} has ${cap} active runs (limits.maxActiveRunsPerTenant); retry later`, { tenant, active: cap }, { 'retry-after': '1' });
+    }
+    const run = this.engine.submit({
+      tenant,
+      calls: body.calls,
+      ...(body.failure ? { failure: body.failure } : {}),
+      ...(body.tags ? { tags: body.tags } : {}),
+      ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+    });
+    return { run, created: true };
+  }
+
+  /** The run as the principal may see it; 404 for a run of another tenant, as for a missing one. */
+  view(p: Principal, runId: string): RunView {
+    return this.projection(p, runId).view;
+  }
+
+  projection(p: Principal, runId: string): RunProjection {
+    const live = this.engine.projection(runId);
+    const projection = live ?? this.stored(runId);
+    if (!projection || !canSee(p, projection.view.tenant)) throw new ApiError('not_found', `no run ${runId}`);
+    return projection;
+  }
+
+  /** Waits up to `waitMs` for the run to end; the run as it then stands. */
+  async wait(p: Principal, runId: string, waitMs: number): Promise<RunView> {
+    const view = this.view(p, runId);
+    if (waitMs <= 0 || isEnded(view.status) || !this.engine.has(runId)) return view;
+    return (await this.engine.wait(runId, waitMs)) ?? view;
+  }
+
+  events(p: Principal, runId: string, afterSeq: number): RunEvent[] {
+    this.projection(p, runId);
+    return this.store.events(runId, afterSeq);
+  }
+
+  cancel(p: Principal, runId: string): RunView {
+    const view = this.view(p, runId);
+    if (!isEnded(view.status)) this.mapSchedulerErrors(() => this.engine.cancel(runId));
+    return this.view(p, runId);
+  }
+
+  replan(p: Principal, runId: string, calls: CallInput[]): RunView {
+    const view = this.view(p, runId);
+    if (view.status !== 'needs_replan') throw new ApiError('conflict', `run ${runId} is ${view.status}; only a needs_replan run takes a replan`);
+    const max = this.config.limits.maxCallsPerRun;
+    if (view.calls.length + calls.length > max) throw new ApiError('payload_too_large', `a run takes at most ${max} calls (limits.maxCallsPerRun)`);
+    return this.mapSchedulerErrors(() => this.engine.replan(runId, calls));
+  }
+
+  review(p: Principal, reviewId: string, d: Omit<ReviewDecision, 'runId' | 'callId'>): RunView {
+    const r = this.store.review(reviewId);
+    if (!r || !canSee(p, r.tenant)) throw new ApiError('not_found', `no review ${reviewId}`);
+    if (r.status !== 'pending') throw new ApiError('conflict', `review ${reviewId} was decided already (${r.decision})`);
+    if (!this.engine.has(r.runId)) throw new ApiError('conflict', `run ${r.runId} is not active`);
+    return this.mapSchedulerErrors(() => this.engine.review({ ...d, runId: r.runId, callId: r.callId }));
+  }
+
+  private stored(runId: string): RunProjection | undefined {
+    const cached = this.cache.get(runId);
+    if (cached) return cached;
+    const events = this.store.events(runId);
+    if (events.length === 0) return undefined;
+    const p = RunProjection.of(events);
+    if (isEnded(p.view.status)) this.cache.set(runId, p);
+    return p;
+  }
+
+  private mapSchedulerErrors<T>(f: () => T): T {
+    try {
+      return f();
+    } catch (e) {
+      if (e instanceof SchedulerError) {
+        const code = e.code === 'invalid_args' ? 'invalid_args' : e.code === 'conflict' ? 'conflict' : 'not_found';
+        throw new ApiError(code, e.message);
+      }
+      throw e;
+    }
+  }
+}

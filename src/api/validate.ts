@@ -1,0 +1,11 @@
+/** Parsing request parts with zod: a failure is a 400 whose message names each bad field. */
+import type { z } from 'zod';
+import { ApiError } from './errors.js';
+import { formatIssues } from './schemas.js';
+
+export function parse<S extends z.ZodType>(schema: S, value: unknown, what: string): z.infer<S> {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const problems = formatIssues(r.error);
+  throw new ApiError('invalid_request', `invalid ${what}: ${problems.join('; ')}`, { problems });
+}

@@ -1,0 +1,72 @@
+/**
+ * `toolgraph serve [--config FILE] [--host H] [--port N] [--db FILE]` (and `npm start`): the API and
+ * the dashboard on one port, with the SQLite store. On start it resumes unfinished runs. On SIGTERM
+ * or SIGINT it stops accepting, lets running calls finish for a while (`--drain-ms`, default 10 s),
+ * then exits; whatever is left is resumed by the next start.
+ */
+import { pino } from 'pino';
+import { isLoopback } from '../api/auth.js';
+import { buildServer } from '../api/server.js';
+import { Service } from '../api/service.js';
+import { openSqliteStore } from '../store/sqlite.js';
+import { readConfig, UsageError } from './input.js';
+import { parseOptions, type Io } from './main.js';
+
+export async function serveCommand(args: string[], io: Io): Promise<number> {
+  const { values, positionals } = parseOptions(args, {
+    config: { type: 'string' },
+    host: { type: 'string' },
+    port: { type: 'string' },
+    db: { type: 'string' },
+    'drain-ms': { type: 'string', default: '10000' },
+  });
+  if (positionals.length > 0) throw new UsageError(`serve takes no positional arguments, got "${positionals.join(' ')}"`);
+  const config = readConfig(values.config as string | undefined);
+  const host = (values.host as string | undefined) ?? config.server.host;
+  const port = values.port !== undefined ? Number(values.port) : config.server.port;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer from 0 to 65535, got "${String(values.port)}"`);
+  const drainMs = Number(values['drain-ms']);
+  if (!Number.isFinite(drainMs) || drainMs < 0) throw new UsageError(`--drain-ms must be a number of milliseconds, got "${String(values['drain-ms'])}"`);
+  if (config.auth.keys.length === 0 && !isLoopback(host)) {
+    throw new UsageError(`refusing to listen on ${host} with no auth.keys: open development mode serves loopback addresses only (127.0.0.1, ::1)`);
+  }
+  const dbFile = (values.db as string | undefined) ?? config.server.db;
+  const logger = pino({ name: 'toolgraph', level: process.env.LOG_LEVEL ?? 'info' });
+  let store;
+  try {
+    store = openSqliteStore(dbFile);
+  } catch (e) {
+    throw new UsageError(`${dbFile}: cannot open the database: ${(e as Error).message}`);
+  }
+  const service = new Service({ config, store });
+  const { resumed } = service.recover();
+  const { dashboardRoutes } = await import('../dashboard/routes.js').catch(() => ({ dashboardRoutes: undefined }));
+  const app = buildServer({ service, logger, ...(dashboardRoutes ? { plugins: [dashboardRoutes] } : {}) });
+  try {
+    await app.listen({ host, port });
+  } catch (e) {
+    store.close();
+    throw new UsageError(`cannot listen on ${host}:${port}: ${(e as Error).message}`);
+  }
+  const address = app.server.address();
+  const actualPort = typeof address === 'object' && address ? address.port : port;
+  logger.info({ host, port: actualPort, db: dbFile, config: config.source, resumed, auth: config.auth.keys.length > 0 ? 'keys' : 'open' }, 'toolgraph listening');
+  io.err(`toolgraph serving http://${host.includes(':') ? `[${host}]` : host}:${actualPort} (dashboard at /, API reference at /docs)\n`);
+
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = async (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      logger.info({ signal, drainMs }, 'shutting down: no new runs; letting running calls finish');
+      const closing = app.close();
+      await service.engine.close({ drainMs });
+      await closing;
+      store.close();
+      logger.info('stopped');
+      resolve(0);
+    };
+    process.once('SIGTERM', () => void stop('SIGTERM'));
+    process.once('SIGINT', () => void stop('SIGINT'));
+  });
+}

@@ -1,0 +1,27 @@
+/**
+ * Store errors: one class with a stable `code` (STYLE 8), so the API layer can map them to HTTP
+ * (`invalid_cursor` and `invalid_limit` are bad input; the others mean the caller broke the log's rules).
+ */
+export const STORE_ERROR_CODES = [
+  /** A `cursor` that no `list` ever returned. */
+  'invalid_cursor',
+  /** A `limit` outside 1..200. */
+  'invalid_limit',
+  /** An event whose `seq` is not exactly the next one of its run. */
+  'seq_out_of_order',
+  /** An event whose shape or place in the log is wrong (a first event that is not `run.created`…). */
+  'invalid_event',
+  /** A `run.created` that reuses a tenant's idempotency key. */
+  'duplicate_idempotency_key',
+] as const;
+export type StoreErrorCode = (typeof STORE_ERROR_CODES)[number];
+
+export class StoreError extends Error {
+  override readonly name = 'StoreError';
+  constructor(
+    readonly code: StoreErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
