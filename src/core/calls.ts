@@ -3,6 +3,8 @@ export interface CallInput {
   id: string;
   tool: string;
   args?: Record<string, unknown>;
+  /** Set when the model's arguments could not be read (malformed JSON): the call fails `invalid_args`. */
+  invalid?: string;
 }
 
 export const CALL_STATUSES = [

@@ -150,7 +150,10 @@ function checkCall(c: CallInput, index: number, ctx: CheckContext): Draft {
   const args = c.args ?? {};
   const d: Draft = { index, id: c.id, tool: c.tool, args, targets: new Map(), hasRefs: false, access: PURE, refs: [] };
   const manifest = ctx.catalog.get(c.tool);
-  if (!manifest) {
+  if (c.invalid !== undefined) {
+    d.error = callError('invalid_args', `${c.id}: ${c.invalid}`, { details: { tool: c.tool } });
+    if (manifest) d.manifest = manifest;
+  } else if (!manifest) {
     d.error = callError('unknown_tool', `${c.id}: no tool named ${c.tool} in the catalog`, { details: { tool: c.tool } });
   } else {
     d.manifest = manifest;

@@ -1,0 +1,82 @@
+/**
+ * Model formats (DESIGN §11): the assistant message as the model sent it, in, and the messages to
+ * append to the conversation, out.
+ *
+ * In: `{ openai: <assistant message with tool_calls> }` (arguments are JSON strings; a malformed one
+ * fails that call with `invalid_args`, not the request) or `{ anthropic: <assistant message whose
+ * content has tool_use blocks> }` (text blocks are ignored). Call ids are the model's.
+ *
+ * Out, in call order: OpenAI `[{ role: "tool", tool_call_id, content }]`; Anthropic
+ * `[{ role: "user", content: [{ type: "tool_result", tool_use_id, content, is_error? }] }]`. A
+ * failed, blocked or cancelled call is an error result that says why.
+ */
+import { z } from 'zod';
+import type { CallInput } from '../core/calls.js';
+import type { CallView, RunView } from '../core/view.js';
+
+const OpenAiToolCall = z.object({
+  id: z.string().min(1),
+  type: z.literal('function').optional(),
+  function: z.object({ name: z.string().min(1), arguments: z.string().optional() }),
+});
+export const OpenAiMessage = z.object({
+  role: z.literal('assistant').optional(),
+  content: z.unknown().optional(),
+  tool_calls: z.array(OpenAiToolCall),
+});
+
+const AnthropicBlock = z.union([
+  z.object({ type: z.literal('tool_use'), id: z.string().min(1), name: z.string().min(1), input: z.record(z.string(), z.unknown()).optional() }),
+  z.object({ type: z.string().refine((t) => t !== 'tool_use', 'a tool_use block needs id, name and input') }).passthrough(),
+]);
+export const AnthropicMessage = z.object({
+  role: z.literal('assistant').optional(),
+  content: z.array(AnthropicBlock),
+});
+
+export function callsFromOpenAi(message: z.infer<typeof OpenAiMessage>): CallInput[] {
+  return message.tool_calls.map((tc) => {
+    const text = tc.function.arguments ?? '{}';
+    try {
+      const args: unknown = text.trim() === '' ? {} : JSON.parse(text);
+      if (args === null || typeof args !== 'object' || Array.isArray(args)) {
+        return { id: tc.id, tool: tc.function.name, args: {}, invalid: `arguments must be a JSON object, got ${text.slice(0, 200)}` };
+      }
+      return { id: tc.id, tool: tc.function.name, args: args as Record<string, unknown> };
+    } catch (e) {
+      return { id: tc.id, tool: tc.function.name, args: {}, invalid: `arguments are not valid JSON (${(e as Error).message}): ${text.slice(0, 200)}` };
+    }
+  });
+}
+
+export function callsFromAnthropic(message: z.infer<typeof AnthropicMessage>): CallInput[] {
+  const calls: CallInput[] = [];
+  for (const block of message.content) {
+    if (block.type === 'tool_use') {
+      const b = block as { id: string; name: string; input?: Record<string, unknown> };
+      calls.push({ id: b.id, tool: b.name, args: b.input ?? {} });
+    }
+  }
+  return calls;
+}
+
+/** What the model reads for one call: its output as JSON, or an error that says why. */
+function resultText(c: CallView): { text: string; isError: boolean } {
+  if (c.status === 'succeeded') return { text: typeof c.output === 'string' ? c.output : JSON.stringify(c.output ?? null), isError: false };
+  const why = c.error ?? c.blockedBy;
+  const reason = why ? `${why.code}: ${why.message}` : `the call is ${c.status}`;
+  const verb = c.status === 'failed' ? 'failed' : c.status === 'blocked' ? 'was blocked' : c.status === 'cancelled' ? 'was cancelled' : `is ${c.status}`;
+  return { text: `Error: ${c.tool} ${verb}: ${reason}`, isError: true };
+}
+
+export function openAiMessages(run: RunView) {
+  return run.calls.map((c) => ({ role: 'tool' as const, tool_call_id: c.id, content: resultText(c).text }));
+}
+
+export function anthropicMessages(run: RunView) {
+  const content = run.calls.map((c) => {
+    const r = resultText(c);
+    return { type: 'tool_result' as const, tool_use_id: c.id, content: r.text, ...(r.isError ? { is_error: true } : {}) };
+  });
+  return [{ role: 'user' as const, content }];
+}
