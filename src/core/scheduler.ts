@@ -22,6 +22,7 @@ import type { CallInput, CallStatus, Diagnostic, RunStatus } from './calls.js';
 import { callError, type CallError } from './errors.js';
 import type { CoreEvent, EventType } from './events.js';
 import { RunProjection } from './view.js';
+import { StreamPlanner, type StreamStep } from './stream-plan.js';
 import { MinHeap } from './heap.js';
 import { Limiter, type Holder } from './limits.js';
 import { buildPlan, checkResolvedArgs, type Plan, type PlannedCall } from './plan.js';
@@ -48,6 +49,8 @@ export interface SubmitOptions {
   estimates?: Record<string, number>;
   /** Extra fields for the `run.created` event (an idempotency key, say). */
   meta?: Record<string, unknown>;
+  /** A streamed run (DESIGN §10): more calls come with `append`, until `seal` or the open-run timeout. */
+  open?: boolean;
 }
 
 export interface StartAttempt {
@@ -132,6 +135,8 @@ interface CallRt {
   superseded: boolean;
   /** Whether the last failed attempt was retryable (recorded, so replay decides the same way). */
   lastRetryable?: boolean;
+  /** In a streamed run: arrived, but a later call may still give it a predecessor. */
+  held?: boolean;
 }
 
 interface RunRt {
@@ -145,7 +150,8 @@ interface RunRt {
   ready: Map<string, MinHeap<CallRt>>;
   readyCount: number;
   running: number;
-  open: number;
+  /** Set for a streamed run: plans calls as they arrive. */
+  stream?: StreamPlanner;
   status: RunStatus;
   cancelRequested: boolean;
   failFastBy?: string;
@@ -167,6 +173,8 @@ interface Timer {
   seq: number;
   runId?: string;
   index?: number;
+  /** The open-run timeout of a streamed run. */
+  seal?: boolean;
 }
 
 const byPriority = (a: CallRt, b: CallRt) => b.priority - a.priority || a.index - b.index;
@@ -198,10 +206,122 @@ export class Scheduler {
     const failure = s.failure ?? this.opts.defaults.failure;
     const estimates = s.estimates ?? this.estimates();
     const run = this.newRun(s.runId, s.tenant, failure, estimates);
-    const calls = s.calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args ?? {} }));
+    const calls = s.calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args ?? {}, ...(c.invalid !== undefined ? { invalid: c.invalid } : {}) }));
+    if (s.open) {
+      run.stream = new StreamPlanner(run.tenant, this.opts.catalog, this.opts.policy);
+      this.emit('run.created', run, undefined, { ...s.meta, tenant: run.tenant, failure, tags: s.tags ?? {}, calls: [], estimates, open: true });
+      this.emit('run.started', run, undefined, { edges: [], generations: [], diagnostics: [] });
+      this.timers.push({ at: now + this.opts.defaults.openRunTimeoutMs, seq: this.timerSeq++, runId: run.id, seal: true });
+      if (calls.length > 0) this.appendTo(run, calls);
+      return this.flush();
+    }
     this.emit('run.created', run, undefined, { ...s.meta, tenant: run.tenant, failure, tags: s.tags ?? {}, calls, estimates });
     this.addCalls(run, calls, 'run.started');
     return this.flush();
+  }
+
+  /** Appends calls, in model order, to an open (streamed) run. */
+  append(now: number, runId: string, calls: readonly CallInput[]): Output {
+    this.now = now;
+    const run = this.getRun(runId);
+    if (!run.stream) throw new SchedulerError('conflict', `run ${runId} was not opened for streaming`);
+    if (run.stream.sealed) throw new SchedulerError('conflict', `run ${runId} is sealed; it takes no more calls`);
+    if (isRunOver(run.status)) throw new SchedulerError('conflict', `run ${runId} is ${run.status}; it takes no more calls`);
+    const seen = new Set<string>();
+    for (const c of calls) {
+      if (run.byId.has(c.id) || seen.has(c.id)) throw new SchedulerError('conflict', `call id ${c.id} is used in run ${runId} already`);
+      seen.add(c.id);
+    }
+    this.appendTo(run, calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args ?? {}, ...(c.invalid !== undefined ? { invalid: c.invalid } : {}) })));
+    return this.flush();
+  }
+
+  /** Closes a streamed run: calls still waiting on later ones are planned as a batch would plan them. */
+  seal(now: number, runId: string): Output {
+    this.now = now;
+    const run = this.getRun(runId);
+    if (!run.stream) throw new SchedulerError('conflict', `run ${runId} was not opened for streaming`);
+    if (!run.stream.sealed && !isRunOver(run.status)) this.sealRun(run, false);
+    return this.flush();
+  }
+
+  private appendTo(run: RunRt, calls: CallInput[], silent = false): void {
+    const step = (run.stream as StreamPlanner).add(calls);
+    for (const p of step.planned) {
+      run.byId.set(p.id, p.index);
+      const c = this.newCall(p, run);
+      c.held = true;
+      c.priority = run.estimates[c.tool] ?? 1;
+      run.calls.push(c);
+    }
+    run.inputs.push(...calls);
+    run.diagnostics.push(...step.diagnostics);
+    if (!silent) this.emit('run.calls_added', run, undefined, { calls, edges: step.edges, diagnostics: step.diagnostics });
+    this.applyStreamStep(run, step, silent);
+  }
+
+  private sealRun(run: RunRt, silent: boolean, byTimeout = false): void {
+    const step = (run.stream as StreamPlanner).seal();
+    run.diagnostics.push(...step.diagnostics);
+    if (!silent) {
+      this.emit('run.sealed', run, undefined, {
+        edges: step.edges,
+        diagnostics: step.diagnostics,
+        generations: step.plan?.generations ?? [],
+        ...(byTimeout ? { reason: 'openRunTimeoutMs' } : {}),
+      });
+    }
+    this.applyStreamStep(run, step, silent);
+  }
+
+  /** Wires the edges into the calls a stream step settled, and lets those calls go. */
+  private applyStreamStep(run: RunRt, step: StreamStep, silent: boolean): void {
+    const doomedBy = new Map<number, CallRt>();
+    for (const e of step.edges) {
+      const from = run.calls[run.byId.get(e.from) as number] as CallRt;
+      const to = run.calls[run.byId.get(e.to) as number] as CallRt;
+      if (e.kind === 'conflict') {
+        if (from.released) continue;
+        from.conflictSucc.push(to.index);
+        to.conflictWaiting++;
+      } else if (from.status === 'succeeded') continue;
+      else if (isTerminal(from.status)) {
+        if (!doomedBy.has(to.index)) doomedBy.set(to.index, from);
+      } else {
+        from.dataSucc.push(to.index);
+        to.dataWaiting++;
+      }
+    }
+    this.dirty.add(run);
+    if (silent) {
+      for (const p of step.settledPlans) {
+        const c = run.calls[p.index] as CallRt;
+        c.held = false;
+        c.targets = p.targets;
+        c.hasRefs = p.hasRefs;
+      }
+      return;
+    }
+    const settled = step.settled.map((i) => run.calls[i] as CallRt);
+    const plans = new Map(step.settledPlans.map((p) => [p.index, p]));
+    const planned = (c: CallRt) => plans.get(c.index);
+    for (const c of settled) {
+      c.held = false;
+      const p = planned(c) as PlannedCall;
+      // The plan as of the step that settled it: the targets its references name are known now.
+      c.targets = p.targets;
+      c.hasRefs = p.hasRefs;
+      if (p.review !== undefined) c.review = p.review;
+      if (p.blockedBy && isPending(c)) this.block(run, c, p.blockedBy, false);
+    }
+    for (const c of settled) {
+      const p = planned(c);
+      const from = doomedBy.get(c.index);
+      if (p?.error && isPending(c)) this.fail(run, c, p.error, true);
+      else if (p?.blockedBy && c.status === 'blocked') this.blockDescendantsOf(run, c);
+      else if (from && isPending(c)) this.blockDescendantsOf(run, from, [c], callError('dependency_failed', `${from.id} ${from.status === 'failed' ? 'failed' : `is ${from.status}`}`, { callId: from.id }));
+    }
+    for (const c of settled) if (c.status === 'pending' && c.dataWaiting === 0 && !c.armed) this.arm(run, c);
   }
 
   private newRun(id: string, tenant: string, failure: FailureMode, estimates: Record<string, number>): RunRt {
@@ -216,7 +336,6 @@ export class Scheduler {
       ready: new Map(),
       readyCount: 0,
       running: 0,
-      open: 0,
       status: 'running',
       cancelRequested: false,
       replanFailures: [],
@@ -306,12 +425,28 @@ export class Scheduler {
       return this.flush();
     }
     const stopping = run.cancelRequested || run.failFastBy !== undefined;
-    for (const c of interrupted) {
-      if (stopping) this.cancelCall(run, c, callError('cancelled', 'the run was stopping when the service restarted'));
-      else if (c.manifest?.idempotent) {
-        c.status = 'pending';
-        c.armed = false;
-      } else this.fail(run, c, callError('interrupted', `${c.id} was running when the service stopped; its outcome is unknown`), true);
+    if (stopping) {
+      for (const c of interrupted) this.cancelCall(run, c, callError('cancelled', 'the run was stopping when the service restarted'));
+    } else {
+      // Every non-idempotent call that was running fails first, all of them with `interrupted` (each
+      // one's outcome is unknown), and only then does the run's mode apply to them: a fail-fast from
+      // the first must not turn the others into `cancelled`, nor re-arm an idempotent call it stopped.
+      const lost = interrupted.filter((c) => !c.manifest?.idempotent);
+      for (const c of lost) this.fail(run, c, callError('interrupted', `${c.id} was running when the service stopped; its outcome is unknown`), false);
+      for (const c of lost) {
+        const mode: FailureMode = c.manifest?.failure === 'fail_fast' ? 'fail_fast' : run.failure;
+        if (mode === 'fail_fast') {
+          if (run.failFastBy === undefined) {
+            run.failFastBy = c.id;
+            this.stopRun(run, callError('cancelled', `the run failed fast: ${c.id} failed`, { callId: c.id }));
+          }
+        } else {
+          if (mode === 'replan') run.replanFailures.push(c);
+          this.blockDescendantsOf(run, c);
+        }
+      }
+      // Running idempotent calls are `pending` again (not armed): they run again below, unless that
+      // fail-fast has just cancelled them with the rest of the run.
     }
     if (stopping) this.stopRun(run, callError('cancelled', run.cancelRequested ? 'the run was cancelled' : `the run failed fast: ${run.failFastBy} failed`, run.cancelRequested ? {} : { callId: run.failFastBy as string }));
     for (const c of run.calls) {
@@ -365,6 +500,10 @@ export class Scheduler {
         continue;
       }
       const run = this.runs.get(t.runId);
+      if (t.seal) {
+        if (run?.stream && !run.stream.sealed && !isRunOver(run.status)) this.sealRun(run, false, true);
+        continue;
+      }
       const c = run?.calls[t.index as number];
       if (!run || !c || !c.retrying) continue;
       c.retrying = false;
@@ -576,6 +715,7 @@ export class Scheduler {
 
   /** Data and policy predecessors have succeeded: resolve args, ask for review or wait for conflicts. */
   private arm(run: RunRt, c: CallRt): void {
+    if (c.held) return;
     c.armed = true;
     let args = c.args;
     if (c.hasRefs) {
@@ -915,6 +1055,7 @@ export class Scheduler {
 
   private maybeEnd(run: RunRt): void {
     if (run.status !== 'running' || run.running > 0 || run.compensating !== undefined) return;
+    if (run.stream && !run.stream.sealed && !run.cancelRequested && run.failFastBy === undefined) return;
     if (run.failFastBy !== undefined && run.compensations === undefined) {
       run.compensations = this.compensationQueue(run);
       this.startNextCompensation(run);

@@ -48,6 +48,8 @@ export interface RunView {
   calls: CallView[];
   diagnostics: Diagnostic[];
   replanContext?: ReplanContext;
+  /** A streamed run: `open` until it is sealed. */
+  stream?: 'open' | 'sealed';
 }
 
 export interface GraphView {
@@ -80,6 +82,7 @@ export class RunProjection {
       endedAt: null,
       calls: [],
       diagnostics: [],
+      ...((created.data as { open?: boolean }).open ? { stream: 'open' as const } : {}),
     };
     this.addCalls(d.calls);
   }
@@ -124,6 +127,19 @@ export class RunProjection {
         this.view.diagnostics.push(...(d.diagnostics as Diagnostic[]));
         return;
       }
+      case 'run.calls_added':
+      case 'run.sealed':
+        if (e.type === 'run.calls_added') this.addCalls(d.calls as { id: string; tool: string; args: Record<string, unknown> }[]);
+        else {
+          this.view.stream = 'sealed';
+          this.generations = d.generations as string[][];
+        }
+        for (const edge of d.edges as Edge[]) {
+          this.edges.push(edge);
+          this.byId.get(edge.to)?.dependsOn.push(edge.from);
+        }
+        this.view.diagnostics.push(...(d.diagnostics as Diagnostic[]));
+        return;
       case 'run.needs_replan':
         this.view.replanContext = d.replanContext as ReplanContext;
         return;
