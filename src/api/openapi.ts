@@ -117,7 +117,15 @@ function query(schema: z.ZodObject) {
 const idempotencyHeader = { name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', maxLength: 255 } };
 const lastEventId = { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' } };
 
+let cached: Record<string, unknown> | undefined;
+
+/** The document (built once: generating the JSON Schemas takes a while). */
 export function openApiDocument(): Record<string, unknown> {
+  cached ??= buildDocument();
+  return cached;
+}
+
+function buildDocument(): Record<string, unknown> {
   const runResp = (status: string, description: string) => ({ [status]: { description, content: content(RunSchema) } });
   const paths: Record<string, unknown> = {
     '/v1/runs': {

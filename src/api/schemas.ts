@@ -69,10 +69,10 @@ export const CallErrorSchema = z.object({
 export const CallStatusSchema = z.enum(CALL_STATUSES);
 export const RunStatusSchema = z.enum(RUN_STATUSES);
 
-/** `path: message` lines for a zod error, with paths like `calls[2].id`. */
-export function formatIssues(error: z.ZodError): string[] {
+/** `path: message` lines for a zod error, with paths like `calls[2].id` (`root` names the value itself). */
+export function formatIssues(error: z.ZodError, root = 'body'): string[] {
   return error.issues.map((i) => {
     const path = i.path.reduce<string>((acc, k) => (typeof k === 'number' ? `${acc}[${k}]` : acc ? `${acc}.${String(k)}` : String(k)), '');
-    return `${path || 'body'}: ${i.message}`;
+    return `${path || root}: ${i.message}`;
   });
 }

@@ -3,7 +3,7 @@
  * `{ error: { code, message, details? } }` with a 4xx for bad input, bearer auth on `/v1`, and the
  * routes in ./routes. `buildServer` returns the app without listening, so tests can `listen` on port 0.
  */
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { authenticate, type Principal } from './auth.js';
 import { ApiError, errorBody } from './errors.js';
@@ -11,6 +11,7 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { metaRoutes } from './routes/meta.js';
 import { reviewRoutes } from './routes/reviews.js';
 import { runRoutes } from './routes/runs.js';
+import { streamRoutes } from './routes/stream.js';
 import { toolRoutes } from './routes/tools.js';
 import type { Service } from './service.js';
 
@@ -46,15 +47,54 @@ const FASTIFY_CODES: Record<string, [number, string]> = {
   FST_ERR_ASYNC_CONSTRAINT: [400, 'invalid_request'],
 };
 
+/**
+ * JSON.parse that refuses a `__proto__` key anywhere (as Fastify's own parser does by default): zod
+ * and every later copy of the value would silently drop it (or turn it into a prototype), so a call
+ * would run with other args than the ones submitted. The reviver only runs when the key can occur.
+ */
+function parseJson(text: string): unknown {
+  if (!text.includes('proto') && !text.includes('\\u')) return JSON.parse(text);
+  return JSON.parse(text, function (key, v) {
+    if (key === '__proto__') throw new ApiError('invalid_request', 'the body uses the key "__proto__", which is not allowed anywhere in a request');
+    return v;
+  });
+}
+
+/**
+ * Whether a request is for the API (`/v1`), which needs a key. Decided by the route the router
+ * matched, not by the raw request target: `/%761/runs` and an absolute-form target
+ * (`GET http://host/v1/runs`) reach the same routes as `/v1/runs`, so a check on `req.url` would let
+ * them through without a key. Unmatched requests (404/405) are checked on their decoded path.
+ */
+function needsAuth(req: FastifyRequest): boolean {
+  const route = req.routeOptions.url;
+  if (route !== undefined) return route === '/v1' || route.startsWith('/v1/');
+  let path = (req.url.split('?')[0] as string).replace(/^[a-z][a-z0-9+.-]*:\/\/[^/]*/i, '');
+  try {
+    path = decodeURIComponent(path);
+  } catch {
+    // a malformed escape: judge the raw path
+  }
+  return /^\/+v1(\/|$)/i.test(path);
+}
+
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
 export function buildServer(opts: ServerOptions): FastifyInstance {
   const app = Fastify({
     ...(opts.logger ? { loggerInstance: opts.logger } : { logger: false }),
     bodyLimit: 32 * 1024 * 1024,
     requestIdHeader: 'x-request-id',
-    requestIdLogLabel: 'requestId',
     return503OnClosing: true,
     forceCloseConnections: true,
     routerOptions: { maxParamLength: 500 },
+    // Errors the router raises before any route or hook (a malformed %-escape, a path parameter
+    // longer than maxParamLength) get the same error body as every other error, not Fastify's own.
+    frameworkErrors: (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+      reply.header('x-request-id', req.id);
+      const message = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment is too long' : err.message;
+      return reply.status(400).send(errorBody('invalid_request', message));
+    },
   } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
   let closing = false;
   const ctx: AppContext = {
@@ -67,24 +107,32 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
     closing = true;
   });
 
-  // JSON bodies: an empty body is no body (a POST that carries nothing works with or without one).
-  app.removeContentTypeParser('application/json');
+  // JSON bodies only: an empty body is no body (a POST that carries nothing works with or without one,
+  // whatever content-type a client puts on nothing); any other non-empty body is a 415. Fastify's
+  // default text/plain parser is removed too, or `text/plain` bodies would reach the routes as strings.
+  app.removeAllContentTypeParsers();
   app.addContentTypeParser(/^application\/([\w.+-]+\+)?json(;.*)?$/i, { parseAs: 'string' }, (_req, body, done) => {
     const text = String(body);
     if (text.trim() === '') return done(null, undefined);
+    let value: unknown;
     try {
-      done(null, JSON.parse(text));
+      value = parseJson(text);
     } catch (e) {
-      done(new ApiError('invalid_json', `the body is not valid JSON: ${(e as Error).message}`), undefined);
+      if (e instanceof ApiError) return done(e, undefined);
+      return done(new ApiError('invalid_json', `the body is not valid JSON: ${(e as Error).message}`), undefined);
     }
+    done(null, value);
+  });
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
+    if ((body as Buffer).length === 0) return done(null, undefined);
+    const type = req.headers['content-type'];
+    done(new ApiError('unsupported_media_type', type ? `the body must be application/json, got ${type}` : 'a body must come with content-type: application/json'), undefined);
   });
 
   app.decorateRequest('principal', undefined as unknown as Principal);
   app.addHook('onRequest', async (req: FastifyRequest, reply) => {
     reply.header('x-request-id', req.id);
-    if (req.url.startsWith('/v1/') || req.url === '/v1') {
-      req.principal = authenticate(opts.service.config.auth.keys, req.headers.authorization);
-    }
+    if (needsAuth(req)) req.principal = authenticate(opts.service.config.auth.keys, req.headers.authorization);
   });
 
   app.setErrorHandler((err: FastifyError | ApiError, req, reply) => {
@@ -101,13 +149,21 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
     return reply.status(500).send(errorBody('internal', 'an unexpected error occurred; it has been logged'));
   });
   app.setNotFoundHandler((req, reply) => {
-    reply.status(404).send(errorBody('not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
+    const path = req.url.split('?')[0] as string;
+    // A path that exists under other methods is a 405 with the methods it takes, not a 404.
+    const allow = METHODS.filter((m) => m !== req.method && app.findRoute({ method: m, url: path }) !== null);
+    if (allow.length > 0) {
+      reply.header('allow', allow.join(', '));
+      return reply.status(405).send(errorBody('method_not_allowed', `${req.method} is not allowed on ${path}; use ${allow.join(' or ')}`));
+    }
+    return reply.status(404).send(errorBody('not_found', `no route ${req.method} ${path}`));
   });
 
   metaRoutes(app, ctx);
   runRoutes(app, ctx);
   reviewRoutes(app, ctx);
   toolRoutes(app, ctx);
+  streamRoutes(app, ctx);
   for (const plugin of opts.plugins ?? []) plugin(app, opts.service);
   return app;
 }

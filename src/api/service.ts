@@ -27,6 +27,8 @@ export interface SubmitBody {
   failure?: FailureMode;
   tags?: Record<string, string>;
   tenant?: string;
+  /** A streamed run (DESIGN §10). */
+  open?: boolean;
 }
 
 /** Ended runs read back from the store, most recent first out. */
@@ -100,8 +102,28 @@ export class Service {
       ...(body.failure ? { failure: body.failure } : {}),
       ...(body.tags ? { tags: body.tags } : {}),
       ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+      ...(body.open ? { open: true } : {}),
     });
     return { run, created: true };
+  }
+
+  /** Appends calls to an open run (409 once it is sealed or over). */
+  append(p: Principal, runId: string, calls: CallInput[]): RunView {
+    const view = this.view(p, runId);
+    if (view.stream === undefined) throw new ApiError('conflict', `run ${runId} was not opened with "open": true`);
+    if (view.stream === 'sealed') throw new ApiError('conflict', `run ${runId} is sealed; it takes no more calls`);
+    if (isEnded(view.status)) throw new ApiError('conflict', `run ${runId} is ${view.status}; it takes no more calls`);
+    const max = this.config.limits.maxCallsPerRun;
+    if (view.calls.length + calls.length > max) throw new ApiError('payload_too_large', `a run takes at most ${max} calls (limits.maxCallsPerRun)`);
+    return this.mapSchedulerErrors(() => this.engine.append(runId, calls));
+  }
+
+  /** Seals an open run; sealing a sealed run changes nothing. */
+  seal(p: Principal, runId: string): RunView {
+    const view = this.view(p, runId);
+    if (view.stream === undefined) throw new ApiError('conflict', `run ${runId} was not opened with "open": true`);
+    if (view.stream === 'sealed' || isEnded(view.status)) return view;
+    return this.mapSchedulerErrors(() => this.engine.seal(runId));
   }
 
   /** The run as the principal may see it; 404 for a run of another tenant, as for a missing one. */
@@ -116,11 +138,26 @@ export class Service {
     return projection;
   }
 
-  /** Waits up to `waitMs` for the run to end; the run as it then stands. */
-  async wait(p: Principal, runId: string, waitMs: number): Promise<RunView> {
+  /**
+   * Waits up to `waitMs` for the run to end (or for `until` to hold of it); the run as it then
+   * stands.
+   */
+  async wait(p: Principal, runId: string, waitMs: number, until?: (view: RunView) => boolean): Promise<RunView> {
     const view = this.view(p, runId);
-    if (waitMs <= 0 || isEnded(view.status) || !this.engine.has(runId)) return view;
-    return (await this.engine.wait(runId, waitMs)) ?? view;
+    if (waitMs <= 0 || isEnded(view.status) || !this.engine.has(runId) || until?.(view)) return view;
+    if (!until) return (await this.engine.wait(runId, waitMs)) ?? view;
+    return new Promise<RunView>((resolve) => {
+      const finish = (v: RunView) => {
+        clearTimeout(timer);
+        unsubscribe();
+        resolve(v);
+      };
+      // Subscribing right after reading the view (same tick): no event falls between them.
+      const unsubscribe = this.engine.subscribe(runId, (_e, v) => {
+        if (isEnded(v.status) || until(v)) finish(v);
+      });
+      const timer = setTimeout(() => finish(this.engine.get(runId) ?? view), waitMs);
+    });
   }
 
   events(p: Principal, runId: string, afterSeq: number): RunEvent[] {

@@ -6,6 +6,6 @@ import { formatIssues } from './schemas.js';
 export function parse<S extends z.ZodType>(schema: S, value: unknown, what: string): z.infer<S> {
   const r = schema.safeParse(value);
   if (r.success) return r.data;
-  const problems = formatIssues(r.error);
+  const problems = formatIssues(r.error, what);
   throw new ApiError('invalid_request', `invalid ${what}: ${problems.join('; ')}`, { problems });
 }

@@ -27,10 +27,12 @@ interface TrieNode {
   children: Map<string, TrieNode>;
   writer: Entry | null;
   readers: Entry[];
+  /** The last writer that waited for `readers[0..count)` (a writer of a key that overlaps this one). */
+  waited: { call: number; count: number } | null;
 }
 
 function node(): TrieNode {
-  return { children: new Map(), writer: null, readers: [] };
+  return { children: new Map(), writer: null, readers: [], waited: null };
 }
 
 export interface Hazard {
@@ -53,11 +55,13 @@ export class HazardIndex {
       this.visit(k.segs, (n) => note(n.writer, 'read-after-write'), (n) => note(n.writer, 'read-after-write'));
     }
     const waitWriters = (n: TrieNode) => {
-      if (n.readers.length > 0) for (const r of n.readers) note(r, 'write-after-read');
-      else note(n.writer, 'write-after-write');
+      if (n.readers.length > 0) {
+        for (const r of n.readers) note(r, 'write-after-read');
+        n.waited = { call, count: n.readers.length };
+      } else note(n.writer, 'write-after-write');
     };
     for (const k of access.writes) this.visit(k.segs, waitWriters, waitWriters);
-    for (const k of access.reads) this.insertRead(call, k);
+    for (const k of access.reads) this.insertRead(call, k, found);
     for (const k of access.writes) this.insertWrite(call, k);
     return [...found.values()].sort((a, b) => a.from - b.from);
   }
@@ -126,8 +130,19 @@ export class HazardIndex {
     return level;
   }
 
-  private insertRead(call: number, k: Key): void {
-    this.path(k.segs).readers.push({ call, key: k.text });
+  /**
+   * Records a read. When this reader waits for a writer that waited for the node's earlier readers, it
+   * is ordered after all of them, so it stands in for them: a later writer of an overlapping key meets
+   * this node and waits for it. Without this, readers of a prefix (`file:/repo/d1`) would pile up under
+   * writes of the keys below it and every such write would wait for all of them (quadratic).
+   */
+  private insertRead(call: number, k: Key, waitsFor: ReadonlyMap<number, unknown>): void {
+    const n = this.path(k.segs);
+    if (n.waited && waitsFor.has(n.waited.call)) {
+      n.readers = n.readers.slice(n.waited.count);
+      n.waited = null;
+    }
+    n.readers.push({ call, key: k.text });
   }
 
   private insertWrite(call: number, k: Key): void {
@@ -138,11 +153,13 @@ export class HazardIndex {
     for (const n of this.subsumed(k.segs)) {
       n.writer = null;
       n.readers = [];
+      n.waited = null;
       n.children.clear();
     }
     const own = this.path(k.segs);
     own.writer = { call, key: k.text };
     own.readers = [];
+    own.waited = null;
   }
 }
 

@@ -33,10 +33,15 @@ export type Refusal = 'global' | 'tenant' | 'tool' | 'resource' | 'rate' | 'lock
 
 export type Check = { ok: true } | { ok: false; reason: Refusal; wakeAt?: number };
 
+/**
+ * A token bucket kept in whole units of `1/perMs` token (`units = tokens · perMs`): a millisecond adds
+ * `cap` units and a start takes `perMs`, so refills on an integer clock are exact integers and a token
+ * is there at exactly the millisecond it is earned (floating-point tokens drifted a millisecond late).
+ */
 interface Bucket {
   cap: number;
   perMs: number;
-  tokens: number;
+  units: number;
   last: number;
 }
 
@@ -89,8 +94,8 @@ export class Limiter {
     let wakeAt: number | undefined;
     for (const b of this.bucketsOf(h)) {
       this.refill(b, now);
-      if (b.tokens < 1) {
-        const at = b.last + Math.ceil(((1 - b.tokens) * b.perMs) / b.cap);
+      if (b.units < b.perMs) {
+        const at = b.last + Math.ceil((b.perMs - b.units) / b.cap);
         wakeAt = wakeAt === undefined ? at : Math.max(wakeAt, at);
       }
     }
@@ -109,7 +114,7 @@ export class Limiter {
     for (const i of this.resourceLimitsOf(h)) (this.resourceKeys[i] as { used: number }).used++;
     for (const b of this.bucketsOf(h)) {
       this.refill(b, now);
-      b.tokens -= 1;
+      b.units -= b.perMs;
     }
     this.running.add(h);
     this.dropWaiter(h);
@@ -164,7 +169,7 @@ export class Limiter {
   private bucket(name: string, rate: Rate): Bucket {
     let b = this.buckets.get(name);
     if (!b) {
-      b = { cap: rate.tokens, perMs: rate.perMs, tokens: rate.tokens, last: Number.NEGATIVE_INFINITY };
+      b = { cap: rate.tokens, perMs: rate.perMs, units: rate.tokens * rate.perMs, last: Number.NEGATIVE_INFINITY };
       this.buckets.set(name, b);
     }
     return b;
@@ -176,7 +181,7 @@ export class Limiter {
       return;
     }
     if (now <= b.last) return;
-    b.tokens = Math.min(b.cap, b.tokens + ((now - b.last) * b.cap) / b.perMs);
+    b.units = Math.min(b.cap * b.perMs, b.units + (now - b.last) * b.cap);
     b.last = now;
   }
 

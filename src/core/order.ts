@@ -26,3 +26,32 @@ export function stableTopologicalOrder(n: number, succ: readonly (readonly numbe
   }
   return order;
 }
+
+/**
+ * Topological generations (Kahn's algorithm by layers): generation 0 holds the nodes without
+ * predecessors, generation k those whose last predecessor is in generation k − 1; each in index order.
+ * Nodes in `skip` are left out and their edges ignored, as above. The same as graphology-dag's
+ * `topologicalGenerations` on the graph without the skipped nodes, without building or copying one.
+ */
+export function topologicalGenerations(n: number, succ: readonly (readonly number[])[], skip?: ReadonlySet<number>): number[][] {
+  const indeg = new Int32Array(n);
+  for (let v = 0; v < n; v++) {
+    if (skip?.has(v)) continue;
+    for (const w of succ[v] as readonly number[]) indeg[w] = (indeg[w] as number) + 1;
+  }
+  const generations: number[][] = [];
+  let current: number[] = [];
+  for (let v = 0; v < n; v++) if (indeg[v] === 0 && !skip?.has(v)) current.push(v);
+  while (current.length > 0) {
+    generations.push(current);
+    const next: number[] = [];
+    for (const v of current) {
+      for (const w of succ[v] as readonly number[]) {
+        indeg[w] = (indeg[w] as number) - 1;
+        if (indeg[w] === 0 && !skip?.has(w)) next.push(w);
+      }
+    }
+    current = next.sort((a, b) => a - b);
+  }
+  return generations;
+}

@@ -11,13 +11,12 @@
  * 4. The result is a graphology graph, every edge with a `kind` and a `reason`, and its generations.
  */
 import { DirectedGraph } from 'graphology';
-import { topologicalGenerations } from 'graphology-dag';
 import type { CallInput, Diagnostic, Edge, EdgeKind } from './calls.js';
 import { findCycles } from './cycles.js';
 import { callError, type CallError } from './errors.js';
 import { HazardIndex, describeHazard } from './hazards.js';
-import { stableTopologicalOrder } from './order.js';
-import { globMatch, policyFor, type Ordering } from './policy.js';
+import { stableTopologicalOrder, topologicalGenerations } from './order.js';
+import { globMatch, policyFor, type CallPolicy, type Ordering } from './policy.js';
 import { findReferences, hasTemplates, resolveValue, type Reference } from './references.js';
 import { accessOf, PURE, type Access } from './resources.js';
 import type { Catalog, Policy, ToolManifest } from './tool.js';
@@ -63,6 +62,8 @@ export interface PlanInput {
 
 interface Draft extends PlannedCall {
   refs: Reference[];
+  /** What policy asks of the call (computed once, in checkCall). */
+  policy?: CallPolicy;
 }
 
 export function buildPlan(input: PlanInput): Plan {
@@ -80,9 +81,9 @@ export function buildPlan(input: PlanInput): Plan {
   const drafts: Draft[] = calls.map((c, index) => checkCall(c, index, { calls, tenant, catalog, policy, byId, byTool }));
   const edges: Edge[] = [];
   const succ: number[][] = Array.from({ length: n }, () => []);
-  const seen = new Set<string>();
+  const seen = new Set<number>();
   const addEdge = (from: number, to: number, kind: EdgeKind, reason: string) => {
-    const k = `${from}>${to}`;
+    const k = from * n + to;
     if (seen.has(k)) return;
     seen.add(k);
     (succ[from] as number[]).push(to);
@@ -94,7 +95,7 @@ export function buildPlan(input: PlanInput): Plan {
       addEdge(byId.get(id) as number, d.index, 'data', `${d.id} uses \${${target}.output}`);
     }
     if (d.manifest && !d.error) {
-      const cp = policyFor(d.manifest, tenant, policy);
+      const cp = d.policy ?? policyFor(d.manifest, tenant, policy);
       addOrderings(d, cp.after, 'after', { byTool, calls, addEdge });
       addOrderings(d, cp.requires, 'requires', { byTool, calls, addEdge });
     }
@@ -126,15 +127,32 @@ export function buildPlan(input: PlanInput): Plan {
     for (const h of hazards.add(i, (drafts[i] as Draft).access)) addEdge(h.from, i, 'conflict', describeHazard(h.kind, h.key));
   }
 
-  const graph = new DirectedGraph();
-  for (const d of drafts) graph.addNode(d.id, { tool: d.tool, index: d.index });
-  for (const e of edges) graph.addDirectedEdge(e.from, e.to, { kind: e.kind, reason: e.reason });
-  const acyclic = graph.copy();
-  for (const i of onCycle) acyclic.dropNode((calls[i] as CallInput).id);
-  const generations = topologicalGenerations(acyclic).map((g) => g.sort((a, b) => (byId.get(a) as number) - (byId.get(b) as number)));
+  // The graphology graph is built on first use: at 100k calls building it costs more than the rest of
+  // the plan together (string-keyed adjacency objects), and the engine works on `succ` and `order`.
+  let graph: DirectedGraph | undefined;
+  const buildGraph = (): DirectedGraph => {
+    const g = new DirectedGraph();
+    for (const d of drafts) g.addNode(d.id, { tool: d.tool, index: d.index });
+    for (const e of edges) g.addDirectedEdge(e.from, e.to, { kind: e.kind, reason: e.reason });
+    return g;
+  };
+  // Cycle members are left out of the generations (computed on `succ`: copying the graph to drop them
+  // cost more than building it).
+  const generations = topologicalGenerations(n, succ, onCycle).map((g) => g.map((i) => (calls[i] as CallInput).id));
 
-  const planned: PlannedCall[] = drafts.map(({ refs: _refs, ...rest }) => rest);
-  return { calls: planned, edges, generations, diagnostics, graph, order, succ };
+  const planned: PlannedCall[] = drafts.map(({ refs: _refs, policy: _policy, ...rest }) => rest);
+  return {
+    calls: planned,
+    edges,
+    generations,
+    diagnostics,
+    get graph() {
+      graph ??= buildGraph();
+      return graph;
+    },
+    order,
+    succ,
+  };
 }
 
 interface CheckContext {
@@ -158,6 +176,7 @@ function checkCall(c: CallInput, index: number, ctx: CheckContext): Draft {
   } else {
     d.manifest = manifest;
     const cp = policyFor(manifest, ctx.tenant, ctx.policy);
+    d.policy = cp;
     if (cp.deny !== undefined) d.error = callError('policy_denied', `${c.id}: ${cp.deny}`, { details: { tool: c.tool } });
     else if (cp.review !== undefined) d.review = cp.review;
   }

@@ -19,8 +19,17 @@ export interface Key {
   segs: Segments;
 }
 
+const keyCache = new Map<string, Key>();
+
+/** A parsed key. Cached (keys repeat across calls); the result is shared, so never mutate it. */
 export function key(text: string): Key {
-  return { text, segs: parseKey(text) };
+  let k = keyCache.get(text);
+  if (!k) {
+    k = { text, segs: parseKey(text) };
+    if (keyCache.size > 50_000) keyCache.clear();
+    keyCache.set(text, k);
+  }
+  return k;
 }
 
 export const ANY: Key = { text: '*', segs: ['*'] };
@@ -61,21 +70,45 @@ function scalar(v: unknown): string | undefined {
   return undefined;
 }
 
+/** A template split once into literal text and placeholders (the arg paths), alternating. */
+interface Compiled {
+  literals: string[];
+  args: string[];
+}
+
+const templateCache = new Map<string, Compiled>();
+
+function compile(template: string): Compiled {
+  let c = templateCache.get(template);
+  if (!c) {
+    c = { literals: [], args: [] };
+    let last = 0;
+    for (const m of template.matchAll(PLACEHOLDER)) {
+      c.literals.push(template.slice(last, m.index));
+      c.args.push(m[1] as string);
+      last = (m.index as number) + m[0].length;
+    }
+    c.literals.push(template.slice(last));
+    if (templateCache.size > 10_000) templateCache.clear();
+    templateCache.set(template, c);
+  }
+  return c;
+}
+
 /** Expands one template against args; unknown placeholders give a wildcard at their segment. */
 export function expandTemplate(template: string, args: unknown): string {
+  const { literals, args: names } = compile(template);
   let out = '';
-  let last = 0;
-  for (const m of template.matchAll(PLACEHOLDER)) {
-    const value = scalar(argAt(args, m[1] as string));
-    out += template.slice(last, m.index);
+  for (let i = 0; i < names.length; i++) {
+    out += literals[i] as string;
+    const value = scalar(argAt(args, names[i] as string));
     if (value === undefined) {
       const cut = Math.max(out.lastIndexOf('/'), out.lastIndexOf(':'));
       return `${out.slice(0, cut + 1)}*`;
     }
     out += value;
-    last = (m.index as number) + m[0].length;
   }
-  return out + template.slice(last);
+  return out + (literals[names.length] as string);
 }
 
 /** What a call touches, as parsed keys. */
@@ -94,11 +127,14 @@ export function accessOf(decl: { reads?: readonly string[]; writes?: readonly st
   if (decl.reads === undefined && decl.writes === undefined) return { reads: [], writes: [ANY] };
   const expand = (ts: readonly string[] | undefined) => dedupe((ts ?? []).map((t) => key(expandTemplate(t, args))));
   const writes = expand(decl.writes);
+  const reads = expand(decl.reads);
+  if (writes.length === 0 || reads.length === 0) return { reads, writes };
   const written = new Set(writes.map((k) => k.segs.join('\0')));
-  return { reads: expand(decl.reads).filter((k) => !written.has(k.segs.join('\0'))), writes };
+  return { reads: reads.filter((k) => !written.has(k.segs.join('\0'))), writes };
 }
 
 function dedupe(keys: Key[]): Key[] {
+  if (keys.length < 2) return keys;
   const seen = new Set<string>();
   return keys.filter((k) => {
     const id = k.segs.join('\0');

@@ -284,12 +284,17 @@ export class Scheduler {
         if (from.released) continue;
         from.conflictSucc.push(to.index);
         to.conflictWaiting++;
-      } else if (from.status === 'succeeded') continue;
-      else if (isTerminal(from.status)) {
-        if (!doomedBy.has(to.index)) doomedBy.set(to.index, from);
-      } else {
+        continue;
+      }
+      if (isTerminal(from.status) && from.status !== 'succeeded') {
+        // Blocked by the predecessor whose failure a batch would have met first (`via`), if it is one.
+        if (!doomedBy.has(to.index) || step.via.get(to.index) === from.id) doomedBy.set(to.index, from);
+      } else if (from.status !== 'succeeded') to.dataWaiting++;
+      // As in a batch (`wire`), a data or policy predecessor holds the call's release back until it is
+      // released itself (see `release`): the hazard between the two may ride on this edge alone.
+      if (!from.released) {
         from.dataSucc.push(to.index);
-        to.dataWaiting++;
+        to.dataUnreleased++;
       }
     }
     this.dirty.add(run);
@@ -314,13 +319,40 @@ export class Scheduler {
       if (p.review !== undefined) c.review = p.review;
       if (p.blockedBy && isPending(c)) this.block(run, c, p.blockedBy, false);
     }
-    for (const c of settled) {
+    // Calls that arrive while a cancelled or failing-fast run waits for its aborted calls to end are
+    // cancelled, as a batch's calls that had not started are (they would otherwise wait for nothing
+    // and end blocked as a deadlock).
+    if (run.cancelRequested || run.failFastBy !== undefined) {
+      const reason = run.cancelRequested
+        ? callError('cancelled', 'the run was cancelled')
+        : callError('cancelled', `the run failed fast: ${run.failFastBy} failed`, { callId: run.failFastBy as string });
+      for (const p of step.planned) {
+        const c = run.calls[p.index] as CallRt;
+        if (isPending(c)) this.cancelCall(run, c, reason);
+      }
+    }
+    // Plan-time failures take effect in original order, each blocking what depends on it at once, as
+    // in a batch (`addCalls`): a call whose own error a batch would reach later than the failure of
+    // a predecessor is blocked through that predecessor instead (`origin`). Then, as after a batch's
+    // plan, the calls whose predecessors failed at run time already.
+    const originOf = (c: CallRt) => step.origin.get(c.index) ?? Infinity;
+    const inherits = (c: CallRt) => planned(c)?.error !== undefined && originOf(c) < c.index;
+    const byIndex = [...settled].sort((x, y) => originOf(x) - originOf(y) || x.index - y.index);
+    for (const c of byIndex) {
       const p = planned(c);
       const from = doomedBy.get(c.index);
-      if (p?.error && isPending(c)) this.fail(run, c, p.error, true);
+      if (p?.error && isPending(c) && !inherits(c)) this.fail(run, c, p.error, true);
       else if (p?.blockedBy && c.status === 'blocked') this.blockDescendantsOf(run, c);
-      else if (from && isPending(c)) this.blockDescendantsOf(run, from, [c], callError('dependency_failed', `${from.id} ${from.status === 'failed' ? 'failed' : `is ${from.status}`}`, { callId: from.id }));
+      else if (from && isPending(c)) {
+        // What a batch would have said: a call blocked by propagation passes its reason on (naming the
+        // call that failed); otherwise the reason follows from the predecessor and the run's mode
+        // (`dependency_failed`, `awaiting_replan`, or `dependency_blocked` after a cycle).
+        const passOn = from.status === 'blocked' && from.error && from.error.code !== 'cycle' ? from.error : undefined;
+        this.blockDescendantsOf(run, from, [c], passOn);
+      }
     }
+    // (Never left waiting: should no predecessor have blocked it, its own error stands.)
+    for (const c of byIndex) if (inherits(c) && isPending(c)) this.fail(run, c, planned(c)?.error as CallError, true);
     for (const c of settled) if (c.status === 'pending' && c.dataWaiting === 0 && !c.armed) this.arm(run, c);
   }
 
@@ -547,7 +579,9 @@ export class Scheduler {
   cancel(now: number, runId: string): Output {
     this.now = now;
     const run = this.getRun(runId);
-    if (isRunOver(run.status) || run.cancelRequested) return this.flush();
+    // A run that failed fast has ended `failed` already (its compensations may still be running):
+    // a late cancel must not turn that outcome into `cancelled`.
+    if (isRunOver(run.status) || run.cancelRequested || run.failFastBy !== undefined) return this.flush();
     run.cancelRequested = true;
     run.cancelledAt = now;
     this.stopRun(run, callError('cancelled', 'the run was cancelled'));

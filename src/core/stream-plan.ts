@@ -26,6 +26,14 @@ export interface StreamStep {
   /** Calls settled in this step, in the order they were settled, with their plans as of now. */
   settled: number[];
   settledPlans: PlannedCall[];
+  /**
+   * Per settled call that will never run (see `StreamPlanner.origin`): the index of the call whose
+   * plan-time failure a batch would meet first, its own index when that is its own. Plan-time
+   * failures take effect in this order, as a batch applies them in original order.
+   */
+  origin: Map<number, number>;
+  /** Per settled call that depends on calls that will never run: the one whose failure reaches it first. */
+  via: Map<number, string>;
   /** At a seal: the whole run's plan, whose errors and cycles apply to the calls settled now. */
   plan?: Plan;
   diagnostics: Diagnostic[];
@@ -38,6 +46,13 @@ export class StreamPlanner {
   /** Per unsettled call: the call ids it still waits for; undefined once it can only wait for the seal. */
   private readonly waitsFor = new Map<number, Set<string> | undefined>();
   private readonly hazards = new HazardIndex();
+  /**
+   * Calls that will never run by the plan (a plan-time error, a cycle, or a data or policy predecessor
+   * that will never run) → the index of the first call, in original order, whose failure reaches them.
+   * A batch fails its calls with plan errors in original order and blocks what depends on each at
+   * once, so a call with an error of its own is blocked instead when an earlier one reaches it first.
+   */
+  private readonly origin = new Map<string, number>();
   private latest: Plan | undefined;
   sealed = false;
 
@@ -57,20 +72,10 @@ export class StreamPlanner {
     // The arrived calls as a batch: what each new call is (tool, access, errors that cannot change).
     const plan = buildPlan({ calls: this.inputs, tenant: this.tenant, catalog: this.catalog, policy: this.policy });
     this.latest = plan;
-    const step: StreamStep = { planned: plan.calls.slice(base), edges: [], settled: [], settledPlans: [], diagnostics: [] };
-    for (let i = base; i < this.inputs.length; i++) {
-      const p = plan.calls[i] as PlannedCall;
-      const open = this.openQuestions(p);
-      this.waitsFor.set(i, open);
-      if (p.error && !isProvisional(p.error.code)) {
-        // Fails now, whatever arrives later: it holds no resources and is settled at once.
-        this.settled[i] = true;
-        this.waitsFor.delete(i);
-        step.settled.push(i);
-        step.settledPlans.push(p);
-        step.diagnostics.push({ code: p.error.code, message: p.error.message, callId: p.id });
-      }
-    }
+    const step: StreamStep = { planned: plan.calls.slice(base), edges: [], settled: [], settledPlans: [], origin: new Map(), via: new Map(), diagnostics: [] };
+    // A call that fails at plan time whatever arrives later still waits for the calls it refers to, as
+    // any other: a batch gives it their data edges, and blocks it when one of them can never run.
+    for (let i = base; i < this.inputs.length; i++) this.waitsFor.set(i, this.openQuestions(plan.calls[i] as PlannedCall));
     this.settleReady(plan, step);
     return step;
   }
@@ -79,7 +84,7 @@ export class StreamPlanner {
     this.sealed = true;
     const plan = buildPlan({ calls: this.inputs, tenant: this.tenant, catalog: this.catalog, policy: this.policy });
     this.latest = plan;
-    const step: StreamStep = { planned: [], edges: [], settled: [], settledPlans: [], plan, diagnostics: [] };
+    const step: StreamStep = { planned: [], edges: [], settled: [], settledPlans: [], origin: new Map(), via: new Map(), plan, diagnostics: [] };
     const rest = new Set(this.waitsFor.keys());
     for (const d of plan.diagnostics) {
       if (d.callId !== undefined ? rest.has(this.ids.get(d.callId) as number) : (d.callIds ?? []).some((id) => rest.has(this.ids.get(id) as number))) {
@@ -88,6 +93,25 @@ export class StreamPlanner {
     }
     const inOrder = new Set(plan.order);
     const sequence = [...plan.order.filter((i) => rest.has(i)), ...[...rest].filter((i) => !inOrder.has(i))];
+    // Calls on a cycle come last in `sequence` (they have no place in the order), yet what depends on
+    // them must know that they never run: find the origins of the rest first (the least fixpoint of
+    // `settle`'s rule over the data and policy edges).
+    for (const i of rest) {
+      const p = plan.calls[i] as PlannedCall;
+      if (p.blockedBy || p.error) this.origin.set(p.id, i);
+    }
+    for (let changed = true; changed; ) {
+      changed = false;
+      for (const e of plan.edges) {
+        const to = this.ids.get(e.to) as number;
+        const o = this.origin.get(e.from);
+        if (e.kind === 'conflict' || o === undefined || !rest.has(to) || (plan.calls[to] as PlannedCall).blockedBy) continue;
+        if (o < (this.origin.get(e.to) ?? Infinity)) {
+          this.origin.set(e.to, o);
+          changed = true;
+        }
+      }
+    }
     for (const i of sequence) {
       const p = plan.calls[i] as PlannedCall;
       for (const e of plan.edges) if (e.to === p.id && e.kind !== 'conflict') step.edges.push(e);
@@ -137,9 +161,8 @@ export class StreamPlanner {
         }
         if (!ready) continue;
         const p = plan.calls[i] as PlannedCall;
-        for (const [target, id] of p.targets) {
-          if (id !== p.id) step.edges.push({ from: id, to: p.id, kind: 'data', reason: `${p.id} uses \${${target}.output}` });
-        }
+        // (A reference to itself is a cycle: the call is blocked, and the edge shows why, as in a batch.)
+        for (const [target, id] of p.targets) step.edges.push({ from: id, to: p.id, kind: 'data', reason: `${p.id} uses \${${target}.output}` });
         this.settle(i, p, step, true);
         this.waitsFor.delete(i);
         progress = true;
@@ -151,9 +174,22 @@ export class StreamPlanner {
     this.settled[i] = true;
     step.settled.push(i);
     step.settledPlans.push(p);
-    const doomed = p.error !== undefined || p.blockedBy !== undefined;
-    if (doomed) {
-      if (live) step.diagnostics.push({ code: (p.error ?? p.blockedBy)?.code as string, message: (p.error ?? p.blockedBy)?.message as string, callId: p.id });
+    // As in a batch, a call that will never run holds no place in the conflict order: one that fails
+    // or is blocked at plan time, and one that depends (data, policy) on such a call.
+    let first = Infinity;
+    for (const e of step.edges) {
+      const o = e.to === p.id && e.kind !== 'conflict' ? this.origin.get(e.from) : undefined;
+      if (o !== undefined && o < first) {
+        first = o;
+        step.via.set(i, e.from);
+      }
+    }
+    if (p.blockedBy) first = i; // on a cycle: blocked from the start, so nothing reaches it through others
+    else if (p.error) first = Math.min(first, i);
+    if (first !== Infinity) {
+      this.origin.set(p.id, first);
+      step.origin.set(i, first);
+      if (live && (p.error || p.blockedBy)) step.diagnostics.push({ code: (p.error ?? p.blockedBy)?.code as string, message: (p.error ?? p.blockedBy)?.message as string, callId: p.id });
       return;
     }
     const seen = new Set(step.edges.filter((e) => e.to === p.id).map((e) => e.from));
@@ -167,9 +203,4 @@ export class StreamPlanner {
   get plan(): Plan | undefined {
     return this.latest;
   }
-}
-
-/** Errors that a later call can still change: a reference or requirement not satisfied yet. */
-function isProvisional(code: string): boolean {
-  return code === 'unresolved_reference' || code === 'ambiguous_reference' || code === 'missing_required_predecessor';
 }

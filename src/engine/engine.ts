@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import type { CallInput, RunStatus } from '../core/calls.js';
 import type { CoreEvent, RunEvent } from '../core/events.js';
-import { Scheduler, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
+import { Scheduler, SchedulerError, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
 import type { FailureMode } from '../core/tool.js';
 import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../config/types.js';
@@ -43,6 +43,19 @@ export interface SubmitRequest {
   tags?: Record<string, string>;
   /** Stored with the run so that a repeated request finds it (`Idempotency-Key`). */
   idempotencyKey?: string;
+  /** A streamed run: more calls come with `append` until `seal` (DESIGN §10). */
+  open?: boolean;
+}
+
+/** A streamed run as the library offers it: add calls as the model writes them, then seal. */
+export interface OpenRun {
+  readonly id: string;
+  /** Adds calls in model order; each starts as soon as it is safe. */
+  add(...calls: CallInput[]): RunView;
+  /** No more calls: what still waits on a later call is planned now. */
+  seal(): RunView;
+  /** Resolves with the run when it ends. */
+  done(): Promise<RunView>;
 }
 
 export type RunListener = (event: RunEvent, view: RunView) => void;
@@ -53,6 +66,13 @@ interface LiveRun {
   listeners: Set<RunListener>;
   waiters: Set<() => void>;
   endedAt?: number;
+}
+
+interface EndedEntry {
+  runId: string;
+  endedAt: number;
+  /** When to look at it: once `retainEndedMs` has passed. */
+  due: number;
 }
 
 const ENDED: ReadonlySet<RunStatus> = new Set(['succeeded', 'partial', 'failed', 'needs_replan', 'deadlocked', 'cancelled']);
@@ -74,7 +94,14 @@ export class Engine {
   private readonly globalListeners = new Set<RunListener>();
   private timer: NodeJS.Timeout | undefined;
   private timerAt: number | undefined;
+  /** Set by `close`: no new runs. Running calls still finish, and what they unblock still starts. */
+  private accepting = true;
+  /** Set once `close` has drained: nothing starts, and attempt results are no longer recorded. */
   private closed = false;
+  private idle: (() => void) | undefined;
+  /** Ended runs, in the order they ended, from `endedHead` on (see `forgetOldRuns`). */
+  private readonly endedRuns: EndedEntry[] = [];
+  private endedHead = 0;
 
   constructor(opts: EngineOptions) {
     this.config = opts.config;
@@ -93,7 +120,7 @@ export class Engine {
 
   /** Submits a batch; returns the run's view as it stands once the first calls have started. */
   submit(req: SubmitRequest): RunView {
-    if (this.closed) throw new Error('the engine is closed');
+    if (!this.accepting) throw new Error('the engine is closed');
     const runId = req.runId ?? newRunId();
     this.step((now) =>
       this.scheduler.submit(now, {
@@ -103,9 +130,47 @@ export class Engine {
         ...(req.failure ? { failure: req.failure } : {}),
         ...(req.tags ? { tags: req.tags } : {}),
         ...(req.idempotencyKey !== undefined ? { meta: { idempotencyKey: req.idempotencyKey } } : {}),
+        ...(req.open ? { open: true } : {}),
       }),
     );
     return this.get(runId) as RunView;
+  }
+
+  /** Appends calls to an open run. */
+  append(runId: string, calls: readonly CallInput[]): RunView {
+    const ended = this.endedRun(runId);
+    if (ended) throw new SchedulerError('conflict', `run ${runId} has ended (${ended.status}); it takes no more calls`);
+    this.step((now) => this.scheduler.append(now, runId, calls));
+    return this.get(runId) as RunView;
+  }
+
+  /** Seals an open run. */
+  seal(runId: string): RunView {
+    const ended = this.endedRun(runId);
+    if (ended) return ended;
+    this.step((now) => this.scheduler.seal(now, runId));
+    return this.get(runId) as RunView;
+  }
+
+  /**
+   * Opens a streamed run.
+   *
+   * @example
+   * const run = engine.open();
+   * run.add({ id: 'a', tool: 'read_file', args: { path: '/x' } }); // starts now
+   * run.add({ id: 'b', tool: 'write_file', args: { path: '/x', content: '${a.output.path}' } });
+   * run.seal();
+   * const result = await run.done();
+   */
+  open(req: Omit<SubmitRequest, 'open' | 'calls'> & { calls?: CallInput[] } = {}): OpenRun {
+    const view = this.submit({ ...req, calls: req.calls ?? [], open: true });
+    const id = view.id;
+    return {
+      id,
+      add: (...calls) => this.append(id, calls),
+      seal: () => this.seal(id),
+      done: async () => (await this.wait(id)) as RunView,
+    };
   }
 
   /**
@@ -113,10 +178,20 @@ export class Engine {
    * running idempotent calls run again, other running calls fail with `interrupted`.
    */
   restore(events: readonly RunEvent[]): RunView {
-    const first = events[0] as RunEvent;
+    const first = events[0];
+    if (!first) throw new Error('cannot restore a run from no events');
     const live: LiveRun = { projection: RunProjection.of(events), seq: (events[events.length - 1] as RunEvent).seq, listeners: new Set(), waiters: new Set() };
     this.runs.set(first.runId, live);
-    this.step((now) => this.scheduler.restore(now, events));
+    let out: Output;
+    try {
+      out = this.scheduler.restore(this.clock(), events);
+    } catch (e) {
+      // Nothing of the run was emitted or started: forget it, so the engine does not hold a run its
+      // scheduler does not know.
+      this.runs.delete(first.runId);
+      throw new Error(`cannot resume run ${first.runId}: ${(e as Error).message}`, { cause: e });
+    }
+    this.handle(out);
     return live.projection.view;
   }
 
@@ -150,18 +225,33 @@ export class Engine {
     });
   }
 
+  /** Cancels a run; nothing happens to a run that has ended. */
   cancel(runId: string): void {
+    if (this.endedRun(runId)) return;
     this.step((now) => this.scheduler.cancel(now, runId));
   }
 
   replan(runId: string, calls: readonly CallInput[]): RunView {
+    const ended = this.endedRun(runId);
+    if (ended) throw new SchedulerError('conflict', `run ${runId} is ${ended.status}, not needs_replan`);
     this.step((now) => this.scheduler.replan(now, runId, calls));
     return this.get(runId) as RunView;
   }
 
   review(decision: ReviewDecision): RunView {
+    const ended = this.endedRun(decision.runId);
+    if (ended) throw new SchedulerError('conflict', `run ${decision.runId} has ended (${ended.status}); call ${decision.callId} awaits no review`);
     this.step((now) => this.scheduler.decideReview(now, decision));
     return this.get(decision.runId) as RunView;
+  }
+
+  /**
+   * The view of a run that has ended for good (not needs_replan): such a run takes no more input, and
+   * the scheduler has already let it go (see `publish`), so the engine answers for it.
+   */
+  private endedRun(runId: string): RunView | undefined {
+    const view = this.get(runId);
+    return view && isEnded(view.status) && view.status !== 'needs_replan' ? view : undefined;
   }
 
   /** Listens to one run's events (after they are durable). Returns an unsubscribe function. */
@@ -190,14 +280,33 @@ export class Engine {
     return this.scheduler.limitUsage();
   }
 
-  /** Stops starting anything; aborts running attempts unless `drain`, which waits for them first. */
+  /**
+   * Stops taking new runs; with `drainMs`, lets running attempts finish for up to that long (their
+   * results are recorded, and calls they unblock still start, so every stored `call.started` is a
+   * real attempt); then aborts what still runs *without recording its end*. Those calls stay
+   * `running` in the store, and the next start resumes them like after a crash (DESIGN §8): an
+   * idempotent call runs again, another fails with `interrupted`. Recording the abort instead would
+   * fail (or cancel) calls and runs that the restart should have resumed.
+   */
   async close(opts: { drainMs?: number } = {}): Promise<void> {
-    this.closed = true;
+    this.accepting = false;
     if (opts.drainMs && this.inflight.size > 0) {
-      const deadline = Date.now() + opts.drainMs;
-      while (this.inflight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, opts.drainMs);
+        function done() {
+          clearTimeout(timer);
+          resolve();
+        }
+        this.idle = done;
+      });
+      this.idle = undefined;
     }
+    this.closed = true;
     if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    // Nothing will change any more: whoever waits gets the run as it stands now (a pending wait's
+    // timer would otherwise keep the process alive for up to its whole timeout).
+    for (const live of this.runs.values()) for (const w of [...live.waiters]) w();
     for (const c of this.inflight.values()) c.abort();
     if (this.ownsExecutor) await this.executor.close();
   }
@@ -237,6 +346,10 @@ export class Engine {
     if (e.type === 'run.completed') {
       live.endedAt = e.at;
       for (const w of [...live.waiters]) w();
+      // The scheduler needs an ended run no more (it keeps a needs_replan one): dropping it at once
+      // keeps its dispatch loop over live runs only. The view stays here for `retainEndedMs`.
+      this.scheduler.evict(e.runId);
+      this.endedRuns.push({ runId: e.runId, endedAt: e.at, due: e.at + this.retainEndedMs });
       this.forgetOldRuns(e.at);
     }
   }
@@ -247,8 +360,9 @@ export class Engine {
     this.inflight.set(key, controller);
     const done = (result: AttemptResult) => {
       this.inflight.delete(key);
-      if (this.closed && !this.ownsExecutor) return;
+      if (this.closed) return;
       this.step((now) => this.scheduler.attemptEnded(now, { runId: s.runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result }));
+      if (this.inflight.size === 0) this.idle?.();
     };
     this.executor
       .execute({ runId: s.runId, callId: s.callId, tool: s.tool, args: s.args, attempt: s.attempt, signal: controller.signal, timeoutMs: s.timeoutMs })
@@ -270,13 +384,30 @@ export class Engine {
     }, Math.max(0, at - this.clock()));
   }
 
+  /**
+   * Forgets the views of runs that ended more than `retainEndedMs` ago, oldest first, from a queue in
+   * the order they ended (so the cost is per forgotten run, not a scan of every run per completion).
+   * A run with listeners is looked at again a period later; a needs_replan run stays until a replan,
+   * after which it is queued again when it ends again.
+   */
   private forgetOldRuns(now: number): void {
-    for (const [id, live] of this.runs) {
-      const old = live.endedAt !== undefined && now - live.endedAt > this.retainEndedMs;
-      if (old && live.listeners.size === 0 && live.projection.view.status !== 'needs_replan') {
-        this.runs.delete(id);
-        this.scheduler.evict(id);
+    const q = this.endedRuns;
+    while (this.endedHead < q.length) {
+      const entry = q[this.endedHead] as EndedEntry;
+      if (entry.due >= now) break;
+      this.endedHead++;
+      const live = this.runs.get(entry.runId);
+      if (!live || live.endedAt !== entry.endedAt || live.projection.view.status === 'needs_replan') continue;
+      if (live.listeners.size > 0) {
+        q.push({ ...entry, due: now + this.retainEndedMs });
+        continue;
       }
+      this.runs.delete(entry.runId);
+      this.scheduler.evict(entry.runId);
+    }
+    if (this.endedHead > 1024 && this.endedHead * 2 > q.length) {
+      q.splice(0, this.endedHead);
+      this.endedHead = 0;
     }
   }
 }

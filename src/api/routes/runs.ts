@@ -9,6 +9,8 @@ import { planView } from '../../engine/plan-view.js';
 import { recordingOf } from '../../replay/recording.js';
 import { tenantFor } from '../auth.js';
 import { ApiError } from '../errors.js';
+import type { CallInput } from '../../core/calls.js';
+import { AnthropicMessage, anthropicMessages, callsFromAnthropic, callsFromOpenAi, OpenAiMessage, openAiMessages } from '../formats.js';
 import { BatchSchema, CallsSchema, TenantSchema } from '../schemas.js';
 import type { AppContext } from '../server.js';
 import { parse } from '../validate.js';
@@ -27,18 +29,43 @@ export const ListRunsQuery = z.strictObject({
 });
 export const GraphQuery = z.strictObject({ format: z.enum(['json', 'mermaid', 'dot']).default('json') });
 export const ReplanBody = z.strictObject({ calls: CallsSchema.min(1) });
+export const AppendBody = z.strictObject({ calls: CallsSchema.min(1) });
+export const MessagesQuery = z.strictObject({ format: z.enum(['openai', 'anthropic']) });
+
+/**
+ * The body of `POST /v1/runs`: a batch (`calls`), or the model's own message (`openai` or
+ * `anthropic`, DESIGN §11), and `open: true` for a streamed run (DESIGN §10).
+ */
+export const SubmitSchema = BatchSchema.extend({
+  calls: CallsSchema.optional(),
+  open: z.boolean().optional(),
+  openai: OpenAiMessage.optional(),
+  anthropic: AnthropicMessage.optional(),
+}).superRefine((b, ctx) => {
+  const sources = [b.calls, b.openai, b.anthropic].filter((x) => x !== undefined).length;
+  if (sources > 1) ctx.addIssue({ code: 'custom', path: [], message: 'give one of calls, openai or anthropic, not several' });
+  if (sources === 0 && !b.open) ctx.addIssue({ code: 'custom', path: ['calls'], message: 'calls are required (or openai, or anthropic, or open: true)' });
+});
+
+/** The calls of a submit body, whatever form they came in; ids unique (a 400 otherwise). */
+function callsOf(body: z.infer<typeof SubmitSchema>): CallInput[] {
+  const calls: CallInput[] = body.openai ? callsFromOpenAi(body.openai) : body.anthropic ? callsFromAnthropic(body.anthropic) : (body.calls ?? []);
+  if (body.openai || body.anthropic) parse(CallsSchema, calls.map(({ invalid: _i, ...c }) => c), body.openai ? 'openai tool_calls' : 'anthropic tool_use blocks');
+  return calls;
+}
 
 export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
   const { service } = ctx;
 
   app.post('/v1/runs', async (req, reply) => {
     if (ctx.shuttingDown()) throw new ApiError('shutting_down', 'the server is shutting down');
-    const body = parse(BatchSchema, req.body ?? {}, 'body');
+    const body = parse(SubmitSchema, req.body ?? {}, 'body');
     const key = parse(IdempotencyKey, req.headers['idempotency-key'], 'Idempotency-Key header');
     const { run, created } = service.submit(
       req.principal,
       {
-        calls: body.calls,
+        calls: callsOf(body),
+        ...(body.open ? { open: true } : {}),
         ...(body.failure ? { failure: body.failure as FailureMode } : {}),
         ...(body.tags ? { tags: body.tags } : {}),
         ...(body.tenant !== undefined ? { tenant: body.tenant } : {}),
@@ -109,6 +136,24 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
     const { id } = parse(IdParams, req.params, 'path');
     const body = parse(ReplanBody, req.body ?? {}, 'body');
     return reply.status(202).send(service.replan(req.principal, id, body.calls));
+  });
+
+  app.post('/v1/runs/:id/calls', async (req) => {
+    const { id } = parse(IdParams, req.params, 'path');
+    const body = parse(AppendBody, req.body ?? {}, 'body');
+    return service.append(req.principal, id, body.calls);
+  });
+
+  app.post('/v1/runs/:id/seal', async (req) => {
+    const { id } = parse(IdParams, req.params, 'path');
+    return service.seal(req.principal, id);
+  });
+
+  app.get('/v1/runs/:id/messages', async (req) => {
+    const { id } = parse(IdParams, req.params, 'path');
+    const { format } = parse(MessagesQuery, req.query, 'query');
+    const view = service.view(req.principal, id);
+    return format === 'openai' ? openAiMessages(view) : anthropicMessages(view);
   });
 
   app.get('/v1/runs/:id/recording', async (req) => {

@@ -21,6 +21,7 @@ export function toolRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get('/v1/tools', async () => ({ items: service.config.tools.map(publicTool) }));
 
   app.post('/v1/tools/:name/invoke', async (req) => {
+    if (ctx.shuttingDown()) throw new ApiError('shutting_down', 'the server is shutting down');
     const { name } = parse(z.object({ name: z.string().min(1).max(200) }), req.params, 'path');
     const tool = service.config.catalog.get(name);
     if (!tool) throw new ApiError('not_found', `no tool named ${name} in the catalog`);
@@ -32,7 +33,9 @@ export function toolRoutes(app: FastifyInstance, ctx: AppContext): void {
       ...(body.tenant !== undefined ? { tenant: body.tenant } : {}),
     });
     const budget = Math.min(10 * 60_000, tool.timeoutMs * (tool.retry?.attempts ?? 1) + (tool.retry?.maxBackoffMs ?? 0) * 2 + 1000);
-    const view = await service.wait(req.principal, run.id, budget);
+    // A call that waits for a human review is answered at once (status awaiting_review, with the
+    // runId to follow it), rather than holding the request until the time budget runs out.
+    const view = await service.wait(req.principal, run.id, budget, (v) => v.calls[0]?.status === 'awaiting_review');
     const call = view.calls[0];
     return {
       runId: view.id,
