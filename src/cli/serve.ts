@@ -39,7 +39,16 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     throw new UsageError(`${dbFile}: cannot open the database: ${(e as Error).message}`);
   }
   const service = new Service({ config, store });
-  const { resumed } = service.recover();
+  let resumed: number;
+  try {
+    ({ resumed } = service.recover());
+  } catch (e) {
+    // A run the engine cannot take back (a stored log it does not understand): say which, without a
+    // stack trace, and leave the database as it is for the next start.
+    await service.engine.close();
+    store.close();
+    throw new UsageError(`${dbFile}: cannot resume the unfinished runs: ${(e as Error).message}`);
+  }
   const { dashboardRoutes } = await import('../dashboard/routes.js').catch(() => ({ dashboardRoutes: undefined }));
   const app = buildServer({ service, logger, ...(dashboardRoutes ? { plugins: [dashboardRoutes] } : {}) });
   try {

@@ -333,26 +333,34 @@ export class Scheduler {
     }
     // Plan-time failures take effect in original order, each blocking what depends on it at once, as
     // in a batch (`addCalls`): a call whose own error a batch would reach later than the failure of
-    // a predecessor is blocked through that predecessor instead (`origin`). Then, as after a batch's
-    // plan, the calls whose predecessors failed at run time already.
+    // a predecessor is blocked through that predecessor instead (`origin`, `via`). Then, as after a
+    // batch's plan, the calls whose predecessors failed at run time already.
     const originOf = (c: CallRt) => step.origin.get(c.index) ?? Infinity;
     const inherits = (c: CallRt) => planned(c)?.error !== undefined && originOf(c) < c.index;
-    const byIndex = [...settled].sort((x, y) => originOf(x) - originOf(y) || x.index - y.index);
-    for (const c of byIndex) {
+    const blockThrough = (c: CallRt, from: CallRt) => {
+      // What a batch would have said: a call blocked by propagation passes its reason on (naming the
+      // call that failed); otherwise the reason follows from the predecessor and the run's mode
+      // (`dependency_failed`, `awaiting_replan`, or `dependency_blocked` after a cycle).
+      const passOn = from.status === 'blocked' && from.error && from.error.code !== 'cycle' ? from.error : undefined;
+      this.blockDescendantsOf(run, from, [c], passOn);
+    };
+    const inOrder = [...settled].sort((x, y) => originOf(x) - originOf(y) || x.index - y.index);
+    for (const c of inOrder) {
       const p = planned(c);
       const from = doomedBy.get(c.index);
+      const via = step.via.get(c.index);
       if (p?.error && isPending(c) && !inherits(c)) this.fail(run, c, p.error, true);
       else if (p?.blockedBy && c.status === 'blocked') this.blockDescendantsOf(run, c);
-      else if (from && isPending(c)) {
-        // What a batch would have said: a call blocked by propagation passes its reason on (naming the
-        // call that failed); otherwise the reason follows from the predecessor and the run's mode
-        // (`dependency_failed`, `awaiting_replan`, or `dependency_blocked` after a cycle).
-        const passOn = from.status === 'blocked' && from.error && from.error.code !== 'cycle' ? from.error : undefined;
-        this.blockDescendantsOf(run, from, [c], passOn);
-      }
+      // (A `via` settled in this step blocks it when its own turn comes.)
+      else if (from && isPending(c) && (via === undefined || via === from.id)) blockThrough(c, from);
     }
-    // (Never left waiting: should no predecessor have blocked it, its own error stands.)
-    for (const c of byIndex) if (inherits(c) && isPending(c)) this.fail(run, c, planned(c)?.error as CallError, true);
+    // Never left waiting: what no planned predecessor reached is blocked by the failed one, or fails.
+    for (const c of inOrder) {
+      if (!isPending(c)) continue;
+      const from = doomedBy.get(c.index);
+      if (from) blockThrough(c, from);
+      else if (inherits(c)) this.fail(run, c, planned(c)?.error as CallError, true);
+    }
     for (const c of settled) if (c.status === 'pending' && c.dataWaiting === 0 && !c.armed) this.arm(run, c);
   }
 
@@ -398,14 +406,19 @@ export class Scheduler {
     const created = events[0] as CoreEvent;
     if (created.type !== 'run.created') throw new SchedulerError('conflict', `run ${created.runId}: the first event is not run.created`);
     if (this.runs.has(created.runId)) throw new SchedulerError('conflict', `run ${created.runId} exists already`);
-    const d = created.data as { tenant: string; failure: FailureMode; calls: CallInput[]; estimates?: Record<string, number> };
+    const d = created.data as { tenant: string; failure: FailureMode; calls: CallInput[]; estimates?: Record<string, number>; open?: boolean };
     const run = this.newRun(created.runId, d.tenant, d.failure, d.estimates ?? {});
-    this.wire(run, d.calls);
+    // A streamed run (DESIGN §10) is planned again step by step, as its calls arrived and as it was
+    // sealed, silently: the wiring is rebuilt, the outcomes come from the events below.
+    if (d.open) run.stream = new StreamPlanner(run.tenant, this.opts.catalog, this.opts.policy);
+    else this.wire(run, d.calls);
     const view = RunProjection.of(events).view;
     let pendingFailures: CallRt[] = [];
     let over: RunStatus | undefined;
     for (const e of events) {
-      if (e.type === 'run.replanned') {
+      if (e.type === 'run.calls_added' && run.stream) this.appendTo(run, e.data.calls as CallInput[], true);
+      else if (e.type === 'run.sealed' && run.stream) this.sealRun(run, true);
+      else if (e.type === 'run.replanned') {
         for (const f of pendingFailures) run.handed.add(f.index);
         pendingFailures = [];
         over = undefined;
@@ -456,6 +469,9 @@ export class Scheduler {
       run.status = over;
       return this.flush();
     }
+    // An open run that was not sealed is still sealed by the server at its open-run timeout, counted
+    // from its creation (right away when that has passed).
+    if (run.stream && !run.stream.sealed) this.timers.push({ at: created.at + this.opts.defaults.openRunTimeoutMs, seq: this.timerSeq++, runId: run.id, seal: true });
     const stopping = run.cancelRequested || run.failFastBy !== undefined;
     if (stopping) {
       for (const c of interrupted) this.cancelCall(run, c, callError('cancelled', 'the run was stopping when the service restarted'));

@@ -1,20 +1,25 @@
 /**
- * Recordings (DESIGN §8): one self-contained JSON document per run, derived from its event log. It
- * carries the batch, the config that mattered (manifests of the tools used, policy, limits), every
- * attempt with its time and outcome, reviews, replans, and the result. Times are ms from the run's start.
+ * Recordings (DESIGN §8): one self-contained JSON document per run, derived from its event log alone.
+ * It carries the batch, the config that mattered (the manifests of the tools used, policy, limits,
+ * defaults), the estimates that ranked ready calls, every attempt with its time and outcome, reviews,
+ * replans, a cancel, and the result. Times are ms from the run's `run.created`.
+ *
+ * `recordingOf` is also how replay describes what it did: it folds the replay's (virtual-time) events
+ * the same way, so recorded and replayed runs are compared as two documents of one shape.
  */
-import type { CallInput, RunStatus } from '../core/calls.js';
+import type { CallInput, CallStatus, RunStatus } from '../core/calls.js';
 import type { CallError } from '../core/errors.js';
 import type { CoreEvent } from '../core/events.js';
-import type { Limits, Policy, ToolManifest } from '../core/tool.js';
-import { RunProjection } from '../core/view.js';
-import type { Config } from '../config/types.js';
+import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from '../core/tool.js';
+import { RunProjection, type CompensationView } from '../core/view.js';
 
 export const RECORDING_FORMAT = 'toolgraph.recording/v1';
 
 export interface RecordedAttempt {
   callId: string;
   attempt: number;
+  /** When the call last became ready before this attempt (it may then wait for a limit). */
+  readyMs?: number;
   startMs: number;
   endMs: number;
   ok: boolean;
@@ -23,27 +28,49 @@ export interface RecordedAttempt {
   /** Whether the failure was retryable (decides whether replay retries it). */
   retryable?: boolean;
   retryAfterMs?: number;
+  /** When the retry after this failed attempt was due (its backoff ended); the retry may start later. */
+  retryAtMs?: number;
   /** A compensation's attempt rather than the call's own. */
   compensation?: boolean;
 }
 
+export interface RecordedCallResult {
+  id: string;
+  status: CallStatus;
+  output?: unknown;
+  error?: CallError;
+  compensation?: CompensationView;
+}
+
 export interface Recording {
   format: typeof RECORDING_FORMAT;
-  run: { id: string; tenant: string; failure: string; tags: Record<string, string> };
-  config: { tools: ToolManifest[]; policy: Policy; limits: Limits; defaults?: Record<string, unknown> };
+  run: { id: string; tenant: string; failure: FailureMode; tags: Record<string, string> };
+  config: { tools: ToolManifest[]; policy: Policy; limits: Limits; defaults?: Defaults };
   calls: (CallInput & { atMs?: number })[];
   sealedAtMs?: number;
   /** Mean duration per tool that ranked the ready calls when the run started. */
   estimates?: Record<string, number>;
   replans: { atMs: number; calls: CallInput[] }[];
-  reviews: { callId: string; atMs: number; decision: string; args?: Record<string, unknown>; comment?: string }[];
-  cancels?: { atMs: number }[];
+  reviews: { callId: string; atMs: number; decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string }[];
+  /** When the run was cancelled, if it was. */
+  cancelledAtMs?: number;
+  /** Attempts that ended, in the order they started (a compensation's when it ended). */
   attempts: RecordedAttempt[];
-  result: { status: RunStatus; calls: { id: string; status: string; output?: unknown; error?: CallError }[] };
+  /** The run's outcome; `endMs` is when it (last) completed: the makespan. */
+  result: { status: RunStatus; endMs?: number; calls: RecordedCallResult[] };
 }
 
-/** Tools that a run used: its calls' tools, their compensations, and what their policies order after. */
-function usedTools(config: Config, calls: readonly CallInput[]): ToolManifest[] {
+/** What a recording needs from a config (a loaded `Config` is one). */
+export interface RecordingConfig {
+  tools: readonly ToolManifest[];
+  catalog: Catalog;
+  policy: Policy;
+  limits: Limits;
+  defaults: Defaults;
+}
+
+/** Tools that a run used: its calls' tools and the tools that compensate them. */
+function usedTools(config: RecordingConfig, calls: readonly CallInput[]): ToolManifest[] {
   const names = new Set(calls.map((c) => c.tool));
   for (const n of [...names]) {
     const m = config.catalog.get(n);
@@ -59,14 +86,23 @@ function redact(t: ToolManifest): ToolManifest {
   return { ...t, executor: { ...t.executor, headers } };
 }
 
-export function recordingOf(events: readonly CoreEvent[], config: Config): Recording {
+/**
+ * Derives the recording of one run from its events (the run's own, in order, starting with
+ * `run.created`). An attempt still running when the events end has no outcome and is left out.
+ *
+ * @example
+ * const rec = recordingOf(store.events(runId), config);
+ * writeFileSync('run.json', JSON.stringify(rec, null, 2));
+ */
+export function recordingOf(events: readonly CoreEvent[], config: RecordingConfig): Recording {
   const created = events[0] as CoreEvent;
   const t0 = created.at;
   const ms = (at: number) => at - t0;
-  const cd = created.data as { tenant: string; failure: string; tags: Record<string, string>; calls: CallInput[]; estimates?: Record<string, number> };
+  const cd = created.data as { tenant: string; failure: FailureMode; tags: Record<string, string>; calls: CallInput[]; estimates?: Record<string, number> };
   const allCalls: CallInput[] = [...cd.calls];
-  const attempts: RecordedAttempt[] = [];
-  const open = new Map<string, RecordedAttempt>();
+  const started: (RecordedAttempt & { open?: boolean })[] = [];
+  const open = new Map<string, RecordedAttempt & { open?: boolean }>();
+  const ready = new Map<string, number>();
   const rec: Recording = {
     format: RECORDING_FORMAT,
     run: { id: created.runId, tenant: cd.tenant, failure: cd.failure, tags: cd.tags },
@@ -75,21 +111,34 @@ export function recordingOf(events: readonly CoreEvent[], config: Config): Recor
     ...(cd.estimates ? { estimates: cd.estimates } : {}),
     replans: [],
     reviews: [],
-    attempts,
+    attempts: [],
     result: { status: 'running', calls: [] },
   };
   const close = (e: CoreEvent, fields: Partial<RecordedAttempt> & { ok: boolean }) => {
     const a = open.get(e.callId as string);
     if (!a) return;
     open.delete(e.callId as string);
+    delete a.open;
     Object.assign(a, { endMs: ms(e.at) }, fields);
   };
   for (const e of events) {
     const d = e.data;
     switch (e.type) {
+      case 'call.ready':
+        ready.set(e.callId as string, ms(e.at));
+        break;
       case 'call.started': {
-        const a: RecordedAttempt = { callId: e.callId as string, attempt: d.attempt as number, startMs: ms(e.at), endMs: ms(e.at), ok: false };
-        attempts.push(a);
+        const readyMs = ready.get(e.callId as string);
+        const a = {
+          callId: e.callId as string,
+          attempt: d.attempt as number,
+          ...(readyMs !== undefined ? { readyMs } : {}),
+          startMs: ms(e.at),
+          endMs: ms(e.at),
+          ok: false,
+          open: true,
+        };
+        started.push(a);
         open.set(a.callId, a);
         break;
       }
@@ -100,16 +149,24 @@ export function recordingOf(events: readonly CoreEvent[], config: Config): Recor
         close(e, { ok: false, error: d.error as CallError, ...(d.retryable !== undefined ? { retryable: d.retryable as boolean } : {}) });
         break;
       case 'call.retry_scheduled':
-        close(e, { ok: false, error: d.error as CallError, retryable: true, ...(d.retryAfterMs ? { retryAfterMs: d.retryAfterMs as number } : {}) });
+        close(e, {
+          ok: false,
+          error: d.error as CallError,
+          retryable: true,
+          ...(d.retryAfterMs !== undefined ? { retryAfterMs: d.retryAfterMs as number } : {}),
+          ...(typeof d.at === 'number' ? { retryAtMs: ms(d.at) } : {}),
+        });
         break;
       case 'call.cancelled':
         close(e, { ok: false, error: d.reason as CallError });
         break;
       case 'call.compensated':
-        attempts.push({
+        // Without `startedAt` the compensation never started (no such tool, unresolvable args).
+        if (typeof d.startedAt !== 'number') break;
+        started.push({
           callId: e.callId as string,
           attempt: 1,
-          startMs: ms((d.startedAt as number | undefined) ?? e.at),
+          startMs: ms(d.startedAt),
           endMs: ms(e.at),
           ok: d.status === 'succeeded',
           ...(d.output !== undefined ? { output: d.output } : {}),
@@ -121,10 +178,14 @@ export function recordingOf(events: readonly CoreEvent[], config: Config): Recor
         rec.reviews.push({
           callId: e.callId as string,
           atMs: ms(e.at),
-          decision: d.decision as string,
+          decision: d.decision as 'approve' | 'reject' | 'edit',
           ...(d.args ? { args: d.args as Record<string, unknown> } : {}),
           ...(d.comment !== undefined ? { comment: d.comment as string } : {}),
         });
+        break;
+      case 'run.completed':
+        if (typeof d.cancelledAt === 'number') rec.cancelledAtMs = ms(d.cancelledAt);
+        rec.result.endMs = ms(e.at);
         break;
       case 'run.replanned':
         rec.replans.push({ atMs: ms(e.at), calls: d.calls as CallInput[] });
@@ -134,16 +195,16 @@ export function recordingOf(events: readonly CoreEvent[], config: Config): Recor
         break;
     }
   }
+  rec.attempts = started.filter((a) => !a.open);
   rec.config.tools = usedTools(config, allCalls);
   const view = RunProjection.of(events).view;
-  rec.result = {
-    status: view.status,
-    calls: view.calls.map((c) => ({
-      id: c.id,
-      status: c.status,
-      ...(c.status === 'succeeded' ? { output: c.output } : {}),
-      ...(c.error ?? c.blockedBy ? { error: (c.error ?? c.blockedBy) as CallError } : {}),
-    })),
-  };
+  rec.result.status = view.status;
+  rec.result.calls = view.calls.map((c) => ({
+    id: c.id,
+    status: c.status,
+    ...(c.status === 'succeeded' ? { output: c.output } : {}),
+    ...(c.error ?? c.blockedBy ? { error: (c.error ?? c.blockedBy) as CallError } : {}),
+    ...(c.compensation ? { compensation: c.compensation } : {}),
+  }));
   return rec;
 }

@@ -1,0 +1,238 @@
+/**
+ * Part 2 of the suite: overhead, each figure beside a bare baseline run in the same process.
+ * - Scheduler µs per node: 100k calls (reads, writes and searches on 1000 files, one in ten
+ *   referencing one of the 50 calls before it) scheduled to the end on the virtual clock under a
+ *   per-run and tool limits: `submit` (which plans the batch) plus every start and end. Baseline: a bare
+ *   list scheduler (FIFO ready queue, one width limit) over the same DAG.
+ * - Graph build: `buildPlan` at 1k, 10k and 100k calls. Baseline: a graphology graph of the same calls
+ *   with only their data edges, known in advance (no references to parse, no hazards, no checks).
+ * - Engine overhead per call, with the no-op `echo`: one run of 1000 calls, and 500 runs of 5 calls
+ *   one after the other. Baseline: `Promise.all` of the same executor calls.
+ * Each figure is the median of its repeats, as CPU time of the process (user + system: what the code
+ * costs, whatever else the machine runs) and as wall time (`…Wall`).
+ */
+import { DirectedGraph } from 'graphology';
+import type { CallInput } from '../core/calls.js';
+import { MinHeap } from '../core/heap.js';
+import { buildPlan } from '../core/plan.js';
+import { Scheduler } from '../core/scheduler.js';
+import { Simulation } from '../core/simulation.js';
+import type { Config } from '../config/types.js';
+import { Engine } from '../engine/engine.js';
+import type { Executor } from '../executors/types.js';
+import { cost, costAsync, intIn, median, rng, settle, type Cost } from './util.js';
+import { benchConfig, MAX_MS, MIN_MS } from './workloads.js';
+
+export interface CoreOptions {
+  /** Nodes in the scheduler measurement (100k). */
+  schedulerNodes: number;
+  schedulerRepeats: number;
+  /** Batch sizes for the build time, each with how many repeats. */
+  buildSizes: [n: number, repeats: number][];
+  engineRepeats: number;
+  engineBatch: number;
+  engineSmallRuns: number;
+  log?: (line: string) => void;
+}
+
+export interface CoreResult {
+  /** CPU µs per node, planning included; `…Wall` the same in wall time. */
+  usPerNode: number;
+  usPerNodeWall: number;
+  /** Of which `submit` (planning the batch, first dispatch). */
+  planUsPerNode: number;
+  bareUsPerNode: number;
+  schedulerNodes: number;
+  buildMs: Record<string, number>;
+  buildMsWall: Record<string, number>;
+  buildBareMs: Record<string, number>;
+  engineUsPerCall: number;
+  engineUsPerCallWall: number;
+  engineBareUsPerCall: number;
+  engineSmallRunUsPerCall: number;
+  engineSmallRunUsPerCallWall: number;
+  engineSmallRunBareUsPerCall: number;
+}
+
+export const SCHED_LIMITS = { perRun: 32, tool: { read: 16, search: 8 }, maxCallsPerRun: 1_000_000 };
+
+/** A big batch; `refs[i]` is the call that call i references, or -1. */
+export function bigBatch(n: number, seed: number): { calls: CallInput[]; refs: number[] } {
+  const rand = rng(seed);
+  const calls: CallInput[] = [];
+  const refs: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const path = `/repo/d${intIn(rand, 0, 49)}/f${intIn(rand, 0, 19)}.ts`;
+    const r = rand();
+    const args: Record<string, unknown> = { ms: intIn(rand, MIN_MS, MAX_MS) };
+    const ref = i > 0 && rand() < 0.1 ? i - 1 - intIn(rand, 0, Math.min(i, 50) - 1) : -1;
+    if (ref >= 0) args.in = `\${c${ref}.output.ms}`;
+    const tool = r < 0.5 ? 'read' : r < 0.75 ? 'write' : 'search';
+    if (tool !== 'search') args.path = path;
+    else args.q = `q${i}`;
+    calls.push({ id: `c${i}`, tool, args });
+    refs.push(ref);
+  }
+  return { calls, refs };
+}
+
+function schedulerOnce(calls: CallInput[], config: Config): { total: Cost; plan: Cost } {
+  const scheduler = new Scheduler({ catalog: config.catalog, policy: config.policy, limits: config.limits, defaults: config.defaults });
+  const sim = new Simulation(scheduler, {
+    attempt: (s) => ({ durationMs: (s.args as { ms: number }).ms, result: { ok: true, output: { ms: (s.args as { ms: number }).ms } } }),
+  });
+  const plan = cost(() => scheduler.submit(0, { runId: 'big', tenant: 'bench', calls }));
+  const rest = cost(() => {
+    sim.apply(plan.value);
+    sim.run();
+  });
+  const ended = sim.events.filter((e) => e.type === 'call.succeeded').length;
+  if (ended !== calls.length) throw new Error(`scheduler bench: ${ended} of ${calls.length} calls succeeded`);
+  return { total: { wallMs: plan.wallMs + rest.wallMs, cpuMs: plan.cpuMs + rest.cpuMs }, plan };
+}
+
+/** The bare baseline: list scheduling of the same DAG, FIFO ready queue, `width` at a time. */
+function bareOnce(calls: CallInput[], succ: number[][], width: number): Cost {
+  return cost(() => bareSchedule(calls, succ, width));
+}
+
+function bareSchedule(calls: CallInput[], succ: number[][], width: number): number {
+  const n = calls.length;
+  const indeg = new Array<number>(n).fill(0);
+  for (const ss of succ) for (const s of ss) indeg[s]++;
+  const ready: number[] = [];
+  for (let i = 0; i < n; i++) if (indeg[i] === 0) ready.push(i);
+  let head = 0;
+  const ends = new MinHeap<[number, number]>((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let now = 0;
+  let running = 0;
+  let done = 0;
+  while (done < n) {
+    while (running < width && head < ready.length) {
+      const i = ready[head++] as number;
+      ends.push([now + ((calls[i] as CallInput).args as { ms: number }).ms, i]);
+      running++;
+    }
+    const [t, i] = ends.pop() as [number, number];
+    now = t;
+    running--;
+    done++;
+    for (const s of succ[i] as number[]) if (--(indeg[s] as number) === 0) ready.push(s);
+  }
+  return now;
+}
+
+/** `succ`: the plan's successor lists of `bigBatch(schedulerNodes, schedulerNodes)`, if already built. */
+export function measureScheduler(o: CoreOptions, succOf?: number[][]): Pick<CoreResult, 'usPerNode' | 'usPerNodeWall' | 'planUsPerNode' | 'bareUsPerNode' | 'schedulerNodes'> {
+  const config = benchConfig(SCHED_LIMITS);
+  schedulerOnce(bigBatch(Math.min(2_000, o.schedulerNodes), 7).calls, config); // warm-up
+  const { calls } = bigBatch(o.schedulerNodes, o.schedulerNodes);
+  const succ = succOf ?? buildPlan({ calls, tenant: 'bench', catalog: config.catalog, policy: config.policy }).succ;
+  const totals: Cost[] = [];
+  const plans: Cost[] = [];
+  const bares: Cost[] = [];
+  for (let k = 0; k < o.schedulerRepeats; k++) {
+    const r = schedulerOnce(calls, config);
+    totals.push(r.total);
+    plans.push(r.plan);
+    bares.push(bareOnce(calls, succ, SCHED_LIMITS.perRun));
+  }
+  const per = (xs: Cost[], k: keyof Cost = 'cpuMs') => (median(xs.map((x) => x[k])) * 1000) / calls.length;
+  return { usPerNode: per(totals), usPerNodeWall: per(totals, 'wallMs'), planUsPerNode: per(plans), bareUsPerNode: per(bares), schedulerNodes: calls.length };
+}
+
+/** Also returns the successor lists of the plan of `schedulerNodes` calls when that size is built. */
+export function measureBuild(o: CoreOptions): Pick<CoreResult, 'buildMs' | 'buildMsWall' | 'buildBareMs'> & { succ?: number[][] } {
+  const config = benchConfig(SCHED_LIMITS);
+  const plan = (calls: CallInput[]) => buildPlan({ calls, tenant: 'bench', catalog: config.catalog, policy: config.policy });
+  for (let i = 0; i < 5; i++) plan(bigBatch(1000, 100 + i).calls); // warm-up
+  const buildMs: Record<string, number> = {};
+  const buildMsWall: Record<string, number> = {};
+  const buildBareMs: Record<string, number> = {};
+  let succ: number[][] | undefined;
+  for (const [n, repeats] of o.buildSizes) {
+    const { calls, refs } = bigBatch(n, n);
+    const times: Cost[] = [];
+    const bare: Cost[] = [];
+    for (let k = 0; k < repeats; k++) {
+      const p = cost(() => plan(calls));
+      times.push(p);
+      if (p.value.diagnostics.length > 0) throw new Error(`build bench: ${p.value.diagnostics[0]?.message}`);
+      if (n === o.schedulerNodes) succ = p.value.succ;
+      bare.push(
+        cost(() => {
+          const g = new DirectedGraph();
+          for (const c of calls) g.addNode(c.id);
+          refs.forEach((r, i) => r >= 0 && g.mergeEdge(`c${r}`, `c${i}`));
+        }),
+      );
+    }
+    buildMs[String(n)] = median(times.map((t) => t.cpuMs));
+    buildMsWall[String(n)] = median(times.map((t) => t.wallMs));
+    buildBareMs[String(n)] = median(bare.map((t) => t.cpuMs));
+    o.log?.(`  build ${n}: ${buildMs[String(n)]?.toFixed(1)} ms CPU, ${buildMsWall[String(n)]?.toFixed(1)} ms wall (bare graph ${buildBareMs[String(n)]?.toFixed(1)} ms)`);
+  }
+  return { buildMs, buildMsWall, buildBareMs, ...(succ ? { succ } : {}) };
+}
+
+type EngineFigures = 'engineUsPerCall' | 'engineUsPerCallWall' | 'engineBareUsPerCall' | 'engineSmallRunUsPerCall' | 'engineSmallRunUsPerCallWall' | 'engineSmallRunBareUsPerCall';
+
+export async function measureEngine(o: CoreOptions, executor: Executor): Promise<Pick<CoreResult, EngineFigures>> {
+  const config = benchConfig({ tool: {}, maxCallsPerRun: 1_000_000 });
+  const echo = config.catalog.get('echo');
+  if (!echo) throw new Error('no echo tool');
+  const batch = (n: number, tag: number): CallInput[] => Array.from({ length: n }, (_, i) => ({ id: `e${i}`, tool: 'echo', args: { i, tag } }));
+  const bare = (calls: CallInput[]) =>
+    Promise.all(calls.map((c) => executor.execute({ runId: 'bare', callId: c.id, tool: echo, args: c.args ?? {}, attempt: 1, signal: new AbortController().signal, timeoutMs: 60_000 })));
+  const engineRun = async (engine: Engine, calls: CallInput[]) => {
+    const { id } = engine.submit({ calls, tenant: 'bench' });
+    const v = await engine.wait(id);
+    if (v?.status !== 'succeeded') throw new Error(`engine bench: run ended ${v?.status}`);
+  };
+  const timeIt = (f: () => Promise<unknown>) => costAsync(f);
+  const big: Cost[] = [];
+  const bigBare: Cost[] = [];
+  const small: Cost[] = [];
+  const smallBare: Cost[] = [];
+  for (let k = 0; k <= o.engineRepeats; k++) {
+    await settle(20);
+    const engine = new Engine({ config, executor, retainEndedMs: 0 });
+    const calls = batch(o.engineBatch, k);
+    const tBig = await timeIt(() => engineRun(engine, calls));
+    const tBigBare = await timeIt(() => bare(calls));
+    const five = batch(5, k);
+    const tSmall = await timeIt(async () => {
+      for (let r = 0; r < o.engineSmallRuns; r++) await engineRun(engine, five);
+    });
+    const tSmallBare = await timeIt(async () => {
+      for (let r = 0; r < o.engineSmallRuns; r++) await bare(five);
+    });
+    await engine.close();
+    if (k === 0) continue; // the first round warms up
+    big.push(tBig);
+    bigBare.push(tBigBare);
+    small.push(tSmall);
+    smallBare.push(tSmallBare);
+  }
+  const per = (xs: Cost[], calls: number, k: keyof Cost = 'cpuMs') => (median(xs.map((x) => x[k])) * 1000) / calls;
+  const smallCalls = o.engineSmallRuns * 5;
+  return {
+    engineUsPerCall: per(big, o.engineBatch),
+    engineUsPerCallWall: per(big, o.engineBatch, 'wallMs'),
+    engineBareUsPerCall: per(bigBare, o.engineBatch),
+    engineSmallRunUsPerCall: per(small, smallCalls),
+    engineSmallRunUsPerCallWall: per(small, smallCalls, 'wallMs'),
+    engineSmallRunBareUsPerCall: per(smallBare, smallCalls),
+  };
+}
+
+export async function runCore(o: CoreOptions, executor: Executor): Promise<CoreResult> {
+  const { succ, ...build } = measureBuild(o);
+  await settle();
+  const sched = measureScheduler(o, succ);
+  o.log?.(`  scheduler: ${sched.usPerNode.toFixed(2)} µs/node CPU (${sched.usPerNodeWall.toFixed(2)} wall) over ${sched.schedulerNodes} nodes, of which submit ${sched.planUsPerNode.toFixed(2)}; bare ${sched.bareUsPerNode.toFixed(2)}`);
+  await settle();
+  const engine = await measureEngine(o, executor);
+  o.log?.(`  engine: ${engine.engineUsPerCall.toFixed(1)} µs/call CPU in one batch (bare ${engine.engineBareUsPerCall.toFixed(1)}), ${engine.engineSmallRunUsPerCall.toFixed(1)} in 5-call runs (bare ${engine.engineSmallRunBareUsPerCall.toFixed(1)})`);
+  return { ...sched, ...build, ...engine };
+}
