@@ -448,9 +448,8 @@ describe('scheduler properties over random batches', () => {
   it('replans: appended calls keep every ordering, lock and limit; each needs_replan is followed by a run.completed', () => {
     let replanned = 0;
     fc.assert(
-      // No `after`: a replanned call that is a policy predecessor of an earlier call breaks the hazard
-      // order among the new calls (a known bug, pinned by an it.fails test in scheduler-failure).
-      fc.property(arbScenario({ scopes: ['run', 'tenant', 'global'], rate: true, cancel: false, modes: ['replan'], replans: 2, after: false }), (sc) => {
+      // With `after`: a replanned call may be a policy predecessor of an earlier call.
+      fc.property(arbScenario({ scopes: ['run', 'tenant', 'global'], rate: true, cancel: false, modes: ['replan'], replans: 2, after: true }), (sc) => {
         const events = simulate(sc);
         if (events.some((e) => e.type === 'run.replanned')) replanned++;
         expect(violations(sc, events)).toEqual([]);

@@ -18,7 +18,8 @@
  * path (from the learned mean duration of each tool), then original index. A ready call starts only
  * when every limit has room (see limits.ts); all are taken at once.
  */
-import type { CallInput, CallStatus, Diagnostic, RunStatus } from './calls.js';
+import type { CallInput, CallStatus, Diagnostic, Edge, RunStatus } from './calls.js';
+import { HazardIndex, describeHazard } from './hazards.js';
 import { callError, type CallError } from './errors.js';
 import type { CoreEvent, EventType } from './events.js';
 import { RunProjection } from './view.js';
@@ -165,6 +166,8 @@ interface RunRt {
   diagnostics: Diagnostic[];
   /** Where the diagnostics of the latest batch of calls start. */
   diagnosticsBase: number;
+  /** Found when the run ends (a deadlock at run time): reported with `run.completed`. */
+  endDiagnostics: Diagnostic[];
   estimates: Record<string, number>;
 }
 
@@ -216,8 +219,22 @@ export class Scheduler {
       return this.flush();
     }
     this.emit('run.created', run, undefined, { ...s.meta, tenant: run.tenant, failure, tags: s.tags ?? {}, calls, estimates });
-    this.addCalls(run, calls, 'run.started');
+    try {
+      this.addCalls(run, calls, 'run.started');
+    } catch (e) {
+      // A bug must not leave a half-built run behind, counted as active forever.
+      this.forget(run);
+      this.out = { events: [], starts: [], aborts: [] };
+      throw e;
+    }
     return this.flush();
+  }
+
+  private forget(run: RunRt): void {
+    this.runs.delete(run.id);
+    const list = this.tenantRuns.get(run.tenant) as RunRt[];
+    list.splice(list.indexOf(run), 1);
+    this.dirty.delete(run);
   }
 
   /** Appends calls, in model order, to an open (streamed) run. */
@@ -383,6 +400,7 @@ export class Scheduler {
       deadlocked: false,
       diagnostics: [],
       diagnosticsBase: 0,
+      endDiagnostics: [],
       estimates,
     };
     this.runs.set(run.id, run);
@@ -597,6 +615,17 @@ export class Scheduler {
     const run = this.getRun(runId);
     // A run that failed fast has ended `failed` already (its compensations may still be running):
     // a late cancel must not turn that outcome into `cancelled`.
+    if (run.status === 'needs_replan') {
+      // Nobody will replan it: the calls waiting for a replan are cancelled, and so is the run.
+      run.status = 'running';
+      run.cancelRequested = true;
+      run.cancelledAt = now;
+      for (const c of run.calls) {
+        if (c.status === 'blocked' && c.error?.code === 'awaiting_replan') this.cancelCall(run, c, callError('cancelled', 'the run was cancelled'));
+      }
+      this.dirty.add(run);
+      return this.flush();
+    }
     if (isRunOver(run.status) || run.cancelRequested || run.failFastBy !== undefined) return this.flush();
     run.cancelRequested = true;
     run.cancelledAt = now;
@@ -637,9 +666,7 @@ export class Scheduler {
   evict(runId: string): void {
     const run = this.runs.get(runId);
     if (!run || !isRunOver(run.status) || run.status === 'needs_replan') return;
-    this.runs.delete(runId);
-    const list = this.tenantRuns.get(run.tenant) as RunRt[];
-    list.splice(list.indexOf(run), 1);
+    this.forget(run);
   }
 
   activeRuns(tenant?: string): number {
@@ -697,7 +724,7 @@ export class Scheduler {
       run.calls.push(this.newCall(p, run));
     }
     const isNew = (id: string) => (run.byId.get(id) as number) >= base;
-    const fresh = plan.edges.filter((e) => isNew(e.to));
+    const fresh = base === 0 ? plan.edges.filter((e) => isNew(e.to)) : this.replanEdges(run, plan, base);
     const doomedBy = new Map<number, CallRt>();
     for (const e of fresh) {
       const from = run.calls[run.byId.get(e.from) as number] as CallRt;
@@ -719,6 +746,27 @@ export class Scheduler {
     run.diagnosticsBase = run.diagnostics.length;
     run.diagnostics.push(...plan.diagnostics.filter((d) => (d.callId !== undefined ? isNew(d.callId) : (d.callIds ?? []).some(isNew))));
     return { plan, base, fresh, doomedBy };
+  }
+
+  /**
+   * The edges into a replan's calls. Every earlier call has ended, so conflicts are only among the new
+   * calls: they are ordered by a hazard index of their own, in the plan's order. (The whole run's
+   * conflict edges would not do: an old call between two new ones in that order would stand in for the
+   * edge between them, and it is no longer there to wait for.)
+   */
+  private replanEdges(run: RunRt, plan: Plan, base: number): Edge[] {
+    const edges = plan.edges.filter((e) => e.kind !== 'conflict' && (run.byId.get(e.to) as number) >= base);
+    const linked = new Set(edges.map((e) => `${e.from}>${e.to}`));
+    const hazards = new HazardIndex();
+    for (const i of plan.order) {
+      const p = plan.calls[i] as PlannedCall;
+      if (i < base || p.error || p.blockedBy) continue;
+      for (const h of hazards.add(i, p.access)) {
+        const from = (plan.calls[h.from] as PlannedCall).id;
+        if (!linked.has(`${from}>${p.id}`)) edges.push({ from, to: p.id, kind: 'conflict', reason: describeHazard(h.kind, h.key) });
+      }
+    }
+    return edges;
   }
 
   private newCall(p: PlannedCall, run: RunRt): CallRt {
@@ -1124,7 +1172,10 @@ export class Scheduler {
       const replanContext = { failed: run.replanFailures.map((c) => ({ callId: c.id, error: c.error })), waiting, sideEffects };
       this.emit('run.needs_replan', run, undefined, { replanContext });
     }
-    this.emit('run.completed', run, undefined, run.cancelledAt !== undefined ? { status, cancelledAt: run.cancelledAt } : { status });
+    const completed: Record<string, unknown> = { status };
+    if (run.cancelledAt !== undefined) completed.cancelledAt = run.cancelledAt;
+    if (run.endDiagnostics.length > 0) completed.diagnostics = run.endDiagnostics.splice(0);
+    this.emit('run.completed', run, undefined, completed);
   }
 
   /** Succeeded calls that declare a compensation, newest first. */
@@ -1148,6 +1199,7 @@ export class Scheduler {
       callIds: live.map((c) => c.id),
     };
     run.diagnostics.push(diagnostic);
+    run.endDiagnostics.push(diagnostic);
     for (const w of waits) {
       const c = run.calls[run.byId.get(w.callId) as number] as CallRt;
       if (isPending(c)) this.block(run, c, callError('dependency_blocked', `${c.id} waits on ${w.waitsOn.join(', ')}, which cannot end`, w.waitsOn[0] ? { callId: w.waitsOn[0] } : {}), false);

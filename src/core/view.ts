@@ -145,6 +145,7 @@ export class RunProjection {
         return;
       case 'run.completed':
         this.view.status = d.status as RunStatus;
+        if (Array.isArray(d.diagnostics)) this.view.diagnostics.push(...(d.diagnostics as Diagnostic[]));
         this.view.endedAt = iso(e.at);
         return;
       case 'review.decided':

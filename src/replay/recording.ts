@@ -107,7 +107,7 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
     format: RECORDING_FORMAT,
     run: { id: created.runId, tenant: cd.tenant, failure: cd.failure, tags: cd.tags },
     config: { tools: [], policy: config.policy, limits: config.limits, defaults: { ...config.defaults } },
-    calls: cd.calls,
+    calls: [...cd.calls],
     ...(cd.estimates ? { estimates: cd.estimates } : {}),
     replans: [],
     reviews: [],
@@ -186,6 +186,15 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
       case 'run.completed':
         if (typeof d.cancelledAt === 'number') rec.cancelledAtMs = ms(d.cancelledAt);
         rec.result.endMs = ms(e.at);
+        break;
+      case 'run.calls_added':
+        for (const c of d.calls as CallInput[]) {
+          rec.calls.push({ ...c, atMs: ms(e.at) });
+          allCalls.push(c);
+        }
+        break;
+      case 'run.sealed':
+        rec.sealedAtMs = ms(e.at);
         break;
       case 'run.replanned':
         rec.replans.push({ atMs: ms(e.at), calls: d.calls as CallInput[] });

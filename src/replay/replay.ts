@@ -195,19 +195,31 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
       if (e.type === 'run.completed' && e.data.status === 'needs_replan') s.at(s.now, replanIfDue);
     },
   });
+  const callInput = (c: Recording['calls'][number]) => ({ id: c.id, tool: c.tool, ...(c.args ? { args: c.args } : {}), ...(c.invalid !== undefined ? { invalid: c.invalid } : {}) });
+  // A streamed run (its calls carry arrival times) is replayed as it arrived: open, appends, seal.
+  const streamed = rec.sealedAtMs !== undefined || rec.calls.some((c) => c.atMs !== undefined);
   sim.at(
     0,
     safely('the batch', (now) =>
       scheduler.submit(now, {
         runId,
         tenant: rec.run.tenant,
-        calls: rec.calls.map((c) => ({ id: c.id, tool: c.tool, ...(c.args ? { args: c.args } : {}) })),
+        calls: streamed ? [] : rec.calls.map(callInput),
         failure: rec.run.failure,
         tags: rec.run.tags,
         estimates: rec.estimates ?? {},
+        ...(streamed ? { open: true } : {}),
       }),
     ),
   );
+  if (streamed) {
+    const arrivals = new Map<number, Recording['calls']>();
+    for (const c of rec.calls) arrivals.set(c.atMs ?? 0, [...(arrivals.get(c.atMs ?? 0) ?? []), c]);
+    for (const [atMs, calls] of [...arrivals].sort(([a], [b]) => a - b)) {
+      sim.at(atMs, safely('appended calls', (now) => scheduler.append(now, runId, calls.map(callInput))));
+    }
+    if (rec.sealedAtMs !== undefined) sim.at(rec.sealedAtMs, safely('the seal', (now) => scheduler.seal(now, runId)));
+  }
   for (const r of rec.reviews) {
     sim.at(r.atMs, (now) => {
       if (awaiting.has(r.callId)) return decide(r)(now);

@@ -114,10 +114,10 @@ const recordingSchema = z.strictObject({
   format: z.literal(RECORDING_FORMAT),
   run: z.strictObject({ id: z.string().min(1), tenant: z.string().min(1), failure: FailureSchema, tags: z.record(z.string(), z.string()).default({}) }),
   config: z.strictObject({ tools: z.array(manifest), policy: policy.prefault({}), limits: limits.prefault({}), defaults: defaults.prefault({}) }),
-  calls: z.array(CallSchema.extend({ atMs: ms.optional() })),
+  calls: z.array(CallSchema.extend({ atMs: ms.optional(), invalid: z.string().optional() })),
   sealedAtMs: ms.optional(),
   estimates: z.record(z.string(), z.number().min(0)).optional(),
-  replans: z.array(z.strictObject({ atMs: ms, calls: z.array(CallSchema) })).default([]),
+  replans: z.array(z.strictObject({ atMs: ms, calls: z.array(CallSchema.extend({ invalid: z.string().optional() })) })).default([]),
   reviews: z
     .array(
       z.strictObject({
