@@ -8,7 +8,7 @@ import { CALL_ERROR_CODES } from '../core/errors.js';
 import { EVENT_TYPES } from '../core/events.js';
 import { API_ERRORS } from './errors.js';
 import { ReviewBody, ReviewsQuery } from './routes/reviews.js';
-import { GraphQuery, ListRunsQuery, ReplanBody } from './routes/runs.js';
+import { AppendBody, GraphQuery, ListRunsQuery, MessagesQuery, ReplanBody, SubmitSchema } from './routes/runs.js';
 import { InvokeBody } from './routes/tools.js';
 import { BatchSchema, CallErrorSchema, CallStatusSchema, RunStatusSchema } from './schemas.js';
 
@@ -133,7 +133,7 @@ function buildDocument(): Record<string, unknown> {
         summary: 'Submit a batch of tool calls',
         description: 'Plans the batch into a graph and runs it. With waitMs the response waits until the run ends or that time passes.',
         parameters: [idempotencyHeader],
-        requestBody: { required: true, content: content(BatchSchema) },
+        requestBody: { required: true, content: content(SubmitSchema) },
         responses: { ...runResp('201', 'The run, created'), ...runResp('200', 'The run an earlier request with the same Idempotency-Key created'), ...errors(400, 401, 403, 413, 415, 429) },
       },
       get: {
@@ -176,6 +176,36 @@ function buildDocument(): Record<string, unknown> {
         parameters: params(['id']),
         requestBody: { required: true, content: content(ReplanBody) },
         responses: { ...runResp('202', 'Replanned'), ...errors(400, 401, 404, 409, 413) },
+      },
+    },
+    '/v1/runs/{id}/calls': {
+      post: {
+        summary: 'Append calls to an open (streamed) run',
+        description: 'Calls arrive in model order; each starts as soon as it is safe. 409 once the run is sealed.',
+        parameters: params(['id']),
+        requestBody: { required: true, content: content(AppendBody) },
+        responses: { ...runResp('200', 'The run'), ...errors(400, 401, 404, 409, 413) },
+      },
+    },
+    '/v1/runs/{id}/seal': {
+      post: {
+        summary: 'Seal an open run: no more calls',
+        parameters: params(['id']),
+        responses: { ...runResp('200', 'The run'), ...errors(401, 404, 409) },
+      },
+    },
+    '/v1/runs/{id}/messages': {
+      get: {
+        summary: 'The messages to append to the conversation, in call order (OpenAI or Anthropic form)',
+        parameters: [...params(['id']), ...query(MessagesQuery)],
+        responses: { '200': { description: 'Messages', content: { 'application/json': { schema: { type: 'array' } } } }, ...errors(400, 401, 404) },
+      },
+    },
+    '/v1/stream': {
+      get: {
+        summary: 'Run-level changes of every run the key may see, as Server-Sent Events (the dashboard uses it)',
+        parameters: [{ name: 'tenant', in: 'query', required: false, schema: { type: 'string' } }],
+        responses: { '200': { description: 'text/event-stream of `run` and `counts` events', content: { 'text/event-stream': { schema: { type: 'string' } } } }, ...errors(400, 401, 403) },
       },
     },
     '/v1/runs/{id}/recording': {

@@ -65,7 +65,7 @@ export class Limiter {
   }
 
   tenantLimit(tenant: string): number | undefined {
-    return this.limits.tenant[tenant] ?? this.limits.tenant.default;
+    return own(this.limits.tenant, tenant) ?? own(this.limits.tenant, 'default');
   }
 
   globalFull(): boolean {
@@ -78,7 +78,7 @@ export class Limiter {
   }
 
   toolFull(tool: string): boolean {
-    const limit = this.limits.tool[tool];
+    const limit = own(this.limits.tool, tool);
     return limit !== undefined && (this.byTool.get(tool) ?? 0) >= limit;
   }
 
@@ -161,7 +161,7 @@ export class Limiter {
   private bucketsOf(h: Holder): Bucket[] {
     const out: Bucket[] = [];
     if (h.toolRate) out.push(this.bucket(`tool:${h.tool}`, h.toolRate));
-    const tenantRate = this.limits.rate.tenant[h.tenant] ?? this.limits.rate.tenant.default;
+    const tenantRate = own(this.limits.rate.tenant, h.tenant) ?? own(this.limits.rate.tenant, 'default');
     if (tenantRate) out.push(this.bucket(`tenant:${h.tenant}`, tenantRate));
     return out;
   }
@@ -198,4 +198,9 @@ export class Limiter {
     }
     return false;
   }
+}
+
+/** A record's own entry: a tenant or tool named `constructor` or `hasOwnProperty` is no prototype key. */
+export function own<T>(record: Record<string, T>, key: string): T | undefined {
+  return Object.hasOwn(record, key) ? record[key] : undefined;
 }

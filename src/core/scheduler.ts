@@ -25,7 +25,7 @@ import type { CoreEvent, EventType } from './events.js';
 import { RunProjection } from './view.js';
 import { StreamPlanner, type StreamStep } from './stream-plan.js';
 import { MinHeap } from './heap.js';
-import { Limiter, type Holder } from './limits.js';
+import { Limiter, own, type Holder } from './limits.js';
 import { buildPlan, checkResolvedArgs, type Plan, type PlannedCall } from './plan.js';
 import { hasTemplates, resolveValue, type Reference } from './references.js';
 import { accessOf } from './resources.js';
@@ -268,7 +268,7 @@ export class Scheduler {
       run.byId.set(p.id, p.index);
       const c = this.newCall(p, run);
       c.held = true;
-      c.priority = run.estimates[c.tool] ?? 1;
+      c.priority = own(run.estimates, c.tool) ?? 1;
       run.calls.push(c);
     }
     run.inputs.push(...calls);
@@ -798,7 +798,7 @@ export class Scheduler {
 
   /** Longest remaining path, in estimated ms, for the calls from `base` on (reverse topological order). */
   private rank(run: RunRt, plan: Plan, base: number): void {
-    const est = (c: CallRt) => run.estimates[c.tool] ?? 1;
+    const est = (c: CallRt) => own(run.estimates, c.tool) ?? 1;
     for (let k = plan.order.length - 1; k >= 0; k--) {
       const i = plan.order[k] as number;
       if (i < base) continue;
