@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import type { CallInput, RunStatus } from '../core/calls.js';
 import type { CoreEvent, RunEvent } from '../core/events.js';
-import { Scheduler, SchedulerError, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
+import { Scheduler, SchedulerError, type AttemptEnded, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
 import type { FailureMode } from '../core/tool.js';
 import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../config/types.js';
@@ -91,6 +91,8 @@ export class Engine {
   private readonly retainEndedMs: number;
   private readonly runs = new Map<string, LiveRun>();
   private readonly inflight = new Map<string, AbortController>();
+  /** Attempts that ended and wait for the next group commit (see flushEnded). */
+  private readonly ended: AttemptEnded[] = [];
   private readonly globalListeners = new Set<RunListener>();
   private timer: NodeJS.Timeout | undefined;
   private timerAt: number | undefined;
@@ -321,8 +323,9 @@ export class Engine {
     const numbered: RunEvent[] = out.events.map((e) => this.number(e));
     if (numbered.length > 0) this.sink?.append(numbered);
     for (const e of numbered) this.publish(e);
-    for (const a of out.aborts) this.inflight.get(attemptKey(a.runId, a.callId, a.attempt, 'call'))?.abort(a.reason);
+    // Starts before aborts: in a group commit a later step may abort what an earlier one started.
     if (!this.closed) for (const s of out.starts) this.launch(s);
+    for (const a of out.aborts) this.inflight.get(attemptKey(a.runId, a.callId, a.attempt, 'call'))?.abort(a.reason);
     this.arm();
   }
 
@@ -361,12 +364,32 @@ export class Engine {
     const done = (result: AttemptResult) => {
       this.inflight.delete(key);
       if (this.closed) return;
-      this.step((now) => this.scheduler.attemptEnded(now, { runId: s.runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result }));
-      if (this.inflight.size === 0) this.idle?.();
+      this.ended.push({ runId: s.runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result });
+      if (this.ended.length === 1) setImmediate(() => this.flushEnded());
     };
     this.executor
       .execute({ runId: s.runId, callId: s.callId, tool: s.tool, args: s.args, attempt: s.attempt, signal: controller.signal, timeoutMs: s.timeoutMs })
       .then(done, (err: unknown) => done({ ok: false, error: { code: 'tool_error', message: String(err) }, retryable: false }));
+  }
+
+  /**
+   * Group commit: the attempts that ended since the last turn of the event loop go through the
+   * scheduler together, and their events are stored in one transaction before any of them is
+   * published or any dependent call starts. Durability then costs one commit per turn, not per call.
+   */
+  private flushEnded(): void {
+    const ends = this.ended.splice(0);
+    if (this.closed || ends.length === 0) return;
+    const now = this.clock();
+    const merged: Output = { events: [], starts: [], aborts: [] };
+    for (const e of ends) {
+      const out = this.scheduler.attemptEnded(now, e);
+      merged.events.push(...out.events);
+      merged.starts.push(...out.starts);
+      merged.aborts.push(...out.aborts);
+    }
+    this.handle(merged);
+    if (this.inflight.size === 0) this.idle?.();
   }
 
   /** Keeps exactly one timer, for the scheduler's next wake-up. */
