@@ -275,6 +275,9 @@ function violations(sc: Scenario, events: CoreEvent[]): string[] {
   const completed = new Map<string, number>();
   const replanned = new Map<string, number>();
   const over = new Set<string>();
+  /** Runs whose latest run.completed said needs_replan (a cancel may still end them). */
+  const needsReplan = new Set<string>();
+  const cancelledAfterReplan = new Map<string, number>();
   const retryAt = new Map<string, number>();
   const lim = sc.limits;
   const resources = Object.entries(lim.resource ?? {}).map(([k, n]) => ({ k, segs: parseKey(k), n }));
@@ -283,15 +286,22 @@ function violations(sc: Scenario, events: CoreEvent[]): string[] {
   events.forEach((e, n) => {
     const where = `event ${n} (${e.at} ${e.type} ${e.runId}/${e.callId ?? ''})`;
     if (over.has(e.runId)) {
-      // After run.completed only a replan may follow: its superseded calls, then run.replanned.
-      const superseded = e.type === 'call.cancelled' && (e.data.reason as { code?: string }).code === 'superseded';
+      // After run.completed only a replan may follow (its superseded calls, then run.replanned), or,
+      // for a needs_replan run, a cancel: its waiting calls cancelled, then run.completed `cancelled`.
+      const reason = (e.data.reason as { code?: string } | undefined)?.code;
+      const superseded = e.type === 'call.cancelled' && reason === 'superseded';
+      const cancelled = (e.type === 'call.cancelled' && reason === 'cancelled') || (e.type === 'run.completed' && e.data.status === 'cancelled');
       if (e.type === 'run.replanned') over.delete(e.runId);
-      else if (!superseded) bad.push(`${where}: after run.completed`);
+      else if (cancelled && needsReplan.has(e.runId)) {
+        if (e.type === 'run.completed') cancelledAfterReplan.set(e.runId, (cancelledAfterReplan.get(e.runId) ?? 0) + 1);
+      } else if (!superseded) bad.push(`${where}: after run.completed`);
     }
     if (e.type === 'run.replanned') replanned.set(e.runId, (replanned.get(e.runId) ?? 0) + 1);
     if (e.type === 'run.completed') {
       completed.set(e.runId, (completed.get(e.runId) ?? 0) + 1);
       over.add(e.runId);
+      if (e.data.status === 'needs_replan') needsReplan.add(e.runId);
+      else needsReplan.delete(e.runId);
     }
     if (e.callId === undefined) return;
     const k = key(e);
@@ -357,7 +367,7 @@ function violations(sc: Scenario, events: CoreEvent[]): string[] {
         .map((e) => e.callId as string);
       if (JSON.stringify(compensated) !== JSON.stringify(expectedOrder)) bad.push(`${run.runId}: compensated ${compensated.join(',')}, expected ${expectedOrder.join(',')}`);
     }
-    const expected = 1 + (replanned.get(run.runId) ?? 0);
+    const expected = 1 + (replanned.get(run.runId) ?? 0) + (cancelledAfterReplan.get(run.runId) ?? 0);
     if (completed.get(run.runId) !== expected) bad.push(`${run.runId}: ${completed.get(run.runId) ?? 0} run.completed events, expected ${expected}`);
   }
   for (const k of info.keys()) {
