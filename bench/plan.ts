@@ -11,6 +11,7 @@
 import { buildPlan } from '../src/core/plan.js';
 import type { CallInput } from '../src/core/calls.js';
 import type { Catalog, ToolManifest } from '../src/core/tool.js';
+import { rng } from '../src/core/random.js';
 
 const DIRS = 50;
 const FILES_PER_DIR = 20;
@@ -29,17 +30,6 @@ const tools = [
 const byName = new Map(tools.map((t) => [t.name, t]));
 const catalog: Catalog = { get: (n) => byName.get(n), checkArgs: () => null, list: () => tools };
 
-/** mulberry32: a small seeded PRNG, so every run plans the same batches. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function batch(n: number, seed: number): CallInput[] {
   const rand = rng(seed);

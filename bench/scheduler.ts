@@ -13,6 +13,7 @@ import { buildPlan } from '../src/core/plan.js';
 import { Scheduler } from '../src/core/scheduler.js';
 import { Simulation } from '../src/core/simulation.js';
 import type { Catalog, Limits, ToolManifest } from '../src/core/tool.js';
+import { rng } from '../src/core/random.js';
 
 const args = process.argv.slice(2);
 const N = Number(args.find((a) => /^\d+$/.test(a)) ?? 100_000);
@@ -21,18 +22,6 @@ const REPEAT = repeatAt >= 0 ? Number(args[repeatAt + 1]) : 3;
 const GLOBAL = 64;
 const LAYER = 1000;
 const PATHS = 5000;
-
-/** mulberry32: a small seeded PRNG, so every run benchmarks the same graph. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const manifest = (name: string, m: Partial<ToolManifest>): ToolManifest => ({
   name,
@@ -56,7 +45,7 @@ const catalog: Catalog = { get: (n) => byName.get(n), checkArgs: () => null, lis
 const limits: Limits = { global: GLOBAL, tenant: {}, tool: {}, resource: {}, rate: { tenant: {} }, maxCallsPerRun: Infinity };
 
 function batch(n: number): CallInput[] {
-  const rnd = prng(42);
+  const rnd = rng(42);
   const calls: CallInput[] = [];
   for (let i = 0; i < n; i++) {
     const layer = Math.floor(i / LAYER);

@@ -3,17 +3,7 @@
  * durations), order statistics, and a few formatting helpers for the report.
  */
 
-/** mulberry32: a small seeded PRNG; the same seed always gives the same sequence. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { rng } from '../core/random.js';
 
 /** An integer in [lo, hi], both included. */
 export function intIn(rand: () => number, lo: number, hi: number): number {

@@ -36,6 +36,19 @@ function toCall(p: PendingCall): CallInput {
   }
 }
 
+/** Hands a pending call to the sink once (when it has an id and a name), and keeps what it handed. */
+function handOff(sink: CallSink): { sent: CallInput[]; flush: (p: PendingCall) => void } {
+  const sent: CallInput[] = [];
+  const flush = (p: PendingCall) => {
+    if (p.sent || p.id === undefined || p.name === undefined) return;
+    p.sent = true;
+    const call = toCall(p);
+    sent.push(call);
+    sink(call);
+  };
+  return { sent, flush };
+}
+
 function isCompleteObject(text: string): boolean {
   const t = text.trim();
   if (!t.startsWith('{') || !t.endsWith('}')) return false;
@@ -50,14 +63,7 @@ function isCompleteObject(text: string): boolean {
 /** Feeds an OpenAI chat-completions stream; resolves with every call, in order, once the stream ends. */
 export async function feedOpenAiStream(chunks: AsyncIterable<unknown> | Iterable<unknown>, sink: CallSink): Promise<CallInput[]> {
   const calls = new Map<number, PendingCall>();
-  const sent: CallInput[] = [];
-  const flush = (p: PendingCall) => {
-    if (p.sent || p.id === undefined || p.name === undefined) return;
-    p.sent = true;
-    const call = toCall(p);
-    sent.push(call);
-    sink(call);
-  };
+  const { sent, flush } = handOff(sink);
   for await (const chunk of chunks as AsyncIterable<unknown>) {
     const choice = (chunk as { choices?: { delta?: { tool_calls?: unknown[] }; finish_reason?: string | null }[] }).choices?.[0];
     for (const d of (choice?.delta?.tool_calls ?? []) as { index: number; id?: string; function?: { name?: string; arguments?: string } }[]) {
@@ -82,14 +88,7 @@ export async function feedOpenAiStream(chunks: AsyncIterable<unknown> | Iterable
 /** Feeds an Anthropic messages stream; resolves with every call, in order, once the stream ends. */
 export async function feedAnthropicStream(events: AsyncIterable<unknown> | Iterable<unknown>, sink: CallSink): Promise<CallInput[]> {
   const blocks = new Map<number, PendingCall>();
-  const sent: CallInput[] = [];
-  const flush = (p: PendingCall) => {
-    if (p.sent || p.id === undefined || p.name === undefined) return;
-    p.sent = true;
-    const call = toCall(p);
-    sent.push(call);
-    sink(call);
-  };
+  const { sent, flush } = handOff(sink);
   for await (const raw of events as AsyncIterable<unknown>) {
     const e = raw as { type?: string; index?: number; content_block?: { type?: string; id?: string; name?: string; input?: unknown }; delta?: { type?: string; partial_json?: string } };
     if (e.type === 'content_block_start' && e.content_block?.type === 'tool_use' && e.index !== undefined) {

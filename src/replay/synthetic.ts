@@ -15,18 +15,8 @@ import { Simulation, type SimulatedAttempt } from '../core/simulation.js';
 import type { FailureMode, Limits, Policy, ToolManifest } from '../core/tool.js';
 import { createAjv, createCatalog } from '../config/catalog.js';
 import { recordingOf, type Recording, type RecordingConfig } from './recording.js';
+import { rng } from '../core/random.js';
 
-/** mulberry32: a small seeded PRNG. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const sharedAjv = createAjv();
 
@@ -110,7 +100,8 @@ export function syntheticRecording(seed: number, opts: SyntheticOptions = {}): {
       if (e.type === 'run.completed' && e.data.status === 'needs_replan' && !replanned) {
         replanned = true;
         const more = [0, 1].map((k) => makeCall(`r${k}`, calls));
-        s.at(s.now + 10 * int(0, 3) + 5, (now) => scheduler.replan(now, runId, more));
+        // A cancel may come first: a cancelled run takes no replan.
+        s.at(s.now + 10 * int(0, 3) + 5, (now) => (scheduler.runStatus(runId) === 'needs_replan' ? scheduler.replan(now, runId, more) : { events: [], starts: [], aborts: [] }));
       }
     },
   });

@@ -1,0 +1,15 @@
+/**
+ * mulberry32: a small seeded PRNG. The same seed always gives the same sequence, so benchmarks,
+ * synthetic recordings and property tests that need "random" input are reproducible.
+ * Reference: Tommy Ettinger's mulberry32 (public domain).
+ */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
