@@ -282,3 +282,22 @@ describe('replan', () => {
     expect(c).toMatchObject({ status: 'succeeded', output: { v: 1 } });
   });
 });
+
+describe('a review of a cancelled run', () => {
+  it('leaves the pending list when the run is cancelled', async () => {
+    const api = await startApi({
+      yaml: `
+tools:
+  - { name: deploy, risk: dangerous, reads: [], writes: [], executor: { kind: builtin, name: echo } }
+`,
+    });
+    const run = await api.post('/v1/runs', { calls: [{ id: 'd', tool: 'deploy' }] });
+    const before = await api.get(`/v1/reviews?runId=${run.body.id}`);
+    expect(before.body.items).toHaveLength(1);
+    expect((await api.post(`/v1/runs/${run.body.id}/cancel`)).status).toBe(202);
+    const after = await api.get(`/v1/reviews?runId=${run.body.id}`);
+    expect(after.body.items).toEqual([]);
+    const decided = await api.get(`/v1/reviews?runId=${run.body.id}&status=decided`);
+    expect(decided.body.items.map((r: { decision: string }) => r.decision)).toEqual(['cancelled']);
+  });
+});

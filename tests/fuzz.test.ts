@@ -661,11 +661,11 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
   });
 
   /*
-   * KNOWN BUG (src/core/limits.ts, not this file's to fix): limits are looked up in plain objects by
+   * Regression (src/core/limits.ts, found by this file): limits were looked up in plain objects by
    * name (`limits.tenant[tenant] ?? limits.tenant.default`, likewise `limits.tool[tool]` and
    * `limits.rate.tenant[tenant]`), so a tenant named like an Object.prototype property — `constructor`,
-   * `toString`, `hasOwnProperty`, `__proto__`, all valid tenant names — finds a function or an object
-   * instead of its limit, and runs without any tenant limit.
+   * `toString`, `hasOwnProperty`, `__proto__`, all valid tenant names — found a function or an object
+   * instead of its limit, and ran without any tenant limit.
    */
   describe('tenant limits hold for tenants named like Object.prototype properties', () => {
     /** Submits 40 one-call runs at once for a fresh tenant: how many calls run at the same time. */

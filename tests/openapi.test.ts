@@ -102,9 +102,8 @@ describe('openapi.yaml, /openapi.json and /docs', () => {
   });
 
   /*
-   * KNOWN GAP (src/api/openapi.ts, not this file's to fix): the server registers `GET /v1/stream`
-   * (the dashboard's live run feed, src/api/routes/stream.ts) but the document does not describe it,
-   * while §7 says openapi.yaml "describes all of it". This test fails until it does; then drop `.fails`.
+   * §7: openapi.yaml "describes all of it" — every /v1 route the server registers, the streaming and
+   * model-format routes and the dashboard's `GET /v1/stream` included (that one was missing at first).
    */
   it('documents every /v1 route the server registers', async () => {
     const doc = (await (await fetch(`${base}/openapi.json`)).json()) as Doc;

@@ -10,7 +10,8 @@
  * - `run.replanned`: status back to `running`, not ended, its `calls` added to the call count;
  * - `run.completed`: status `data.status`, ended at the event's time;
  * - `call.awaiting_review`: opens review `rev_<runId>_<seq>` (the tool comes from the run's calls);
- * - `review.decided`: closes the call's pending review (nothing if it has none).
+ * - `review.decided`: closes the call's pending review (nothing if it has none); so do
+ *   `call.cancelled` and `call.blocked` (a call that ends while awaiting review needs no decision).
  */
 import { RUN_STATUSES, type RunStatus } from '../core/calls.js';
 import type { RunEvent } from '../core/events.js';
@@ -156,6 +157,11 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
         if (e.callId === undefined) throw invalid(e, 'it has no callId');
         if (typeof data.decision !== 'string') throw invalid(e, 'data.decision is not a string');
         steps.push({ kind: 'closeReview', runId: e.runId, callId: e.callId, decision: data.decision, at: e.at });
+        break;
+      case 'call.cancelled':
+      case 'call.blocked':
+        // A call that ends while it awaits review (its run cancelled or failing fast) needs no decision.
+        if (e.callId !== undefined) steps.push({ kind: 'closeReview', runId: e.runId, callId: e.callId, decision: e.type === 'call.cancelled' ? 'cancelled' : 'blocked', at: e.at });
         break;
     }
   }
