@@ -28,7 +28,7 @@ import { MinHeap } from './heap.js';
 import { Limiter, own, type Holder } from './limits.js';
 import { buildPlan, checkResolvedArgs, type Plan, type PlannedCall } from './plan.js';
 import { hasTemplates, resolveValue, type Reference } from './references.js';
-import { accessOf } from './resources.js';
+import { accessOf, type Access } from './resources.js';
 import { backoffDelay } from './retry.js';
 import { isTerminal, transition } from './state.js';
 import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from './tool.js';
@@ -134,6 +134,8 @@ interface CallRt {
   endedAt?: number;
   attemptStartedAt?: number;
   superseded: boolean;
+  /** The resources the plan found for the call's own args (reused when it runs with exactly those). */
+  planAccess?: Access;
   /** Whether the last failed attempt was retryable (recorded, so replay decides the same way). */
   lastRetryable?: boolean;
   /** In a streamed run: arrived, but a later call may still give it a predecessor. */
@@ -793,6 +795,7 @@ export class Scheduler {
       retrying: false,
       priority: 0,
       superseded: false,
+      planAccess: p.access,
     };
   }
 
@@ -839,10 +842,11 @@ export class Scheduler {
     this.maybeReady(run, c);
   }
 
+  /** Sets the args the call runs with; its resources follow them (the plan's, when they are the same args). */
   private setResolved(run: RunRt, c: CallRt, args: Record<string, unknown>): void {
     c.resolved = args;
     const m = c.manifest as ToolManifest;
-    const access = accessOf(m, args);
+    const access = args === c.args && c.planAccess ? c.planAccess : accessOf(m, args);
     c.holder = {
       runId: run.id,
       callId: c.id,
