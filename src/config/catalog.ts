@@ -10,7 +10,9 @@ import type { ArgsCheck, Catalog, ToolManifest } from '../core/tool.js';
 
 /** The Ajv options every tool input schema is compiled with. */
 export function createAjv(): Ajv {
-  return new Ajv({ allErrors: true, strict: false });
+  // `format` keywords are not checked (no format plugin is bundled), and Ajv says nothing of them:
+  // a log line per schema at start-up would only be noise.
+  return new Ajv({ allErrors: true, strict: false, validateFormats: false });
 }
 
 /** How many Ajv errors one message lists at most. */
