@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildServer } from '../src/api/server.js';
 import { Service } from '../src/api/service.js';
-import { loadConfig } from '../src/config/load.js';
+import { loadConfig, parseConfig } from '../src/config/load.js';
 import { openSqliteStore } from '../src/store/sqlite.js';
 
 const run = promisify(execFile);
@@ -65,6 +65,12 @@ describe('README', () => {
     const first = blocks('sh')[0] as string;
     expect(first).toMatch(/^npm install && npm start/m);
     expect(first).toMatch(/^npm test/m);
+  });
+
+  it('shows a configuration that loads', () => {
+    const yaml = /```yaml\n([\s\S]*?)```/.exec(readme)?.[1];
+    const config = parseConfig(yaml as string, 'README.md', { env: { TOOLGRAPH_AGENT_KEY: 'a', TOOLGRAPH_OPERATOR_KEY: 'o' } });
+    expect(config.tools.map((t) => t.name)).toContain('deploy_image');
   });
 
   // The server runs in this process: commands run asynchronously, or they would wait on a blocked loop.
