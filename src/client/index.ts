@@ -14,6 +14,7 @@ import type { BatchSchema } from '../api/schemas.js';
 import type { CallInput } from '../core/calls.js';
 import type { Edge, Diagnostic, CallStatus, RunStatus } from '../core/calls.js';
 import type { EventType } from '../core/events.js';
+import type { ReviewRecord, RunRecord } from '../store/types.js';
 
 export type Batch = z.input<typeof BatchSchema>;
 export type Run = z.infer<typeof RunSchema>;
@@ -28,29 +29,11 @@ export interface RunEvent {
   data: Record<string, unknown>;
 }
 
-export interface RunSummary {
-  id: string;
-  tenant: string;
-  status: RunStatus;
-  failure: string;
-  tags: Record<string, string>;
-  createdAt: string;
-  endedAt: string | null;
-  callCount: number;
-}
+/** An item of `GET /v1/runs`: what the store keeps of a run. */
+export type RunSummary = RunRecord;
 
-export interface Review {
-  id: string;
-  runId: string;
-  callId: string;
-  tenant: string;
-  tool: string;
-  args: Record<string, unknown>;
-  reason: string;
-  status: 'pending' | 'decided';
-  decision: string | null;
-  createdAt: string;
-}
+/** An item of `GET /v1/reviews`. */
+export type Review = Omit<ReviewRecord, 'decidedAt'>;
 
 export interface ClientOptions {
   /** e.g. `http://127.0.0.1:8080` */

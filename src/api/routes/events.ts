@@ -10,6 +10,7 @@ import type { RunEvent } from '../../core/events.js';
 import { iso } from '../../core/view.js';
 import { isEnded } from '../../engine/engine.js';
 import { ApiError } from '../errors.js';
+import { openEventStream } from '../sse.js';
 import type { AppContext } from '../server.js';
 import { parse } from '../validate.js';
 
@@ -33,16 +34,7 @@ export async function eventStream(ctx: AppContext, req: FastifyRequest, reply: F
   const { service } = ctx;
   const projection = service.projection(req.principal, runId);
 
-  reply.hijack();
-  const res = reply.raw;
-  res.writeHead(200, {
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache, no-transform',
-    connection: 'keep-alive',
-    'x-accel-buffering': 'no',
-    'x-request-id': String(req.id),
-  });
-  res.write(': stream open\n\n');
+  const res = openEventStream(req, reply);
 
   let last = after;
   let closed = false;

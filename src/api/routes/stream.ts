@@ -21,6 +21,7 @@ import type { RunEvent } from '../../core/events.js';
 import type { RunView } from '../../core/view.js';
 import { canSee, type Principal } from '../auth.js';
 import { ApiError } from '../errors.js';
+import { openEventStream } from '../sse.js';
 import { TenantSchema } from '../schemas.js';
 import type { AppContext } from '../server.js';
 import type { Service } from '../service.js';
@@ -184,16 +185,7 @@ export function streamRoutes(app: FastifyInstance, ctx: AppContext): void {
     }
     if (ctx.shuttingDown()) throw new ApiError('shutting_down', 'the server is shutting down');
 
-    reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-      'x-request-id': String(req.id),
-    });
-    res.write('retry: 2000\n: stream open\n\n');
+    const res = openEventStream(req, reply, 'retry: 2000\n: stream open\n\n');
 
     let closed = false;
     const client: Client = {

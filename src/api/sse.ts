@@ -1,0 +1,18 @@
+/** Opening a Server-Sent Events response: the one place that sets the stream's headers. */
+import type { ServerResponse } from 'node:http';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+
+/** Takes the response over from Fastify and starts an event stream; `preamble` is written first. */
+export function openEventStream(req: FastifyRequest, reply: FastifyReply, preamble = ': stream open\n\n'): ServerResponse {
+  reply.hijack();
+  const res = reply.raw;
+  res.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache, no-transform',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+    'x-request-id': String(req.id),
+  });
+  res.write(preamble);
+  return res;
+}
