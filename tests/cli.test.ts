@@ -59,6 +59,16 @@ describe('toolgraph plan', () => {
     expect(JSON.parse(r.out).diagnostics).toEqual([expect.objectContaining({ code: 'cycle', callIds: ['a', 'b', 'a'] })]);
   });
 
+  it('takes a bare array of calls as the batch (the body\'s calls), and still rejects other shapes', async () => {
+    const bare = file('bare.json', JSON.stringify(JSON.parse(readFileSync(GOOD, 'utf8')).calls));
+    const r = await cli('plan', bare);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.out).edges).toEqual(JSON.parse((await cli('plan', GOOD)).out).edges);
+    const scalar = await cli('plan', file('scalar.json', '42'));
+    expect(scalar.code).toBe(2);
+    expect(scalar.err).toMatch(/scalar\.json: not a valid batch/);
+  });
+
   it('renders Mermaid and DOT', async () => {
     expect((await cli('plan', GOOD, '--format', 'mermaid')).out).toMatch(/^flowchart TD\n/);
     expect((await cli('plan', GOOD, '--format', 'dot')).out).toMatch(/^digraph toolgraph \{/);

@@ -25,9 +25,13 @@ export function readJsonFile(file: string, what: string): unknown {
   }
 }
 
+/**
+ * A batch file is the body of `POST /v1/runs` (DESIGN §9). A bare array is taken as that body's
+ * `calls`, since a batch *is* an ordered list of calls (§1) and that is what people write first.
+ */
 export function readBatch(file: string): Batch {
   const raw = readJsonFile(file, 'batch');
-  const parsed = BatchSchema.safeParse(raw);
+  const parsed = BatchSchema.safeParse(Array.isArray(raw) ? { calls: raw } : raw);
   if (!parsed.success) {
     const problems = formatIssues(parsed.error);
     throw new UsageError(`${file}: not a valid batch:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
