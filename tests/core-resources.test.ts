@@ -13,6 +13,15 @@ describe('parseKey', () => {
     ['file:*', ['file', '*']],
     ['a//b::c/', ['a', 'b', 'c']],
     ['', []],
+    ['file:/repo/./a.ts', ['file', 'repo', 'a.ts']],
+    ['file:/repo/src/../a.ts', ['file', 'repo', 'a.ts']],
+    ['file:/repo/a/b/../../c', ['file', 'repo', 'c']],
+    ['file:/repo/../../etc', ['file', '*']],
+    ['file:../x', ['file', '*']],
+    ['/repo/../x', ['x']],
+    ['../x', ['*']],
+    ['service:prod:..', ['service']],
+    ['file:/repo/.../a', ['file', 'repo', '...', 'a']],
   ])('%j → %j', (text, segs) => {
     expect(parseKey(text)).toEqual(segs);
   });
@@ -43,6 +52,9 @@ describe('overlaps', () => {
     ['service:prod:web', 'service:staging:web', false],
     ['file:/repo/*/a.ts', 'file:/repo/src/a.ts', true],
     ['file:/repo/*/a.ts', 'file:/repo/src/b.ts', false],
+    ['file:/repo/./a.ts', 'file:/repo/a.ts', true],
+    ['file:/repo/src/../a.ts', 'file:/repo/b.ts', false],
+    ['file:/repo/../../x', 'file:/etc/passwd', true],
   ])('%s ∩ %s → %s', (a, b, expected) => {
     expect(overlaps(parseKey(a), parseKey(b))).toBe(expected);
     expect(overlaps(parseKey(b), parseKey(a))).toBe(expected);
@@ -134,6 +146,15 @@ describe('resource conflicts in buildPlan', () => {
         { id: 'r', tool: 'read_file', args: { path: '/repo/src' } },
       ],
       ['w>r read-after-write on file:/repo/src/a.ts'],
+    ],
+    [
+      'two spellings of one path are one file',
+      [
+        { id: 'w1', tool: 'write_file', args: { path: '/repo/./a.ts' } },
+        { id: 'w2', tool: 'write_file', args: { path: '/repo/src/../a.ts' } },
+        { id: 'w3', tool: 'write_file', args: { path: '/repo//a.ts' } },
+      ],
+      ['w1>w2 write-after-write on file:/repo/./a.ts', 'w2>w3 write-after-write on file:/repo/src/../a.ts'],
     ],
     [
       'a prefix inside a segment does not overlap',

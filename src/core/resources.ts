@@ -1,7 +1,8 @@
 /**
  * Resource keys (DESIGN §3).
  *
- * A key is hierarchical: it splits into segments on `/` and `:` (empty segments dropped). Two keys
+ * A key is hierarchical: it splits into segments on `/` and `:` (empty and `.` segments dropped, `..`
+ * resolved: see `parseKey`). Two keys
  * overlap when, over the length of the shorter one, every segment is equal or one of them is `*`:
  * equal keys, a segment-prefix (`file:/repo/src` and `file:/repo/src/a.ts`, not `file:/repo/srcx`),
  * or a wildcard segment.
@@ -34,8 +35,25 @@ export function key(text: string): Key {
 
 export const ANY: Key = { text: '*', segs: ['*'] };
 
+/**
+ * A key's segments, with path steps resolved so that two spellings of one file are one key:
+ * `file:/repo/./a.ts` and `file:/repo/src/../a.ts` are both `file:/repo/a.ts`. A `..` never climbs out
+ * of the key's namespace (the segment before the first `:`) or above its first segment; one that would
+ * can name anything there, so the key ends in `*` at that point (`file:../x` → `file:*`), which is
+ * conservative: it overlaps whatever the path could have meant.
+ */
 export function parseKey(key: string): Segments {
-  return key.split(/[/:]/).filter((s) => s.length > 0);
+  const raw = key.split(/[/:]/);
+  if (!raw.includes('.') && !raw.includes('..')) return raw.filter((s) => s.length > 0);
+  const floor = /^[^/:]+:/.test(key) ? 1 : 0;
+  const segs: string[] = [];
+  for (const s of raw) {
+    if (s.length === 0 || s === '.') continue;
+    if (s !== '..') segs.push(s);
+    else if (segs.length > floor) segs.pop();
+    else return [...segs, '*'];
+  }
+  return segs;
 }
 
 export function overlaps(a: Segments, b: Segments): boolean {
