@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { partitionBatches } from '../src/bench/baselines.js';
+import { clairvoyantMakespan, laneMakespan, tightBound } from '../src/bench/bounds.js';
 import { instanceOf, lowerBound, violations, type Instance } from '../src/bench/instance.js';
 import { decomposedOptimum, optimum } from '../src/bench/optimum.js';
 import { PRESETS, runSuite } from '../src/bench/suite.js';
@@ -77,6 +78,45 @@ describe('bench baselines and bounds', () => {
     const i = inst([5, 10, 10, 10, 5], [[], [0], [0], [0], [1, 2, 3]], tools, { perRun: 3, tool: { search: 1 } });
     expect(optimum(i).makespanMs).toBe(40);
     expect(decomposedOptimum(i)).toMatchObject({ makespanMs: 40, proven: true, cuts: 2, largestSegment: 3 });
+  });
+
+  it('the tighter bound sees what the issue\'s bound misses: a join that waits for more work than one round', () => {
+    // 0 → {1..4} → 5, four 10 ms searches on a search limit of 2: the join cannot start before 5 + 20
+    const tools = ['join', 'search', 'search', 'search', 'search', 'join'];
+    const i = inst([5, 10, 10, 10, 10, 5], [[], [0], [0], [0], [0], [1, 2, 3, 4]], tools, { perRun: 6, tool: { search: 2 } });
+    expect(lowerBound(i).lowerBoundMs).toBe(20); // critical path 5 + 10 + 5; work 40 ÷ 2
+    expect(tightBound(i).lowerBoundMs).toBe(30);
+    expect(optimum(i).makespanMs).toBe(30);
+    // energy: two 10 ms calls after a 10 ms head on one lane, and nothing after them
+    const j = inst([10, 10, 10], [[], [0], [0]], ['a', 'a', 'a'], { perRun: 1, tool: {} });
+    expect(tightBound(j).lowerBoundMs).toBe(30);
+  });
+
+  it('the tighter bound lies between the issue\'s bound and the exact optimum on every family', () => {
+    for (const f of FAMILIES) {
+      for (const seed of [1, 2, 3]) {
+        const i = instanceOf(workload(f, 8, seed), config, LIMITS);
+        const o = optimum(i, { maxMs: 2000 });
+        expect(o.proven).toBe(true);
+        const tb = tightBound(i).lowerBoundMs;
+        expect(tb).toBeGreaterThanOrEqual(lowerBound(i).lowerBoundMs - 1e-9);
+        expect(tb).toBeLessThanOrEqual(o.makespanMs + 1e-9);
+        // the schedules found with the durations known are real schedules: never below the optimum
+        expect(clairvoyantMakespan(i)).toBeGreaterThanOrEqual(o.makespanMs);
+        expect(laneMakespan(i) ?? Infinity).toBeGreaterThanOrEqual(o.makespanMs);
+      }
+    }
+  });
+
+  it('packs independent calls into lanes per tool with the durations known', () => {
+    // searches 30, 20, 20, 10 on a search limit of 2 (lanes 30+10 | 20+20 = 40), a read of 35 beside them
+    const i = inst([30, 20, 20, 10, 35], [[], [], [], [], []], ['search', 'search', 'search', 'search', 'read'], { perRun: 3, tool: { search: 2 } });
+    expect(laneMakespan(i)).toBe(40);
+    expect(tightBound(i).lowerBoundMs).toBe(40);
+    expect(laneMakespan(inst([10, 10], [[], [0]]))).toBeUndefined(); // edges: not a lane problem
+    // longest remaining path first, with real durations: the 30 ms chain head goes before the 25 ms call
+    const chain = inst([10, 25, 20], [[], [], [0]], ['a', 'a', 'a'], { perRun: 1, tool: {} });
+    expect(clairvoyantMakespan(chain)).toBe(55);
   });
 
   it('toolgraph on the virtual clock never beats the exact optimum', () => {

@@ -7,12 +7,15 @@
  *   schedule came given this machine's timer lateness;
  * - toolgraph's schedule on the virtual clock (no jitter), and the exact optimum of the full batch
  *   when it splits at cut calls into small segments;
+ * - a bracket around the full batch's optimum: a tighter valid lower bound, and the best schedule
+ *   known (src/bench/bounds.ts);
  * and, on small batches (≤ 10 calls), the exact optimum by branch and bound, to tell whether any
  * schedule at all could reach the bound.
  */
 import type { Config } from '../config/types.js';
 import type { Executor } from '../executors/types.js';
 import { BASELINES, runBaseline, type Baseline } from './baselines.js';
+import { clairvoyantMakespan, laneMakespan, tightBound } from './bounds.js';
 import { instanceOf, lowerBound, violations, type Bound, type Instance, type Violations } from './instance.js';
 import { decomposedOptimum, optimum, type Decomposed } from './optimum.js';
 import { runEngine, runVirtual } from './toolgraph.js';
@@ -49,6 +52,15 @@ export interface SeedRun {
   violations: Record<Executed, Violations>;
   /** The exact optimum of the full batch, when it splits at cut calls (else undefined). */
   exact?: Decomposed;
+  /** Where the optimum of the full batch lies: a valid lower bound tighter than `bound`, and the best schedule known. */
+  bracket: Bracket;
+}
+
+export interface Bracket {
+  tightBoundMs: number;
+  /** The shortest of: toolgraph's virtual schedule, the clairvoyant list schedule, the lane packing, the exact optimum. */
+  bestKnownMs: number;
+  bestKnownBy: 'toolgraph' | 'clairvoyant' | 'lanes' | 'exact';
 }
 
 export interface SmallRun {
@@ -94,6 +106,7 @@ async function runSeed(family: Family, seed: number, turn: number, o: MakespanOp
   }
   const observedInst: Instance = { ...inst, durations: observed };
   const exact = decomposedOptimum(inst, { maxMs: o.optimumMs, maxSegment: 14 });
+  const virtualMs = runVirtual(w.calls, config).makespanMs;
   return {
     seed,
     calls: w.calls.length,
@@ -102,11 +115,24 @@ async function runSeed(family: Family, seed: number, turn: number, o: MakespanOp
     toolgraphMs: ms.toolgraph,
     eventSpanMs,
     observedBoundMs: lowerBound(observedInst).lowerBoundMs,
-    virtualMs: runVirtual(w.calls, config).makespanMs,
+    virtualMs,
     baselinesMs: { sequential: ms.sequential, partition: ms.partition, gate: ms.gate, promiseAll: ms.promiseAll },
     violations: viol,
     ...(exact.proven && exact.cuts > 0 ? { exact } : {}),
+    bracket: bracketOf(inst, virtualMs, exact.proven ? exact.makespanMs : undefined),
   };
+}
+
+export function bracketOf(inst: Instance, virtualMs: number, exactMs: number | undefined): Bracket {
+  const known: [Bracket['bestKnownBy'], number | undefined][] = [
+    ['exact', exactMs],
+    ['toolgraph', virtualMs],
+    ['clairvoyant', clairvoyantMakespan(inst)],
+    ['lanes', laneMakespan(inst)],
+  ];
+  let [bestKnownBy, bestKnownMs]: [Bracket['bestKnownBy'], number] = ['toolgraph', virtualMs];
+  for (const [by, x] of known) if (x !== undefined && x < bestKnownMs) [bestKnownBy, bestKnownMs] = [by, x];
+  return { tightBoundMs: tightBound(inst).lowerBoundMs, bestKnownMs, bestKnownBy };
 }
 
 export function smallRun(family: Family, seed: number, calls: number, config: Config, optimumMs: number): SmallRun {

@@ -91,6 +91,10 @@ function makespanSection(fams: FamilySummary[], m: ReportMeta): string {
             return [f.name, String(e.instances), sx(e.exactToBound, 3), sx(e.toolgraphVirtualToExact, 3), sx(e.realToExact, 3)];
           }),
         );
+  const bracket = table(
+    ['family', 'tighter lower bound ÷ bound', 'seeds where no schedule is within 1.05× of the bound', 'best schedule known ÷ bound (found by)', 'toolgraph (virtual) ÷ best known'],
+    fams.map((f) => [f.name, sx(f.bracket.tightToBound, 3), `${f.bracket.unreachable} of ${f.seeds}`, `${sx(f.bracket.bestKnownToBound, 3)} (${f.bracket.bestKnownBy.join(', ')})`, sx(f.bracket.virtualToBestKnown, 3)]),
+  );
   return `## 1. Makespan (real timers)
 
 ${m.seeds} seed${m.seeds === 1 ? '' : 's'} per family, about ${m.calls} calls per batch; every call sleeps ${MIN_MS}–${MAX_MS} ms (seeded), through
@@ -132,6 +136,16 @@ Full-size batches that split at *cut* calls (calls every other call precedes or 
 segments have an exact optimum too:
 
 ${exactTable}
+
+At full size, the optimum lies between two figures (src/bench/bounds.ts). Below: a lower bound valid
+for every schedule that, unlike the issue's bound, combines precedence with the limits (a call waits
+for all of its predecessors, and those of one tool pass through that tool's lanes; calls are not split,
+so k calls on c lanes take at least the ⌈k ÷ c⌉ shortest end to end); where it is already above 1.05×
+the bound, no schedule at all meets the target on that batch. Above: the best schedule known, the
+shortest of toolgraph's, a *clairvoyant* one (toolgraph's rule with every call's real duration
+instead of the per-tool mean), a lane packing (batches without edges) and the exact optimum (cut calls).
+
+${bracket}
 `;
 }
 
