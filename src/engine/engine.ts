@@ -438,14 +438,16 @@ export class Engine {
     const batch = this.queue.splice(0);
     const w = { batch, pending: sink.appendAsync(batch.flatMap((q) => q.events)) };
     this.writing = w;
+    // The next group commit starts at the end of this turn (scheduleFlush), not at once: attempts that
+    // this commit starts and that end at once (a no-op tool) then go in it, rather than in the one after.
     w.pending.done.then(
       () => {
         this.finishWriting(w);
-        this.commitGrouped();
+        this.scheduleFlush();
       },
       (err: unknown) => {
         this.finishWriting(w, { err });
-        this.commitGrouped();
+        this.scheduleFlush();
       },
     );
   }

@@ -3,7 +3,7 @@
 // commit, and the fsync that `synchronous = FULL` makes part of it, happen off the main thread.
 //
 // It knows no SQL of its own: the main thread sends the statements (by name) when it starts the thread,
-// and then batches of [statement name, parameters]. Plain JS, like worker-boot.mjs: a worker thread
+// and then batches of [statement name, parameters], as JSON text. Plain JS, like worker-boot.mjs: a worker thread
 // starts without the TypeScript loader that runs the sources under tsx or vitest.
 //
 // Protocol: one batch at a time. After each, the reply ({} or { error }) is posted first, then `flag[0]`
@@ -34,7 +34,7 @@ port.on('message', (msg) => {
   try {
     if (msg === 'close') db?.close();
     else if (broken) throw broken;
-    else write(msg);
+    else write(JSON.parse(msg));
   } catch (err) {
     reply = { error: { message: err?.message ?? String(err), code: err?.code, name: err?.name } };
   }
