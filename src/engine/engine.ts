@@ -7,21 +7,30 @@
  * listeners, then abort and start attempts. So nothing is visible, and no dependent tool call starts,
  * before the state change behind it is stored.
  *
+ * Outputs wait in a queue for the sink, and one commit stores everything queued (group commit): the
+ * attempts that ended in one turn of the event loop, and the runs submitted with `submitGrouped` in
+ * that turn, share one transaction, so with a durable store many runs share one fsync. The other
+ * inputs commit at once, together with whatever is queued before them, so the store sees every run's
+ * events in seq order.
+ *
  * One engine holds many runs at once; limits apply across all of them.
  */
 import { randomUUID } from 'node:crypto';
 import type { CallInput, RunStatus } from '../core/calls.js';
 import type { CoreEvent, RunEvent } from '../core/events.js';
-import { Scheduler, SchedulerError, type AttemptEnded, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
+import { Scheduler, SchedulerError, type AbortAttempt, type AttemptEnded, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
 import type { FailureMode } from '../core/tool.js';
 import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../config/types.js';
 import { createExecutors } from '../executors/index.js';
+import type { PendingAppend } from '../store/types.js';
 import type { Executor } from '../executors/types.js';
 
 /** Where events go before anything else sees them; a store makes them durable. */
 export interface EventSink {
   append(events: readonly RunEvent[]): void;
+  /** Optional: `append` with the commit on another thread (see `Store.appendAsync`); the group commit uses it. */
+  appendAsync?(events: readonly RunEvent[]): PendingAppend;
 }
 
 export interface EngineOptions {
@@ -68,6 +77,15 @@ interface LiveRun {
   endedAt?: number;
 }
 
+/** A scheduler output waiting for the next commit, its events numbered. */
+interface Queued {
+  events: RunEvent[];
+  starts: readonly StartAttempt[];
+  aborts: readonly AbortAttempt[];
+  /** For a grouped step: told when its events are stored, or that they could not be. */
+  committed?: { resolve: () => void; reject: (err: unknown) => void };
+}
+
 interface EndedEntry {
   runId: string;
   endedAt: number;
@@ -90,8 +108,15 @@ export class Engine {
   private readonly clock: () => number;
   private readonly retainEndedMs: number;
   private readonly runs = new Map<string, LiveRun>();
+  /** Runs whose first event is numbered but not yet stored: not visible until it is (see `publish`). */
+  private readonly unborn = new Map<string, LiveRun>();
+  /** Outputs waiting for the next commit, in the order the scheduler produced them. */
+  private readonly queue: Queued[] = [];
+  private flushScheduled = false;
+  /** The group commit the sink is writing on its own thread, if any (see `commitGrouped`). */
+  private writing: { batch: Queued[]; pending: PendingAppend } | undefined;
   private readonly inflight = new Map<string, AbortController>();
-  /** Attempts that ended and wait for the next group commit (see flushEnded). */
+  /** Attempts that ended and wait for the next group commit (see `flush`). */
   private readonly ended: AttemptEnded[] = [];
   private readonly globalListeners = new Set<RunListener>();
   private timer: NodeJS.Timeout | undefined;
@@ -122,9 +147,27 @@ export class Engine {
 
   /** Submits a batch; returns the run's view as it stands once the first calls have started. */
   submit(req: SubmitRequest): RunView {
-    if (!this.accepting) throw new Error('the engine is closed');
     const runId = req.runId ?? newRunId();
-    this.step((now) =>
+    this.step(this.submission(runId, req));
+    return this.get(runId) as RunView;
+  }
+
+  /**
+   * Submits a batch like `submit`, but its events join the next group commit (at the end of this turn
+   * of the event loop) instead of taking a commit of their own: a server that takes many runs at once
+   * pays one fsync for all of them. Resolves with the run's view once it is stored and its first calls
+   * have started; until then the run is invisible (`get` and `has` do not know it). Rejects if the
+   * store refuses it.
+   */
+  async submitGrouped(req: SubmitRequest): Promise<RunView> {
+    const runId = req.runId ?? newRunId();
+    await this.stepGrouped(this.submission(runId, req));
+    return this.get(runId) as RunView;
+  }
+
+  private submission(runId: string, req: SubmitRequest): (now: number) => Output {
+    if (!this.accepting) throw new Error('the engine is closed');
+    return (now) =>
       this.scheduler.submit(now, {
         runId,
         tenant: req.tenant ?? 'default',
@@ -133,9 +176,7 @@ export class Engine {
         ...(req.tags ? { tags: req.tags } : {}),
         ...(req.idempotencyKey !== undefined ? { meta: { idempotencyKey: req.idempotencyKey } } : {}),
         ...(req.open ? { open: true } : {}),
-      }),
-    );
-    return this.get(runId) as RunView;
+      });
   }
 
   /** Appends calls to an open run. */
@@ -193,8 +234,14 @@ export class Engine {
       this.runs.delete(first.runId);
       throw new Error(`cannot resume run ${first.runId}: ${(e as Error).message}`, { cause: e });
     }
-    this.handle(out);
+    this.enqueue(out);
+    this.commit();
     return live.projection.view;
+  }
+
+  /** Stores (and then publishes and starts) what waits for the group commit, now. */
+  commitQueued(): void {
+    this.commit();
   }
 
   /** Whether the engine holds this run (live, or ended recently). */
@@ -303,6 +350,9 @@ export class Engine {
       });
       this.idle = undefined;
     }
+    // Grouped submissions still queued are stored before the engine stops (they start nothing now:
+    // the next start resumes them, as it does every call that was running).
+    this.commit();
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
@@ -315,32 +365,183 @@ export class Engine {
 
   // ---- the loop ------------------------------------------------------------------------------
 
+  /** Feeds the scheduler and commits at once (with whatever was queued before); throws if the store refuses. */
   private step(input: (now: number) => Output): void {
-    this.handle(input(this.clock()));
+    this.enqueue(input(this.clock()));
+    this.commit();
   }
 
-  private handle(out: Output): void {
-    const numbered: RunEvent[] = out.events.map((e) => this.number(e));
-    if (numbered.length > 0) this.sink?.append(numbered);
-    for (const e of numbered) this.publish(e);
-    // Starts before aborts: in a group commit a later step may abort what an earlier one started.
-    if (!this.closed) for (const s of out.starts) this.launch(s);
-    for (const a of out.aborts) this.inflight.get(attemptKey(a.runId, a.callId, a.attempt, 'call'))?.abort(a.reason);
+  /** Feeds the scheduler now; its output waits for the group commit at the end of this turn. */
+  private stepGrouped(input: (now: number) => Output): Promise<void> {
+    const out = input(this.clock());
+    return new Promise((resolve, reject) => {
+      this.enqueue(out, { resolve, reject });
+      this.scheduleFlush();
+    });
+  }
+
+  private enqueue(out: Output, committed?: Queued['committed']): void {
+    this.queue.push({ events: out.events.map((e) => this.number(e)), starts: out.starts, aborts: out.aborts, ...(committed ? { committed } : {}) });
+  }
+
+  /** One flush per turn of the event loop, after the I/O callbacks that queued work in it. */
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  /**
+   * Group commit: the attempts that ended since the last turn go through the scheduler together, and
+   * their events are stored in one transaction with the grouped submissions of this turn, before any
+   * of them is published or any dependent call starts. Durability then costs one commit per turn, not
+   * per call or per run.
+   */
+  private flush(): void {
+    this.flushScheduled = false;
+    const ends = this.ended.splice(0);
+    if (!this.closed && ends.length > 0) {
+      const now = this.clock();
+      const merged: Output = { events: [], starts: [], aborts: [] };
+      for (const e of ends) {
+        const out = this.scheduler.attemptEnded(now, e);
+        merged.events.push(...out.events);
+        merged.starts.push(...out.starts);
+        merged.aborts.push(...out.aborts);
+      }
+      this.enqueue(merged);
+    }
+    this.commitGrouped();
+    if (this.inflight.size === 0) this.idle?.();
+  }
+
+  /**
+   * Stores every queued event now (after the group commit under way, if any, which holds earlier
+   * outputs), then publishes them and starts and aborts attempts (see `apply`).
+   */
+  private commit(): void {
+    this.settleWriting();
+    const batch = this.queue.splice(0);
+    if (batch.length > 0) this.apply(batch, this.store(batch));
+  }
+
+  /**
+   * The group commit of a turn. With a sink that can write on another thread (`appendAsync`), the
+   * commit and its fsync happen there while this thread goes on: outputs that come meanwhile wait in
+   * the queue, and go together in the next group commit once this one is stored. Without one, this is
+   * `commit`.
+   */
+  private commitGrouped(): void {
+    if (this.writing) return;
+    const sink = this.sink;
+    if (!sink?.appendAsync || this.queue.length === 0) return this.commit();
+    const batch = this.queue.splice(0);
+    const w = { batch, pending: sink.appendAsync(batch.flatMap((q) => q.events)) };
+    this.writing = w;
+    // The next group commit starts at the end of this turn (scheduleFlush), not at once: attempts that
+    // this commit starts and that end at once (a no-op tool) then go in it, rather than in the one after.
+    w.pending.done.then(
+      () => {
+        this.finishWriting(w);
+        this.scheduleFlush();
+      },
+      (err: unknown) => {
+        this.finishWriting(w, { err });
+        this.scheduleFlush();
+      },
+    );
+  }
+
+  /** Blocks until the group commit under way (if any) is stored, and applies it. */
+  private settleWriting(): void {
+    const w = this.writing;
+    if (!w) return;
+    let failed: { err: unknown } | undefined;
+    try {
+      w.pending.wait();
+    } catch (err) {
+      failed = { err };
+    }
+    this.finishWriting(w, failed);
+  }
+
+  private finishWriting(w: { batch: Queued[] }, failed?: { err: unknown }): void {
+    if (this.writing !== w) return; // applied already, by settleWriting
+    this.writing = undefined;
+    // Nothing of a failed group was stored: store its outputs one by one, so that only the bad one fails.
+    this.apply(w.batch, failed ? this.storeEach(w.batch) : []);
+  }
+
+  /**
+   * Publishes the stored outputs' events and starts and aborts their attempts, output by output in the
+   * order they were queued. A grouped step learns here whether it was stored; a failure of any other
+   * step is thrown (to the caller of a direct step; out of a group commit it ends the process, which
+   * then resumes from what the store holds).
+   */
+  private apply(batch: readonly Queued[], errors: readonly unknown[]): void {
+    let thrown: { err: unknown } | undefined;
+    batch.forEach((q, i) => {
+      const err = errors[i];
+      if (err === undefined) {
+        for (const e of q.events) this.publish(e);
+        // Starts before aborts: in a group commit a later step may abort what an earlier one started.
+        if (!this.closed) for (const s of q.starts) this.launch(s);
+        for (const a of q.aborts) this.inflight.get(attemptKey(a.runId, a.callId, a.attempt, 'call'))?.abort(a.reason);
+        q.committed?.resolve();
+      } else if (q.committed) q.committed.reject(err);
+      else thrown ??= { err };
+    });
     this.arm();
+    if (thrown) throw thrown.err;
+  }
+
+  /**
+   * Hands the batch's events to the sink in one transaction; if that fails, output by output (see
+   * `storeEach`). Returns each output's error, if it has one.
+   */
+  private store(batch: readonly Queued[]): unknown[] {
+    try {
+      this.toSink(batch.length === 1 ? (batch[0] as Queued).events : batch.flatMap((q) => q.events));
+      return [];
+    } catch (err) {
+      return batch.length === 1 ? [err] : this.storeEach(batch);
+    }
+  }
+
+  /** Stores outputs one by one, so that one bad output (a duplicate idempotency key, say) fails alone, not the runs that shared its commit. */
+  private storeEach(batch: readonly Queued[]): unknown[] {
+    return batch.map((q) => {
+      try {
+        this.toSink(q.events);
+        return undefined;
+      } catch (err) {
+        return err;
+      }
+    });
+  }
+
+  private toSink(events: RunEvent[]): void {
+    if (events.length > 0) this.sink?.append(events);
   }
 
   private number(e: CoreEvent): RunEvent {
-    let live = this.runs.get(e.runId);
+    let live = this.runs.get(e.runId) ?? this.unborn.get(e.runId);
     if (!live) {
       live = { projection: new RunProjection(e), seq: 0, listeners: new Set(), waiters: new Set() };
-      this.runs.set(e.runId, live);
+      this.unborn.set(e.runId, live);
     }
     live.seq += 1;
     return { seq: live.seq, ...e };
   }
 
   private publish(e: RunEvent): void {
-    const live = this.runs.get(e.runId) as LiveRun;
+    let live = this.runs.get(e.runId);
+    if (!live) {
+      // The run's first event is stored: from now on the run is visible.
+      live = this.unborn.get(e.runId) as LiveRun;
+      this.unborn.delete(e.runId);
+      this.runs.set(e.runId, live);
+    }
     if (e.seq > 1) live.projection.apply(e);
     const view = live.projection.view;
     for (const l of live.listeners) safely(() => l(e, view));
@@ -365,31 +566,11 @@ export class Engine {
       this.inflight.delete(key);
       if (this.closed) return;
       this.ended.push({ runId: s.runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result });
-      if (this.ended.length === 1) setImmediate(() => this.flushEnded());
+      this.scheduleFlush();
     };
     this.executor
       .execute({ runId: s.runId, callId: s.callId, tool: s.tool, args: s.args, attempt: s.attempt, signal: controller.signal, timeoutMs: s.timeoutMs })
       .then(done, (err: unknown) => done({ ok: false, error: { code: 'tool_error', message: String(err) }, retryable: false }));
-  }
-
-  /**
-   * Group commit: the attempts that ended since the last turn of the event loop go through the
-   * scheduler together, and their events are stored in one transaction before any of them is
-   * published or any dependent call starts. Durability then costs one commit per turn, not per call.
-   */
-  private flushEnded(): void {
-    const ends = this.ended.splice(0);
-    if (this.closed || ends.length === 0) return;
-    const now = this.clock();
-    const merged: Output = { events: [], starts: [], aborts: [] };
-    for (const e of ends) {
-      const out = this.scheduler.attemptEnded(now, e);
-      merged.events.push(...out.events);
-      merged.starts.push(...out.starts);
-      merged.aborts.push(...out.aborts);
-    }
-    this.handle(merged);
-    if (this.inflight.size === 0) this.idle?.();
   }
 
   /** Keeps exactly one timer, for the scheduler's next wake-up. */

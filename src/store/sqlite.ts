@@ -6,6 +6,12 @@
  * transaction, so a batch is stored whole or not at all. The last seq of each run is kept in a small
  * map, loaded lazily with `SELECT max(seq)` and updated only after a commit; it assumes this process
  * is the file's only writer (other processes may read).
+ *
+ * `appendAsync` (a file, not `:memory:`) plans the batch the same way here, then hands its writes to a
+ * writer thread with its own connection (writer-thread.ts), which commits them with the same pragmas:
+ * the fsync then blocks that thread, not the event loop. Reads stay on this connection and see a batch
+ * once it is committed. One batch is in flight at most, and `append` waits for it first, so the writes
+ * reach the file in the order they were made.
  */
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -14,7 +20,8 @@ import type { RunEvent } from '../core/events.js';
 import { planBatch, type EventRow, type StoredState, type Step } from './batch.js';
 import { migrate } from './migrate.js';
 import { checkLimit, decodeCursor, encodeCursor, reviewRecord, runRecord, statusCounts, type ReviewRow, type RunRow } from './rows.js';
-import type { ListRunsQuery, ReviewRecord, RunRecord, Store } from './types.js';
+import type { ListRunsQuery, PendingAppend, ReviewRecord, RunRecord, Store } from './types.js';
+import { WriterThread, type Write } from './writer-thread.js';
 
 /** How long a statement waits for another connection's lock before failing. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -23,6 +30,36 @@ const MAX_CACHED_RUNS = 10_000;
 /** Statements built per filter shape (list, reviews) are cached up to this many. */
 const MAX_CACHED_SHAPES = 200;
 const ACTIVE = `status IN ('queued', 'running')`;
+/** Every connection to the file, this one and the writer thread's, is set up with these. */
+const PRAGMAS = ['journal_mode = WAL', 'synchronous = FULL', `busy_timeout = ${BUSY_TIMEOUT_MS}`, 'foreign_keys = ON'];
+
+/** The statements that write, by name: run on this connection by `append`, on the writer thread's by `appendAsync`. */
+const WRITES = {
+  insertRun: `INSERT INTO runs (id, created_seq, tenant, status, failure, tags, created_at, ended_at, call_count, idempotency_key)
+    VALUES (@id, (SELECT coalesce(max(created_seq), 0) + 1 FROM runs), @tenant, @status, @failure, @tags, @created_at, @ended_at, @call_count, @idempotency_key)`,
+  insertTag: 'INSERT INTO run_tags (run_id, key, value) VALUES (?, ?, ?)',
+  insertEvent: 'INSERT INTO events (run_id, seq, type, call_id, at, data) VALUES (@run_id, @seq, @type, @call_id, @at, @data)',
+  setStatus: 'UPDATE runs SET status = ?, ended_at = ?, call_count = call_count + ? WHERE id = ?',
+  openReview: `INSERT INTO reviews (id, run_id, call_id, tenant, tool, args, reason, status, decision, created_at, decided_at)
+    VALUES (@id, @run_id, @call_id, @tenant, @tool, @args, @reason, @status, @decision, @created_at, @decided_at)`,
+  closeReview: `UPDATE reviews SET status = 'decided', decision = ?, decided_at = ? WHERE run_id = ? AND call_id = ? AND status = 'pending'`,
+} as const;
+
+/** The statements (and their parameters) that store one planned step. */
+function writesOf(step: Step): Write[] {
+  switch (step.kind) {
+    case 'createRun':
+      return [['insertRun', [step.run]], ...step.tags.map(([key, value]): Write => ['insertTag', [step.run.id, key, value]])];
+    case 'event':
+      return [['insertEvent', [step.event]]];
+    case 'setStatus':
+      return [['setStatus', [step.status, step.endedAt, step.addCalls, step.runId]]];
+    case 'openReview':
+      return [['openReview', [step.review]]];
+    case 'closeReview':
+      return [['closeReview', [step.decision, step.at, step.runId, step.callId]]];
+  }
+}
 
 /**
  * Opens (creating it and its folder if needed) and migrates a SQLite store. `:memory:` gives a
@@ -33,12 +70,10 @@ export function openSqliteStore(file: string): Store {
   if (file !== ':memory:' && !file.startsWith('file:')) mkdirSync(dirname(resolve(file)), { recursive: true });
   const db = new Database(file);
   try {
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = FULL');
-    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    db.pragma('foreign_keys = ON');
+    for (const p of PRAGMAS) db.pragma(p);
     migrate(db);
-    return new SqliteStore(db);
+    // A writer thread needs a second connection to the same database: a file, not `:memory:`.
+    return new SqliteStore(db, file !== ':memory:' && !file.startsWith('file:') ? resolve(file) : undefined);
   } catch (err) {
     db.close();
     throw err;
@@ -49,19 +84,20 @@ class SqliteStore implements Store {
   private readonly seqs = new Map<string, number>();
   private readonly shapes = new Map<string, Database.Statement>();
   private readonly q;
+  private readonly writes: Record<string, Database.Statement>;
+  private readonly state: StoredState;
   private readonly write: (events: readonly RunEvent[]) => Map<string, number>;
+  /** Started on the first `appendAsync`. */
+  private writer: WriterThread | undefined;
+  readonly appendAsync?: (events: readonly RunEvent[]) => PendingAppend;
 
-  constructor(private readonly db: Database.Database) {
+  constructor(
+    private readonly db: Database.Database,
+    file?: string,
+  ) {
     const p = (sql: string) => db.prepare(sql);
+    this.writes = Object.fromEntries(Object.entries(WRITES).map(([name, sql]) => [name, p(sql)]));
     this.q = {
-      insertRun: p(`INSERT INTO runs (id, created_seq, tenant, status, failure, tags, created_at, ended_at, call_count, idempotency_key)
-        VALUES (@id, (SELECT coalesce(max(created_seq), 0) + 1 FROM runs), @tenant, @status, @failure, @tags, @created_at, @ended_at, @call_count, @idempotency_key)`),
-      insertTag: p('INSERT INTO run_tags (run_id, key, value) VALUES (?, ?, ?)'),
-      insertEvent: p('INSERT INTO events (run_id, seq, type, call_id, at, data) VALUES (@run_id, @seq, @type, @call_id, @at, @data)'),
-      setStatus: p('UPDATE runs SET status = ?, ended_at = ?, call_count = call_count + ? WHERE id = ?'),
-      openReview: p(`INSERT INTO reviews (id, run_id, call_id, tenant, tool, args, reason, status, decision, created_at, decided_at)
-        VALUES (@id, @run_id, @call_id, @tenant, @tool, @args, @reason, @status, @decision, @created_at, @decided_at)`),
-      closeReview: p(`UPDATE reviews SET status = 'decided', decision = ?, decided_at = ? WHERE run_id = ? AND call_id = ? AND status = 'pending'`),
       lastSeq: p('SELECT max(seq) FROM events WHERE run_id = ?').pluck(),
       tenantOf: p('SELECT tenant FROM runs WHERE id = ?').pluck(),
       byKey: p('SELECT id FROM runs WHERE tenant = ? AND idempotency_key = ?').pluck(),
@@ -75,24 +111,45 @@ class SqliteStore implements Store {
       countsOf: p('SELECT status, count(*) AS n FROM runs WHERE tenant = ? GROUP BY status'),
       review: p('SELECT * FROM reviews WHERE id = ?'),
     };
-    const state: StoredState = {
+    this.state = {
       lastSeq: (runId) => this.lastSeq(runId),
       tenantOf: (runId) => this.q.tenantOf.get(runId) as string | undefined,
       idempotencyOwner: (tenant, key) => this.q.byKey.get(tenant, key) as string | undefined,
       toolOf: (runId, callId) => (this.q.toolOf.get(runId, callId) as string | null | undefined) ?? undefined,
     };
     const tx = db.transaction((events: readonly RunEvent[]) => {
-      const plan = planBatch(events, state);
-      for (const step of plan.steps) this.apply(step);
+      const plan = planBatch(events, this.state);
+      for (const step of plan.steps) for (const [name, params] of writesOf(step)) (this.writes[name] as Database.Statement).run(...params);
       return plan.lastSeqs;
     });
     this.write = (events) => tx.immediate(events);
+    if (file !== undefined) this.appendAsync = (events) => this.appendOnWriter(file, events);
   }
 
   append(events: readonly RunEvent[]): void {
+    this.writer?.join();
     if (events.length === 0) return;
-    const lastSeqs = this.write(events);
-    // Only now, after the commit: a rolled-back batch leaves the cache as the database is.
+    this.remember(this.write(events));
+  }
+
+  private appendOnWriter(file: string, events: readonly RunEvent[]): PendingAppend {
+    if (this.writer?.busy) throw new Error('appendAsync: the last batch has not settled yet');
+    let plan: ReturnType<typeof planBatch>;
+    try {
+      // Outside a transaction, but nothing else writes now: this connection's writes are synchronous,
+      // and the writer thread has no batch in flight.
+      plan = planBatch(events, this.state);
+    } catch (err) {
+      const done = Promise.reject(err as Error);
+      done.catch(() => {});
+      return { done, wait: () => { throw err; } };
+    }
+    this.writer ??= new WriterThread(file, PRAGMAS, WRITES);
+    return this.writer.run(plan.steps.flatMap(writesOf), () => this.remember(plan.lastSeqs));
+  }
+
+  /** Only after a commit: a rolled-back batch leaves the cache as the database is. */
+  private remember(lastSeqs: Map<string, number>): void {
     if (this.seqs.size + lastSeqs.size > MAX_CACHED_RUNS) this.seqs.clear();
     for (const [runId, seq] of lastSeqs) this.seqs.set(runId, seq);
   }
@@ -176,6 +233,8 @@ class SqliteStore implements Store {
   }
 
   close(): void {
+    this.writer?.close();
+    this.writer = undefined;
     if (this.db.open) this.db.close();
   }
 
@@ -186,28 +245,6 @@ class SqliteStore implements Store {
       if (seq > 0) this.seqs.set(runId, seq);
     }
     return seq;
-  }
-
-  private apply(step: Step): void {
-    const q = this.q;
-    switch (step.kind) {
-      case 'createRun':
-        q.insertRun.run(step.run);
-        for (const [key, value] of step.tags) q.insertTag.run(step.run.id, key, value);
-        return;
-      case 'event':
-        q.insertEvent.run(step.event);
-        return;
-      case 'setStatus':
-        q.setStatus.run(step.status, step.endedAt, step.addCalls, step.runId);
-        return;
-      case 'openReview':
-        q.openReview.run(step.review);
-        return;
-      case 'closeReview':
-        q.closeReview.run(step.decision, step.at, step.runId, step.callId);
-        return;
-    }
   }
 
   /** A statement for a filter shape, prepared on first use. */

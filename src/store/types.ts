@@ -46,6 +46,14 @@ export interface ReviewRecord {
   decidedAt: string | null;
 }
 
+/** An append under way on another thread (`Store.appendAsync`). */
+export interface PendingAppend {
+  /** Settles once the events are stored, or rejects with why they were not (nothing of them is). */
+  readonly done: Promise<void>;
+  /** Blocks the calling thread until then; throws what `done` rejects with. */
+  wait(): void;
+}
+
 export interface Store {
   /**
    * Appends events of any runs, in one transaction. `run.created` creates the run (its data carries
@@ -54,6 +62,12 @@ export interface Store {
    * closes it. A `seq` that is not the next one of its run is an error (the log is gapless).
    */
   append(events: readonly RunEvent[]): void;
+  /**
+   * Optional: appends like `append`, checked the same way, but the commit (and its fsync) runs on
+   * another thread, so the caller's thread keeps working meanwhile. One at a time: call it again only
+   * once the last one has settled. An `append` meanwhile first waits for it.
+   */
+  appendAsync?(events: readonly RunEvent[]): PendingAppend;
   /** A run's events with `seq > afterSeq`, in order. */
   events(runId: string, afterSeq?: number): RunEvent[];
   run(runId: string): RunRecord | undefined;

@@ -61,7 +61,7 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
     if (ctx.shuttingDown()) throw new ApiError('shutting_down', 'the server is shutting down');
     const body = parse(SubmitSchema, req.body ?? {}, 'body');
     const key = parse(IdempotencyKey, req.headers['idempotency-key'], 'Idempotency-Key header');
-    const { run, created } = service.submit(
+    const { run, created } = await service.submitGrouped(
       req.principal,
       {
         calls: callsOf(body),

@@ -27,7 +27,7 @@ export function toolRoutes(app: FastifyInstance, ctx: AppContext): void {
     if (!tool) throw new ApiError('not_found', `no tool named ${name} in the catalog`);
     const body = parse(InvokeBody, req.body ?? {}, 'body');
     const started = Date.now();
-    const { run } = service.submit(req.principal, {
+    const { run } = await service.submitGrouped(req.principal, {
       calls: [{ id: 'invoke', tool: name, args: body.args }],
       tags: { invoke: name },
       ...(body.tenant !== undefined ? { tenant: body.tenant } : {}),
