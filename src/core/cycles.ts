@@ -23,29 +23,41 @@ export function findCycles(n: number, succ: readonly (readonly number[])[]): Cyc
   const stack: number[] = [];
   const comps: number[][] = [];
   let counter = 0;
-  const work: Array<[node: number, next: number]> = [];
+  // The depth-first path: node `workNode[k]`, and how many of its successors are done (`workNext[k]`).
+  const workNode = new Int32Array(n);
+  const workNext = new Int32Array(n);
+  let depth = 0;
 
   for (let start = 0; start < n; start++) {
     if (index[start] !== -1) continue;
-    work.push([start, 0]);
-    while (work.length > 0) {
-      const frame = work[work.length - 1] as [number, number];
-      const v = frame[0];
-      if (frame[1] === 0 && index[v] === -1) {
+    workNode[0] = start;
+    workNext[0] = 0;
+    depth = 1;
+    while (depth > 0) {
+      const top = depth - 1;
+      const v = workNode[top] as number;
+      if (workNext[top] === 0 && index[v] === -1) {
         index[v] = low[v] = counter++;
         stack.push(v);
         onStack[v] = 1;
       }
       const out = succ[v] as readonly number[];
-      if (frame[1] < out.length) {
-        const w = out[frame[1]++] as number;
-        if (index[w] === -1) work.push([w, 0]);
-        else if (onStack[w]) low[v] = Math.min(low[v] as number, index[w] as number);
+      const next = workNext[top] as number;
+      if (next < out.length) {
+        workNext[top] = next + 1;
+        const w = out[next] as number;
+        if (index[w] === -1) {
+          workNode[depth] = w;
+          workNext[depth] = 0;
+          depth++;
+        } else if (onStack[w]) low[v] = Math.min(low[v] as number, index[w] as number);
         continue;
       }
-      work.pop();
-      const parent = work[work.length - 1];
-      if (parent) low[parent[0]] = Math.min(low[parent[0]] as number, low[v] as number);
+      depth--;
+      if (depth > 0) {
+        const parent = workNode[depth - 1] as number;
+        low[parent] = Math.min(low[parent] as number, low[v] as number);
+      }
       if (low[v] === index[v]) {
         const comp: number[] = [];
         let w: number;

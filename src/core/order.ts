@@ -8,23 +8,39 @@
 import { MinHeap } from './heap.js';
 
 export function stableTopologicalOrder(n: number, succ: readonly (readonly number[])[], skip?: ReadonlySet<number>): number[] {
-  const indeg = new Int32Array(n);
-  for (let v = 0; v < n; v++) {
-    if (skip?.has(v)) continue;
-    for (const w of succ[v] as readonly number[]) indeg[w] = (indeg[w] as number) + 1;
-  }
-  const heap = new MinHeap<number>((a, b) => a - b);
-  for (let v = 0; v < n; v++) if (indeg[v] === 0 && !skip?.has(v)) heap.push(v);
+  const skipped = mask(n, skip);
+  const indeg = inDegrees(n, succ, skipped);
+  const heap = new MinHeap<number>(byValue);
+  for (let v = 0; v < n; v++) if (indeg[v] === 0 && !skipped[v]) heap.push(v);
   const order: number[] = [];
   while (heap.size > 0) {
     const v = heap.pop() as number;
     order.push(v);
     for (const w of succ[v] as readonly number[]) {
       indeg[w] = (indeg[w] as number) - 1;
-      if (indeg[w] === 0 && !skip?.has(w)) heap.push(w);
+      if (indeg[w] === 0 && !skipped[w]) heap.push(w);
     }
   }
   return order;
+}
+
+const byValue = (a: number, b: number) => a - b;
+
+/** `skip` as a flag per node (a Set lookup per edge cost more than the rest of the sort). */
+function mask(n: number, skip: ReadonlySet<number> | undefined): Uint8Array {
+  const out = new Uint8Array(n);
+  if (skip) for (const v of skip) out[v] = 1;
+  return out;
+}
+
+/** In-degrees, ignoring the out-edges of skipped nodes. */
+function inDegrees(n: number, succ: readonly (readonly number[])[], skipped: Uint8Array): Int32Array {
+  const indeg = new Int32Array(n);
+  for (let v = 0; v < n; v++) {
+    if (skipped[v]) continue;
+    for (const w of succ[v] as readonly number[]) indeg[w] = (indeg[w] as number) + 1;
+  }
+  return indeg;
 }
 
 /**
@@ -34,24 +50,21 @@ export function stableTopologicalOrder(n: number, succ: readonly (readonly numbe
  * `topologicalGenerations` on the graph without the skipped nodes, without building or copying one.
  */
 export function topologicalGenerations(n: number, succ: readonly (readonly number[])[], skip?: ReadonlySet<number>): number[][] {
-  const indeg = new Int32Array(n);
-  for (let v = 0; v < n; v++) {
-    if (skip?.has(v)) continue;
-    for (const w of succ[v] as readonly number[]) indeg[w] = (indeg[w] as number) + 1;
-  }
+  const skipped = mask(n, skip);
+  const indeg = inDegrees(n, succ, skipped);
   const generations: number[][] = [];
   let current: number[] = [];
-  for (let v = 0; v < n; v++) if (indeg[v] === 0 && !skip?.has(v)) current.push(v);
+  for (let v = 0; v < n; v++) if (indeg[v] === 0 && !skipped[v]) current.push(v);
   while (current.length > 0) {
     generations.push(current);
     const next: number[] = [];
     for (const v of current) {
       for (const w of succ[v] as readonly number[]) {
         indeg[w] = (indeg[w] as number) - 1;
-        if (indeg[w] === 0 && !skip?.has(w)) next.push(w);
+        if (indeg[w] === 0 && !skipped[w]) next.push(w);
       }
     }
-    current = next.sort((a, b) => a - b);
+    current = next.sort(byValue);
   }
   return generations;
 }

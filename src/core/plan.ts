@@ -17,7 +17,7 @@ import { callError, type CallError } from './errors.js';
 import { HazardIndex, describeHazard } from './hazards.js';
 import { stableTopologicalOrder, topologicalGenerations } from './order.js';
 import { globMatch, policyFor, type CallPolicy, type Ordering } from './policy.js';
-import { findReferences, hasTemplates, resolveValue, type Reference } from './references.js';
+import { findReferences, hasTemplates, resolveValue } from './references.js';
 import { accessOf, PURE, type Access } from './resources.js';
 import type { Catalog, Policy, ToolManifest } from './tool.js';
 
@@ -51,6 +51,9 @@ export interface Plan {
   order: number[];
   /** Per call index, its successors of every kind. */
   succ: number[][];
+  /** The call indexes of every edge: `edges[k]` goes from call `edgeCalls[2k]` to `edgeCalls[2k + 1]`
+   *  (so the scheduler wires edges without looking ids up). */
+  edgeCalls: number[];
 }
 
 export interface PlanInput {
@@ -60,42 +63,50 @@ export interface PlanInput {
   policy: Policy;
 }
 
-interface Draft extends PlannedCall {
-  refs: Reference[];
-  /** What policy asks of the call (computed once, in checkCall). */
-  policy?: CallPolicy;
-}
-
 export function buildPlan(input: PlanInput): Plan {
   const { calls, tenant, catalog, policy } = input;
   const n = calls.length;
   const byId = new Map<string, number>();
   const byTool = new Map<string, number[]>();
-  calls.forEach((c, i) => {
+  for (let i = 0; i < n; i++) {
+    const c = calls[i] as CallInput;
     byId.set(c.id, i);
     const list = byTool.get(c.tool);
     if (list) list.push(i);
     else byTool.set(c.tool, [i]);
-  });
+  }
+  // What policy asks of a call depends on its tool alone (the tenant is the run's): once per tool.
+  const policies = new Map<ToolManifest, CallPolicy>();
+  const policyOf = (m: ToolManifest): CallPolicy => {
+    let cp = policies.get(m);
+    if (!cp) policies.set(m, (cp = policyFor(m, tenant, policy)));
+    return cp;
+  };
+  const ctx: CheckContext = { calls, catalog, byId, byTool, policyOf };
+  const planned: PlannedCall[] = [];
+  for (let i = 0; i < n; i++) planned.push(checkCall(calls[i] as CallInput, i, ctx));
 
-  const drafts: Draft[] = calls.map((c, index) => checkCall(c, index, { calls, tenant, catalog, policy, byId, byTool }));
   const edges: Edge[] = [];
-  const succ: number[][] = Array.from({ length: n }, () => []);
-  const seen = new Set<number>();
+  const edgeCalls: number[] = [];
+  const succ: number[][] = [];
+  for (let i = 0; i < n; i++) succ.push([]);
+  // One edge per pair. The edges into a call are added together (its data and policy edges, later its
+  // conflict edges), so `into[from] === to + 1` while `to`'s edges are added says from → to exists.
+  const into = new Int32Array(n);
   const addEdge = (from: number, to: number, kind: EdgeKind, reason: string) => {
-    const k = from * n + to;
-    if (seen.has(k)) return;
-    seen.add(k);
+    if (into[from] === to + 1) return;
+    into[from] = to + 1;
     (succ[from] as number[]).push(to);
     edges.push({ from: (calls[from] as CallInput).id, to: (calls[to] as CallInput).id, kind, reason });
+    edgeCalls.push(from, to);
   };
 
-  for (const d of drafts) {
+  for (const d of planned) {
     for (const [target, id] of d.targets) {
       addEdge(byId.get(id) as number, d.index, 'data', `${d.id} uses \${${target}.output}`);
     }
     if (d.manifest && !d.error) {
-      const cp = d.policy ?? policyFor(d.manifest, tenant, policy);
+      const cp = policyOf(d.manifest);
       addOrderings(d, cp.after, 'after', { byTool, calls, addEdge });
       addOrderings(d, cp.requires, 'requires', { byTool, calls, addEdge });
     }
@@ -109,22 +120,27 @@ export function buildPlan(input: PlanInput): Plan {
     diagnostics.push({ code: 'cycle', message: `cycle among data and policy edges: ${ids.join(' → ')}`, callIds: ids });
     for (const m of c.members) {
       onCycle.add(m);
-      const d = drafts[m] as Draft;
+      const d = planned[m] as PlannedCall;
       if (!d.error) d.blockedBy = callError('cycle', `${d.id} is on the cycle ${ids.join(' → ')}`, { details: { cycle: ids } });
     }
   }
-  for (const d of drafts) if (d.error) diagnostics.push({ code: d.error.code, message: d.error.message, callId: d.id });
+  for (const d of planned) if (d.error) diagnostics.push({ code: d.error.code, message: d.error.message, callId: d.id });
 
   // Calls that will never run hold no resources: plan failures, cycles, and what depends on them.
   const doomed = descendants(
-    drafts.filter((d) => d.error || d.blockedBy).map((d) => d.index),
+    planned.filter((d) => d.error || d.blockedBy).map((d) => d.index),
     succ,
   );
   const order = stableTopologicalOrder(n, succ, onCycle);
+  // Conflict edges into a call are deduplicated against its data and policy edges: mark those first.
+  const pred = predecessors(n, succ);
   const hazards = new HazardIndex();
   for (const i of order) {
     if (doomed.has(i)) continue;
-    for (const h of hazards.add(i, (drafts[i] as Draft).access)) addEdge(h.from, i, 'conflict', describeHazard(h.kind, h.key));
+    const hs = hazards.add(i, (planned[i] as PlannedCall).access);
+    if (hs.length === 0) continue;
+    for (let k = pred.start[i] as number; k < (pred.start[i + 1] as number); k++) into[pred.list[k] as number] = i + 1;
+    for (const h of hs) addEdge(h.from, i, 'conflict', describeHazard(h.kind, h.key));
   }
 
   // The graphology graph is built on first use: at 100k calls building it costs more than the rest of
@@ -132,7 +148,7 @@ export function buildPlan(input: PlanInput): Plan {
   let graph: DirectedGraph | undefined;
   const buildGraph = (): DirectedGraph => {
     const g = new DirectedGraph();
-    for (const d of drafts) g.addNode(d.id, { tool: d.tool, index: d.index });
+    for (const d of planned) g.addNode(d.id, { tool: d.tool, index: d.index });
     for (const e of edges) g.addDirectedEdge(e.from, e.to, { kind: e.kind, reason: e.reason });
     return g;
   };
@@ -140,7 +156,6 @@ export function buildPlan(input: PlanInput): Plan {
   // cost more than building it).
   const generations = topologicalGenerations(n, succ, onCycle).map((g) => g.map((i) => (calls[i] as CallInput).id));
 
-  const planned: PlannedCall[] = drafts.map(({ refs: _refs, policy: _policy, ...rest }) => rest);
   return {
     calls: planned,
     edges,
@@ -152,21 +167,21 @@ export function buildPlan(input: PlanInput): Plan {
     },
     order,
     succ,
+    edgeCalls,
   };
 }
 
 interface CheckContext {
   calls: readonly CallInput[];
-  tenant: string;
   catalog: Catalog;
-  policy: Policy;
   byId: Map<string, number>;
   byTool: Map<string, number[]>;
+  policyOf: (m: ToolManifest) => CallPolicy;
 }
 
-function checkCall(c: CallInput, index: number, ctx: CheckContext): Draft {
+function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall {
   const args = c.args ?? {};
-  const d: Draft = { index, id: c.id, tool: c.tool, args, targets: new Map(), hasRefs: false, access: PURE, refs: [] };
+  const d: PlannedCall = { index, id: c.id, tool: c.tool, args, targets: new Map(), hasRefs: false, access: PURE };
   const manifest = ctx.catalog.get(c.tool);
   if (c.invalid !== undefined) {
     d.error = callError('invalid_args', `${c.id}: ${c.invalid}`, { details: { tool: c.tool } });
@@ -175,14 +190,12 @@ function checkCall(c: CallInput, index: number, ctx: CheckContext): Draft {
     d.error = callError('unknown_tool', `${c.id}: no tool named ${c.tool} in the catalog`, { details: { tool: c.tool } });
   } else {
     d.manifest = manifest;
-    const cp = policyFor(manifest, ctx.tenant, ctx.policy);
-    d.policy = cp;
+    const cp = ctx.policyOf(manifest);
     if (cp.deny !== undefined) d.error = callError('policy_denied', `${c.id}: ${cp.deny}`, { details: { tool: c.tool } });
     else if (cp.review !== undefined) d.review = cp.review;
   }
 
   const found = findReferences(args);
-  d.refs = found.refs;
   d.hasRefs = found.refs.length > 0;
   if (!d.error && found.malformed.length > 0) {
     d.error = callError('unresolved_reference', `${c.id}: malformed reference ${found.malformed[0]}`, {
@@ -237,7 +250,7 @@ interface OrderingContext {
   addEdge: (from: number, to: number, kind: EdgeKind, reason: string) => void;
 }
 
-function addOrderings(d: Draft, orderings: Ordering[], verb: 'after' | 'requires', ctx: OrderingContext): void {
+function addOrderings(d: PlannedCall, orderings: Ordering[], verb: 'after' | 'requires', ctx: OrderingContext): void {
   for (const o of orderings) {
     let matched = 0;
     for (const [tool, users] of ctx.byTool) {
@@ -254,6 +267,17 @@ function addOrderings(d: Draft, orderings: Ordering[], verb: 'after' | 'requires
       });
     }
   }
+}
+
+/** Predecessor lists in one flat array: those of `v` are `list[start[v]..start[v + 1])`. */
+function predecessors(n: number, succ: readonly (readonly number[])[]): { start: Int32Array; list: Int32Array } {
+  const start = new Int32Array(n + 1);
+  for (const out of succ) for (const w of out) start[w + 1] = (start[w + 1] as number) + 1;
+  for (let v = 0; v < n; v++) start[v + 1] = (start[v + 1] as number) + (start[v] as number);
+  const fill = start.slice(0, n);
+  const list = new Int32Array(start[n] as number);
+  for (let v = 0; v < n; v++) for (const w of succ[v] as readonly number[]) list[(fill[w] as number)++] = v;
+  return { start, list };
 }
 
 function descendants(roots: number[], succ: readonly (readonly number[])[]): Set<number> {

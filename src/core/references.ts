@@ -31,50 +31,54 @@ const PATH_PART = /\.([^.[\]]+)|\[(\d+)\]/g;
 function parseBody(body: string): Reference | 'malformed' | null {
   const m = REF_BODY.exec(body);
   if (!m) return /\.output(\.|\[|$)/.test(body) ? 'malformed' : null;
-  const [, target, field, rest] = m as unknown as [string, string, 'output' | 'args', string];
+  const target = m[1] as string;
+  const field = m[2] as 'output' | 'args';
+  const rest = m[3] as string;
   if (field === 'args' && target !== 'self') return null;
   const path: PathSegment[] = [];
-  for (const p of rest.matchAll(PATH_PART)) path.push(p[1] !== undefined ? p[1] : Number(p[2]));
+  PATH_PART.lastIndex = 0;
+  for (let p = PATH_PART.exec(rest); p; p = PATH_PART.exec(rest)) path.push(p[1] !== undefined ? p[1] : Number(p[2]));
   return { raw: `\${${body}}`, target, field, path };
 }
 
-const partsCache = new Map<string, Part[]>();
-
-/** Splits a string into literal text and references. Cached: args strings repeat a lot. */
+/**
+ * Splits a string into literal text and references, scanning left to right: `$${` is a literal `${`,
+ * and a `${…}` up to the next `}` is a reference when its body parses as one (else its `$` is literal
+ * text and the scan goes on from the next character).
+ *
+ * Not cached: a batch's reference strings are mostly distinct (each names its own targets), so a cache
+ * bounded for a long-running process churned at 50k strings, and parsing is cheaper than that churn.
+ */
 export function parseString(s: string): Part[] {
-  const cached = partsCache.get(s);
-  if (cached) return cached;
   const parts: Part[] = [];
   let lit = '';
   let i = 0;
-  while (i < s.length) {
-    if (s.startsWith('$${', i)) {
-      lit += '${';
-      i += 3;
+  for (let j = s.indexOf('${'); j >= 0; j = s.indexOf('${', i)) {
+    // A `$` just before, not consumed yet, makes it the escape `$${`.
+    if (j > i && s.charCodeAt(j - 1) === DOLLAR) {
+      lit += `${s.slice(i, j - 1)}\${`;
+      i = j + 2;
       continue;
     }
-    if (s.startsWith('${', i)) {
-      const end = s.indexOf('}', i + 2);
-      if (end > 0) {
-        const body = s.slice(i + 2, end);
-        const ref = parseBody(body);
-        if (ref) {
-          if (lit) parts.push({ literal: lit });
-          lit = '';
-          parts.push(ref === 'malformed' ? { malformed: `\${${body}}` } : { ref });
-          i = end + 1;
-          continue;
-        }
-      }
+    const end = s.indexOf('}', j + 2);
+    const ref = end < 0 ? null : parseBody(s.slice(j + 2, end));
+    if (!ref) {
+      lit += s.slice(i, j + 1);
+      i = j + 1;
+      continue;
     }
-    lit += s[i];
-    i += 1;
+    lit += s.slice(i, j);
+    if (lit) parts.push({ literal: lit });
+    lit = '';
+    parts.push(ref === 'malformed' ? { malformed: s.slice(j, end + 1) } : { ref });
+    i = end + 1;
   }
+  lit += s.slice(i);
   if (lit || parts.length === 0) parts.push({ literal: lit });
-  if (partsCache.size > 50_000) partsCache.clear();
-  partsCache.set(s, parts);
   return parts;
 }
+
+const DOLLAR = 36;
 
 /** Whether a string holds anything that needs resolving (a reference or a `$${` escape). */
 function needsWork(s: string): boolean {
@@ -104,15 +108,18 @@ function walk(value: unknown, found: FoundReferences): void {
   } else if (Array.isArray(value)) {
     for (const v of value) walk(v, found);
   } else if (value !== null && typeof value === 'object') {
-    for (const v of Object.values(value)) walk(v, found);
+    for (const k in value) if (Object.hasOwn(value, k)) walk((value as Record<string, unknown>)[k], found);
   }
 }
 
 /** Whether args hold any reference or escape at all (fast check; no allocation for plain args). */
 export function hasTemplates(value: unknown): boolean {
   if (typeof value === 'string') return needsWork(value);
-  if (Array.isArray(value)) return value.some(hasTemplates);
-  if (value !== null && typeof value === 'object') return Object.values(value).some(hasTemplates);
+  if (Array.isArray(value)) {
+    for (const v of value) if (hasTemplates(v)) return true;
+  } else if (value !== null && typeof value === 'object') {
+    for (const k in value) if (Object.hasOwn(value, k) && hasTemplates((value as Record<string, unknown>)[k])) return true;
+  }
   return false;
 }
 
@@ -204,7 +211,7 @@ function subst(value: unknown, lookup: TargetLookup): unknown {
   if (Array.isArray(value)) return value.map((v) => subst(v, lookup));
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = subst(v, lookup);
+    for (const k in value) if (Object.hasOwn(value, k)) out[k] = subst((value as Record<string, unknown>)[k], lookup);
     return out;
   }
   return value;
