@@ -17,7 +17,7 @@ import { callError, type CallError } from './errors.js';
 import { HazardIndex, describeHazard } from './hazards.js';
 import { stableTopologicalOrder, topologicalGenerations } from './order.js';
 import { globMatch, policyFor, type CallPolicy, type Ordering } from './policy.js';
-import { findReferences, hasTemplates, resolveValue } from './references.js';
+import { findReferences, hasTemplates, resolveValue, type Reference } from './references.js';
 import { accessOf, PURE, type Access } from './resources.js';
 import type { Catalog, Policy, ToolManifest } from './tool.js';
 
@@ -35,6 +35,12 @@ export interface PlannedCall {
   review?: string;
   /** Reference target as written → the call id it names. */
   targets: Map<string, string>;
+  /**
+   * Per reference in `args`, in document order (as `findReferences` lists them and `resolveValue`
+   * looks them up): the index of the call it names (the last call with the id `targets` gives), or -1
+   * when it names none (then the call fails at plan time).
+   */
+  refCalls: number[];
   /** Whether args hold references (they are resolved and checked when the call starts). */
   hasRefs: boolean;
   access: Access;
@@ -54,6 +60,8 @@ export interface Plan {
   /** The call indexes of every edge: `edges[k]` goes from call `edgeCalls[2k]` to `edgeCalls[2k + 1]`
    *  (so the scheduler wires edges without looking ids up). */
   edgeCalls: number[];
+  /** Call id → index (the last call with that id). */
+  byId: Map<string, number>;
 }
 
 export interface PlanInput {
@@ -82,35 +90,19 @@ export function buildPlan(input: PlanInput): Plan {
     if (!cp) policies.set(m, (cp = policyFor(m, tenant, policy)));
     return cp;
   };
-  const ctx: CheckContext = { calls, catalog, byId, byTool, policyOf };
+  const links = new EdgeList(calls);
+  const ctx: CheckContext = { calls, catalog, byId, byTool, policyOf, links };
   const planned: PlannedCall[] = [];
-  for (let i = 0; i < n; i++) planned.push(checkCall(calls[i] as CallInput, i, ctx));
-
-  const edges: Edge[] = [];
-  const edgeCalls: number[] = [];
-  const succ: number[][] = [];
-  for (let i = 0; i < n; i++) succ.push([]);
-  // One edge per pair. The edges into a call are added together (its data and policy edges, later its
-  // conflict edges), so `into[from] === to + 1` while `to`'s edges are added says from → to exists.
-  const into = new Int32Array(n);
-  const addEdge = (from: number, to: number, kind: EdgeKind, reason: string) => {
-    if (into[from] === to + 1) return;
-    into[from] = to + 1;
-    (succ[from] as number[]).push(to);
-    edges.push({ from: (calls[from] as CallInput).id, to: (calls[to] as CallInput).id, kind, reason });
-    edgeCalls.push(from, to);
-  };
-
-  for (const d of planned) {
-    for (const [target, id] of d.targets) {
-      addEdge(byId.get(id) as number, d.index, 'data', `${d.id} uses \${${target}.output}`);
-    }
+  for (let i = 0; i < n; i++) {
+    const d = checkCall(calls[i] as CallInput, i, ctx);
+    planned.push(d);
     if (d.manifest && !d.error) {
       const cp = policyOf(d.manifest);
-      addOrderings(d, cp.after, 'after', { byTool, calls, addEdge });
-      addOrderings(d, cp.requires, 'requires', { byTool, calls, addEdge });
+      addOrderings(d, cp.after, 'after', ctx);
+      addOrderings(d, cp.requires, 'requires', ctx);
     }
   }
+  const { edges, succ } = links;
 
   const diagnostics: Diagnostic[] = [];
   const cycles = findCycles(n, succ);
@@ -139,8 +131,8 @@ export function buildPlan(input: PlanInput): Plan {
     if (doomed.has(i)) continue;
     const hs = hazards.add(i, (planned[i] as PlannedCall).access);
     if (hs.length === 0) continue;
-    for (let k = pred.start[i] as number; k < (pred.start[i + 1] as number); k++) into[pred.list[k] as number] = i + 1;
-    for (const h of hs) addEdge(h.from, i, 'conflict', describeHazard(h.kind, h.key));
+    links.reopen(i, pred.list.subarray(pred.start[i], pred.start[i + 1]));
+    for (const h of hs) links.add(h.from, i, 'conflict', describeHazard(h.kind, h.key));
   }
 
   // The graphology graph is built on first use: at 100k calls building it costs more than the rest of
@@ -167,8 +159,40 @@ export function buildPlan(input: PlanInput): Plan {
     },
     order,
     succ,
-    edgeCalls,
+    edgeCalls: links.ends,
+    byId,
   };
+}
+
+/**
+ * The plan's edges as they are added, one per pair of calls, with the successor lists and the call
+ * indexes of each edge. All the edges into a call are added together (its data and policy edges while
+ * it is checked, its conflict edges in the hazard pass), so `into[from] === to + 1` while `to`'s edges
+ * are added says that from → to exists already (no Set of pairs).
+ */
+class EdgeList {
+  readonly edges: Edge[] = [];
+  readonly ends: number[] = [];
+  readonly succ: number[][] = [];
+  private readonly into: Int32Array;
+
+  constructor(private readonly calls: readonly CallInput[]) {
+    for (let i = 0; i < calls.length; i++) this.succ.push([]);
+    this.into = new Int32Array(calls.length);
+  }
+
+  add(from: number, to: number, kind: EdgeKind, reason: string): void {
+    if (this.into[from] === to + 1) return;
+    this.into[from] = to + 1;
+    (this.succ[from] as number[]).push(to);
+    this.edges.push({ from: (this.calls[from] as CallInput).id, to: (this.calls[to] as CallInput).id, kind, reason });
+    this.ends.push(from, to);
+  }
+
+  /** Starts adding edges into `to` again, whose edges so far come from `preds`. */
+  reopen(to: number, preds: ArrayLike<number>): void {
+    for (let k = 0; k < preds.length; k++) this.into[preds[k] as number] = to + 1;
+  }
 }
 
 interface CheckContext {
@@ -177,11 +201,13 @@ interface CheckContext {
   byId: Map<string, number>;
   byTool: Map<string, number[]>;
   policyOf: (m: ToolManifest) => CallPolicy;
+  /** Where a reference that names a call becomes a data edge. */
+  links: EdgeList;
 }
 
 function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall {
   const args = c.args ?? {};
-  const d: PlannedCall = { index, id: c.id, tool: c.tool, args, targets: new Map(), hasRefs: false, access: PURE };
+  const d: PlannedCall = { index, id: c.id, tool: c.tool, args, targets: new Map(), refCalls: NO_REFS, hasRefs: false, access: PURE };
   const manifest = ctx.catalog.get(c.tool);
   if (c.invalid !== undefined) {
     d.error = callError('invalid_args', `${c.id}: ${c.invalid}`, { details: { tool: c.tool } });
@@ -202,26 +228,7 @@ function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall 
       details: { reference: found.malformed[0] },
     });
   }
-  for (const ref of found.refs) {
-    if (d.targets.has(ref.target)) continue;
-    if (ref.target === 'self') {
-      d.error ??= callError('unresolved_reference', `${c.id}: ${ref.raw} — self is only known to compensations`);
-      continue;
-    }
-    if (ctx.byId.has(ref.target)) {
-      d.targets.set(ref.target, ref.target);
-      continue;
-    }
-    const users = ctx.byTool.get(ref.target) ?? [];
-    if (users.length === 1) d.targets.set(ref.target, (users[0] as number) === index ? c.id : idAt(ctx, users[0] as number));
-    else if (users.length > 1) {
-      d.error ??= callError('ambiguous_reference', `${c.id}: ${ref.raw} — ${users.length} calls use the tool ${ref.target}; refer to one by its call id`, {
-        details: { reference: ref.raw, calls: users.map((u) => idAt(ctx, u)) },
-      });
-    } else {
-      d.error ??= callError('unresolved_reference', `${c.id}: ${ref.raw} names no call of the run`, { details: { reference: ref.raw } });
-    }
-  }
+  if (d.hasRefs) d.refCalls = found.refs.map((ref) => resolveTarget(d, ref, ctx));
 
   if (manifest && !d.error) {
     d.access = accessOf(manifest, args);
@@ -240,17 +247,48 @@ export function checkResolvedArgs(catalog: Catalog, tool: string, args: unknown)
   return catalog.checkArgs(tool, value.value);
 }
 
+/**
+ * The call that a reference of `d` names, by id or by the name of a tool used once, with its data edge;
+ * or -1, and `d` fails (`self`, an ambiguous tool name, a name of nothing). The index is the one the
+ * run finds the call by: the last call with that id.
+ */
+function resolveTarget(d: PlannedCall, ref: Reference, ctx: CheckContext): number {
+  const known = d.targets.get(ref.target);
+  if (known !== undefined) return ctx.byId.get(known) as number;
+  if (ref.target === 'self') {
+    d.error ??= callError('unresolved_reference', `${d.id}: ${ref.raw} — self is only known to compensations`);
+    return -1;
+  }
+  const byId = ctx.byId.get(ref.target);
+  if (byId !== undefined) return refersTo(d, ref.target, byId, ctx);
+  const users = ctx.byTool.get(ref.target) ?? [];
+  if (users.length === 1) return refersTo(d, ref.target, users[0] as number, ctx);
+  if (users.length > 1) {
+    d.error ??= callError('ambiguous_reference', `${d.id}: ${ref.raw} — ${users.length} calls use the tool ${ref.target}; refer to one by its call id`, {
+      details: { reference: ref.raw, calls: users.map((u) => idAt(ctx, u)) },
+    });
+  } else {
+    d.error ??= callError('unresolved_reference', `${d.id}: ${ref.raw} names no call of the run`, { details: { reference: ref.raw } });
+  }
+  return -1;
+}
+
+/** `d` refers to call `from` by `target` (its id, or the name of its tool): a data edge. */
+function refersTo(d: PlannedCall, target: string, from: number, ctx: CheckContext): number {
+  const id = idAt(ctx, from);
+  d.targets.set(target, id);
+  ctx.links.add(from, d.index, 'data', `${d.id} uses \${${target}.output}`);
+  return id === target ? from : (ctx.byId.get(id) as number);
+}
+
+/** `refCalls` of the calls without references (shared: never changed). */
+const NO_REFS: number[] = Object.freeze([]) as unknown as number[];
+
 function idAt(ctx: CheckContext, index: number): string {
   return (ctx.calls[index] as CallInput).id;
 }
 
-interface OrderingContext {
-  byTool: Map<string, number[]>;
-  calls: readonly CallInput[];
-  addEdge: (from: number, to: number, kind: EdgeKind, reason: string) => void;
-}
-
-function addOrderings(d: PlannedCall, orderings: Ordering[], verb: 'after' | 'requires', ctx: OrderingContext): void {
+function addOrderings(d: PlannedCall, orderings: Ordering[], verb: 'after' | 'requires', ctx: CheckContext): void {
   for (const o of orderings) {
     let matched = 0;
     for (const [tool, users] of ctx.byTool) {
@@ -258,7 +296,7 @@ function addOrderings(d: PlannedCall, orderings: Ordering[], verb: 'after' | 're
       for (const u of users) {
         if (u === d.index) continue;
         matched++;
-        ctx.addEdge(u, d.index, 'policy', `${o.source}: ${d.tool} ${verb} ${tool}`);
+        ctx.links.add(u, d.index, 'policy', `${o.source}: ${d.tool} ${verb} ${tool}`);
       }
     }
     if (verb === 'requires' && matched === 0 && !d.error) {

@@ -25,20 +25,64 @@ export interface Reference {
 
 type Part = { literal: string } | { ref: Reference } | { malformed: string };
 
-const REF_BODY = /^(.+?)\.(output|args)((?:\.[^.[\]]+|\[\d+\])*)$/;
-const PATH_PART = /\.([^.[\]]+)|\[(\d+)\]/g;
-
+/**
+ * Parses what is between `${` and `}`: `TARGET.output` or `TARGET.args` (only `self.args`), then a path
+ * of `.name` and `[n]` segments. TARGET is the shortest prefix (at least one character, no line break)
+ * after which the rest parses: `x.output.output.y` is `x` with the path `output.y`. By hand, as the
+ * pattern `^(.+?)\.(output|args)((?:\.[^.[\]]+|\[\d+\])*)$` would read it, without its backtracking.
+ * Text that mentions `.output` but does not parse is malformed; anything else is not a reference.
+ */
 function parseBody(body: string): Reference | 'malformed' | null {
-  const m = REF_BODY.exec(body);
-  if (!m) return /\.output(\.|\[|$)/.test(body) ? 'malformed' : null;
-  const target = m[1] as string;
-  const field = m[2] as 'output' | 'args';
-  const rest = m[3] as string;
-  if (field === 'args' && target !== 'self') return null;
+  for (let t = 1; t < body.length; t++) {
+    if (isLineBreak(body.charCodeAt(t - 1))) break;
+    if (body.charCodeAt(t) !== DOT) continue;
+    const field = body.startsWith('output', t + 1) ? 'output' : body.startsWith('args', t + 1) ? 'args' : undefined;
+    if (field === undefined) continue;
+    const path = parsePath(body, t + 1 + field.length);
+    if (!path) continue;
+    const target = body.slice(0, t);
+    if (field === 'args' && target !== 'self') return null;
+    return { raw: `\${${body}}`, target, field, path };
+  }
+  return /\.output(\.|\[|$)/.test(body) ? 'malformed' : null;
+}
+
+const DOT = 46;
+const OPEN = 91; // [
+const CLOSE = 93; // ]
+
+function isLineBreak(ch: number): boolean {
+  return ch === 10 || ch === 13 || ch === 0x2028 || ch === 0x2029;
+}
+
+function isDigit(ch: number): boolean {
+  return ch >= 48 && ch <= 57;
+}
+
+/** `.name` and `[n]` segments from `from` to the end of `s`, or null when the rest is not such a path. */
+function parsePath(s: string, from: number): PathSegment[] | null {
   const path: PathSegment[] = [];
-  PATH_PART.lastIndex = 0;
-  for (let p = PATH_PART.exec(rest); p; p = PATH_PART.exec(rest)) path.push(p[1] !== undefined ? p[1] : Number(p[2]));
-  return { raw: `\${${body}}`, target, field, path };
+  let i = from;
+  while (i < s.length) {
+    const open = s.charCodeAt(i);
+    let j = i + 1;
+    if (open === DOT) {
+      while (j < s.length && !isPathDelimiter(s.charCodeAt(j))) j++;
+      if (j === i + 1) return null;
+      path.push(s.slice(i + 1, j));
+    } else if (open === OPEN) {
+      while (j < s.length && isDigit(s.charCodeAt(j))) j++;
+      if (j === i + 1 || s.charCodeAt(j) !== CLOSE) return null;
+      path.push(Number(s.slice(i + 1, j)));
+      j++;
+    } else return null;
+    i = j;
+  }
+  return path;
+}
+
+function isPathDelimiter(ch: number): boolean {
+  return ch === DOT || ch === OPEN || ch === CLOSE;
 }
 
 /**
@@ -155,6 +199,9 @@ export type Resolved = { ok: true; value: unknown } | { ok: false; error: CallEr
 /**
  * Substitutes every reference in `value` (DESIGN §1). Fails with `unresolved_reference`, naming the
  * reference and the missing path, when a target has no value or the path does not exist in it.
+ *
+ * `lookup` is called once per reference, in document order (the order `findReferences` lists them),
+ * until one fails: a caller may answer the k-th call from what it planned for the k-th reference.
  */
 export function resolveValue(value: unknown, lookup: TargetLookup): Resolved {
   try {

@@ -117,7 +117,14 @@ export interface Access {
   writes: Key[];
 }
 
-export const PURE: Access = { reads: [], writes: [] };
+// Accesses are never changed once made, and most calls touch nothing or one key: the empty list and
+// the common accesses are shared (frozen, so a change would throw instead of leaking between calls).
+const NONE = Object.freeze([]) as unknown as Key[];
+
+export const PURE: Access = Object.freeze({ reads: NONE, writes: NONE });
+
+/** A tool that declares no effects at all writes `*`. */
+const UNKNOWN: Access = Object.freeze({ reads: NONE, writes: Object.freeze([ANY]) as unknown as Key[] });
 
 /**
  * A call's reads and writes. A tool that declares neither has unknown effects: it writes `*`. A tool
@@ -125,10 +132,10 @@ export const PURE: Access = { reads: [], writes: [] };
  * and a key both read and written counts as written.
  */
 export function accessOf(decl: { reads?: readonly string[]; writes?: readonly string[] }, args: unknown): Access {
-  if (decl.reads === undefined && decl.writes === undefined) return { reads: [], writes: [ANY] };
-  const writes = expandAll(decl.writes, args, []);
+  if (decl.reads === undefined && decl.writes === undefined) return UNKNOWN;
+  const writes = expandAll(decl.writes, args, NONE);
   const reads = expandAll(decl.reads, args, writes);
-  return { reads, writes };
+  return reads === NONE && writes === NONE ? PURE : { reads, writes };
 }
 
 /**
@@ -136,11 +143,13 @@ export function accessOf(decl: { reads?: readonly string[]; writes?: readonly st
  * (Linear scans: a tool declares a handful of templates, and this runs once per call.)
  */
 function expandAll(templates: readonly string[] | undefined, args: unknown, except: readonly Key[]): Key[] {
-  const keys: Key[] = [];
+  let keys = NONE;
   if (templates === undefined) return keys;
   for (const t of templates) {
     const k = key(expandTemplate(t, args));
-    if (!includesKey(keys, k) && !includesKey(except, k)) keys.push(k);
+    if (includesKey(keys, k) || includesKey(except, k)) continue;
+    if (keys === NONE) keys = [];
+    keys.push(k);
   }
   return keys;
 }
