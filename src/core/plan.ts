@@ -34,7 +34,7 @@ export interface PlannedCall {
   /** Why the call waits for a human, when it does. */
   review?: string;
   /** Reference target as written → the call id it names. */
-  targets: Map<string, string>;
+  targets: ReadonlyMap<string, string>;
   /**
    * Per reference in `args`, in document order (as `findReferences` lists them and `resolveValue`
    * looks them up): the index of the call it names (the last call with the id `targets` gives), or -1
@@ -164,6 +164,8 @@ export function buildPlan(input: PlanInput): Plan {
   };
 }
 
+const NO_SUCC: number[] = Object.freeze([]) as unknown as number[];
+
 /**
  * The plan's edges as they are added, one per pair of calls, with the successor lists and the call
  * indexes of each edge. All the edges into a call are added together (its data and policy edges while
@@ -177,14 +179,18 @@ class EdgeList {
   private readonly into: Int32Array;
 
   constructor(private readonly calls: readonly CallInput[]) {
-    for (let i = 0; i < calls.length; i++) this.succ.push([]);
+    // A call without successors keeps the shared empty list; one with a single successor (most of
+    // them) a list of one, not the 16 slots that a push onto an empty array reserves.
+    for (let i = 0; i < calls.length; i++) this.succ.push(NO_SUCC);
     this.into = new Int32Array(calls.length);
   }
 
   add(from: number, to: number, kind: EdgeKind, reason: string): void {
     if (this.into[from] === to + 1) return;
     this.into[from] = to + 1;
-    (this.succ[from] as number[]).push(to);
+    const out = this.succ[from] as number[];
+    if (out === NO_SUCC) this.succ[from] = [to];
+    else out.push(to);
     this.edges.push({ from: (this.calls[from] as CallInput).id, to: (this.calls[to] as CallInput).id, kind, reason });
     this.ends.push(from, to);
   }
@@ -207,7 +213,7 @@ interface CheckContext {
 
 function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall {
   const args = c.args ?? {};
-  const d: PlannedCall = { index, id: c.id, tool: c.tool, args, targets: new Map(), refCalls: NO_REFS, hasRefs: false, access: PURE };
+  const d: PlannedCall = { index, id: c.id, tool: c.tool, args, targets: NO_TARGETS, refCalls: NO_REFS, hasRefs: false, access: PURE };
   const manifest = ctx.catalog.get(c.tool);
   if (c.invalid !== undefined) {
     d.error = callError('invalid_args', `${c.id}: ${c.invalid}`, { details: { tool: c.tool } });
@@ -228,7 +234,11 @@ function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall 
       details: { reference: found.malformed[0] },
     });
   }
-  if (d.hasRefs) d.refCalls = found.refs.map((ref) => resolveTarget(d, ref, ctx));
+  if (d.hasRefs) {
+    const targets = new Map<string, string>();
+    d.targets = targets;
+    d.refCalls = found.refs.map((ref) => resolveTarget(d, targets, ref, ctx));
+  }
 
   if (manifest && !d.error) {
     d.access = accessOf(manifest, args);
@@ -252,17 +262,17 @@ export function checkResolvedArgs(catalog: Catalog, tool: string, args: unknown)
  * or -1, and `d` fails (`self`, an ambiguous tool name, a name of nothing). The index is the one the
  * run finds the call by: the last call with that id.
  */
-function resolveTarget(d: PlannedCall, ref: Reference, ctx: CheckContext): number {
-  const known = d.targets.get(ref.target);
+function resolveTarget(d: PlannedCall, targets: Map<string, string>, ref: Reference, ctx: CheckContext): number {
+  const known = targets.get(ref.target);
   if (known !== undefined) return ctx.byId.get(known) as number;
   if (ref.target === 'self') {
     d.error ??= callError('unresolved_reference', `${d.id}: ${ref.raw} — self is only known to compensations`);
     return -1;
   }
   const byId = ctx.byId.get(ref.target);
-  if (byId !== undefined) return refersTo(d, ref.target, byId, ctx);
+  if (byId !== undefined) return refersTo(d, targets, ref.target, byId, ctx);
   const users = ctx.byTool.get(ref.target) ?? [];
-  if (users.length === 1) return refersTo(d, ref.target, users[0] as number, ctx);
+  if (users.length === 1) return refersTo(d, targets, ref.target, users[0] as number, ctx);
   if (users.length > 1) {
     d.error ??= callError('ambiguous_reference', `${d.id}: ${ref.raw} — ${users.length} calls use the tool ${ref.target}; refer to one by its call id`, {
       details: { reference: ref.raw, calls: users.map((u) => idAt(ctx, u)) },
@@ -274,15 +284,25 @@ function resolveTarget(d: PlannedCall, ref: Reference, ctx: CheckContext): numbe
 }
 
 /** `d` refers to call `from` by `target` (its id, or the name of its tool): a data edge. */
-function refersTo(d: PlannedCall, target: string, from: number, ctx: CheckContext): number {
+function refersTo(d: PlannedCall, targets: Map<string, string>, target: string, from: number, ctx: CheckContext): number {
   const id = idAt(ctx, from);
-  d.targets.set(target, id);
-  ctx.links.add(from, d.index, 'data', `${d.id} uses \${${target}.output}`);
+  targets.set(target, id);
+  ctx.links.add(from, d.index, 'data', dataReason(d.id, target));
   return id === target ? from : (ctx.byId.get(id) as number);
 }
 
-/** `refCalls` of the calls without references (shared: never changed). */
+/** `targets` and `refCalls` of the calls without references (shared: never changed). */
+const NO_TARGETS: ReadonlyMap<string, string> = new Map();
 const NO_REFS: number[] = Object.freeze([]) as unknown as number[];
+
+/**
+ * The reason of a data edge: `b uses ${a.output}`. Joined into one flat string: a template literal
+ * makes a chain of three cons strings, twice the memory for what is the most numerous string of a
+ * plan, to be flattened anyway when the edge is serialized.
+ */
+export function dataReason(id: string, target: string): string {
+  return [id, ' uses ${', target, '.output}'].join('');
+}
 
 function idAt(ctx: CheckContext, index: number): string {
   return (ctx.calls[index] as CallInput).id;

@@ -304,7 +304,7 @@ export class Scheduler {
       const to = run.calls[run.byId.get(e.to) as number] as CallRt;
       if (e.kind === 'conflict') {
         if (from.released) continue;
-        from.conflictSucc.push(to.index);
+        from.conflictSucc = appended(from.conflictSucc, to.index);
         to.conflictWaiting++;
         continue;
       }
@@ -315,7 +315,7 @@ export class Scheduler {
       // As in a batch (`wire`), a data or policy predecessor holds the call's release back until it is
       // released itself (see `release`): the hazard between the two may ride on this edge alone.
       if (!from.released) {
-        from.dataSucc.push(to.index);
+        from.dataSucc = appended(from.dataSucc, to.index);
         to.dataUnreleased++;
       }
     }
@@ -737,10 +737,10 @@ export class Scheduler {
         continue;
       }
       if ((fresh[k] as Edge).kind === 'conflict') {
-        from.conflictSucc.push(to.index);
+        from.conflictSucc = appended(from.conflictSucc, to.index);
         to.conflictWaiting++;
       } else {
-        from.dataSucc.push(to.index);
+        from.dataSucc = appended(from.dataSucc, to.index);
         to.dataWaiting++;
         to.dataUnreleased++;
       }
@@ -799,8 +799,8 @@ export class Scheduler {
       reviewed: false,
       refCalls: p.refCalls,
       hasRefs: p.hasRefs,
-      dataSucc: [],
-      conflictSucc: [],
+      dataSucc: NO_SUCC,
+      conflictSucc: NO_SUCC,
       dataWaiting: 0,
       conflictWaiting: 0,
       dataUnreleased: 0,
@@ -886,7 +886,7 @@ export class Scheduler {
     if (c.review !== undefined && !c.reviewed) return;
     if (run.cancelRequested || run.failFastBy !== undefined) return;
     transition(c, 'ready');
-    this.emit('call.ready', run, c, {});
+    this.emit('call.ready', run, c, NO_DATA);
     let heap = run.ready.get(c.tool);
     if (!heap) {
       heap = new MinHeap(byPriority);
@@ -1292,6 +1292,22 @@ function releasable(c: CallRt): boolean {
 function isPending(c: CallRt): boolean {
   return c.status === 'pending' || c.status === 'ready' || c.status === 'awaiting_review';
 }
+
+/** A successor list that no call has joined yet (shared, so frozen; see `appended`). */
+const NO_SUCC: number[] = Object.freeze([]) as unknown as number[];
+
+/**
+ * `list` with `index` appended. Most calls have no successors of a kind, or one: they share the empty
+ * list, and get a list of one rather than the 16 slots a push onto an empty array reserves.
+ */
+function appended(list: number[], index: number): number[] {
+  if (list === NO_SUCC) return [index];
+  list.push(index);
+  return list;
+}
+
+/** The data of events that carry none (shared, so frozen). */
+const NO_DATA: Record<string, unknown> = Object.freeze({});
 
 /** A call as the run keeps and records it: `args` defaulted, nothing but the fields of a CallInput. */
 function normalized(c: CallInput): CallInput {
