@@ -5,18 +5,21 @@
  * placed, as if those edges were not there. Reference: A. B. Kahn, "Topological sorting of
  * large networks", CACM 5(11), 1962.
  */
+import { adjacency, type Adjacency, type Successors } from './adjacency.js';
 import { MinHeap } from './heap.js';
 
-export function stableTopologicalOrder(n: number, succ: readonly (readonly number[])[], skip?: ReadonlySet<number>): number[] {
+export function stableTopologicalOrder(n: number, succ: Successors, skip?: ReadonlySet<number>): number[] {
+  const { start, list } = adjacency(n, succ);
   const skipped = mask(n, skip);
-  const indeg = inDegrees(n, succ, skipped);
+  const indeg = inDegrees({ n, start, list }, skipped);
   const heap = new MinHeap<number>(byValue);
   for (let v = 0; v < n; v++) if (indeg[v] === 0 && !skipped[v]) heap.push(v);
   const order: number[] = [];
   while (heap.size > 0) {
     const v = heap.pop() as number;
     order.push(v);
-    for (const w of succ[v] as readonly number[]) {
+    for (let k = start[v] as number; k < (start[v + 1] as number); k++) {
+      const w = list[k] as number;
       indeg[w] = (indeg[w] as number) - 1;
       if (indeg[w] === 0 && !skipped[w]) heap.push(w);
     }
@@ -34,11 +37,11 @@ function mask(n: number, skip: ReadonlySet<number> | undefined): Uint8Array {
 }
 
 /** In-degrees, ignoring the out-edges of skipped nodes. */
-function inDegrees(n: number, succ: readonly (readonly number[])[], skipped: Uint8Array): Int32Array {
+function inDegrees({ n, start, list }: Adjacency, skipped: Uint8Array): Int32Array {
   const indeg = new Int32Array(n);
   for (let v = 0; v < n; v++) {
     if (skipped[v]) continue;
-    for (const w of succ[v] as readonly number[]) indeg[w] = (indeg[w] as number) + 1;
+    for (let k = start[v] as number; k < (start[v + 1] as number); k++) indeg[list[k] as number] = (indeg[list[k] as number] as number) + 1;
   }
   return indeg;
 }
@@ -49,9 +52,10 @@ function inDegrees(n: number, succ: readonly (readonly number[])[], skipped: Uin
  * Nodes in `skip` are left out and their edges ignored, as above. The same as graphology-dag's
  * `topologicalGenerations` on the graph without the skipped nodes, without building or copying one.
  */
-export function topologicalGenerations(n: number, succ: readonly (readonly number[])[], skip?: ReadonlySet<number>): number[][] {
+export function topologicalGenerations(n: number, succ: Successors, skip?: ReadonlySet<number>): number[][] {
+  const { start, list } = adjacency(n, succ);
   const skipped = mask(n, skip);
-  const indeg = inDegrees(n, succ, skipped);
+  const indeg = inDegrees({ n, start, list }, skipped);
   const generations: number[][] = [];
   let current: number[] = [];
   for (let v = 0; v < n; v++) if (indeg[v] === 0 && !skipped[v]) current.push(v);
@@ -59,7 +63,8 @@ export function topologicalGenerations(n: number, succ: readonly (readonly numbe
     generations.push(current);
     const next: number[] = [];
     for (const v of current) {
-      for (const w of succ[v] as readonly number[]) {
+      for (let k = start[v] as number; k < (start[v + 1] as number); k++) {
+        const w = list[k] as number;
         indeg[w] = (indeg[w] as number) - 1;
         if (indeg[w] === 0 && !skipped[w]) next.push(w);
       }

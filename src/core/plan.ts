@@ -12,6 +12,7 @@
  */
 import { DirectedGraph } from 'graphology';
 import type { CallInput, Diagnostic, Edge, EdgeKind } from './calls.js';
+import { fromPairs, reversed, type Adjacency } from './adjacency.js';
 import { findCycles } from './cycles.js';
 import { callError, type CallError } from './errors.js';
 import { HazardIndex, describeHazard } from './hazards.js';
@@ -103,9 +104,11 @@ export function buildPlan(input: PlanInput): Plan {
     }
   }
   const { edges, succ } = links;
+  // The data and policy graph, flat (conflict edges come later, and follow its order).
+  const dataGraph = fromPairs(n, links.ends);
 
   const diagnostics: Diagnostic[] = [];
-  const cycles = findCycles(n, succ);
+  const cycles = findCycles(n, dataGraph);
   const onCycle = new Set<number>();
   for (const c of cycles) {
     const ids = c.path.map((i) => (calls[i] as CallInput).id);
@@ -121,17 +124,17 @@ export function buildPlan(input: PlanInput): Plan {
   // Calls that will never run hold no resources: plan failures, cycles, and what depends on them.
   const doomed = descendants(
     planned.filter((d) => d.error || d.blockedBy).map((d) => d.index),
-    succ,
+    dataGraph,
   );
-  const order = stableTopologicalOrder(n, succ, onCycle);
+  const order = stableTopologicalOrder(n, dataGraph, onCycle);
   // Conflict edges into a call are deduplicated against its data and policy edges: mark those first.
-  const pred = predecessors(n, succ);
+  const pred = reversed(dataGraph);
   const hazards = new HazardIndex();
   for (const i of order) {
     if (doomed.has(i)) continue;
     const hs = hazards.add(i, (planned[i] as PlannedCall).access);
     if (hs.length === 0) continue;
-    links.reopen(i, pred.list.subarray(pred.start[i], pred.start[i + 1]));
+    links.reopen(i, pred);
     for (const h of hs) links.add(h.from, i, 'conflict', describeHazard(h.kind, h.key));
   }
 
@@ -146,7 +149,7 @@ export function buildPlan(input: PlanInput): Plan {
   };
   // Cycle members are left out of the generations (computed on `succ`: copying the graph to drop them
   // cost more than building it).
-  const generations = topologicalGenerations(n, succ, onCycle).map((g) => g.map((i) => (calls[i] as CallInput).id));
+  const generations = topologicalGenerations(n, fromPairs(n, links.ends), onCycle).map((g) => g.map((i) => (calls[i] as CallInput).id));
 
   return {
     calls: planned,
@@ -195,9 +198,9 @@ class EdgeList {
     this.ends.push(from, to);
   }
 
-  /** Starts adding edges into `to` again, whose edges so far come from `preds`. */
-  reopen(to: number, preds: ArrayLike<number>): void {
-    for (let k = 0; k < preds.length; k++) this.into[preds[k] as number] = to + 1;
+  /** Starts adding edges into `to` again; its edges so far come from its predecessors in `pred`. */
+  reopen(to: number, pred: Adjacency): void {
+    for (let k = pred.start[to] as number; k < (pred.start[to + 1] as number); k++) this.into[pred.list[k] as number] = to + 1;
   }
 }
 
@@ -327,22 +330,13 @@ function addOrderings(d: PlannedCall, orderings: Ordering[], verb: 'after' | 're
   }
 }
 
-/** Predecessor lists in one flat array: those of `v` are `list[start[v]..start[v + 1])`. */
-function predecessors(n: number, succ: readonly (readonly number[])[]): { start: Int32Array; list: Int32Array } {
-  const start = new Int32Array(n + 1);
-  for (const out of succ) for (const w of out) start[w + 1] = (start[w + 1] as number) + 1;
-  for (let v = 0; v < n; v++) start[v + 1] = (start[v + 1] as number) + (start[v] as number);
-  const fill = start.slice(0, n);
-  const list = new Int32Array(start[n] as number);
-  for (let v = 0; v < n; v++) for (const w of succ[v] as readonly number[]) list[(fill[w] as number)++] = v;
-  return { start, list };
-}
-
-function descendants(roots: number[], succ: readonly (readonly number[])[]): Set<number> {
+function descendants(roots: number[], { start, list }: Adjacency): Set<number> {
   const out = new Set(roots);
   const stack = [...roots];
   while (stack.length > 0) {
-    for (const w of succ[stack.pop() as number] as readonly number[]) {
+    const v = stack.pop() as number;
+    for (let k = start[v] as number; k < (start[v + 1] as number); k++) {
+      const w = list[k] as number;
       if (!out.has(w)) {
         out.add(w);
         stack.push(w);
