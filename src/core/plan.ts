@@ -147,8 +147,8 @@ export function buildPlan(input: PlanInput): Plan {
     for (const e of edges) g.addDirectedEdge(e.from, e.to, { kind: e.kind, reason: e.reason });
     return g;
   };
-  // Cycle members are left out of the generations (computed on `succ`: copying the graph to drop them
-  // cost more than building it).
+  // Cycle members are left out of the generations (computed on the flat graph of every edge: copying
+  // the graphology graph to drop them cost more than building it).
   const generations = topologicalGenerations(n, fromPairs(n, links.ends), onCycle).map((g) => g.map((i) => (calls[i] as CallInput).id));
 
   return {
