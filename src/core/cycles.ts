@@ -6,8 +6,9 @@
  * the stack) and walks one cycle inside each. Reference: R. Tarjan, "Depth-first search and linear
  * graph algorithms", SIAM J. Computing 1(2), 1972.
  *
- * Nodes are indexes 0..n-1; `succ[i]` lists i's successors.
+ * Nodes are indexes 0..n-1; `succ[i]` lists i's successors (or the flat form, see adjacency.ts).
  */
+import { adjacency, type Adjacency, type Successors } from './adjacency.js';
 
 export interface CycleReport {
   /** Every node that lies on some cycle of this component, ascending. */
@@ -16,36 +17,49 @@ export interface CycleReport {
   path: number[];
 }
 
-export function findCycles(n: number, succ: readonly (readonly number[])[]): CycleReport[] {
+export function findCycles(n: number, succ: Successors): CycleReport[] {
+  const g = adjacency(n, succ);
+  const { start: first, list: out } = g;
   const index = new Int32Array(n).fill(-1);
   const low = new Int32Array(n);
   const onStack = new Uint8Array(n);
   const stack: number[] = [];
   const comps: number[][] = [];
   let counter = 0;
-  const work: Array<[node: number, next: number]> = [];
+  // The depth-first path: node `workNode[k]`, and how many of its successors are done (`workNext[k]`).
+  const workNode = new Int32Array(n);
+  const workNext = new Int32Array(n);
+  let depth = 0;
 
   for (let start = 0; start < n; start++) {
     if (index[start] !== -1) continue;
-    work.push([start, 0]);
-    while (work.length > 0) {
-      const frame = work[work.length - 1] as [number, number];
-      const v = frame[0];
-      if (frame[1] === 0 && index[v] === -1) {
+    workNode[0] = start;
+    workNext[0] = 0;
+    depth = 1;
+    while (depth > 0) {
+      const top = depth - 1;
+      const v = workNode[top] as number;
+      if (workNext[top] === 0 && index[v] === -1) {
         index[v] = low[v] = counter++;
         stack.push(v);
         onStack[v] = 1;
       }
-      const out = succ[v] as readonly number[];
-      if (frame[1] < out.length) {
-        const w = out[frame[1]++] as number;
-        if (index[w] === -1) work.push([w, 0]);
-        else if (onStack[w]) low[v] = Math.min(low[v] as number, index[w] as number);
+      const next = workNext[top] as number;
+      if (next < (first[v + 1] as number) - (first[v] as number)) {
+        workNext[top] = next + 1;
+        const w = out[(first[v] as number) + next] as number;
+        if (index[w] === -1) {
+          workNode[depth] = w;
+          workNext[depth] = 0;
+          depth++;
+        } else if (onStack[w]) low[v] = Math.min(low[v] as number, index[w] as number);
         continue;
       }
-      work.pop();
-      const parent = work[work.length - 1];
-      if (parent) low[parent[0]] = Math.min(low[parent[0]] as number, low[v] as number);
+      depth--;
+      if (depth > 0) {
+        const parent = workNode[depth - 1] as number;
+        low[parent] = Math.min(low[parent] as number, low[v] as number);
+      }
       if (low[v] === index[v]) {
         const comp: number[] = [];
         let w: number;
@@ -54,23 +68,23 @@ export function findCycles(n: number, succ: readonly (readonly number[])[]): Cyc
           onStack[w] = 0;
           comp.push(w);
         } while (w !== v);
-        const selfLoop = comp.length === 1 && out.includes(v);
+        const selfLoop = comp.length === 1 && hasEdge(g, v, v);
         if (comp.length > 1 || selfLoop) comps.push(comp.sort((a, b) => a - b));
       }
     }
   }
-  return comps.sort((a, b) => (a[0] as number) - (b[0] as number)).map((members) => ({ members, path: cyclePath(members, succ) }));
+  return comps.sort((a, b) => (a[0] as number) - (b[0] as number)).map((members) => ({ members, path: cyclePath(members, g) }));
 }
 
 /** A shortest cycle through the component's first node (breadth-first inside the component). */
-function cyclePath(members: readonly number[], succ: readonly (readonly number[])[]): number[] {
+function cyclePath(members: readonly number[], g: Adjacency): number[] {
   const inComp = new Set(members);
   const start = members[0] as number;
   const prev = new Map<number, number>();
   const queue = [start];
   for (let q = 0; q < queue.length; q++) {
     const v = queue[q] as number;
-    for (const w of [...(succ[v] as readonly number[])].sort((a, b) => a - b)) {
+    for (const w of successors(g, v).sort((a, b) => a - b)) {
       if (!inComp.has(w)) continue;
       if (w === start) {
         const path = [start];
@@ -85,4 +99,13 @@ function cyclePath(members: readonly number[], succ: readonly (readonly number[]
     }
   }
   return [start, start];
+}
+
+function hasEdge(g: Adjacency, v: number, w: number): boolean {
+  for (let k = g.start[v] as number; k < (g.start[v + 1] as number); k++) if (g.list[k] === w) return true;
+  return false;
+}
+
+function successors(g: Adjacency, v: number): number[] {
+  return Array.from(g.list.subarray(g.start[v], g.start[v + 1]));
 }

@@ -27,12 +27,14 @@ interface TrieNode {
   children: Map<string, TrieNode>;
   writer: Entry | null;
   readers: Entry[];
-  /** The last writer that waited for `readers[0..count)` (a writer of a key that overlaps this one). */
-  waited: { call: number; count: number } | null;
+  /** The last writer that waited for `readers[0..waitedCount)` (a writer of a key that overlaps this
+   *  one), or -1. */
+  waitedBy: number;
+  waitedCount: number;
 }
 
 function node(): TrieNode {
-  return { children: new Map(), writer: null, readers: [], waited: null };
+  return { children: new Map(), writer: null, readers: [], waitedBy: -1, waitedCount: 0 };
 }
 
 export interface Hazard {
@@ -44,40 +46,76 @@ export interface Hazard {
 
 export class HazardIndex {
   private readonly root = node();
+  /** Per earlier call, the number of the `add` that found it (so each is reported once per add). */
+  private foundIn = new Int32Array(64);
+  private adds = 0;
+  /** The call being added and what it was found to wait for (valid during `add`). */
+  private call = -1;
+  private found: Hazard[] = [];
+  /** Scratch lists of trie nodes for `visit` and `subsumed`, reused across calls. */
+  private levelA: TrieNode[] = [];
+  private levelB: TrieNode[] = [];
 
   /** The hazards of `call` against every earlier call, then records its accesses. */
   add(call: number, access: Access): Hazard[] {
-    const found = new Map<number, Hazard>();
-    const note = (e: Entry | null, kind: HazardKind) => {
-      if (e && e.call !== call && !found.has(e.call)) found.set(e.call, { from: e.call, kind, key: e.key });
-    };
-    for (const k of access.reads) {
-      this.visit(k.segs, (n) => note(n.writer, 'read-after-write'), (n) => note(n.writer, 'read-after-write'));
+    if (access.reads.length === 0 && access.writes.length === 0) return [];
+    if (call >= this.foundIn.length) {
+      const grown = new Int32Array(Math.max(call + 1, this.foundIn.length * 2));
+      grown.set(this.foundIn);
+      this.foundIn = grown;
     }
-    const waitWriters = (n: TrieNode) => {
-      if (n.readers.length > 0) {
-        for (const r of n.readers) note(r, 'write-after-read');
-        n.waited = { call, count: n.readers.length };
-      } else note(n.writer, 'write-after-write');
-    };
-    for (const k of access.writes) this.visit(k.segs, waitWriters, waitWriters);
-    for (const k of access.reads) this.insertRead(call, k, found);
+    this.adds++;
+    this.call = call;
+    const found: Hazard[] = (this.found = []);
+    for (const k of access.reads) this.visit(k.segs, false);
+    for (const k of access.writes) this.visit(k.segs, true);
+    for (const k of access.reads) this.insertRead(call, k);
     for (const k of access.writes) this.insertWrite(call, k);
-    return [...found.values()].sort((a, b) => a.from - b.from);
+    this.found = [];
+    return found.length > 1 ? found.sort((a, b) => a.from - b.from) : found;
+  }
+
+  /** Notes that the call being added waits for `e` (the first reason found for each earlier call wins). */
+  private note(e: Entry | null, kind: HazardKind): void {
+    if (!e || e.call === this.call || this.foundIn[e.call] === this.adds) return;
+    this.foundIn[e.call] = this.adds;
+    this.found.push({ from: e.call, kind, key: e.key });
+  }
+
+  /** Whether the call being added was found to wait for `call`. */
+  private waitsFor(call: number): boolean {
+    return call !== this.call && this.foundIn[call] === this.adds;
   }
 
   /**
-   * Calls `onPrefix` for every trie node whose key is a shorter overlapping key of `segs` (the root, the
-   * empty key, included: it overlaps everything), and `onCover`
-   * for every node at `segs`' depth that overlaps it and every node below those.
+   * A node whose key overlaps an access of the call being added: a reader waits for its writer; a
+   * writer waits for its readers (and is then the one that waited for them), or else for its writer.
    */
-  private visit(segs: readonly string[], onPrefix: (n: TrieNode) => void, onCover: (n: TrieNode) => void): void {
-    let level: TrieNode[] = [this.root];
+  private meet(n: TrieNode, write: boolean): void {
+    if (!write) this.note(n.writer, 'read-after-write');
+    else if (n.readers.length > 0) {
+      for (const r of n.readers) this.note(r, 'write-after-read');
+      n.waitedBy = this.call;
+      n.waitedCount = n.readers.length;
+    } else this.note(n.writer, 'write-after-write');
+  }
+
+  /**
+   * Meets (see `meet`) every trie node whose key is a shorter overlapping key of `segs` (the root, the
+   * empty key, included: it overlaps everything), level by level, then every node at `segs`' depth
+   * that overlaps it and every node below those (depth first, last found first).
+   */
+  private visit(segs: readonly string[], write: boolean): void {
+    let level = this.levelA;
+    let next = this.levelB;
+    level.length = 0;
+    level.push(this.root);
     for (let depth = 0; depth < segs.length; depth++) {
       const seg = segs[depth] as string;
-      const next: TrieNode[] = [];
+      next.length = 0;
       for (const n of level) {
-        onPrefix(n);
+        this.meet(n, write);
+        if (n.children.size === 0) continue;
         if (seg === '*') for (const c of n.children.values()) next.push(c);
         else {
           const exact = n.children.get(seg);
@@ -86,14 +124,16 @@ export class HazardIndex {
           if (star) next.push(star);
         }
       }
+      const done = level;
       level = next;
+      next = done;
       if (level.length === 0) return;
     }
-    const stack = [...level];
+    const stack = level;
     while (stack.length > 0) {
       const n = stack.pop() as TrieNode;
-      onCover(n);
-      for (const c of n.children.values()) stack.push(c);
+      this.meet(n, write);
+      if (n.children.size > 0) for (const c of n.children.values()) stack.push(c);
     }
   }
 
@@ -113,11 +153,15 @@ export class HazardIndex {
   /**
    * The nodes at `segs`' depth that `segs` subsumes: equal to it segment by segment, or anything where
    * `segs` has a `*` (a `*` node under a plain segment is not subsumed). Their subtrees are subsumed too.
+   * (The list returned is scratch space, valid until the next call.)
    */
-  private subsumed(segs: readonly string[]): TrieNode[] {
-    let level: TrieNode[] = [this.root];
+  private subsumed(segs: readonly string[]): readonly TrieNode[] {
+    let level = this.levelA;
+    let next = this.levelB;
+    level.length = 0;
+    level.push(this.root);
     for (const seg of segs) {
-      const next: TrieNode[] = [];
+      next.length = 0;
       for (const n of level) {
         if (seg === '*') for (const c of n.children.values()) next.push(c);
         else {
@@ -125,7 +169,9 @@ export class HazardIndex {
           if (exact) next.push(exact);
         }
       }
+      const done = level;
       level = next;
+      next = done;
     }
     return level;
   }
@@ -136,11 +182,11 @@ export class HazardIndex {
    * this node and waits for it. Without this, readers of a prefix (`file:/repo/d1`) would pile up under
    * writes of the keys below it and every such write would wait for all of them (quadratic).
    */
-  private insertRead(call: number, k: Key, waitsFor: ReadonlyMap<number, unknown>): void {
+  private insertRead(call: number, k: Key): void {
     const n = this.path(k.segs);
-    if (n.waited && waitsFor.has(n.waited.call)) {
-      n.readers = n.readers.slice(n.waited.count);
-      n.waited = null;
+    if (n.waitedBy >= 0 && this.waitsFor(n.waitedBy)) {
+      n.readers = n.readers.slice(n.waitedCount);
+      n.waitedBy = -1;
     }
     n.readers.push({ call, key: k.text });
   }
@@ -153,13 +199,13 @@ export class HazardIndex {
     for (const n of this.subsumed(k.segs)) {
       n.writer = null;
       n.readers = [];
-      n.waited = null;
+      n.waitedBy = -1;
       n.children.clear();
     }
     const own = this.path(k.segs);
     own.writer = { call, key: k.text };
     own.readers = [];
-    own.waited = null;
+    own.waitedBy = -1;
   }
 }
 

@@ -14,14 +14,17 @@ export class MinHeap<T> {
 
   push(item: T): void {
     const a = this.items;
+    // Sift up with a hole: parents move down until the item's place is found, then it is written once.
+    let i = a.length;
     a.push(item);
-    let i = a.length - 1;
     while (i > 0) {
       const p = (i - 1) >> 1;
-      if (this.less(a[i] as T, a[p] as T) >= 0) break;
-      [a[i], a[p]] = [a[p] as T, a[i] as T];
+      const parent = a[p] as T;
+      if (this.less(item, parent) >= 0) break;
+      a[i] = parent;
       i = p;
     }
+    a[i] = item;
   }
 
   pop(): T | undefined {
@@ -29,19 +32,20 @@ export class MinHeap<T> {
     if (a.length === 0) return undefined;
     const top = a[0] as T;
     const last = a.pop() as T;
-    if (a.length > 0) {
-      a[0] = last;
+    const n = a.length;
+    if (n > 0) {
+      // Sift `last` down from the root with a hole: the smaller child moves up while it is smaller.
       let i = 0;
       for (;;) {
         const l = 2 * i + 1;
+        if (l >= n) break;
         const r = l + 1;
-        let m = i;
-        if (l < a.length && this.less(a[l] as T, a[m] as T) < 0) m = l;
-        if (r < a.length && this.less(a[r] as T, a[m] as T) < 0) m = r;
-        if (m === i) break;
-        [a[i], a[m]] = [a[m] as T, a[i] as T];
+        const m = r < n && this.less(a[r] as T, a[l] as T) < 0 ? r : l;
+        if (this.less(a[m] as T, last) >= 0) break;
+        a[i] = a[m] as T;
         i = m;
       }
+      a[i] = last;
     }
     return top;
   }

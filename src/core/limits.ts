@@ -24,9 +24,11 @@ export interface Holder {
   domain: string | null;
   reads: readonly Key[];
   writes: readonly Key[];
-  toolRate?: Rate;
+  toolRate?: Rate | undefined;
   /** Indexes into the resource limits that this call counts against (filled by the limiter). */
-  resourceLimits?: number[];
+  resourceLimits?: number[] | undefined;
+  /** The rate buckets this call takes a token from (filled by the limiter). */
+  buckets?: Bucket[] | undefined;
 }
 
 export type Refusal = 'global' | 'tenant' | 'tool' | 'resource' | 'rate' | 'lock';
@@ -38,7 +40,7 @@ export type Check = { ok: true } | { ok: false; reason: Refusal; wakeAt?: number
  * `cap` units and a start takes `perMs`, so refills on an integer clock are exact integers and a token
  * is there at exactly the millisecond it is earned (floating-point tokens drifted a millisecond late).
  */
-interface Bucket {
+export interface Bucket {
   cap: number;
   perMs: number;
   units: number;
@@ -159,10 +161,12 @@ export class Limiter {
   }
 
   private bucketsOf(h: Holder): Bucket[] {
+    if (h.buckets) return h.buckets;
     const out: Bucket[] = [];
     if (h.toolRate) out.push(this.bucket(`tool:${h.tool}`, h.toolRate));
     const tenantRate = own(this.limits.rate.tenant, h.tenant) ?? own(this.limits.rate.tenant, 'default');
     if (tenantRate) out.push(this.bucket(`tenant:${h.tenant}`, tenantRate));
+    h.buckets = out;
     return out;
   }
 
@@ -187,17 +191,22 @@ export class Limiter {
 
   private lockConflict(h: Holder): boolean {
     if (h.domain === null) return false;
-    const clash = (o: Holder) =>
-      o.runId !== h.runId &&
-      o.domain === h.domain &&
-      (anyOverlap(h.writes, o.writes) || anyOverlap(h.writes, o.reads) || anyOverlap(h.reads, o.writes));
-    for (const o of this.running) if (clash(o)) return true;
+    for (const o of this.running) if (clash(h, o)) return true;
     for (const w of this.waiters) {
       if (w === h) break;
-      if (clash(w)) return true;
+      if (clash(h, w)) return true;
     }
     return false;
   }
+}
+
+/** Whether two calls of different runs in one lock domain conflict: a write of one overlaps the other. */
+function clash(h: Holder, o: Holder): boolean {
+  return (
+    o.runId !== h.runId &&
+    o.domain === h.domain &&
+    (anyOverlap(h.writes, o.writes) || anyOverlap(h.writes, o.reads) || anyOverlap(h.reads, o.writes))
+  );
 }
 
 /** A record's own entry: a tenant or tool named `constructor` or `hasOwnProperty` is no prototype key. */

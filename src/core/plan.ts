@@ -12,6 +12,7 @@
  */
 import { DirectedGraph } from 'graphology';
 import type { CallInput, Diagnostic, Edge, EdgeKind } from './calls.js';
+import { fromPairs, reversed, type Adjacency } from './adjacency.js';
 import { findCycles } from './cycles.js';
 import { callError, type CallError } from './errors.js';
 import { HazardIndex, describeHazard } from './hazards.js';
@@ -34,7 +35,13 @@ export interface PlannedCall {
   /** Why the call waits for a human, when it does. */
   review?: string;
   /** Reference target as written → the call id it names. */
-  targets: Map<string, string>;
+  targets: ReadonlyMap<string, string>;
+  /**
+   * Per reference in `args`, in document order (as `findReferences` lists them and `resolveValue`
+   * looks them up): the index of the call it names (the last call with the id `targets` gives), or -1
+   * when it names none (then the call fails at plan time).
+   */
+  refCalls: number[];
   /** Whether args hold references (they are resolved and checked when the call starts). */
   hasRefs: boolean;
   access: Access;
@@ -51,6 +58,11 @@ export interface Plan {
   order: number[];
   /** Per call index, its successors of every kind. */
   succ: number[][];
+  /** The call indexes of every edge: `edges[k]` goes from call `edgeCalls[2k]` to `edgeCalls[2k + 1]`
+   *  (so the scheduler wires edges without looking ids up). */
+  edgeCalls: number[];
+  /** Call id → index (the last call with that id). */
+  byId: Map<string, number>;
 }
 
 export interface PlanInput {
@@ -60,71 +72,70 @@ export interface PlanInput {
   policy: Policy;
 }
 
-interface Draft extends PlannedCall {
-  refs: Reference[];
-  /** What policy asks of the call (computed once, in checkCall). */
-  policy?: CallPolicy;
-}
-
 export function buildPlan(input: PlanInput): Plan {
   const { calls, tenant, catalog, policy } = input;
   const n = calls.length;
   const byId = new Map<string, number>();
   const byTool = new Map<string, number[]>();
-  calls.forEach((c, i) => {
+  for (let i = 0; i < n; i++) {
+    const c = calls[i] as CallInput;
     byId.set(c.id, i);
     const list = byTool.get(c.tool);
     if (list) list.push(i);
     else byTool.set(c.tool, [i]);
-  });
-
-  const drafts: Draft[] = calls.map((c, index) => checkCall(c, index, { calls, tenant, catalog, policy, byId, byTool }));
-  const edges: Edge[] = [];
-  const succ: number[][] = Array.from({ length: n }, () => []);
-  const seen = new Set<number>();
-  const addEdge = (from: number, to: number, kind: EdgeKind, reason: string) => {
-    const k = from * n + to;
-    if (seen.has(k)) return;
-    seen.add(k);
-    (succ[from] as number[]).push(to);
-    edges.push({ from: (calls[from] as CallInput).id, to: (calls[to] as CallInput).id, kind, reason });
+  }
+  // What policy asks of a call depends on its tool alone (the tenant is the run's): once per tool.
+  const policies = new Map<ToolManifest, CallPolicy>();
+  const policyOf = (m: ToolManifest): CallPolicy => {
+    let cp = policies.get(m);
+    if (!cp) policies.set(m, (cp = policyFor(m, tenant, policy)));
+    return cp;
   };
-
-  for (const d of drafts) {
-    for (const [target, id] of d.targets) {
-      addEdge(byId.get(id) as number, d.index, 'data', `${d.id} uses \${${target}.output}`);
-    }
+  const links = new EdgeList(calls);
+  const ctx: CheckContext = { calls, catalog, byId, byTool, policyOf, links };
+  const planned: PlannedCall[] = [];
+  for (let i = 0; i < n; i++) {
+    const d = checkCall(calls[i] as CallInput, i, ctx);
+    planned.push(d);
     if (d.manifest && !d.error) {
-      const cp = d.policy ?? policyFor(d.manifest, tenant, policy);
-      addOrderings(d, cp.after, 'after', { byTool, calls, addEdge });
-      addOrderings(d, cp.requires, 'requires', { byTool, calls, addEdge });
+      const cp = policyOf(d.manifest);
+      addOrderings(d, cp.after, 'after', ctx);
+      addOrderings(d, cp.requires, 'requires', ctx);
     }
   }
+  const { edges, succ } = links;
+  // The data and policy graph, flat (conflict edges come later, and follow its order).
+  const dataGraph = fromPairs(n, links.ends);
 
   const diagnostics: Diagnostic[] = [];
-  const cycles = findCycles(n, succ);
+  const cycles = findCycles(n, dataGraph);
   const onCycle = new Set<number>();
   for (const c of cycles) {
     const ids = c.path.map((i) => (calls[i] as CallInput).id);
     diagnostics.push({ code: 'cycle', message: `cycle among data and policy edges: ${ids.join(' → ')}`, callIds: ids });
     for (const m of c.members) {
       onCycle.add(m);
-      const d = drafts[m] as Draft;
+      const d = planned[m] as PlannedCall;
       if (!d.error) d.blockedBy = callError('cycle', `${d.id} is on the cycle ${ids.join(' → ')}`, { details: { cycle: ids } });
     }
   }
-  for (const d of drafts) if (d.error) diagnostics.push({ code: d.error.code, message: d.error.message, callId: d.id });
+  for (const d of planned) if (d.error) diagnostics.push({ code: d.error.code, message: d.error.message, callId: d.id });
 
   // Calls that will never run hold no resources: plan failures, cycles, and what depends on them.
   const doomed = descendants(
-    drafts.filter((d) => d.error || d.blockedBy).map((d) => d.index),
-    succ,
+    planned.filter((d) => d.error || d.blockedBy).map((d) => d.index),
+    dataGraph,
   );
-  const order = stableTopologicalOrder(n, succ, onCycle);
+  const order = stableTopologicalOrder(n, dataGraph, onCycle);
+  // Conflict edges into a call are deduplicated against its data and policy edges: mark those first.
+  const pred = reversed(dataGraph);
   const hazards = new HazardIndex();
   for (const i of order) {
     if (doomed.has(i)) continue;
-    for (const h of hazards.add(i, (drafts[i] as Draft).access)) addEdge(h.from, i, 'conflict', describeHazard(h.kind, h.key));
+    const hs = hazards.add(i, (planned[i] as PlannedCall).access);
+    if (hs.length === 0) continue;
+    links.reopen(i, pred);
+    for (const h of hs) links.add(h.from, i, 'conflict', describeHazard(h.kind, h.key));
   }
 
   // The graphology graph is built on first use: at 100k calls building it costs more than the rest of
@@ -132,15 +143,14 @@ export function buildPlan(input: PlanInput): Plan {
   let graph: DirectedGraph | undefined;
   const buildGraph = (): DirectedGraph => {
     const g = new DirectedGraph();
-    for (const d of drafts) g.addNode(d.id, { tool: d.tool, index: d.index });
+    for (const d of planned) g.addNode(d.id, { tool: d.tool, index: d.index });
     for (const e of edges) g.addDirectedEdge(e.from, e.to, { kind: e.kind, reason: e.reason });
     return g;
   };
-  // Cycle members are left out of the generations (computed on `succ`: copying the graph to drop them
-  // cost more than building it).
-  const generations = topologicalGenerations(n, succ, onCycle).map((g) => g.map((i) => (calls[i] as CallInput).id));
+  // Cycle members are left out of the generations (computed on the flat graph of every edge: copying
+  // the graphology graph to drop them cost more than building it).
+  const generations = topologicalGenerations(n, fromPairs(n, links.ends), onCycle).map((g) => g.map((i) => (calls[i] as CallInput).id));
 
-  const planned: PlannedCall[] = drafts.map(({ refs: _refs, policy: _policy, ...rest }) => rest);
   return {
     calls: planned,
     edges,
@@ -152,21 +162,61 @@ export function buildPlan(input: PlanInput): Plan {
     },
     order,
     succ,
+    edgeCalls: links.ends,
+    byId,
   };
+}
+
+const NO_SUCC: number[] = Object.freeze([]) as unknown as number[];
+
+/**
+ * The plan's edges as they are added, one per pair of calls, with the successor lists and the call
+ * indexes of each edge. All the edges into a call are added together (its data and policy edges while
+ * it is checked, its conflict edges in the hazard pass), so `into[from] === to + 1` while `to`'s edges
+ * are added says that from → to exists already (no Set of pairs).
+ */
+class EdgeList {
+  readonly edges: Edge[] = [];
+  readonly ends: number[] = [];
+  readonly succ: number[][] = [];
+  private readonly into: Int32Array;
+
+  constructor(private readonly calls: readonly CallInput[]) {
+    // A call without successors keeps the shared empty list; one with a single successor (most of
+    // them) a list of one, not the 16 slots that a push onto an empty array reserves.
+    for (let i = 0; i < calls.length; i++) this.succ.push(NO_SUCC);
+    this.into = new Int32Array(calls.length);
+  }
+
+  add(from: number, to: number, kind: EdgeKind, reason: string): void {
+    if (this.into[from] === to + 1) return;
+    this.into[from] = to + 1;
+    const out = this.succ[from] as number[];
+    if (out === NO_SUCC) this.succ[from] = [to];
+    else out.push(to);
+    this.edges.push({ from: (this.calls[from] as CallInput).id, to: (this.calls[to] as CallInput).id, kind, reason });
+    this.ends.push(from, to);
+  }
+
+  /** Starts adding edges into `to` again; its edges so far come from its predecessors in `pred`. */
+  reopen(to: number, pred: Adjacency): void {
+    for (let k = pred.start[to] as number; k < (pred.start[to + 1] as number); k++) this.into[pred.list[k] as number] = to + 1;
+  }
 }
 
 interface CheckContext {
   calls: readonly CallInput[];
-  tenant: string;
   catalog: Catalog;
-  policy: Policy;
   byId: Map<string, number>;
   byTool: Map<string, number[]>;
+  policyOf: (m: ToolManifest) => CallPolicy;
+  /** Where a reference that names a call becomes a data edge. */
+  links: EdgeList;
 }
 
-function checkCall(c: CallInput, index: number, ctx: CheckContext): Draft {
+function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall {
   const args = c.args ?? {};
-  const d: Draft = { index, id: c.id, tool: c.tool, args, targets: new Map(), hasRefs: false, access: PURE, refs: [] };
+  const d: PlannedCall = { index, id: c.id, tool: c.tool, args, targets: NO_TARGETS, refCalls: NO_REFS, hasRefs: false, access: PURE };
   const manifest = ctx.catalog.get(c.tool);
   if (c.invalid !== undefined) {
     d.error = callError('invalid_args', `${c.id}: ${c.invalid}`, { details: { tool: c.tool } });
@@ -175,39 +225,22 @@ function checkCall(c: CallInput, index: number, ctx: CheckContext): Draft {
     d.error = callError('unknown_tool', `${c.id}: no tool named ${c.tool} in the catalog`, { details: { tool: c.tool } });
   } else {
     d.manifest = manifest;
-    const cp = policyFor(manifest, ctx.tenant, ctx.policy);
-    d.policy = cp;
+    const cp = ctx.policyOf(manifest);
     if (cp.deny !== undefined) d.error = callError('policy_denied', `${c.id}: ${cp.deny}`, { details: { tool: c.tool } });
     else if (cp.review !== undefined) d.review = cp.review;
   }
 
   const found = findReferences(args);
-  d.refs = found.refs;
   d.hasRefs = found.refs.length > 0;
   if (!d.error && found.malformed.length > 0) {
     d.error = callError('unresolved_reference', `${c.id}: malformed reference ${found.malformed[0]}`, {
       details: { reference: found.malformed[0] },
     });
   }
-  for (const ref of found.refs) {
-    if (d.targets.has(ref.target)) continue;
-    if (ref.target === 'self') {
-      d.error ??= callError('unresolved_reference', `${c.id}: ${ref.raw} — self is only known to compensations`);
-      continue;
-    }
-    if (ctx.byId.has(ref.target)) {
-      d.targets.set(ref.target, ref.target);
-      continue;
-    }
-    const users = ctx.byTool.get(ref.target) ?? [];
-    if (users.length === 1) d.targets.set(ref.target, (users[0] as number) === index ? c.id : idAt(ctx, users[0] as number));
-    else if (users.length > 1) {
-      d.error ??= callError('ambiguous_reference', `${c.id}: ${ref.raw} — ${users.length} calls use the tool ${ref.target}; refer to one by its call id`, {
-        details: { reference: ref.raw, calls: users.map((u) => idAt(ctx, u)) },
-      });
-    } else {
-      d.error ??= callError('unresolved_reference', `${c.id}: ${ref.raw} names no call of the run`, { details: { reference: ref.raw } });
-    }
+  if (d.hasRefs) {
+    const targets = new Map<string, string>();
+    d.targets = targets;
+    d.refCalls = found.refs.map((ref) => resolveTarget(d, targets, ref, ctx));
   }
 
   if (manifest && !d.error) {
@@ -227,17 +260,58 @@ export function checkResolvedArgs(catalog: Catalog, tool: string, args: unknown)
   return catalog.checkArgs(tool, value.value);
 }
 
+/**
+ * The call that a reference of `d` names, by id or by the name of a tool used once, with its data edge;
+ * or -1, and `d` fails (`self`, an ambiguous tool name, a name of nothing). The index is the one the
+ * run finds the call by: the last call with that id.
+ */
+function resolveTarget(d: PlannedCall, targets: Map<string, string>, ref: Reference, ctx: CheckContext): number {
+  const known = targets.get(ref.target);
+  if (known !== undefined) return ctx.byId.get(known) as number;
+  if (ref.target === 'self') {
+    d.error ??= callError('unresolved_reference', `${d.id}: ${ref.raw} — self is only known to compensations`);
+    return -1;
+  }
+  const byId = ctx.byId.get(ref.target);
+  if (byId !== undefined) return refersTo(d, targets, ref.target, byId, ctx);
+  const users = ctx.byTool.get(ref.target) ?? [];
+  if (users.length === 1) return refersTo(d, targets, ref.target, users[0] as number, ctx);
+  if (users.length > 1) {
+    d.error ??= callError('ambiguous_reference', `${d.id}: ${ref.raw} — ${users.length} calls use the tool ${ref.target}; refer to one by its call id`, {
+      details: { reference: ref.raw, calls: users.map((u) => idAt(ctx, u)) },
+    });
+  } else {
+    d.error ??= callError('unresolved_reference', `${d.id}: ${ref.raw} names no call of the run`, { details: { reference: ref.raw } });
+  }
+  return -1;
+}
+
+/** `d` refers to call `from` by `target` (its id, or the name of its tool): a data edge. */
+function refersTo(d: PlannedCall, targets: Map<string, string>, target: string, from: number, ctx: CheckContext): number {
+  const id = idAt(ctx, from);
+  targets.set(target, id);
+  ctx.links.add(from, d.index, 'data', dataReason(d.id, target));
+  return id === target ? from : (ctx.byId.get(id) as number);
+}
+
+/** `targets` and `refCalls` of the calls without references (shared: never changed). */
+const NO_TARGETS: ReadonlyMap<string, string> = new Map();
+const NO_REFS: number[] = Object.freeze([]) as unknown as number[];
+
+/**
+ * The reason of a data edge: `b uses ${a.output}`. Joined into one flat string: a template literal
+ * makes a chain of three cons strings, twice the memory for what is the most numerous string of a
+ * plan, to be flattened anyway when the edge is serialized.
+ */
+export function dataReason(id: string, target: string): string {
+  return [id, ' uses ${', target, '.output}'].join('');
+}
+
 function idAt(ctx: CheckContext, index: number): string {
   return (ctx.calls[index] as CallInput).id;
 }
 
-interface OrderingContext {
-  byTool: Map<string, number[]>;
-  calls: readonly CallInput[];
-  addEdge: (from: number, to: number, kind: EdgeKind, reason: string) => void;
-}
-
-function addOrderings(d: Draft, orderings: Ordering[], verb: 'after' | 'requires', ctx: OrderingContext): void {
+function addOrderings(d: PlannedCall, orderings: Ordering[], verb: 'after' | 'requires', ctx: CheckContext): void {
   for (const o of orderings) {
     let matched = 0;
     for (const [tool, users] of ctx.byTool) {
@@ -245,7 +319,7 @@ function addOrderings(d: Draft, orderings: Ordering[], verb: 'after' | 'requires
       for (const u of users) {
         if (u === d.index) continue;
         matched++;
-        ctx.addEdge(u, d.index, 'policy', `${o.source}: ${d.tool} ${verb} ${tool}`);
+        ctx.links.add(u, d.index, 'policy', `${o.source}: ${d.tool} ${verb} ${tool}`);
       }
     }
     if (verb === 'requires' && matched === 0 && !d.error) {
@@ -256,11 +330,13 @@ function addOrderings(d: Draft, orderings: Ordering[], verb: 'after' | 'requires
   }
 }
 
-function descendants(roots: number[], succ: readonly (readonly number[])[]): Set<number> {
+function descendants(roots: number[], { start, list }: Adjacency): Set<number> {
   const out = new Set(roots);
   const stack = [...roots];
   while (stack.length > 0) {
-    for (const w of succ[stack.pop() as number] as readonly number[]) {
+    const v = stack.pop() as number;
+    for (let k = start[v] as number; k < (start[v + 1] as number); k++) {
+      const w = list[k] as number;
       if (!out.has(w)) {
         out.add(w);
         stack.push(w);

@@ -25,56 +25,104 @@ export interface Reference {
 
 type Part = { literal: string } | { ref: Reference } | { malformed: string };
 
-const REF_BODY = /^(.+?)\.(output|args)((?:\.[^.[\]]+|\[\d+\])*)$/;
-const PATH_PART = /\.([^.[\]]+)|\[(\d+)\]/g;
-
+/**
+ * Parses what is between `${` and `}`: `TARGET.output` or `TARGET.args` (only `self.args`), then a path
+ * of `.name` and `[n]` segments. TARGET is the shortest prefix (at least one character, no line break)
+ * after which the rest parses: `x.output.output.y` is `x` with the path `output.y`. By hand, as the
+ * pattern `^(.+?)\.(output|args)((?:\.[^.[\]]+|\[\d+\])*)$` would read it, without its backtracking.
+ * Text that mentions `.output` but does not parse is malformed; anything else is not a reference.
+ */
 function parseBody(body: string): Reference | 'malformed' | null {
-  const m = REF_BODY.exec(body);
-  if (!m) return /\.output(\.|\[|$)/.test(body) ? 'malformed' : null;
-  const [, target, field, rest] = m as unknown as [string, string, 'output' | 'args', string];
-  if (field === 'args' && target !== 'self') return null;
-  const path: PathSegment[] = [];
-  for (const p of rest.matchAll(PATH_PART)) path.push(p[1] !== undefined ? p[1] : Number(p[2]));
-  return { raw: `\${${body}}`, target, field, path };
+  for (let t = 1; t < body.length; t++) {
+    if (isLineBreak(body.charCodeAt(t - 1))) break;
+    if (body.charCodeAt(t) !== DOT) continue;
+    const field = body.startsWith('output', t + 1) ? 'output' : body.startsWith('args', t + 1) ? 'args' : undefined;
+    if (field === undefined) continue;
+    const path = parsePath(body, t + 1 + field.length);
+    if (!path) continue;
+    const target = body.slice(0, t);
+    if (field === 'args' && target !== 'self') return null;
+    return { raw: `\${${body}}`, target, field, path };
+  }
+  return /\.output(\.|\[|$)/.test(body) ? 'malformed' : null;
 }
 
-const partsCache = new Map<string, Part[]>();
+const DOT = 46;
+const OPEN = 91; // [
+const CLOSE = 93; // ]
 
-/** Splits a string into literal text and references. Cached: args strings repeat a lot. */
+function isLineBreak(ch: number): boolean {
+  return ch === 10 || ch === 13 || ch === 0x2028 || ch === 0x2029;
+}
+
+function isDigit(ch: number): boolean {
+  return ch >= 48 && ch <= 57;
+}
+
+/** `.name` and `[n]` segments from `from` to the end of `s`, or null when the rest is not such a path. */
+function parsePath(s: string, from: number): PathSegment[] | null {
+  const path: PathSegment[] = [];
+  let i = from;
+  while (i < s.length) {
+    const open = s.charCodeAt(i);
+    let j = i + 1;
+    if (open === DOT) {
+      while (j < s.length && !isPathDelimiter(s.charCodeAt(j))) j++;
+      if (j === i + 1) return null;
+      path.push(s.slice(i + 1, j));
+    } else if (open === OPEN) {
+      while (j < s.length && isDigit(s.charCodeAt(j))) j++;
+      if (j === i + 1 || s.charCodeAt(j) !== CLOSE) return null;
+      path.push(Number(s.slice(i + 1, j)));
+      j++;
+    } else return null;
+    i = j;
+  }
+  return path;
+}
+
+function isPathDelimiter(ch: number): boolean {
+  return ch === DOT || ch === OPEN || ch === CLOSE;
+}
+
+/**
+ * Splits a string into literal text and references, scanning left to right: `$${` is a literal `${`,
+ * and a `${…}` up to the next `}` is a reference when its body parses as one (else its `$` is literal
+ * text and the scan goes on from the next character).
+ *
+ * Not cached: a batch's reference strings are mostly distinct (each names its own targets), so a cache
+ * bounded for a long-running process churned at 50k strings, and parsing is cheaper than that churn.
+ */
 export function parseString(s: string): Part[] {
-  const cached = partsCache.get(s);
-  if (cached) return cached;
   const parts: Part[] = [];
   let lit = '';
   let i = 0;
-  while (i < s.length) {
-    if (s.startsWith('$${', i)) {
-      lit += '${';
-      i += 3;
+  for (let j = s.indexOf('${'); j >= 0; j = s.indexOf('${', i)) {
+    // A `$` just before, not consumed yet, makes it the escape `$${`.
+    if (j > i && s.charCodeAt(j - 1) === DOLLAR) {
+      lit += `${s.slice(i, j - 1)}\${`;
+      i = j + 2;
       continue;
     }
-    if (s.startsWith('${', i)) {
-      const end = s.indexOf('}', i + 2);
-      if (end > 0) {
-        const body = s.slice(i + 2, end);
-        const ref = parseBody(body);
-        if (ref) {
-          if (lit) parts.push({ literal: lit });
-          lit = '';
-          parts.push(ref === 'malformed' ? { malformed: `\${${body}}` } : { ref });
-          i = end + 1;
-          continue;
-        }
-      }
+    const end = s.indexOf('}', j + 2);
+    const ref = end < 0 ? null : parseBody(s.slice(j + 2, end));
+    if (!ref) {
+      lit += s.slice(i, j + 1);
+      i = j + 1;
+      continue;
     }
-    lit += s[i];
-    i += 1;
+    lit += s.slice(i, j);
+    if (lit) parts.push({ literal: lit });
+    lit = '';
+    parts.push(ref === 'malformed' ? { malformed: s.slice(j, end + 1) } : { ref });
+    i = end + 1;
   }
+  lit += s.slice(i);
   if (lit || parts.length === 0) parts.push({ literal: lit });
-  if (partsCache.size > 50_000) partsCache.clear();
-  partsCache.set(s, parts);
   return parts;
 }
+
+const DOLLAR = 36;
 
 /** Whether a string holds anything that needs resolving (a reference or a `$${` escape). */
 function needsWork(s: string): boolean {
@@ -104,15 +152,18 @@ function walk(value: unknown, found: FoundReferences): void {
   } else if (Array.isArray(value)) {
     for (const v of value) walk(v, found);
   } else if (value !== null && typeof value === 'object') {
-    for (const v of Object.values(value)) walk(v, found);
+    for (const k in value) if (Object.hasOwn(value, k)) walk((value as Record<string, unknown>)[k], found);
   }
 }
 
 /** Whether args hold any reference or escape at all (fast check; no allocation for plain args). */
 export function hasTemplates(value: unknown): boolean {
   if (typeof value === 'string') return needsWork(value);
-  if (Array.isArray(value)) return value.some(hasTemplates);
-  if (value !== null && typeof value === 'object') return Object.values(value).some(hasTemplates);
+  if (Array.isArray(value)) {
+    for (const v of value) if (hasTemplates(v)) return true;
+  } else if (value !== null && typeof value === 'object') {
+    for (const k in value) if (Object.hasOwn(value, k) && hasTemplates((value as Record<string, unknown>)[k])) return true;
+  }
   return false;
 }
 
@@ -148,6 +199,9 @@ export type Resolved = { ok: true; value: unknown } | { ok: false; error: CallEr
 /**
  * Substitutes every reference in `value` (DESIGN §1). Fails with `unresolved_reference`, naming the
  * reference and the missing path, when a target has no value or the path does not exist in it.
+ *
+ * `lookup` is called once per reference, in document order (the order `findReferences` lists them),
+ * until one fails: a caller may answer the k-th call from what it planned for the k-th reference.
  */
 export function resolveValue(value: unknown, lookup: TargetLookup): Resolved {
   try {
@@ -204,7 +258,7 @@ function subst(value: unknown, lookup: TargetLookup): unknown {
   if (Array.isArray(value)) return value.map((v) => subst(v, lookup));
   if (value !== null && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = subst(v, lookup);
+    for (const k in value) if (Object.hasOwn(value, k)) out[k] = subst((value as Record<string, unknown>)[k], lookup);
     return out;
   }
   return value;

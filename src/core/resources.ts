@@ -73,9 +73,9 @@ export function anyOverlap(as: readonly Key[], bs: readonly Key[]): boolean {
 
 const PLACEHOLDER = /\{([^{}]+)\}/g;
 
-function argAt(args: unknown, dotted: string): unknown {
+function argAt(args: unknown, path: readonly string[]): unknown {
   let v: unknown = args;
-  for (const seg of dotted.split('.')) {
+  for (const seg of path) {
     if (v === null || typeof v !== 'object' || Array.isArray(v) || !Object.hasOwn(v, seg)) return undefined;
     v = (v as Record<string, unknown>)[seg];
   }
@@ -88,10 +88,10 @@ function scalar(v: unknown): string | undefined {
   return undefined;
 }
 
-/** A template split once into literal text and placeholders (the arg paths), alternating. */
+/** A template split once into literal text and placeholders (the arg paths, split on `.`), alternating. */
 interface Compiled {
   literals: string[];
-  args: string[];
+  args: string[][];
 }
 
 const templateCache = new Map<string, Compiled>();
@@ -103,7 +103,7 @@ function compile(template: string): Compiled {
     let last = 0;
     for (const m of template.matchAll(PLACEHOLDER)) {
       c.literals.push(template.slice(last, m.index));
-      c.args.push(m[1] as string);
+      c.args.push((m[1] as string).split('.'));
       last = (m.index as number) + m[0].length;
     }
     c.literals.push(template.slice(last));
@@ -119,7 +119,7 @@ export function expandTemplate(template: string, args: unknown): string {
   let out = '';
   for (let i = 0; i < names.length; i++) {
     out += literals[i] as string;
-    const value = scalar(argAt(args, names[i] as string));
+    const value = scalar(argAt(args, names[i] as string[]));
     if (value === undefined) {
       const cut = Math.max(out.lastIndexOf('/'), out.lastIndexOf(':'));
       return `${out.slice(0, cut + 1)}*`;
@@ -135,29 +135,50 @@ export interface Access {
   writes: Key[];
 }
 
-export const PURE: Access = { reads: [], writes: [] };
+// Accesses are never changed once made, and most calls touch nothing or one key: the empty list and
+// the common accesses are shared (frozen, so a change would throw instead of leaking between calls).
+const NONE = Object.freeze([]) as unknown as Key[];
+
+export const PURE: Access = Object.freeze({ reads: NONE, writes: NONE });
+
+/** A tool that declares no effects at all writes `*`. */
+const UNKNOWN: Access = Object.freeze({ reads: NONE, writes: Object.freeze([ANY]) as unknown as Key[] });
 
 /**
  * A call's reads and writes. A tool that declares neither has unknown effects: it writes `*`. A tool
- * that declares both empty is pure.
+ * that declares both empty is pure. Keys are deduplicated by segments (`file:/a` and `file/a` are one),
+ * and a key both read and written counts as written.
  */
 export function accessOf(decl: { reads?: readonly string[]; writes?: readonly string[] }, args: unknown): Access {
-  if (decl.reads === undefined && decl.writes === undefined) return { reads: [], writes: [ANY] };
-  const expand = (ts: readonly string[] | undefined) => dedupe((ts ?? []).map((t) => key(expandTemplate(t, args))));
-  const writes = expand(decl.writes);
-  const reads = expand(decl.reads);
-  if (writes.length === 0 || reads.length === 0) return { reads, writes };
-  const written = new Set(writes.map((k) => k.segs.join('\0')));
-  return { reads: reads.filter((k) => !written.has(k.segs.join('\0'))), writes };
+  if (decl.reads === undefined && decl.writes === undefined) return UNKNOWN;
+  const writes = expandAll(decl.writes, args, NONE);
+  const reads = expandAll(decl.reads, args, writes);
+  return reads === NONE && writes === NONE ? PURE : { reads, writes };
 }
 
-function dedupe(keys: Key[]): Key[] {
-  if (keys.length < 2) return keys;
-  const seen = new Set<string>();
-  return keys.filter((k) => {
-    const id = k.segs.join('\0');
-    if (seen.has(id)) return false;
-    seen.add(id);
-    return true;
-  });
+/**
+ * The keys of `templates` against `args`, first of each kind only, and none of those in `except`.
+ * (Linear scans: a tool declares a handful of templates, and this runs once per call.)
+ */
+function expandAll(templates: readonly string[] | undefined, args: unknown, except: readonly Key[]): Key[] {
+  let keys = NONE;
+  if (templates === undefined) return keys;
+  for (const t of templates) {
+    const k = key(expandTemplate(t, args));
+    if (includesKey(keys, k) || includesKey(except, k)) continue;
+    if (keys === NONE) keys = [];
+    keys.push(k);
+  }
+  return keys;
+}
+
+function includesKey(keys: readonly Key[], k: Key): boolean {
+  for (const x of keys) if (x === k || sameSegments(x.segs, k.segs)) return true;
+  return false;
+}
+
+function sameSegments(a: Segments, b: Segments): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

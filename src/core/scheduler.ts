@@ -27,7 +27,7 @@ import { StreamPlanner, type StreamStep } from './stream-plan.js';
 import { MinHeap } from './heap.js';
 import { Limiter, own, type Holder } from './limits.js';
 import { buildPlan, checkResolvedArgs, type Plan, type PlannedCall } from './plan.js';
-import { hasTemplates, resolveValue, type Reference } from './references.js';
+import { hasTemplates, resolveValue } from './references.js';
 import { accessOf, type Access } from './resources.js';
 import { backoffDelay } from './retry.js';
 import { isTerminal, transition } from './state.js';
@@ -118,7 +118,8 @@ interface CallRt {
   error?: CallError;
   review?: string;
   reviewed: boolean;
-  targets: Map<string, string>;
+  /** The plan's `refCalls`: the call each reference in `args` names, in document order. */
+  refCalls: number[];
   hasRefs: boolean;
   dataSucc: number[];
   conflictSucc: number[];
@@ -145,6 +146,8 @@ interface CallRt {
 interface RunRt {
   id: string;
   tenant: string;
+  /** The lock domain of the run's tenant-scoped calls: `tenant:<tenant>`. */
+  tenantDomain: string;
   failure: FailureMode;
   arrival: number;
   calls: CallRt[];
@@ -211,7 +214,7 @@ export class Scheduler {
     const failure = s.failure ?? this.opts.defaults.failure;
     const estimates = s.estimates ?? this.estimates();
     const run = this.newRun(s.runId, s.tenant, failure, estimates);
-    const calls = s.calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args ?? {}, ...(c.invalid !== undefined ? { invalid: c.invalid } : {}) }));
+    const calls = s.calls.map(normalized);
     if (s.open) {
       run.stream = new StreamPlanner(run.tenant, this.opts.catalog, this.opts.policy);
       this.emit('run.created', run, undefined, { ...s.meta, tenant: run.tenant, failure, tags: s.tags ?? {}, calls: [], estimates, open: true });
@@ -251,7 +254,7 @@ export class Scheduler {
       if (run.byId.has(c.id) || seen.has(c.id)) throw new SchedulerError('conflict', `call id ${c.id} is used in run ${runId} already`);
       seen.add(c.id);
     }
-    this.appendTo(run, calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args ?? {}, ...(c.invalid !== undefined ? { invalid: c.invalid } : {}) })));
+    this.appendTo(run, calls.map(normalized));
     return this.flush();
   }
 
@@ -268,7 +271,7 @@ export class Scheduler {
     const step = (run.stream as StreamPlanner).add(calls);
     for (const p of step.planned) {
       run.byId.set(p.id, p.index);
-      const c = this.newCall(p, run);
+      const c = this.newCall(p);
       c.held = true;
       c.priority = own(run.estimates, c.tool) ?? 1;
       run.calls.push(c);
@@ -301,7 +304,7 @@ export class Scheduler {
       const to = run.calls[run.byId.get(e.to) as number] as CallRt;
       if (e.kind === 'conflict') {
         if (from.released) continue;
-        from.conflictSucc.push(to.index);
+        from.conflictSucc = appended(from.conflictSucc, to.index);
         to.conflictWaiting++;
         continue;
       }
@@ -312,7 +315,7 @@ export class Scheduler {
       // As in a batch (`wire`), a data or policy predecessor holds the call's release back until it is
       // released itself (see `release`): the hazard between the two may ride on this edge alone.
       if (!from.released) {
-        from.dataSucc.push(to.index);
+        from.dataSucc = appended(from.dataSucc, to.index);
         to.dataUnreleased++;
       }
     }
@@ -321,7 +324,7 @@ export class Scheduler {
       for (const p of step.settledPlans) {
         const c = run.calls[p.index] as CallRt;
         c.held = false;
-        c.targets = p.targets;
+        c.refCalls = p.refCalls;
         c.hasRefs = p.hasRefs;
       }
       return;
@@ -332,8 +335,8 @@ export class Scheduler {
     for (const c of settled) {
       c.held = false;
       const p = planned(c) as PlannedCall;
-      // The plan as of the step that settled it: the targets its references name are known now.
-      c.targets = p.targets;
+      // The plan as of the step that settled it: the calls its references name are known now.
+      c.refCalls = p.refCalls;
       c.hasRefs = p.hasRefs;
       if (p.review !== undefined) c.review = p.review;
       if (p.blockedBy && isPending(c)) this.block(run, c, p.blockedBy, false);
@@ -387,6 +390,7 @@ export class Scheduler {
     const run: RunRt = {
       id,
       tenant,
+      tenantDomain: `tenant:${tenant}`,
       failure,
       arrival: this.arrivals++,
       calls: [],
@@ -720,44 +724,49 @@ export class Scheduler {
     const inputs = [...run.inputs, ...list];
     const plan = buildPlan({ calls: inputs, tenant: run.tenant, catalog: this.opts.catalog, policy: this.opts.policy });
     run.inputs = inputs;
-    for (let i = base; i < inputs.length; i++) {
-      const p = plan.calls[i] as PlannedCall;
-      run.byId.set(p.id, i);
-      run.calls.push(this.newCall(p, run));
-    }
-    const isNew = (id: string) => (run.byId.get(id) as number) >= base;
-    const fresh = base === 0 ? plan.edges.filter((e) => isNew(e.to)) : this.replanEdges(run, plan, base);
+    // The plan indexes every call of the run, the earlier ones as they were.
+    run.byId = plan.byId;
+    for (let i = base; i < inputs.length; i++) run.calls.push(this.newCall(plan.calls[i] as PlannedCall));
+    const { edges: fresh, ends } = base === 0 ? { edges: plan.edges, ends: plan.edgeCalls } : this.replanEdges(plan, base);
     const doomedBy = new Map<number, CallRt>();
-    for (const e of fresh) {
-      const from = run.calls[run.byId.get(e.from) as number] as CallRt;
-      const to = run.calls[run.byId.get(e.to) as number] as CallRt;
+    for (let k = 0; k < fresh.length; k++) {
+      const from = run.calls[ends[2 * k] as number] as CallRt;
+      const to = run.calls[ends[2 * k + 1] as number] as CallRt;
       if (from.index < base) {
-        if (e.kind !== 'conflict' && from.status !== 'succeeded' && !doomedBy.has(to.index)) doomedBy.set(to.index, from);
+        if ((fresh[k] as Edge).kind !== 'conflict' && from.status !== 'succeeded' && !doomedBy.has(to.index)) doomedBy.set(to.index, from);
         continue;
       }
-      if (e.kind === 'conflict') {
-        from.conflictSucc.push(to.index);
+      if ((fresh[k] as Edge).kind === 'conflict') {
+        from.conflictSucc = appended(from.conflictSucc, to.index);
         to.conflictWaiting++;
       } else {
-        from.dataSucc.push(to.index);
+        from.dataSucc = appended(from.dataSucc, to.index);
         to.dataWaiting++;
         to.dataUnreleased++;
       }
     }
     this.rank(run, plan, base);
+    const isNew = (id: string) => (run.byId.get(id) as number) >= base;
     run.diagnosticsBase = run.diagnostics.length;
     run.diagnostics.push(...plan.diagnostics.filter((d) => (d.callId !== undefined ? isNew(d.callId) : (d.callIds ?? []).some(isNew))));
     return { plan, base, fresh, doomedBy };
   }
 
   /**
-   * The edges into a replan's calls. Every earlier call has ended, so conflicts are only among the new
-   * calls: they are ordered by a hazard index of their own, in the plan's order. (The whole run's
-   * conflict edges would not do: an old call between two new ones in that order would stand in for the
-   * edge between them, and it is no longer there to wait for.)
+   * The edges into a replan's calls (with their call indexes, as `Plan.edgeCalls`). Every earlier call
+   * has ended, so conflicts are only among the new calls: they are ordered by a hazard index of their
+   * own, in the plan's order. (The whole run's conflict edges would not do: an old call between two new
+   * ones in that order would stand in for the edge between them, and it is no longer there to wait for.)
    */
-  private replanEdges(run: RunRt, plan: Plan, base: number): Edge[] {
-    const edges = plan.edges.filter((e) => e.kind !== 'conflict' && (run.byId.get(e.to) as number) >= base);
+  private replanEdges(plan: Plan, base: number): { edges: Edge[]; ends: number[] } {
+    const edges: Edge[] = [];
+    const ends: number[] = [];
+    plan.edges.forEach((e, k) => {
+      const to = plan.edgeCalls[2 * k + 1] as number;
+      if (e.kind === 'conflict' || to < base) return;
+      edges.push(e);
+      ends.push(plan.edgeCalls[2 * k] as number, to);
+    });
     const linked = new Set(edges.map((e) => `${e.from}>${e.to}`));
     const hazards = new HazardIndex();
     for (const i of plan.order) {
@@ -765,28 +774,33 @@ export class Scheduler {
       if (i < base || p.error || p.blockedBy) continue;
       for (const h of hazards.add(i, p.access)) {
         const from = (plan.calls[h.from] as PlannedCall).id;
-        if (!linked.has(`${from}>${p.id}`)) edges.push({ from, to: p.id, kind: 'conflict', reason: describeHazard(h.kind, h.key) });
+        if (linked.has(`${from}>${p.id}`)) continue;
+        edges.push({ from, to: p.id, kind: 'conflict', reason: describeHazard(h.kind, h.key) });
+        ends.push(h.from, i);
       }
     }
-    return edges;
+    return { edges, ends };
   }
 
-  private newCall(p: PlannedCall, run: RunRt): CallRt {
-    void run;
+  private newCall(p: PlannedCall): CallRt {
+    // Every field set, in one order: all calls share one shape.
     return {
       index: p.index,
       id: p.id,
       tool: p.tool,
-      ...(p.manifest ? { manifest: p.manifest } : {}),
+      manifest: p.manifest,
       args: p.args,
+      resolved: undefined,
       status: 'pending',
       attempts: 0,
-      ...(p.review !== undefined ? { review: p.review } : {}),
+      output: undefined,
+      error: undefined,
+      review: p.review,
       reviewed: false,
-      targets: p.targets,
+      refCalls: p.refCalls,
       hasRefs: p.hasRefs,
-      dataSucc: [],
-      conflictSucc: [],
+      dataSucc: NO_SUCC,
+      conflictSucc: NO_SUCC,
       dataWaiting: 0,
       conflictWaiting: 0,
       dataUnreleased: 0,
@@ -794,8 +808,13 @@ export class Scheduler {
       released: false,
       retrying: false,
       priority: 0,
+      holder: undefined,
+      endedAt: undefined,
+      attemptStartedAt: undefined,
       superseded: false,
       planAccess: p.access,
+      lastRetryable: undefined,
+      held: false,
     };
   }
 
@@ -820,9 +839,10 @@ export class Scheduler {
     c.armed = true;
     let args = c.args;
     if (c.hasRefs) {
-      const r = resolveValue(c.args, (ref: Reference) => {
-        const id = c.targets.get(ref.target);
-        const t = id === undefined ? undefined : run.calls[run.byId.get(id) as number];
+      // References are looked up in document order: the k-th names the plan's `refCalls[k]`.
+      let k = 0;
+      const r = resolveValue(c.args, () => {
+        const t = run.calls[c.refCalls[k++] as number];
         return t && t.status === 'succeeded' ? { value: t.output } : undefined;
       });
       if (!r.ok) return this.fail(run, c, { ...r.error, message: `${c.id}: ${r.error.message}` }, true);
@@ -852,10 +872,12 @@ export class Scheduler {
       callId: c.id,
       tenant: run.tenant,
       tool: c.tool,
-      domain: m.scope === 'run' ? null : m.scope === 'global' ? 'global' : `tenant:${run.tenant}`,
+      domain: m.scope === 'run' ? null : m.scope === 'global' ? 'global' : run.tenantDomain,
       reads: access.reads,
       writes: access.writes,
-      ...(m.rate ? { toolRate: m.rate } : {}),
+      toolRate: m.rate,
+      resourceLimits: undefined,
+      buckets: undefined,
     };
   }
 
@@ -864,7 +886,7 @@ export class Scheduler {
     if (c.review !== undefined && !c.reviewed) return;
     if (run.cancelRequested || run.failFastBy !== undefined) return;
     transition(c, 'ready');
-    this.emit('call.ready', run, c, {});
+    this.emit('call.ready', run, c, NO_DATA);
     let heap = run.ready.get(c.tool);
     if (!heap) {
       heap = new MinHeap(byPriority);
@@ -985,9 +1007,9 @@ export class Scheduler {
    * writer start while the earlier one still runs).
    */
   private release(run: RunRt, first: CallRt): void {
-    const stack = [first];
-    while (stack.length > 0) {
-      const c = stack.pop() as CallRt;
+    // Usually nothing cascades: the stack is only made when an ended successor becomes releasable.
+    let stack: CallRt[] | undefined;
+    for (let c: CallRt | undefined = first; c; c = stack?.pop()) {
       if (c.released) continue;
       c.released = true;
       for (const s of c.conflictSucc) {
@@ -995,13 +1017,13 @@ export class Scheduler {
         t.conflictWaiting--;
         if (t.conflictWaiting > 0) continue;
         if (isTerminal(t.status)) {
-          if (releasable(t)) stack.push(t);
+          if (releasable(t)) (stack ??= []).push(t);
         } else this.maybeReady(run, t);
       }
       for (const s of c.dataSucc) {
         const t = run.calls[s] as CallRt;
         t.dataUnreleased--;
-        if (isTerminal(t.status) && releasable(t)) stack.push(t);
+        if (isTerminal(t.status) && releasable(t)) (stack ??= []).push(t);
       }
     }
   }
@@ -1105,7 +1127,7 @@ export class Scheduler {
       while (heap.size > 0 && (heap.peek() as CallRt).status !== 'ready') heap.pop();
       if (heap.size === 0 || this.limiter.toolFull(tool)) continue;
       if (best && byPriority(heap.peek() as CallRt, best) > 0) continue;
-      const skipped: CallRt[] = [];
+      let skipped: CallRt[] | undefined;
       let found: CallRt | undefined;
       while (heap.size > 0) {
         const c = heap.peek() as CallRt;
@@ -1119,7 +1141,7 @@ export class Scheduler {
           break;
         }
         if (check.reason === 'global' || check.reason === 'tenant') {
-          for (const s of skipped) heap.push(s);
+          if (skipped) for (const s of skipped) heap.push(s);
           return 'stop';
         }
         if (check.reason === 'rate') {
@@ -1127,9 +1149,9 @@ export class Scheduler {
           break;
         }
         if (check.reason === 'tool') break;
-        skipped.push(heap.pop() as CallRt);
+        (skipped ??= []).push(heap.pop() as CallRt);
       }
-      for (const s of skipped) heap.push(s);
+      if (skipped) for (const s of skipped) heap.push(s);
       if (found && (!best || byPriority(found, best) < 0)) best = found;
     }
     return best;
@@ -1269,6 +1291,28 @@ function releasable(c: CallRt): boolean {
 
 function isPending(c: CallRt): boolean {
   return c.status === 'pending' || c.status === 'ready' || c.status === 'awaiting_review';
+}
+
+/** A successor list that no call has joined yet (shared, so frozen; see `appended`). */
+const NO_SUCC: number[] = Object.freeze([]) as unknown as number[];
+
+/**
+ * `list` with `index` appended. Most calls have no successors of a kind, or one: they share the empty
+ * list, and get a list of one rather than the 16 slots a push onto an empty array reserves.
+ */
+function appended(list: number[], index: number): number[] {
+  if (list === NO_SUCC) return [index];
+  list.push(index);
+  return list;
+}
+
+/** The data of events that carry none (shared, so frozen). */
+const NO_DATA: Record<string, unknown> = Object.freeze({});
+
+/** A call as the run keeps and records it: `args` defaulted, nothing but the fields of a CallInput. */
+function normalized(c: CallInput): CallInput {
+  const args = c.args ?? {};
+  return c.invalid !== undefined ? { id: c.id, tool: c.tool, args, invalid: c.invalid } : { id: c.id, tool: c.tool, args };
 }
 
 function isRunOver(s: RunStatus): boolean {

@@ -29,6 +29,8 @@ interface Pending {
   seq: number;
   kind: 'end' | 'action';
   start?: StartAttempt;
+  /** `keyOf(start)`, made once per attempt. */
+  key?: string;
   result?: AttemptResult;
   action?: (now: number) => Output;
 }
@@ -67,8 +69,9 @@ export class Simulation {
       for (let p = this.queue.peek(); p && p.at <= t && p.kind === 'end'; p = this.queue.peek()) {
         this.queue.pop();
         const s = p.start as StartAttempt;
-        if (this.inFlight.get(keyOf(s)) !== p) continue;
-        this.inFlight.delete(keyOf(s));
+        const key = p.key as string;
+        if (this.inFlight.get(key) !== p) continue;
+        this.inFlight.delete(key);
         const ended = { runId: s.runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result: p.result as AttemptResult };
         this.apply(this.scheduler.attemptEnded(t, ended));
       }
@@ -92,15 +95,16 @@ export class Simulation {
     for (const s of out.starts) {
       this.starts.push({ at: this.now, start: s });
       const a = this.hooks.attempt(s, this.now);
-      const p: Pending = { at: this.now + Math.max(0, a.durationMs), seq: this.seq++, kind: 'end', start: s, result: a.result };
-      this.inFlight.set(keyOf(s), p);
+      const key = keyOf(s);
+      const p: Pending = { at: this.now + Math.max(0, a.durationMs), seq: this.seq++, kind: 'end', start: s, key, result: a.result };
+      this.inFlight.set(key, p);
       this.queue.push(p);
     }
     for (const a of out.aborts) {
       const p = this.inFlight.get(`call/${a.runId}/${a.callId}/${a.attempt}`);
       if (!p) continue;
       const ended: Pending = { ...p, at: this.now, seq: this.seq++, result: { ok: false, error: a.reason } };
-      this.inFlight.set(keyOf(p.start as StartAttempt), ended);
+      this.inFlight.set(p.key as string, ended);
       this.queue.push(ended);
     }
   }

@@ -13,7 +13,7 @@
  */
 import type { CallInput, Diagnostic, Edge } from './calls.js';
 import { HazardIndex, describeHazard } from './hazards.js';
-import { buildPlan, type Plan, type PlannedCall } from './plan.js';
+import { buildPlan, dataReason, type Plan, type PlannedCall } from './plan.js';
 import { policyFor } from './policy.js';
 import { findReferences } from './references.js';
 import type { Catalog, Policy } from './tool.js';
@@ -162,7 +162,7 @@ export class StreamPlanner {
         if (!ready) continue;
         const p = plan.calls[i] as PlannedCall;
         // (A reference to itself is a cycle: the call is blocked, and the edge shows why, as in a batch.)
-        for (const [target, id] of p.targets) step.edges.push({ from: id, to: p.id, kind: 'data', reason: `${p.id} uses \${${target}.output}` });
+        for (const [target, id] of p.targets) step.edges.push({ from: id, to: p.id, kind: 'data', reason: dataReason(p.id, target) });
         this.settle(i, p, step, true);
         this.waitsFor.delete(i);
         progress = true;
