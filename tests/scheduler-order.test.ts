@@ -74,6 +74,25 @@ describe('data references', () => {
     expect(args).toEqual([undefined, 'x', 'from y']);
   });
 
+  it('an output is data: text in it that looks like a reference is passed on as it is, never resolved', () => {
+    const r = rig({ tools });
+    r.submit(0, {
+      calls: [
+        // `$${` is a literal `${` in args: a's output holds the text `${b.output}`
+        { id: 'a', tool: 'pure', args: { ms: 5, out: { src: 'const s = `$${b.output}`;' } } },
+        { id: 'b', tool: 'pure', args: { ms: 5 } },
+        { id: 'c', tool: 'pure', args: { ms: 1, whole: '${a.output.src}', inside: 'file: ${a.output.src}' } },
+      ],
+    });
+    r.run();
+    expect(finalStatuses(r.events)).toEqual({ a: 'succeeded', b: 'succeeded', c: 'succeeded' });
+    expect(r.sim.starts[2]?.start.args).toEqual({
+      ms: 1,
+      whole: 'const s = `${b.output}`;',
+      inside: 'file: const s = `${b.output}`;',
+    });
+  });
+
   it('a fan-in waits for the slowest of its inputs', () => {
     const r = rig({ tools });
     r.submit(0, {

@@ -26,7 +26,7 @@ import { RunProjection } from './view.js';
 import { StreamPlanner, type StreamStep } from './stream-plan.js';
 import { MinHeap } from './heap.js';
 import { Limiter, own, type Holder } from './limits.js';
-import { buildPlan, checkResolvedArgs, type Plan, type PlannedCall } from './plan.js';
+import { buildPlan, type Plan, type PlannedCall } from './plan.js';
 import { hasTemplates, resolveValue } from './references.js';
 import { accessOf, type Access } from './resources.js';
 import { backoffDelay } from './retry.js';
@@ -847,7 +847,9 @@ export class Scheduler {
       });
       if (!r.ok) return this.fail(run, c, { ...r.error, message: `${c.id}: ${r.error.message}` }, true);
       args = r.value as Record<string, unknown>;
-      const problem = checkResolvedArgs(this.opts.catalog, c.tool, args);
+      // Resolved once: what the references brought in is data (a file's text may well hold `${`),
+      // so the schema sees it as it is, never scanned for references again.
+      const problem = this.opts.catalog.checkArgs(c.tool, args);
       if (problem) return this.fail(run, c, callError('invalid_args', `${c.id}: ${problem}`, { details: { tool: c.tool } }), true);
     } else if (hasTemplates(args)) {
       const r = resolveValue(c.args, () => undefined);
