@@ -604,8 +604,8 @@ export class Engine {
     }
     if (e.seq > 1) live.projection.apply(e);
     const view = live.projection.view;
-    for (const l of live.listeners) safely(() => l(e, view));
-    for (const l of this.globalListeners) safely(() => l(e, view));
+    for (const l of live.listeners) tell(l, e, view);
+    for (const l of this.globalListeners) tell(l, e, view);
     if (e.type === 'run.replanned') delete live.endedAt;
     if (e.type === 'run.completed') {
       live.endedAt = e.at;
@@ -712,9 +712,9 @@ function attemptKey(runId: string, callId: string, attempt: number, kind: 'call'
   return `${kind}/${runId}/${callId}/${attempt}`;
 }
 
-function safely(f: () => void): void {
+function tell(listener: RunListener, e: RunEvent, view: RunView): void {
   try {
-    f();
+    listener(e, view);
   } catch {
     // A listener cannot throw into the engine.
   }
