@@ -3,6 +3,7 @@
  * ready calls wait for a limit, and how full each limit is.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { RunView } from '../core/view.js';
 import type { Service } from './service.js';
 
 export interface Metrics {
@@ -69,18 +70,36 @@ export function createMetrics(service: Service): Metrics {
   });
 
   const readyAt = new Map<string, number>();
+  // Called for every event of every run: it allocates only for the events it counts.
   engine.onEvent((e, view) => {
-    const key = `${e.runId}/${e.callId}`;
-    const tool = () => view.calls.find((c) => c.id === e.callId)?.tool ?? 'unknown';
-    if (e.type === 'call.ready') readyAt.set(key, e.at);
-    else if (e.type === 'call.started') {
-      const at = readyAt.get(key);
-      readyAt.delete(key);
-      if (at !== undefined) queueWait.observe({ tool: tool() }, (e.at - at) / 1000);
-    } else if (e.type === 'call.succeeded' || (e.type === 'call.failed' && e.data.attempt !== undefined)) {
-      duration.observe({ tool: tool(), outcome: e.type === 'call.succeeded' ? 'succeeded' : 'failed' }, ((e.data.durationMs as number | undefined) ?? 0) / 1000);
-    } else if (e.type === 'call.cancelled') readyAt.delete(key);
-    else if (e.type === 'run.completed') completed.inc({ status: e.data.status as string });
+    switch (e.type) {
+      case 'call.ready':
+        readyAt.set(`${e.runId}/${e.callId}`, e.at);
+        break;
+      case 'call.started': {
+        const key = `${e.runId}/${e.callId}`;
+        const at = readyAt.get(key);
+        readyAt.delete(key);
+        if (at !== undefined) queueWait.observe({ tool: toolOf(view, e.callId) }, (e.at - at) / 1000);
+        break;
+      }
+      case 'call.succeeded':
+      case 'call.failed':
+        if (e.type === 'call.succeeded' || e.data.attempt !== undefined) {
+          duration.observe({ tool: toolOf(view, e.callId), outcome: e.type === 'call.succeeded' ? 'succeeded' : 'failed' }, ((e.data.durationMs as number | undefined) ?? 0) / 1000);
+        }
+        break;
+      case 'call.cancelled':
+        readyAt.delete(`${e.runId}/${e.callId}`);
+        break;
+      case 'run.completed':
+        completed.inc({ status: e.data.status as string });
+        break;
+    }
   });
   return { registry };
+}
+
+function toolOf(view: RunView, callId: string | undefined): string {
+  return view.calls.find((c) => c.id === callId)?.tool ?? 'unknown';
 }

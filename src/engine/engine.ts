@@ -13,10 +13,17 @@
  * inputs commit at once, together with whatever is queued before them, so the store sees every run's
  * events in seq order.
  *
+ * One exception to "start after the commit": a grouped submission starts its idempotent calls at once,
+ * before their `call.started` is stored (see `startsEarly`). DESIGN §8 allows it: a call that was
+ * running when the process died is re-run if its tool is idempotent, and a run whose submission was not
+ * stored was never accepted. Their ends are still stored (in that commit or a later one) before anything
+ * of them is published, so a run of instant calls needs a single commit.
+ *
  * One engine holds many runs at once; limits apply across all of them.
  */
 import { randomUUID } from 'node:crypto';
 import type { CallInput, RunStatus } from '../core/calls.js';
+import { callError } from '../core/errors.js';
 import type { CoreEvent, RunEvent } from '../core/events.js';
 import { Scheduler, SchedulerError, type AbortAttempt, type AttemptEnded, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
 import type { FailureMode } from '../core/tool.js';
@@ -80,8 +87,13 @@ interface LiveRun {
 /** A scheduler output waiting for the next commit, its events numbered. */
 interface Queued {
   events: RunEvent[];
+  /** Started once the events are stored. */
   starts: readonly StartAttempt[];
   aborts: readonly AbortAttempt[];
+  /** For a grouped submission: the run it creates (see `disown`). */
+  creates?: string;
+  /** For a grouped submission: the attempts started before the commit (see `startsEarly`). */
+  early?: readonly StartAttempt[];
   /** For a grouped step: told when its events are stored, or that they could not be. */
   committed?: { resolve: () => void; reject: (err: unknown) => void };
 }
@@ -148,7 +160,8 @@ export class Engine {
   /** Submits a batch; returns the run's view as it stands once the first calls have started. */
   submit(req: SubmitRequest): RunView {
     const runId = req.runId ?? newRunId();
-    this.step(this.submission(runId, req));
+    this.enqueue(this.submission(runId, req)(this.clock()), { creates: runId });
+    this.commit();
     return this.get(runId) as RunView;
   }
 
@@ -161,7 +174,11 @@ export class Engine {
    */
   async submitGrouped(req: SubmitRequest): Promise<RunView> {
     const runId = req.runId ?? newRunId();
-    await this.stepGrouped(this.submission(runId, req));
+    const out = this.submission(runId, req)(this.clock());
+    await new Promise<void>((resolve, reject) => {
+      this.enqueue(out, { creates: runId, committed: { resolve, reject } });
+      this.scheduleFlush();
+    });
     return this.get(runId) as RunView;
   }
 
@@ -371,17 +388,20 @@ export class Engine {
     this.commit();
   }
 
-  /** Feeds the scheduler now; its output waits for the group commit at the end of this turn. */
-  private stepGrouped(input: (now: number) => Output): Promise<void> {
-    const out = input(this.clock());
-    return new Promise((resolve, reject) => {
-      this.enqueue(out, { resolve, reject });
-      this.scheduleFlush();
-    });
-  }
-
-  private enqueue(out: Output, committed?: Queued['committed']): void {
-    this.queue.push({ events: out.events.map((e) => this.number(e)), starts: out.starts, aborts: out.aborts, ...(committed ? { committed } : {}) });
+  /**
+   * Numbers the output's events and queues it for the next commit. `creates`: the output submits that
+   * run (see `disown`). A grouped submission (`committed`) starts its early attempts now, as its commit
+   * is still to come (see `startsEarly`); everything else starts once stored.
+   */
+  private enqueue(out: Output, submission: Pick<Queued, 'creates' | 'committed'> = {}): void {
+    const q: Queued = { events: out.events.map((e) => this.number(e)), starts: out.starts, aborts: out.aborts, ...submission };
+    const runId = submission.creates;
+    if (submission.committed && runId !== undefined && out.starts.some((s) => startsEarly(s, runId))) {
+      q.early = out.starts.filter((s) => startsEarly(s, runId));
+      q.starts = out.starts.filter((s) => !startsEarly(s, runId));
+    }
+    this.queue.push(q);
+    for (const s of q.early ?? []) this.launch(s);
   }
 
   /** One flush per turn of the event loop, after the I/O callbacks that queued work in it. */
@@ -403,12 +423,7 @@ export class Engine {
     if (!this.closed && ends.length > 0) {
       const now = this.clock();
       const merged: Output = { events: [], starts: [], aborts: [] };
-      for (const e of ends) {
-        const out = this.scheduler.attemptEnded(now, e);
-        merged.events.push(...out.events);
-        merged.starts.push(...out.starts);
-        merged.aborts.push(...out.aborts);
-      }
+      for (const e of ends) merge(merged, this.scheduler.attemptEnded(now, e));
       this.enqueue(merged);
     }
     this.commitGrouped();
@@ -500,24 +515,69 @@ export class Engine {
    * `storeEach`). Returns each output's error, if it has one.
    */
   private store(batch: readonly Queued[]): unknown[] {
-    try {
-      this.toSink(batch.length === 1 ? (batch[0] as Queued).events : batch.flatMap((q) => q.events));
-      return [];
-    } catch (err) {
-      return batch.length === 1 ? [err] : this.storeEach(batch);
+    if (batch.length > 1) {
+      try {
+        this.toSink(batch.flatMap((q) => q.events));
+        return [];
+      } catch {
+        // Stored output by output below, so that only the bad one fails.
+      }
     }
+    return this.storeEach(batch);
   }
 
-  /** Stores outputs one by one, so that one bad output (a duplicate idempotency key, say) fails alone, not the runs that shared its commit. */
+  /**
+   * Stores outputs one by one, so that one bad output (a duplicate idempotency key, say) fails alone, not
+   * the runs that shared its commit. A refused submission takes its run with it (see `disown`), out of
+   * the outputs after it too, which would otherwise fail for want of their run.
+   */
   private storeEach(batch: readonly Queued[]): unknown[] {
-    return batch.map((q) => {
+    return batch.map((q, i) => {
       try {
         this.toSink(q.events);
         return undefined;
       } catch (err) {
+        if (q.creates !== undefined) this.disown(q.creates, [q, ...batch.slice(i + 1), ...this.queue]);
         return err;
       }
     });
+  }
+
+  /**
+   * Forgets a run whose submission the store refused: nothing of it is stored, so nothing of it may be
+   * stored, published or started later either. Its events, starts and aborts leave the outputs still in
+   * hand (`held`: the refused one, and every later one, since nothing of the run was stored); the
+   * attempts it started early are aborted and their ends ignored (see `launch`). The scheduler lets a run
+   * go only once it has ended, so it is cancelled there, and every attempt it counts as running (any the
+   * held outputs started) ends as cancelled; what that changes for other runs (a limit slot freed, say)
+   * is queued like any output.
+   */
+  private disown(runId: string, held: readonly Queued[]): void {
+    this.unborn.delete(runId);
+    const reason = callError('cancelled', `the store refused run ${runId}`);
+    const refused: AttemptResult = { ok: false, error: reason, retryable: false };
+    const toEnd: StartAttempt[] = [];
+    for (const q of held) toEnd.push(...strip(q, runId));
+    for (const s of toEnd) {
+      const key = attemptKey(s.runId, s.callId, s.attempt, s.kind);
+      this.inflight.get(key)?.abort(reason);
+      this.inflight.delete(key);
+    }
+    const now = this.clock();
+    const rest: Output = { events: [], starts: [], aborts: [] };
+    const keep = (out: Output) => {
+      toEnd.push(...strip(out, runId));
+      merge(rest, out);
+    };
+    keep(this.scheduler.cancel(now, runId));
+    for (let s = toEnd.shift(); s; s = toEnd.shift()) {
+      keep(this.scheduler.attemptEnded(now, { runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result: refused }));
+    }
+    this.scheduler.evict(runId);
+    if (rest.events.length + rest.starts.length + rest.aborts.length > 0) {
+      this.enqueue(rest);
+      this.scheduleFlush();
+    }
   }
 
   private toSink(events: RunEvent[]): void {
@@ -544,8 +604,8 @@ export class Engine {
     }
     if (e.seq > 1) live.projection.apply(e);
     const view = live.projection.view;
-    for (const l of live.listeners) safely(() => l(e, view));
-    for (const l of this.globalListeners) safely(() => l(e, view));
+    for (const l of live.listeners) tell(l, e, view);
+    for (const l of this.globalListeners) tell(l, e, view);
     if (e.type === 'run.replanned') delete live.endedAt;
     if (e.type === 'run.completed') {
       live.endedAt = e.at;
@@ -563,6 +623,8 @@ export class Engine {
     const controller = new AbortController();
     this.inflight.set(key, controller);
     const done = (result: AttemptResult) => {
+      // Not ours any more: its run was refused by the store (see `disown`).
+      if (this.inflight.get(key) !== controller) return;
       this.inflight.delete(key);
       if (this.closed) return;
       this.ended.push({ runId: s.runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result });
@@ -616,13 +678,43 @@ export class Engine {
   }
 }
 
+/**
+ * Whether a grouped submission starts this attempt before its `call.started` is stored: a call (not a
+ * compensation) of the run just submitted, whose tool is idempotent. Such a call has no predecessor in
+ * its run yet (it is ready at submission), and a crash before the commit loses nothing (the run was
+ * never accepted; once it is, a running idempotent call is re-run on restart). A non-idempotent call
+ * keeps write-ahead: its effect must never happen without its `call.started` stored first.
+ */
+function startsEarly(s: StartAttempt, runId: string): boolean {
+  return s.kind === 'call' && s.runId === runId && s.tool.idempotent;
+}
+
+function merge(into: Output, out: Output): void {
+  into.events.push(...out.events);
+  into.starts.push(...out.starts);
+  into.aborts.push(...out.aborts);
+}
+
+/** Takes a run's events, starts and aborts out of an output; returns the starts taken (early ones too). */
+function strip<E extends { runId: string }>(
+  q: { events: E[]; starts: readonly StartAttempt[]; aborts: readonly AbortAttempt[]; early?: readonly StartAttempt[] },
+  runId: string,
+): StartAttempt[] {
+  const taken = [...(q.early ?? []), ...q.starts].filter((s) => s.runId === runId);
+  q.events = q.events.filter((e) => e.runId !== runId);
+  q.starts = q.starts.filter((s) => s.runId !== runId);
+  q.aborts = q.aborts.filter((a) => a.runId !== runId);
+  if (q.early) q.early = q.early.filter((s) => s.runId !== runId);
+  return taken;
+}
+
 function attemptKey(runId: string, callId: string, attempt: number, kind: 'call' | 'compensation'): string {
   return `${kind}/${runId}/${callId}/${attempt}`;
 }
 
-function safely(f: () => void): void {
+function tell(listener: RunListener, e: RunEvent, view: RunView): void {
   try {
-    f();
+    listener(e, view);
   } catch {
     // A listener cannot throw into the engine.
   }

@@ -74,17 +74,6 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
       throw invalid(e, e.seq === 1 ? 'a run must begin with run.created' : 'run.created must be the first event of its run');
     }
     const data = e.data ?? {};
-    const tenant = () => (tenants.get(e.runId) ?? state.tenantOf(e.runId)) as string;
-    const callIds = (list: unknown) => {
-      if (!Array.isArray(list)) throw invalid(e, 'data.calls is not a list');
-      let m = tools.get(e.runId);
-      if (!m) tools.set(e.runId, (m = new Map()));
-      for (const c of list as { id?: unknown; tool?: unknown }[]) {
-        if (typeof c?.id !== 'string' || typeof c.tool !== 'string') throw invalid(e, 'a call in data.calls lacks an id or tool');
-        m.set(c.id, c.tool);
-      }
-      return list.length;
-    };
 
     if (e.type === 'run.created') {
       const t = data.tenant;
@@ -103,7 +92,7 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
         keys.set(`${t}\u0000${key}`, e.runId);
       }
       tenants.set(e.runId, t);
-      const callCount = callIds(data.calls);
+      const callCount = listCalls(e, data.calls, tools);
       const run = {
         id: e.runId,
         tenant: t,
@@ -122,7 +111,7 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
 
     switch (e.type) {
       case 'run.replanned':
-        steps.push({ kind: 'setStatus', runId: e.runId, status: 'running', endedAt: null, addCalls: callIds(data.calls) });
+        steps.push({ kind: 'setStatus', runId: e.runId, status: 'running', endedAt: null, addCalls: listCalls(e, data.calls, tools) });
         break;
       case 'run.completed': {
         const status = data.status;
@@ -141,7 +130,7 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
             id: `rev_${e.runId}_${e.seq}`,
             run_id: e.runId,
             call_id: callId,
-            tenant: tenant(),
+            tenant: (tenants.get(e.runId) ?? state.tenantOf(e.runId)) as string,
             tool,
             args: JSON.stringify(data.args ?? {}),
             reason: typeof data.reason === 'string' ? data.reason : String(data.reason ?? ''),
@@ -166,6 +155,21 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
     }
   }
   return { steps, lastSeqs };
+}
+
+/**
+ * Notes the tool of each call a `run.created` or `run.replanned` lists (in `tools`, per run); returns how
+ * many it lists. (Not a closure in `planBatch`'s loop: that would be one more function per event.)
+ */
+function listCalls(e: RunEvent, list: unknown, tools: Map<string, Map<string, string>>): number {
+  if (!Array.isArray(list)) throw invalid(e, 'data.calls is not a list');
+  let m = tools.get(e.runId);
+  if (!m) tools.set(e.runId, (m = new Map()));
+  for (const c of list as { id?: unknown; tool?: unknown }[]) {
+    if (typeof c?.id !== 'string' || typeof c.tool !== 'string') throw invalid(e, 'a call in data.calls lacks an id or tool');
+    m.set(c.id, c.tool);
+  }
+  return list.length;
 }
 
 function invalid(e: RunEvent, why: string): StoreError {

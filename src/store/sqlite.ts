@@ -33,29 +33,42 @@ const ACTIVE = `status IN ('queued', 'running')`;
 /** Every connection to the file, this one and the writer thread's, is set up with these. */
 const PRAGMAS = ['journal_mode = WAL', 'synchronous = FULL', `busy_timeout = ${BUSY_TIMEOUT_MS}`, 'foreign_keys = ON'];
 
-/** The statements that write, by name: run on this connection by `append`, on the writer thread's by `appendAsync`. */
+/**
+ * The statements that write, by name: run on this connection by `append`, on the writer thread's by
+ * `appendAsync`. Parameters are positional: a batch goes to the writer thread as JSON, where named ones
+ * would repeat every column name in every row (and be looked up by name again there).
+ */
 const WRITES = {
   insertRun: `INSERT INTO runs (id, created_seq, tenant, status, failure, tags, created_at, ended_at, call_count, idempotency_key)
-    VALUES (@id, (SELECT coalesce(max(created_seq), 0) + 1 FROM runs), @tenant, @status, @failure, @tags, @created_at, @ended_at, @call_count, @idempotency_key)`,
+    VALUES (?, (SELECT coalesce(max(created_seq), 0) + 1 FROM runs), ?, ?, ?, ?, ?, ?, ?, ?)`,
   insertTag: 'INSERT INTO run_tags (run_id, key, value) VALUES (?, ?, ?)',
-  insertEvent: 'INSERT INTO events (run_id, seq, type, call_id, at, data) VALUES (@run_id, @seq, @type, @call_id, @at, @data)',
+  insertEvent: 'INSERT INTO events (run_id, seq, type, call_id, at, data) VALUES (?, ?, ?, ?, ?, ?)',
   setStatus: 'UPDATE runs SET status = ?, ended_at = ?, call_count = call_count + ? WHERE id = ?',
   openReview: `INSERT INTO reviews (id, run_id, call_id, tenant, tool, args, reason, status, decision, created_at, decided_at)
-    VALUES (@id, @run_id, @call_id, @tenant, @tool, @args, @reason, @status, @decision, @created_at, @decided_at)`,
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   closeReview: `UPDATE reviews SET status = 'decided', decision = ?, decided_at = ? WHERE run_id = ? AND call_id = ? AND status = 'pending'`,
 } as const;
 
-/** The statements (and their parameters) that store one planned step. */
+/** The statements (and their parameters, in the order of the statement's placeholders) that store one planned step. */
 function writesOf(step: Step): Write[] {
   switch (step.kind) {
-    case 'createRun':
-      return [['insertRun', [step.run]], ...step.tags.map(([key, value]): Write => ['insertTag', [step.run.id, key, value]])];
-    case 'event':
-      return [['insertEvent', [step.event]]];
+    case 'createRun': {
+      const r = step.run;
+      return [
+        ['insertRun', [r.id, r.tenant, r.status, r.failure, r.tags, r.created_at, r.ended_at, r.call_count, r.idempotency_key]],
+        ...step.tags.map(([key, value]): Write => ['insertTag', [r.id, key, value]]),
+      ];
+    }
+    case 'event': {
+      const e = step.event;
+      return [['insertEvent', [e.run_id, e.seq, e.type, e.call_id, e.at, e.data]]];
+    }
     case 'setStatus':
       return [['setStatus', [step.status, step.endedAt, step.addCalls, step.runId]]];
-    case 'openReview':
-      return [['openReview', [step.review]]];
+    case 'openReview': {
+      const r = step.review;
+      return [['openReview', [r.id, r.run_id, r.call_id, r.tenant, r.tool, r.args, r.reason, r.status, r.decision, r.created_at, r.decided_at]]];
+    }
     case 'closeReview':
       return [['closeReview', [step.decision, step.at, step.runId, step.callId]]];
   }
