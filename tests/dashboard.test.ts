@@ -386,6 +386,8 @@ suite('dashboard (browser)', () => {
     // Ended: from navigation to the whole graph and timeline drawn.
     const ended = await server.submit({ calls, waitMs: 20_000 });
     expect(ended.status).toBe('succeeded');
+    // Count only the renders of this page load (a hash change keeps the document and its measures).
+    await page.evaluate(() => performance.clearMeasures('toolgraph:render'));
     const t1 = Date.now();
     await page.goto(`${server.url}/#/runs/${ended.id}`);
     await page.locator('.run-page[data-status="succeeded"][data-rendered="500"]').waitFor({ timeout: 10_000 });
@@ -394,11 +396,12 @@ suite('dashboard (browser)', () => {
     // The timeline is drawn once it scrolls into view.
     await page.locator('.timeline-section').scrollIntoViewIfNeeded();
     await page.locator('.timeline .trow').nth(499).waitFor();
-    // The page draws at most once per animation frame: ~1500 events, a handful of renders.
+    // The page draws at most once per animation frame, not once per event: ~1500 events, a few
+    // renders (a loaded machine spreads the loading over more frames, hence the margin).
     const renders = await page.evaluate(() => performance.getEntriesByName('toolgraph:render').map((e) => Math.round(e.duration)));
     console.log(`500 calls: a live run first drawn in ${firstRender} ms; an ended run loaded and drawn in ${cold} ms, in ${renders.length} renders (${renders.join(', ')} ms of script)`);
     expect(cold).toBeLessThan(8000);
-    expect(renders.length).toBeLessThan(10);
+    expect(renders.length).toBeLessThan(40);
     expect(await page.locator('.edge.k-data').count()).toBe(450);
     await screenshot(page, 'run-500');
   });
