@@ -49,6 +49,11 @@ export interface EngineOptions {
   clock?: () => number;
   /** Keep ended runs' views in memory for this long (ms) so `get` and `wait` find them; default 10 min. */
   retainEndedMs?: number;
+  /**
+   * And keep at most this many of them (the oldest go first); default 10,000. Memory then stays bounded
+   * at any rate of runs (a view is a few KB); a store still has every run.
+   */
+  retainEndedRuns?: number;
 }
 
 export interface SubmitRequest {
@@ -119,6 +124,7 @@ export class Engine {
   private readonly sink: EventSink | undefined;
   private readonly clock: () => number;
   private readonly retainEndedMs: number;
+  private readonly retainEndedRuns: number;
   private readonly runs = new Map<string, LiveRun>();
   /** Runs whose first event is numbered but not yet stored: not visible until it is (see `publish`). */
   private readonly unborn = new Map<string, LiveRun>();
@@ -155,6 +161,7 @@ export class Engine {
     this.sink = opts.sink;
     this.clock = opts.clock ?? Date.now;
     this.retainEndedMs = opts.retainEndedMs ?? 10 * 60_000;
+    this.retainEndedRuns = opts.retainEndedRuns ?? 10_000;
   }
 
   /** Submits a batch; returns the run's view as it stands once the first calls have started. */
@@ -651,16 +658,18 @@ export class Engine {
   }
 
   /**
-   * Forgets the views of runs that ended more than `retainEndedMs` ago, oldest first, from a queue in
-   * the order they ended (so the cost is per forgotten run, not a scan of every run per completion).
-   * A run with listeners is looked at again a period later; a needs_replan run stays until a replan,
-   * after which it is queued again when it ends again.
+   * Forgets the views of runs that ended more than `retainEndedMs` ago, or beyond the newest
+   * `retainEndedRuns`, oldest first, from a queue in the order they ended (so the cost is per forgotten
+   * run, not a scan of every run per completion). A run with listeners is looked at again a period
+   * later; a needs_replan run stays until a replan, after which it is queued again when it ends again.
    */
   private forgetOldRuns(now: number): void {
     const q = this.endedRuns;
-    while (this.endedHead < q.length) {
+    // Each entry is looked at once per call: one that is put back (listeners) is not looked at again.
+    const end = q.length;
+    while (this.endedHead < end) {
       const entry = q[this.endedHead] as EndedEntry;
-      if (entry.due >= now) break;
+      if (entry.due >= now && q.length - this.endedHead <= this.retainEndedRuns) break;
       this.endedHead++;
       const live = this.runs.get(entry.runId);
       if (!live || live.endedAt !== entry.endedAt || live.projection.view.status === 'needs_replan') continue;
