@@ -821,12 +821,16 @@ export class Scheduler {
   /** Longest remaining path, in estimated ms, for the calls from `base` on (reverse topological order). */
   private rank(run: RunRt, plan: Plan, base: number): void {
     const est = (c: CallRt) => own(run.estimates, c.tool) ?? 1;
+    const { start, list } = plan.adjacency;
     for (let k = plan.order.length - 1; k >= 0; k--) {
       const i = plan.order[k] as number;
       if (i < base) continue;
       const c = run.calls[i] as CallRt;
       let tail = 0;
-      for (const s of plan.succ[i] as number[]) if (s >= base) tail = Math.max(tail, (run.calls[s] as CallRt).priority);
+      for (let e = start[i] as number; e < (start[i + 1] as number); e++) {
+        const s = list[e] as number;
+        if (s >= base) tail = Math.max(tail, (run.calls[s] as CallRt).priority);
+      }
       c.priority = est(c) + tail;
     }
   }
