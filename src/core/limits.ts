@@ -35,6 +35,9 @@ export type Refusal = 'global' | 'tenant' | 'tool' | 'resource' | 'rate' | 'lock
 
 export type Check = { ok: true } | { ok: false; reason: Refusal; wakeAt?: number };
 
+/** The answer when there is room (shared, so frozen: a check per candidate call and dispatch). */
+const ROOM: Check = Object.freeze({ ok: true });
+
 /**
  * A token bucket kept in whole units of `1/perMs` token (`units = tokens · perMs`): a millisecond adds
  * `cap` units and a start takes `perMs`, so refills on an integer clock are exact integers and a token
@@ -106,7 +109,7 @@ export class Limiter {
       if (!this.waiters.includes(h)) this.waiters.push(h);
       return { ok: false, reason: 'lock' };
     }
-    return { ok: true };
+    return ROOM;
   }
 
   acquire(h: Holder, now: number): void {
