@@ -35,6 +35,12 @@ export type Refusal = 'global' | 'tenant' | 'tool' | 'resource' | 'rate' | 'lock
 
 export type Check = { ok: true } | { ok: false; reason: Refusal; wakeAt?: number };
 
+/**
+ * What a holder counts against when that is nothing (most calls: no resource limit or rate applies),
+ * shared, so frozen: two arrays fewer kept per call.
+ */
+const NOTHING = Object.freeze([]) as unknown as never[];
+
 /** The answer when there is room (shared, so frozen: a check per candidate call and dispatch). */
 const ROOM: Check = Object.freeze({ ok: true });
 
@@ -155,11 +161,12 @@ export class Limiter {
 
   private resourceLimitsOf(h: Holder): number[] {
     if (h.resourceLimits) return h.resourceLimits;
-    const keys = [...h.reads, ...h.writes];
-    h.resourceLimits = [];
+    const found: number[] = [];
+    const hits = (r: { segs: readonly string[] }) => (k: Key) => overlaps(k.segs, r.segs);
     this.resourceKeys.forEach((r, i) => {
-      if (keys.some((k) => overlaps(k.segs, r.segs))) h.resourceLimits?.push(i);
+      if (h.reads.some(hits(r)) || h.writes.some(hits(r))) found.push(i);
     });
+    h.resourceLimits = found.length > 0 ? found : NOTHING;
     return h.resourceLimits;
   }
 
@@ -169,8 +176,8 @@ export class Limiter {
     if (h.toolRate) out.push(this.bucket(`tool:${h.tool}`, h.toolRate));
     const tenantRate = own(this.limits.rate.tenant, h.tenant) ?? own(this.limits.rate.tenant, 'default');
     if (tenantRate) out.push(this.bucket(`tenant:${h.tenant}`, tenantRate));
-    h.buckets = out;
-    return out;
+    h.buckets = out.length > 0 ? out : (NOTHING as Bucket[]);
+    return h.buckets;
   }
 
   private bucket(name: string, rate: Rate): Bucket {

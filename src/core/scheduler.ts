@@ -24,7 +24,7 @@ import { callError, type CallError } from './errors.js';
 import type { CoreEvent, EventType } from './events.js';
 import { RunProjection } from './view.js';
 import { StreamPlanner, type StreamStep } from './stream-plan.js';
-import { MinHeap } from './heap.js';
+import { KeyedHeap, MinHeap } from './heap.js';
 import { Limiter, own, type Holder } from './limits.js';
 import { buildPlan, checkResolvedArgs, type Plan, type PlannedCall } from './plan.js';
 import { hasTemplates, resolveValue } from './references.js';
@@ -153,7 +153,7 @@ interface RunRt {
   calls: CallRt[];
   byId: Map<string, number>;
   inputs: CallInput[];
-  ready: Map<string, MinHeap<CallRt>>;
+  ready: Map<string, KeyedHeap<CallRt>>;
   readyCount: number;
   running: number;
   /**
@@ -192,6 +192,13 @@ interface Timer {
 }
 
 const byPriority = (a: CallRt, b: CallRt) => b.priority - a.priority || a.index - b.index;
+
+/** A tool's ready calls of a run, in `byPriority` order. */
+const readySet = () =>
+  new KeyedHeap<CallRt>(
+    (c) => -c.priority,
+    (c) => c.index,
+  );
 
 export class Scheduler {
   private readonly runs = new Map<string, RunRt>();
@@ -901,7 +908,7 @@ export class Scheduler {
     this.emit('call.ready', run, c, NO_DATA);
     let heap = run.ready.get(c.tool);
     if (!heap) {
-      heap = new MinHeap(byPriority);
+      heap = readySet();
       run.ready.set(c.tool, heap);
     }
     heap.push(c);
@@ -1171,7 +1178,7 @@ export class Scheduler {
   }
 
   private takeReady(run: RunRt, c: CallRt): void {
-    const heap = run.ready.get(c.tool) as MinHeap<CallRt>;
+    const heap = run.ready.get(c.tool) as KeyedHeap<CallRt>;
     if (heap.peek() === c) heap.pop();
     else heap.removeWhere((x) => x === c);
     run.readyCount--;
