@@ -1,7 +1,8 @@
 // Bookkeeping that the scheduler and the simulation keep for speed, and that could go wrong silently:
-// the running calls by id (attempt ends), and the simulation's attempts in flight by call id.
+// the running calls by id (attempt ends), the limiter's count of running calls per run (lock checks
+// skip the scan when only the call's own run is running), and the simulation's attempts in flight.
 import { describe, expect, it } from 'vitest';
-import { PURE, rig, timeline, tool } from './helpers/sched.js';
+import { PURE, rig, starts, timeline, tool } from './helpers/sched.js';
 
 describe('attempt ends find their call', () => {
   it('with duplicate ids (core batches allow them), an end goes to the last call with the id, as before', () => {
@@ -49,5 +50,19 @@ describe('simulation: attempts in flight', () => {
       '20 call.succeeded r2/a',
       '20 run.completed r2',
     ]);
+  });
+});
+
+describe('lock checks with the running calls counted per run', () => {
+  it('a run whose own calls come and go still waits for another run’s conflicting call', () => {
+    const rw = [tool('read', { reads: ['file:{path}'], writes: [], scope: 'tenant' }), tool('write', { reads: [], writes: ['file:{path}'], scope: 'tenant' })];
+    const r = rig({ tools: rw });
+    r.submit(0, { runId: 'r1', calls: [{ id: 'b', tool: 'write', args: { path: '/b', ms: 5 } }, { id: 'c', tool: 'write', args: { path: '/c', ms: 12 } }] });
+    r.submit(2, { runId: 'r2', calls: [{ id: 'w', tool: 'write', args: { path: '/a', ms: 20 } }] });
+    // Readers of /a arrive while r1, r2 and their own run run calls (r3), and once r1 is done (r4).
+    r.sim.at(3, (now) => r.scheduler.submit(now, { runId: 'r3', tenant: 'acme', calls: [{ id: 'x', tool: 'write', args: { path: '/x', ms: 1 } }, { id: 'ra', tool: 'read', args: { path: '/a', ms: 1 } }] }));
+    r.sim.at(15, (now) => r.scheduler.submit(now, { runId: 'r4', tenant: 'acme', calls: [{ id: 'ra', tool: 'read', args: { path: '/a', ms: 1 } }] }));
+    r.run();
+    expect(starts(r.events)).toEqual(['0 r1/b', '0 r1/c', '2 r2/w', '3 r3/x', '22 r3/ra', '22 r4/ra']);
   });
 });

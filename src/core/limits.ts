@@ -69,6 +69,9 @@ export class Limiter {
   private readonly resourceKeys: { text: string; segs: readonly string[]; limit: number; used: number }[];
   private readonly buckets = new Map<string, Bucket>();
   private readonly running = new Set<Holder>();
+  /** How many of `running` each run has: a call only clashes with other runs' calls, and when all
+   *  that runs is of its own run (one big run, say) the lock check needs no scan of them. */
+  private readonly runningPerRun = new Map<string, number>();
   private readonly waiters: Holder[] = [];
 
   constructor(private readonly limits: Limits) {
@@ -128,11 +131,15 @@ export class Limiter {
       b.units -= b.perMs;
     }
     this.running.add(h);
+    this.runningPerRun.set(h.runId, (this.runningPerRun.get(h.runId) ?? 0) + 1);
     this.dropWaiter(h);
   }
 
   release(h: Holder): void {
     if (!this.running.delete(h)) return;
+    const mine = (this.runningPerRun.get(h.runId) as number) - 1;
+    if (mine === 0) this.runningPerRun.delete(h.runId);
+    else this.runningPerRun.set(h.runId, mine);
     this.global--;
     this.byTenant.set(h.tenant, (this.byTenant.get(h.tenant) as number) - 1);
     this.byTool.set(h.tool, (this.byTool.get(h.tool) as number) - 1);
@@ -201,7 +208,8 @@ export class Limiter {
 
   private lockConflict(h: Holder): boolean {
     if (h.domain === null) return false;
-    for (const o of this.running) if (clash(h, o)) return true;
+    const others = this.running.size - (this.runningPerRun.get(h.runId) ?? 0);
+    if (others > 0) for (const o of this.running) if (clash(h, o)) return true;
     for (const w of this.waiters) {
       if (w === h) break;
       if (clash(h, w)) return true;

@@ -18,7 +18,7 @@ import { callError, type CallError } from './errors.js';
 import { HazardIndex, describeHazard } from './hazards.js';
 import { stableTopologicalOrder, topologicalGenerations } from './order.js';
 import { globMatch, policyFor, type CallPolicy, type Ordering } from './policy.js';
-import { findReferences, hasTemplates, resolveValue, type Reference } from './references.js';
+import { findReferences, hasTemplates, resolveValue, type FoundReferences, type Reference } from './references.js';
 import { accessOf, PURE, type Access } from './resources.js';
 import type { Catalog, Policy, ToolManifest } from './tool.js';
 
@@ -245,7 +245,9 @@ function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall 
     else if (cp.review !== undefined) d.review = cp.review;
   }
 
-  const found = findReferences(args);
+  // Most args hold no template at all: one walk that allocates nothing tells (and is reused below).
+  const templated = hasTemplates(args);
+  const found = templated ? findReferences(args) : NOTHING_FOUND;
   d.hasRefs = found.refs.length > 0;
   if (!d.error && found.malformed.length > 0) {
     d.error = callError('unresolved_reference', `${c.id}: malformed reference ${found.malformed[0]}`, {
@@ -261,16 +263,19 @@ function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall 
   if (manifest && !d.error) {
     d.access = accessOf(manifest, args);
     if (!d.hasRefs) {
-      const problem = checkResolvedArgs(ctx.catalog, c.tool, args);
+      const problem = checkResolvedArgs(ctx.catalog, c.tool, args, templated);
       if (problem) d.error = callError('invalid_args', `${c.id}: ${problem}`, { details: { tool: c.tool } });
     }
   }
   return d;
 }
 
-/** Args with no references still need `$${` escapes undone before the schema sees them. */
-export function checkResolvedArgs(catalog: Catalog, tool: string, args: unknown): string | null {
-  const value = hasTemplates(args) ? resolveValue(args, () => undefined) : { ok: true as const, value: args };
+/**
+ * Args with no references still need `$${` escapes undone before the schema sees them. (`templated`:
+ * whether they hold any `${`, when the caller knows.)
+ */
+export function checkResolvedArgs(catalog: Catalog, tool: string, args: unknown, templated = hasTemplates(args)): string | null {
+  const value = templated ? resolveValue(args, () => undefined) : { ok: true as const, value: args };
   if (!value.ok) return value.error.message;
   return catalog.checkArgs(tool, value.value);
 }
@@ -312,6 +317,8 @@ function refersTo(d: PlannedCall, targets: Map<string, string>, target: string, 
 /** `targets` and `refCalls` of the calls without references (shared: never changed). */
 const NO_TARGETS: ReadonlyMap<string, string> = new Map();
 const NO_REFS: number[] = Object.freeze([]) as unknown as number[];
+/** What `findReferences` finds in args without a `${` (shared, so frozen). */
+const NOTHING_FOUND: FoundReferences = Object.freeze({ refs: Object.freeze([]) as unknown as Reference[], malformed: Object.freeze([]) as unknown as string[] });
 
 /**
  * The reason of a data edge: `b uses ${a.output}`. Joined into one flat string: a template literal
