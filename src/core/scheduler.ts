@@ -154,6 +154,9 @@ interface RunRt {
   byId: Map<string, number>;
   inputs: CallInput[];
   ready: Map<string, KeyedHeap<CallRt>>;
+  /** `ready`'s entries, in its order: `pick` walks these on every dispatch, and a walk of the map
+   *  itself made an entry array per tool each time. */
+  readySets: [tool: string, heap: KeyedHeap<CallRt>][];
   readyCount: number;
   running: number;
   /**
@@ -410,6 +413,7 @@ export class Scheduler {
       byId: new Map(),
       inputs: [],
       ready: new Map(),
+      readySets: [],
       readyCount: 0,
       running: 0,
       runningById: new Map(),
@@ -910,6 +914,7 @@ export class Scheduler {
     if (!heap) {
       heap = readySet();
       run.ready.set(c.tool, heap);
+      run.readySets.push([c.tool, heap]);
     }
     heap.push(c);
     run.readyCount++;
@@ -934,8 +939,11 @@ export class Scheduler {
     c.output = output;
     this.emit('call.succeeded', run, c, { attempt: c.attempts, output, durationMs: this.now - (c.attemptStartedAt as number) });
     this.ended(run, c);
-    for (const s of c.dataSucc) {
-      const t = run.calls[s] as CallRt;
+    // Indexed loops over successor lists, here and in `release`: most are the shared frozen empty
+    // list, which for…of iterates through the generic (allocating) iterator path, several times slower.
+    const succ = c.dataSucc;
+    for (let k = 0; k < succ.length; k++) {
+      const t = run.calls[succ[k] as number] as CallRt;
       t.dataWaiting--;
       if (t.dataWaiting === 0 && t.status === 'pending' && !t.armed) this.arm(run, t);
     }
@@ -1032,16 +1040,18 @@ export class Scheduler {
     for (let c: CallRt | undefined = first; c; c = stack?.pop()) {
       if (c.released) continue;
       c.released = true;
-      for (const s of c.conflictSucc) {
-        const t = run.calls[s] as CallRt;
+      const conflictSucc = c.conflictSucc;
+      for (let k = 0; k < conflictSucc.length; k++) {
+        const t = run.calls[conflictSucc[k] as number] as CallRt;
         t.conflictWaiting--;
         if (t.conflictWaiting > 0) continue;
         if (isTerminal(t.status)) {
           if (releasable(t)) (stack ??= []).push(t);
         } else this.maybeReady(run, t);
       }
-      for (const s of c.dataSucc) {
-        const t = run.calls[s] as CallRt;
+      const dataSucc = c.dataSucc;
+      for (let k = 0; k < dataSucc.length; k++) {
+        const t = run.calls[dataSucc[k] as number] as CallRt;
         t.dataUnreleased--;
         if (isTerminal(t.status) && releasable(t)) (stack ??= []).push(t);
       }
@@ -1143,7 +1153,7 @@ export class Scheduler {
   /** The best ready call of the run that every limit lets start, or 'stop' when its tenant is full. */
   private pick(run: RunRt): CallRt | undefined | 'stop' {
     let best: CallRt | undefined;
-    for (const [tool, heap] of run.ready) {
+    for (const [tool, heap] of run.readySets) {
       while (heap.size > 0 && (heap.peek() as CallRt).status !== 'ready') heap.pop();
       if (heap.size === 0 || this.limiter.toolFull(tool)) continue;
       if (best && byPriority(heap.peek() as CallRt, best) > 0) continue;
