@@ -44,6 +44,9 @@ export interface Hazard {
   key: string;
 }
 
+/** No hazards (shared, so frozen): what a call that touches nothing gets, and `found` between adds. */
+const NO_HAZARDS: Hazard[] = Object.freeze([]) as unknown as Hazard[];
+
 export class HazardIndex {
   private readonly root = node();
   /** Per earlier call, the number of the `add` that found it (so each is reported once per add). */
@@ -51,7 +54,7 @@ export class HazardIndex {
   private adds = 0;
   /** The call being added and what it was found to wait for (valid during `add`). */
   private call = -1;
-  private found: Hazard[] = [];
+  private found: Hazard[] = NO_HAZARDS;
   /**
    * Scratch lists of trie nodes for `visit` and `subsumed`, reused across calls, with the number in use
    * kept apart: truncating an array (`length = 0`) drops its storage, and filling it again allocated
@@ -62,7 +65,7 @@ export class HazardIndex {
 
   /** The hazards of `call` against every earlier call, then records its accesses. */
   add(call: number, access: Access): Hazard[] {
-    if (access.reads.length === 0 && access.writes.length === 0) return [];
+    if (access.reads.length === 0 && access.writes.length === 0) return NO_HAZARDS;
     if (call >= this.foundIn.length) {
       const grown = new Int32Array(Math.max(call + 1, this.foundIn.length * 2));
       grown.set(this.foundIn);
@@ -78,7 +81,7 @@ export class HazardIndex {
     for (let k = 0; k < writes.length; k++) this.visit((writes[k] as Key).segs, true);
     for (let k = 0; k < reads.length; k++) this.insertRead(call, reads[k] as Key);
     for (let k = 0; k < writes.length; k++) this.insertWrite(call, writes[k] as Key);
-    this.found = [];
+    this.found = NO_HAZARDS;
     return found.length > 1 ? sortByFrom(found) : found;
   }
 
