@@ -1,15 +1,16 @@
 // Bookkeeping that the scheduler and the simulation keep for speed, and that could go wrong silently:
-// the running calls by id (attempt ends), the limiter's count of running calls per run (lock checks
-// skip the scan when only the call's own run is running), and the simulation's attempts in flight.
+// how attempt ends find their call, the limiter's count of running calls per run (lock checks skip the
+// scan when only the call's own run is running), and the simulation's attempts in flight by call id.
 import { describe, expect, it } from 'vitest';
 import { PURE, rig, starts, timeline, tool } from './helpers/sched.js';
 
 describe('attempt ends find their call', () => {
-  it('with duplicate ids (core batches allow them), an end goes to the last call with the id, as before', () => {
+  it('with duplicate ids (core batches allow them), an end goes to the last call with the id', () => {
     const r = rig({ tools: [tool('t', PURE)] });
     r.submit(0, { calls: [{ id: 'a', tool: 't', args: { ms: 5 } }, { id: 'a', tool: 't', args: { ms: 7 } }, { id: 'b', tool: 't', args: { ms: 3 } }] });
     r.run();
-    // The first `a` is never matched: it stays running, and so does the run.
+    // An end names a call by id, which is the last call with that id: the first `a` is never matched,
+    // it stays running, and so does the run.
     expect(timeline(r.events, ['call.started', 'call.succeeded', 'call.failed', 'run.completed'])).toEqual([
       '0 call.started a',
       '0 call.started a',

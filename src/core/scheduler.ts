@@ -159,12 +159,6 @@ interface RunRt {
   readySets: [tool: string, heap: KeyedHeap<CallRt>][];
   readyCount: number;
   running: number;
-  /**
-   * The running calls by id, kept while the run's ids are unique (duplicate ids are only ever found
-   * through `byId`, which names the last call with an id). An attempt's end finds its call here among
-   * a few, not in `byId` among all of them: at 100k calls that lookup missed the cache every time.
-   */
-  runningById: Map<string, CallRt>;
   /** Set for a streamed run: plans calls as they arrive. */
   stream?: StreamPlanner;
   status: RunStatus;
@@ -416,7 +410,6 @@ export class Scheduler {
       readySets: [],
       readyCount: 0,
       running: 0,
-      runningById: new Map(),
       status: 'running',
       cancelRequested: false,
       replanFailures: [],
@@ -555,7 +548,7 @@ export class Scheduler {
   attemptEnded(now: number, e: AttemptEnded): Output {
     this.now = now;
     const run = this.runs.get(e.runId);
-    const idx = run && (run.runningById.get(e.callId)?.index ?? run.byId.get(e.callId));
+    const idx = run?.byId.get(e.callId);
     if (!run || idx === undefined) return this.flush();
     const c = run.calls[idx] as CallRt;
     if (e.kind === 'compensation') {
@@ -565,7 +558,6 @@ export class Scheduler {
     if (c.status !== 'running' || e.attempt !== c.attempts) return this.flush();
     this.limiter.release(c.holder as Holder);
     run.running--;
-    run.runningById.delete(c.id);
     this.learn(c.tool, now - (c.attemptStartedAt as number));
     const r = e.result;
     if (r.ok) this.succeed(run, c, r.output);
@@ -925,7 +917,6 @@ export class Scheduler {
     this.limiter.acquire(c.holder as Holder, this.now);
     transition(c, 'running');
     run.running++;
-    if (run.byId.size === run.calls.length) run.runningById.set(c.id, c);
     c.attempts++;
     c.attemptStartedAt = this.now;
     const args = c.resolved as Record<string, unknown>;
