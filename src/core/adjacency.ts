@@ -58,3 +58,10 @@ function offsets(n: number, each: (count: (v: number) => void) => void): Int32Ar
   for (let v = 0; v < n; v++) start[v + 1] = (start[v + 1] as number) + (start[v] as number);
   return start;
 }
+
+/** `g` as one array of successors per node (for callers that want lists). */
+export function successorLists(g: Adjacency): number[][] {
+  const out: number[][] = [];
+  for (let v = 0; v < g.n; v++) out.push(Array.from(g.list.subarray(g.start[v], g.start[v + 1])));
+  return out;
+}

@@ -61,6 +61,13 @@ export function findCycles(n: number, succ: Successors): CycleReport[] {
         low[parent] = Math.min(low[parent] as number, low[v] as number);
       }
       if (low[v] === index[v]) {
+        // Nearly every component is one node on no cycle: no list is made for it.
+        if (stack[stack.length - 1] === v) {
+          stack.pop();
+          onStack[v] = 0;
+          if (hasEdge(g, v, v)) comps.push([v]);
+          continue;
+        }
         const comp: number[] = [];
         let w: number;
         do {
@@ -68,8 +75,7 @@ export function findCycles(n: number, succ: Successors): CycleReport[] {
           onStack[w] = 0;
           comp.push(w);
         } while (w !== v);
-        const selfLoop = comp.length === 1 && hasEdge(g, v, v);
-        if (comp.length > 1 || selfLoop) comps.push(comp.sort((a, b) => a - b));
+        comps.push(comp.sort((a, b) => a - b));
       }
     }
   }

@@ -44,6 +44,9 @@ export interface Hazard {
   key: string;
 }
 
+/** No hazards (shared, so frozen): what a call that touches nothing gets, and `found` between adds. */
+const NO_HAZARDS: Hazard[] = Object.freeze([]) as unknown as Hazard[];
+
 export class HazardIndex {
   private readonly root = node();
   /** Per earlier call, the number of the `add` that found it (so each is reported once per add). */
@@ -51,14 +54,18 @@ export class HazardIndex {
   private adds = 0;
   /** The call being added and what it was found to wait for (valid during `add`). */
   private call = -1;
-  private found: Hazard[] = [];
-  /** Scratch lists of trie nodes for `visit` and `subsumed`, reused across calls. */
+  private found: Hazard[] = NO_HAZARDS;
+  /**
+   * Scratch lists of trie nodes for `visit` and `subsumed`, reused across calls, with the number in use
+   * kept apart: truncating an array (`length = 0`) drops its storage, and filling it again allocated
+   * anew on every level of every access (the largest allocation of a plan).
+   */
   private levelA: TrieNode[] = [];
   private levelB: TrieNode[] = [];
 
   /** The hazards of `call` against every earlier call, then records its accesses. */
   add(call: number, access: Access): Hazard[] {
-    if (access.reads.length === 0 && access.writes.length === 0) return [];
+    if (access.reads.length === 0 && access.writes.length === 0) return NO_HAZARDS;
     if (call >= this.foundIn.length) {
       const grown = new Int32Array(Math.max(call + 1, this.foundIn.length * 2));
       grown.set(this.foundIn);
@@ -67,12 +74,15 @@ export class HazardIndex {
     this.adds++;
     this.call = call;
     const found: Hazard[] = (this.found = []);
-    for (const k of access.reads) this.visit(k.segs, false);
-    for (const k of access.writes) this.visit(k.segs, true);
-    for (const k of access.reads) this.insertRead(call, k);
-    for (const k of access.writes) this.insertWrite(call, k);
-    this.found = [];
-    return found.length > 1 ? found.sort((a, b) => a.from - b.from) : found;
+    // Indexed loops: the key lists may be the shared frozen empty list, which for…of iterates through
+    // the generic (allocating) iterator path, several times slower.
+    const { reads, writes } = access;
+    for (let k = 0; k < reads.length; k++) this.visit((reads[k] as Key).segs, false);
+    for (let k = 0; k < writes.length; k++) this.visit((writes[k] as Key).segs, true);
+    for (let k = 0; k < reads.length; k++) this.insertRead(call, reads[k] as Key);
+    for (let k = 0; k < writes.length; k++) this.insertWrite(call, writes[k] as Key);
+    this.found = NO_HAZARDS;
+    return found.length > 1 ? sortByFrom(found) : found;
   }
 
   /** Notes that the call being added waits for `e` (the first reason found for each earlier call wins). */
@@ -108,32 +118,35 @@ export class HazardIndex {
   private visit(segs: readonly string[], write: boolean): void {
     let level = this.levelA;
     let next = this.levelB;
-    level.length = 0;
-    level.push(this.root);
+    level[0] = this.root;
+    let size = 1;
     for (let depth = 0; depth < segs.length; depth++) {
       const seg = segs[depth] as string;
-      next.length = 0;
-      for (const n of level) {
+      let count = 0;
+      for (let j = 0; j < size; j++) {
+        const n = level[j] as TrieNode;
         this.meet(n, write);
         if (n.children.size === 0) continue;
-        if (seg === '*') for (const c of n.children.values()) next.push(c);
+        if (seg === '*') for (const c of n.children.values()) next[count++] = c;
         else {
           const exact = n.children.get(seg);
-          if (exact) next.push(exact);
+          if (exact) next[count++] = exact;
           const star = n.children.get('*');
-          if (star) next.push(star);
+          if (star) next[count++] = star;
         }
       }
       const done = level;
       level = next;
       next = done;
-      if (level.length === 0) return;
+      size = count;
+      if (size === 0) return;
     }
     const stack = level;
-    while (stack.length > 0) {
-      const n = stack.pop() as TrieNode;
+    let top = size;
+    while (top > 0) {
+      const n = stack[--top] as TrieNode;
       this.meet(n, write);
-      if (n.children.size > 0) for (const c of n.children.values()) stack.push(c);
+      if (n.children.size > 0) for (const c of n.children.values()) stack[top++] = c;
     }
   }
 
@@ -153,27 +166,32 @@ export class HazardIndex {
   /**
    * The nodes at `segs`' depth that `segs` subsumes: equal to it segment by segment, or anything where
    * `segs` has a `*` (a `*` node under a plain segment is not subsumed). Their subtrees are subsumed too.
-   * (The list returned is scratch space, valid until the next call.)
+   * Returns how many; the nodes are the first ones of `levelA` (scratch space, valid until the next call).
    */
-  private subsumed(segs: readonly string[]): readonly TrieNode[] {
+  private subsumed(segs: readonly string[]): number {
     let level = this.levelA;
     let next = this.levelB;
-    level.length = 0;
-    level.push(this.root);
-    for (const seg of segs) {
-      next.length = 0;
-      for (const n of level) {
-        if (seg === '*') for (const c of n.children.values()) next.push(c);
+    level[0] = this.root;
+    let size = 1;
+    for (let depth = 0; depth < segs.length; depth++) {
+      const seg = segs[depth] as string;
+      let count = 0;
+      for (let j = 0; j < size; j++) {
+        const n = level[j] as TrieNode;
+        if (seg === '*') for (const c of n.children.values()) next[count++] = c;
         else {
           const exact = n.children.get(seg);
-          if (exact) next.push(exact);
+          if (exact) next[count++] = exact;
         }
       }
       const done = level;
       level = next;
       next = done;
+      size = count;
     }
-    return level;
+    this.levelA = level;
+    this.levelB = next;
+    return size;
   }
 
   /**
@@ -196,7 +214,9 @@ export class HazardIndex {
     // a node also overlaps this write's own node and finds it there, so their entries can go. Only
     // subsumed nodes: a `*` node that merely overlaps the write (`a:*` under a write of `a:b`) must
     // stay, since `a:c` overlaps it and not the write.
-    for (const n of this.subsumed(k.segs)) {
+    const count = this.subsumed(k.segs);
+    for (let j = 0; j < count; j++) {
+      const n = this.levelA[j] as TrieNode;
       n.writer = null;
       n.readers = [];
       n.waitedBy = -1;
@@ -207,6 +227,21 @@ export class HazardIndex {
     own.readers = [];
     own.waitedBy = -1;
   }
+}
+
+/**
+ * Hazards by the earlier call, in place. An insertion sort: there are a few per call, and
+ * Array.prototype.sort copies its array first. (Each earlier call is found once, so any sort gives
+ * the same order.)
+ */
+function sortByFrom(hs: Hazard[]): Hazard[] {
+  for (let i = 1; i < hs.length; i++) {
+    const h = hs[i] as Hazard;
+    let j = i - 1;
+    for (; j >= 0 && (hs[j] as Hazard).from > h.from; j--) hs[j + 1] = hs[j] as Hazard;
+    hs[j + 1] = h;
+  }
+  return hs;
 }
 
 export function describeHazard(kind: HazardKind, key: string): string {

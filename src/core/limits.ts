@@ -36,6 +36,26 @@ export type Refusal = 'global' | 'tenant' | 'tool' | 'resource' | 'rate' | 'lock
 export type Check = { ok: true } | { ok: false; reason: Refusal; wakeAt?: number };
 
 /**
+ * What a holder counts against when that is nothing (most calls: no resource limit or rate applies),
+ * shared, so frozen: two arrays fewer kept per call.
+ */
+const NOTHING = Object.freeze([]) as unknown as never[];
+
+/** The answers without a time in them (shared, so frozen: a check per candidate call and dispatch). */
+const ROOM: Check = Object.freeze({ ok: true });
+const REFUSED = {
+  global: refusal('global'),
+  tenant: refusal('tenant'),
+  tool: refusal('tool'),
+  resource: refusal('resource'),
+  lock: refusal('lock'),
+};
+
+function refusal(reason: Exclude<Refusal, 'rate'>): Check {
+  return Object.freeze({ ok: false, reason });
+}
+
+/**
  * A token bucket kept in whole units of `1/perMs` token (`units = tokens · perMs`): a millisecond adds
  * `cap` units and a start takes `perMs`, so refills on an integer clock are exact integers and a token
  * is there at exactly the millisecond it is earned (floating-point tokens drifted a millisecond late).
@@ -60,6 +80,9 @@ export class Limiter {
   private readonly resourceKeys: { text: string; segs: readonly string[]; limit: number; used: number }[];
   private readonly buckets = new Map<string, Bucket>();
   private readonly running = new Set<Holder>();
+  /** How many of `running` each run has: a call only clashes with other runs' calls, and when all
+   *  that runs is of its own run (one big run, say) the lock check needs no scan of them. */
+  private readonly runningPerRun = new Map<string, number>();
   private readonly waiters: Holder[] = [];
 
   constructor(private readonly limits: Limits) {
@@ -86,15 +109,20 @@ export class Limiter {
 
   /** Whether `h` could start now; the earliest time worth trying again when only a rate refuses. */
   check(h: Holder, now: number): Check {
-    if (this.globalFull()) return { ok: false, reason: 'global' };
-    if (this.tenantFull(h.tenant)) return { ok: false, reason: 'tenant' };
-    if (this.toolFull(h.tool)) return { ok: false, reason: 'tool' };
-    for (const i of this.resourceLimitsOf(h)) {
-      const r = this.resourceKeys[i] as (typeof this.resourceKeys)[number];
-      if (r.used >= r.limit) return { ok: false, reason: 'resource' };
+    if (this.globalFull()) return REFUSED.global;
+    if (this.tenantFull(h.tenant)) return REFUSED.tenant;
+    if (this.toolFull(h.tool)) return REFUSED.tool;
+    // Indexed loops over a holder's lists here: they are mostly the shared frozen empty list, which
+    // for…of iterates through the generic (allocating) iterator path, several times slower.
+    const limited = this.resourceLimitsOf(h);
+    for (let k = 0; k < limited.length; k++) {
+      const r = this.resourceKeys[limited[k] as number] as (typeof this.resourceKeys)[number];
+      if (r.used >= r.limit) return REFUSED.resource;
     }
     let wakeAt: number | undefined;
-    for (const b of this.bucketsOf(h)) {
+    const buckets = this.bucketsOf(h);
+    for (let k = 0; k < buckets.length; k++) {
+      const b = buckets[k] as Bucket;
       this.refill(b, now);
       if (b.units < b.perMs) {
         const at = b.last + Math.ceil((b.perMs - b.units) / b.cap);
@@ -104,30 +132,38 @@ export class Limiter {
     if (wakeAt !== undefined) return { ok: false, reason: 'rate', wakeAt };
     if (this.lockConflict(h)) {
       if (!this.waiters.includes(h)) this.waiters.push(h);
-      return { ok: false, reason: 'lock' };
+      return REFUSED.lock;
     }
-    return { ok: true };
+    return ROOM;
   }
 
   acquire(h: Holder, now: number): void {
     this.global++;
     this.byTenant.set(h.tenant, (this.byTenant.get(h.tenant) ?? 0) + 1);
     this.byTool.set(h.tool, (this.byTool.get(h.tool) ?? 0) + 1);
-    for (const i of this.resourceLimitsOf(h)) (this.resourceKeys[i] as { used: number }).used++;
-    for (const b of this.bucketsOf(h)) {
+    const limited = this.resourceLimitsOf(h);
+    for (let k = 0; k < limited.length; k++) (this.resourceKeys[limited[k] as number] as { used: number }).used++;
+    const buckets = this.bucketsOf(h);
+    for (let k = 0; k < buckets.length; k++) {
+      const b = buckets[k] as Bucket;
       this.refill(b, now);
       b.units -= b.perMs;
     }
     this.running.add(h);
+    this.runningPerRun.set(h.runId, (this.runningPerRun.get(h.runId) ?? 0) + 1);
     this.dropWaiter(h);
   }
 
   release(h: Holder): void {
     if (!this.running.delete(h)) return;
+    const mine = (this.runningPerRun.get(h.runId) as number) - 1;
+    if (mine === 0) this.runningPerRun.delete(h.runId);
+    else this.runningPerRun.set(h.runId, mine);
     this.global--;
     this.byTenant.set(h.tenant, (this.byTenant.get(h.tenant) as number) - 1);
     this.byTool.set(h.tool, (this.byTool.get(h.tool) as number) - 1);
-    for (const i of this.resourceLimitsOf(h)) (this.resourceKeys[i] as { used: number }).used--;
+    const limited = this.resourceLimitsOf(h);
+    for (let k = 0; k < limited.length; k++) (this.resourceKeys[limited[k] as number] as { used: number }).used--;
   }
 
   /** A waiter that will not start after all (its call ended or was cancelled). */
@@ -152,11 +188,12 @@ export class Limiter {
 
   private resourceLimitsOf(h: Holder): number[] {
     if (h.resourceLimits) return h.resourceLimits;
-    const keys = [...h.reads, ...h.writes];
-    h.resourceLimits = [];
+    const found: number[] = [];
+    const hits = (r: { segs: readonly string[] }) => (k: Key) => overlaps(k.segs, r.segs);
     this.resourceKeys.forEach((r, i) => {
-      if (keys.some((k) => overlaps(k.segs, r.segs))) h.resourceLimits?.push(i);
+      if (h.reads.some(hits(r)) || h.writes.some(hits(r))) found.push(i);
     });
+    h.resourceLimits = found.length > 0 ? found : NOTHING;
     return h.resourceLimits;
   }
 
@@ -166,8 +203,8 @@ export class Limiter {
     if (h.toolRate) out.push(this.bucket(`tool:${h.tool}`, h.toolRate));
     const tenantRate = own(this.limits.rate.tenant, h.tenant) ?? own(this.limits.rate.tenant, 'default');
     if (tenantRate) out.push(this.bucket(`tenant:${h.tenant}`, tenantRate));
-    h.buckets = out;
-    return out;
+    h.buckets = out.length > 0 ? out : (NOTHING as Bucket[]);
+    return h.buckets;
   }
 
   private bucket(name: string, rate: Rate): Bucket {
@@ -191,7 +228,8 @@ export class Limiter {
 
   private lockConflict(h: Holder): boolean {
     if (h.domain === null) return false;
-    for (const o of this.running) if (clash(h, o)) return true;
+    const others = this.running.size - (this.runningPerRun.get(h.runId) ?? 0);
+    if (others > 0) for (const o of this.running) if (clash(h, o)) return true;
     for (const w of this.waiters) {
       if (w === h) break;
       if (clash(h, w)) return true;

@@ -12,13 +12,13 @@
  */
 import { DirectedGraph } from 'graphology';
 import type { CallInput, Diagnostic, Edge, EdgeKind } from './calls.js';
-import { fromPairs, reversed, type Adjacency } from './adjacency.js';
+import { fromPairs, reversed, successorLists, type Adjacency } from './adjacency.js';
 import { findCycles } from './cycles.js';
 import { callError, type CallError } from './errors.js';
 import { HazardIndex, describeHazard } from './hazards.js';
 import { stableTopologicalOrder, topologicalGenerations } from './order.js';
 import { globMatch, policyFor, type CallPolicy, type Ordering } from './policy.js';
-import { findReferences, hasTemplates, resolveValue, type Reference } from './references.js';
+import { findReferences, hasTemplates, resolveValue, type FoundReferences, type Reference } from './references.js';
 import { accessOf, PURE, type Access } from './resources.js';
 import type { Catalog, Policy, ToolManifest } from './tool.js';
 
@@ -56,8 +56,10 @@ export interface Plan {
   /** Call indexes in the stable topological order of data+policy edges (cycles left out); conflict
    *  edges follow it too, so it is a topological order of the whole graph. */
   order: number[];
-  /** Per call index, its successors of every kind. */
-  succ: number[][];
+  /** Per call index, its successors of every kind (made on first use from `adjacency`). */
+  readonly succ: number[][];
+  /** Every edge, flat: the successors of each call, of every kind, in the order of `edges`. */
+  adjacency: Adjacency;
   /** The call indexes of every edge: `edges[k]` goes from call `edgeCalls[2k]` to `edgeCalls[2k + 1]`
    *  (so the scheduler wires edges without looking ids up). */
   edgeCalls: number[];
@@ -103,7 +105,7 @@ export function buildPlan(input: PlanInput): Plan {
       addOrderings(d, cp.requires, 'requires', ctx);
     }
   }
-  const { edges, succ } = links;
+  const { edges } = links;
   // The data and policy graph, flat (conflict edges come later, and follow its order).
   const dataGraph = fromPairs(n, links.ends);
 
@@ -147,9 +149,12 @@ export function buildPlan(input: PlanInput): Plan {
     for (const e of edges) g.addDirectedEdge(e.from, e.to, { kind: e.kind, reason: e.reason });
     return g;
   };
+  const all = fromPairs(n, links.ends);
   // Cycle members are left out of the generations (computed on the flat graph of every edge: copying
   // the graphology graph to drop them cost more than building it).
-  const generations = topologicalGenerations(n, fromPairs(n, links.ends), onCycle).map((g) => g.map((i) => (calls[i] as CallInput).id));
+  const generations = topologicalGenerations(n, all, onCycle).map((g) => g.map((i) => (calls[i] as CallInput).id));
+  // One array per call is 100k arrays to allocate and keep at 100k calls; the run works on `all`.
+  let succ: number[][] | undefined;
 
   return {
     calls: planned,
@@ -161,39 +166,34 @@ export function buildPlan(input: PlanInput): Plan {
       return graph;
     },
     order,
-    succ,
+    get succ() {
+      succ ??= successorLists(all);
+      return succ;
+    },
+    adjacency: all,
     edgeCalls: links.ends,
     byId,
   };
 }
 
-const NO_SUCC: number[] = Object.freeze([]) as unknown as number[];
-
 /**
- * The plan's edges as they are added, one per pair of calls, with the successor lists and the call
- * indexes of each edge. All the edges into a call are added together (its data and policy edges while
- * it is checked, its conflict edges in the hazard pass), so `into[from] === to + 1` while `to`'s edges
- * are added says that from → to exists already (no Set of pairs).
+ * The plan's edges as they are added, one per pair of calls, with the call indexes of each edge. All
+ * the edges into a call are added together (its data and policy edges while it is checked, its
+ * conflict edges in the hazard pass), so `into[from] === to + 1` while `to`'s edges are added says
+ * that from → to exists already (no Set of pairs).
  */
 class EdgeList {
   readonly edges: Edge[] = [];
   readonly ends: number[] = [];
-  readonly succ: number[][] = [];
   private readonly into: Int32Array;
 
   constructor(private readonly calls: readonly CallInput[]) {
-    // A call without successors keeps the shared empty list; one with a single successor (most of
-    // them) a list of one, not the 16 slots that a push onto an empty array reserves.
-    for (let i = 0; i < calls.length; i++) this.succ.push(NO_SUCC);
     this.into = new Int32Array(calls.length);
   }
 
   add(from: number, to: number, kind: EdgeKind, reason: string): void {
     if (this.into[from] === to + 1) return;
     this.into[from] = to + 1;
-    const out = this.succ[from] as number[];
-    if (out === NO_SUCC) this.succ[from] = [to];
-    else out.push(to);
     this.edges.push({ from: (this.calls[from] as CallInput).id, to: (this.calls[to] as CallInput).id, kind, reason });
     this.ends.push(from, to);
   }
@@ -216,7 +216,22 @@ interface CheckContext {
 
 function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall {
   const args = c.args ?? {};
-  const d: PlannedCall = { index, id: c.id, tool: c.tool, args, targets: NO_TARGETS, refCalls: NO_REFS, hasRefs: false, access: PURE };
+  // Every field set from the start, optional ones too: fields added later go to a separate property
+  // store, one more object per call (40 bytes, at 100k calls kept through the whole plan).
+  const d: PlannedCall = {
+    index,
+    id: c.id,
+    tool: c.tool,
+    args,
+    manifest: undefined,
+    error: undefined,
+    blockedBy: undefined,
+    review: undefined,
+    targets: NO_TARGETS,
+    refCalls: NO_REFS,
+    hasRefs: false,
+    access: PURE,
+  };
   const manifest = ctx.catalog.get(c.tool);
   if (c.invalid !== undefined) {
     d.error = callError('invalid_args', `${c.id}: ${c.invalid}`, { details: { tool: c.tool } });
@@ -230,7 +245,9 @@ function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall 
     else if (cp.review !== undefined) d.review = cp.review;
   }
 
-  const found = findReferences(args);
+  // Most args hold no template at all: one walk that allocates nothing tells (and is reused below).
+  const templated = hasTemplates(args);
+  const found = templated ? findReferences(args) : NOTHING_FOUND;
   d.hasRefs = found.refs.length > 0;
   if (!d.error && found.malformed.length > 0) {
     d.error = callError('unresolved_reference', `${c.id}: malformed reference ${found.malformed[0]}`, {
@@ -246,16 +263,19 @@ function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall 
   if (manifest && !d.error) {
     d.access = accessOf(manifest, args);
     if (!d.hasRefs) {
-      const problem = checkResolvedArgs(ctx.catalog, c.tool, args);
+      const problem = checkResolvedArgs(ctx.catalog, c.tool, args, templated);
       if (problem) d.error = callError('invalid_args', `${c.id}: ${problem}`, { details: { tool: c.tool } });
     }
   }
   return d;
 }
 
-/** Args with no references still need `$${` escapes undone before the schema sees them. */
-export function checkResolvedArgs(catalog: Catalog, tool: string, args: unknown): string | null {
-  const value = hasTemplates(args) ? resolveValue(args, () => undefined) : { ok: true as const, value: args };
+/**
+ * Args with no references still need `$${` escapes undone before the schema sees them. (`templated`:
+ * whether they hold any `${`, when the caller knows.)
+ */
+export function checkResolvedArgs(catalog: Catalog, tool: string, args: unknown, templated = hasTemplates(args)): string | null {
+  const value = templated ? resolveValue(args, () => undefined) : { ok: true as const, value: args };
   if (!value.ok) return value.error.message;
   return catalog.checkArgs(tool, value.value);
 }
@@ -297,6 +317,8 @@ function refersTo(d: PlannedCall, targets: Map<string, string>, target: string, 
 /** `targets` and `refCalls` of the calls without references (shared: never changed). */
 const NO_TARGETS: ReadonlyMap<string, string> = new Map();
 const NO_REFS: number[] = Object.freeze([]) as unknown as number[];
+/** What `findReferences` finds in args without a `${` (shared, so frozen). */
+const NOTHING_FOUND: FoundReferences = Object.freeze({ refs: Object.freeze([]) as unknown as Reference[], malformed: Object.freeze([]) as unknown as string[] });
 
 /**
  * The reason of a data edge: `b uses ${a.output}`. Joined into one flat string: a template literal

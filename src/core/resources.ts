@@ -163,8 +163,10 @@ export function accessOf(decl: { reads?: readonly string[]; writes?: readonly st
 function expandAll(templates: readonly string[] | undefined, args: unknown, except: readonly Key[]): Key[] {
   let keys = NONE;
   if (templates === undefined) return keys;
-  for (const t of templates) {
-    const k = key(expandTemplate(t, args));
+  // Indexed: a tool's templates come from the deep-frozen config, and for…of over a frozen array goes
+  // through the generic (allocating) iterator path.
+  for (let i = 0; i < templates.length; i++) {
+    const k = key(expandTemplate(templates[i] as string, args));
     if (includesKey(keys, k) || includesKey(except, k)) continue;
     if (keys === NONE) keys = [];
     keys.push(k);
@@ -173,7 +175,11 @@ function expandAll(templates: readonly string[] | undefined, args: unknown, exce
 }
 
 function includesKey(keys: readonly Key[], k: Key): boolean {
-  for (const x of keys) if (x === k || sameSegments(x.segs, k.segs)) return true;
+  // Indexed: `keys` is often the shared frozen empty list (as above).
+  for (let i = 0; i < keys.length; i++) {
+    const x = keys[i] as Key;
+    if (x === k || sameSegments(x.segs, k.segs)) return true;
+  }
   return false;
 }
 

@@ -24,7 +24,7 @@ import { callError, type CallError } from './errors.js';
 import type { CoreEvent, EventType } from './events.js';
 import { RunProjection } from './view.js';
 import { StreamPlanner, type StreamStep } from './stream-plan.js';
-import { MinHeap } from './heap.js';
+import { KeyedHeap, MinHeap } from './heap.js';
 import { Limiter, own, type Holder } from './limits.js';
 import { buildPlan, type Plan, type PlannedCall } from './plan.js';
 import { hasTemplates, resolveValue } from './references.js';
@@ -153,7 +153,10 @@ interface RunRt {
   calls: CallRt[];
   byId: Map<string, number>;
   inputs: CallInput[];
-  ready: Map<string, MinHeap<CallRt>>;
+  ready: Map<string, KeyedHeap<CallRt>>;
+  /** `ready`'s entries, in its order: `pick` walks these on every dispatch, and a walk of the map
+   *  itself made an entry array per tool each time. */
+  readySets: [tool: string, heap: KeyedHeap<CallRt>][];
   readyCount: number;
   running: number;
   /** Set for a streamed run: plans calls as they arrive. */
@@ -186,6 +189,13 @@ interface Timer {
 }
 
 const byPriority = (a: CallRt, b: CallRt) => b.priority - a.priority || a.index - b.index;
+
+/** A tool's ready calls of a run, in `byPriority` order. */
+const readySet = () =>
+  new KeyedHeap<CallRt>(
+    (c) => -c.priority,
+    (c) => c.index,
+  );
 
 export class Scheduler {
   private readonly runs = new Map<string, RunRt>();
@@ -397,6 +407,7 @@ export class Scheduler {
       byId: new Map(),
       inputs: [],
       ready: new Map(),
+      readySets: [],
       readyCount: 0,
       running: 0,
       status: 'running',
@@ -821,12 +832,16 @@ export class Scheduler {
   /** Longest remaining path, in estimated ms, for the calls from `base` on (reverse topological order). */
   private rank(run: RunRt, plan: Plan, base: number): void {
     const est = (c: CallRt) => own(run.estimates, c.tool) ?? 1;
+    const { start, list } = plan.adjacency;
     for (let k = plan.order.length - 1; k >= 0; k--) {
       const i = plan.order[k] as number;
       if (i < base) continue;
       const c = run.calls[i] as CallRt;
       let tail = 0;
-      for (const s of plan.succ[i] as number[]) if (s >= base) tail = Math.max(tail, (run.calls[s] as CallRt).priority);
+      for (let e = start[i] as number; e < (start[i + 1] as number); e++) {
+        const s = list[e] as number;
+        if (s >= base) tail = Math.max(tail, (run.calls[s] as CallRt).priority);
+      }
       c.priority = est(c) + tail;
     }
   }
@@ -891,8 +906,9 @@ export class Scheduler {
     this.emit('call.ready', run, c, NO_DATA);
     let heap = run.ready.get(c.tool);
     if (!heap) {
-      heap = new MinHeap(byPriority);
+      heap = readySet();
       run.ready.set(c.tool, heap);
+      run.readySets.push([c.tool, heap]);
     }
     heap.push(c);
     run.readyCount++;
@@ -916,8 +932,11 @@ export class Scheduler {
     c.output = output;
     this.emit('call.succeeded', run, c, { attempt: c.attempts, output, durationMs: this.now - (c.attemptStartedAt as number) });
     this.ended(run, c);
-    for (const s of c.dataSucc) {
-      const t = run.calls[s] as CallRt;
+    // Indexed loops over successor lists, here and in `release`: most are the shared frozen empty
+    // list, which for…of iterates through the generic (allocating) iterator path, several times slower.
+    const succ = c.dataSucc;
+    for (let k = 0; k < succ.length; k++) {
+      const t = run.calls[succ[k] as number] as CallRt;
       t.dataWaiting--;
       if (t.dataWaiting === 0 && t.status === 'pending' && !t.armed) this.arm(run, t);
     }
@@ -1014,16 +1033,18 @@ export class Scheduler {
     for (let c: CallRt | undefined = first; c; c = stack?.pop()) {
       if (c.released) continue;
       c.released = true;
-      for (const s of c.conflictSucc) {
-        const t = run.calls[s] as CallRt;
+      const conflictSucc = c.conflictSucc;
+      for (let k = 0; k < conflictSucc.length; k++) {
+        const t = run.calls[conflictSucc[k] as number] as CallRt;
         t.conflictWaiting--;
         if (t.conflictWaiting > 0) continue;
         if (isTerminal(t.status)) {
           if (releasable(t)) (stack ??= []).push(t);
         } else this.maybeReady(run, t);
       }
-      for (const s of c.dataSucc) {
-        const t = run.calls[s] as CallRt;
+      const dataSucc = c.dataSucc;
+      for (let k = 0; k < dataSucc.length; k++) {
+        const t = run.calls[dataSucc[k] as number] as CallRt;
         t.dataUnreleased--;
         if (isTerminal(t.status) && releasable(t)) (stack ??= []).push(t);
       }
@@ -1125,7 +1146,7 @@ export class Scheduler {
   /** The best ready call of the run that every limit lets start, or 'stop' when its tenant is full. */
   private pick(run: RunRt): CallRt | undefined | 'stop' {
     let best: CallRt | undefined;
-    for (const [tool, heap] of run.ready) {
+    for (const [tool, heap] of run.readySets) {
       while (heap.size > 0 && (heap.peek() as CallRt).status !== 'ready') heap.pop();
       if (heap.size === 0 || this.limiter.toolFull(tool)) continue;
       if (best && byPriority(heap.peek() as CallRt, best) > 0) continue;
@@ -1160,7 +1181,7 @@ export class Scheduler {
   }
 
   private takeReady(run: RunRt, c: CallRt): void {
-    const heap = run.ready.get(c.tool) as MinHeap<CallRt>;
+    const heap = run.ready.get(c.tool) as KeyedHeap<CallRt>;
     if (heap.peek() === c) heap.pop();
     else heap.removeWhere((x) => x === c);
     run.readyCount--;

@@ -29,8 +29,6 @@ interface Pending {
   seq: number;
   kind: 'end' | 'action';
   start?: StartAttempt;
-  /** `keyOf(start)`, made once per attempt. */
-  key?: string;
   result?: AttemptResult;
   action?: (now: number) => Output;
 }
@@ -46,7 +44,12 @@ export class Simulation {
   readonly starts: StartRecord[] = [];
   private readonly queue = new MinHeap<Pending>((a, b) => a.at - b.at || kindRank(a) - kindRank(b) || a.seq - b.seq);
   private seq = 0;
-  private readonly inFlight = new Map<string, Pending>();
+  /**
+   * The attempt ends due, by call id: the one current per attempt (kind, run, call, attempt), which an
+   * abort replaces. Keyed by the call id as it is, not by a string made of all four: making and
+   * hashing that string for every attempt cost more than the rest of the bookkeeping here.
+   */
+  private readonly inFlight = new Map<string, Pending[]>();
 
   constructor(
     readonly scheduler: Scheduler,
@@ -69,9 +72,7 @@ export class Simulation {
       for (let p = this.queue.peek(); p && p.at <= t && p.kind === 'end'; p = this.queue.peek()) {
         this.queue.pop();
         const s = p.start as StartAttempt;
-        const key = p.key as string;
-        if (this.inFlight.get(key) !== p) continue;
-        this.inFlight.delete(key);
+        if (!this.settle(p)) continue;
         const ended = { runId: s.runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result: p.result as AttemptResult };
         this.apply(this.scheduler.attemptEnded(t, ended));
       }
@@ -95,25 +96,49 @@ export class Simulation {
     for (const s of out.starts) {
       this.starts.push({ at: this.now, start: s });
       const a = this.hooks.attempt(s, this.now);
-      const key = keyOf(s);
-      const p: Pending = { at: this.now + Math.max(0, a.durationMs), seq: this.seq++, kind: 'end', start: s, key, result: a.result };
-      this.inFlight.set(key, p);
+      const p: Pending = { at: this.now + Math.max(0, a.durationMs), seq: this.seq++, kind: 'end', start: s, result: a.result };
+      this.track(p);
       this.queue.push(p);
     }
     for (const a of out.aborts) {
-      const p = this.inFlight.get(`call/${a.runId}/${a.callId}/${a.attempt}`);
+      const p = this.inFlight.get(a.callId)?.find((x) => isAttempt(x.start as StartAttempt, 'call', a.runId, a.attempt));
       if (!p) continue;
       const ended: Pending = { ...p, at: this.now, seq: this.seq++, result: { ok: false, error: a.reason } };
-      this.inFlight.set(p.key as string, ended);
+      this.track(ended);
       this.queue.push(ended);
     }
   }
+
+  /** Makes `p` the end due of its attempt (replacing the one there was). */
+  private track(p: Pending): void {
+    const s = p.start as StartAttempt;
+    const list = this.inFlight.get(s.callId);
+    if (!list) {
+      this.inFlight.set(s.callId, [p]);
+      return;
+    }
+    const i = list.findIndex((x) => isAttempt(x.start as StartAttempt, s.kind, s.runId, s.attempt));
+    if (i >= 0) list[i] = p;
+    else list.push(p);
+  }
+
+  /** Whether `p` is still the end due of its attempt; if so, the attempt is no longer in flight. */
+  private settle(p: Pending): boolean {
+    const s = p.start as StartAttempt;
+    const list = this.inFlight.get(s.callId);
+    const i = list ? list.indexOf(p) : -1;
+    if (i < 0) return false;
+    if ((list as Pending[]).length === 1) this.inFlight.delete(s.callId);
+    else (list as Pending[]).splice(i, 1);
+    return true;
+  }
+}
+
+function isAttempt(s: StartAttempt, kind: StartAttempt['kind'], runId: string, attempt: number): boolean {
+  return s.kind === kind && s.runId === runId && s.attempt === attempt;
 }
 
 function kindRank(p: Pending): number {
   return p.kind === 'end' ? 0 : 1;
 }
 
-function keyOf(s: StartAttempt): string {
-  return `${s.kind}/${s.runId}/${s.callId}/${s.attempt}`;
-}

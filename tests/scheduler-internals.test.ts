@@ -1,0 +1,69 @@
+// Bookkeeping that the scheduler and the simulation keep for speed, and that could go wrong silently:
+// how attempt ends find their call, the limiter's count of running calls per run (lock checks skip the
+// scan when only the call's own run is running), and the simulation's attempts in flight by call id.
+import { describe, expect, it } from 'vitest';
+import { PURE, rig, starts, timeline, tool } from './helpers/sched.js';
+
+describe('attempt ends find their call', () => {
+  it('with duplicate ids (core batches allow them), an end goes to the last call with the id', () => {
+    const r = rig({ tools: [tool('t', PURE)] });
+    r.submit(0, { calls: [{ id: 'a', tool: 't', args: { ms: 5 } }, { id: 'a', tool: 't', args: { ms: 7 } }, { id: 'b', tool: 't', args: { ms: 3 } }] });
+    r.run();
+    // An end names a call by id, which is the last call with that id: the first `a` is never matched,
+    // it stays running, and so does the run.
+    expect(timeline(r.events, ['call.started', 'call.succeeded', 'call.failed', 'run.completed'])).toEqual([
+      '0 call.started a',
+      '0 call.started a',
+      '0 call.started b',
+      '3 call.succeeded b',
+      '7 call.succeeded a',
+    ]);
+  });
+
+  it('a call started again after a retry is found again for its new attempt', () => {
+    const r = rig({ tools: [tool('t', { ...PURE, idempotent: true, retry: { attempts: 3, backoffMs: 1, maxBackoffMs: 1 } })] });
+    r.submit(0, { calls: [{ id: 'a', tool: 't', args: { ms: 4, fail: 1, retryable: true } }, { id: 'b', tool: 't', args: { ms: 2 } }] });
+    r.run();
+    expect(timeline(r.events, ['call.started', 'call.retry_scheduled', 'call.succeeded', 'run.completed'])).toEqual([
+      '0 call.started a',
+      '0 call.started b',
+      '2 call.succeeded b',
+      '4 call.retry_scheduled a',
+      '4 call.started a',
+      '8 call.succeeded a',
+      '8 run.completed',
+    ]);
+  });
+});
+
+describe('simulation: attempts in flight', () => {
+  it('tells apart the attempts of calls with one id in two runs, and ends only the aborted one early', () => {
+    const r = rig({ tools: [tool('t', PURE)] });
+    r.sim.at(0, (now) => r.scheduler.submit(now, { runId: 'r1', tenant: 'acme', calls: [{ id: 'a', tool: 't', args: { ms: 10 } }] }));
+    r.sim.at(0, (now) => r.scheduler.submit(now, { runId: 'r2', tenant: 'acme', calls: [{ id: 'a', tool: 't', args: { ms: 20 } }] }));
+    r.sim.at(5, (now) => r.scheduler.cancel(now, 'r1'));
+    r.run();
+    expect(timeline(r.events, ['call.started', 'call.succeeded', 'call.cancelled', 'run.completed'])).toEqual([
+      '0 call.started r1/a',
+      '0 call.started r2/a',
+      '5 call.cancelled r1/a',
+      '5 run.completed r1',
+      '20 call.succeeded r2/a',
+      '20 run.completed r2',
+    ]);
+  });
+});
+
+describe('lock checks with the running calls counted per run', () => {
+  it('a run whose own calls come and go still waits for another run’s conflicting call', () => {
+    const rw = [tool('read', { reads: ['file:{path}'], writes: [], scope: 'tenant' }), tool('write', { reads: [], writes: ['file:{path}'], scope: 'tenant' })];
+    const r = rig({ tools: rw });
+    r.submit(0, { runId: 'r1', calls: [{ id: 'b', tool: 'write', args: { path: '/b', ms: 5 } }, { id: 'c', tool: 'write', args: { path: '/c', ms: 12 } }] });
+    r.submit(2, { runId: 'r2', calls: [{ id: 'w', tool: 'write', args: { path: '/a', ms: 20 } }] });
+    // Readers of /a arrive while r1, r2 and their own run run calls (r3), and once r1 is done (r4).
+    r.sim.at(3, (now) => r.scheduler.submit(now, { runId: 'r3', tenant: 'acme', calls: [{ id: 'x', tool: 'write', args: { path: '/x', ms: 1 } }, { id: 'ra', tool: 'read', args: { path: '/a', ms: 1 } }] }));
+    r.sim.at(15, (now) => r.scheduler.submit(now, { runId: 'r4', tenant: 'acme', calls: [{ id: 'ra', tool: 'read', args: { path: '/a', ms: 1 } }] }));
+    r.run();
+    expect(starts(r.events)).toEqual(['0 r1/b', '0 r1/c', '2 r2/w', '3 r3/x', '22 r3/ra', '22 r4/ra']);
+  });
+});
