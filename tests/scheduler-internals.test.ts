@@ -5,19 +5,13 @@ import { describe, expect, it } from 'vitest';
 import { PURE, rig, starts, timeline, tool } from './helpers/sched.js';
 
 describe('attempt ends find their call', () => {
-  it('with duplicate ids (core batches allow them), an end goes to the last call with the id', () => {
+  it('refuses a batch that uses one id twice, and keeps no run of it', () => {
     const r = rig({ tools: [tool('t', PURE)] });
-    r.submit(0, { calls: [{ id: 'a', tool: 't', args: { ms: 5 } }, { id: 'a', tool: 't', args: { ms: 7 } }, { id: 'b', tool: 't', args: { ms: 3 } }] });
-    r.run();
-    // An end names a call by id, which is the last call with that id: the first `a` is never matched,
-    // it stays running, and so does the run.
-    expect(timeline(r.events, ['call.started', 'call.succeeded', 'call.failed', 'run.completed'])).toEqual([
-      '0 call.started a',
-      '0 call.started a',
-      '0 call.started b',
-      '3 call.succeeded b',
-      '7 call.succeeded a',
-    ]);
+    const dup = { calls: [{ id: 'a', tool: 't', args: { ms: 5 } }, { id: 'a', tool: 't', args: { ms: 7 } }] };
+    r.submit(0, dup);
+    expect(() => r.run()).toThrow(/call id a is used in run r1 already/);
+    expect(r.events).toEqual([]);
+    expect(r.scheduler.nextWakeAt()).toBeUndefined(); // no run left behind, no open-run timer
   });
 
   it('a call started again after a retry is found again for its new attempt', () => {

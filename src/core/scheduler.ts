@@ -96,6 +96,15 @@ export interface ReviewDecision {
 }
 
 /** Misuse of the scheduler's API (unknown run, wrong state): the shell maps it to a 4xx. */
+/** Throws `conflict` for an id used twice in `calls`, or already in the run (`taken`). */
+function assertUniqueIds(calls: readonly CallInput[], taken: ReadonlyMap<string, unknown> | undefined, runId: string): void {
+  const seen = new Set<string>();
+  for (const c of calls) {
+    if (taken?.has(c.id) || seen.has(c.id)) throw new SchedulerError('conflict', `call id ${c.id} is used in run ${runId} already`);
+    seen.add(c.id);
+  }
+}
+
 export class SchedulerError extends Error {
   constructor(
     readonly code: 'run_not_found' | 'call_not_found' | 'conflict' | 'invalid_args',
@@ -221,6 +230,9 @@ export class Scheduler {
   submit(now: number, s: SubmitOptions): Output {
     this.now = now;
     if (this.runs.has(s.runId)) throw new SchedulerError('conflict', `run ${s.runId} exists already`);
+    // A call is named by its id in every attempt end, review and reference: two calls with one id
+    // could never both end (the API rejects such a batch too; this guards library callers).
+    assertUniqueIds(s.calls, undefined, s.runId);
     const failure = s.failure ?? this.opts.defaults.failure;
     const estimates = s.estimates ?? this.estimates();
     const run = this.newRun(s.runId, s.tenant, failure, estimates);
@@ -259,11 +271,7 @@ export class Scheduler {
     if (!run.stream) throw new SchedulerError('conflict', `run ${runId} was not opened for streaming`);
     if (run.stream.sealed) throw new SchedulerError('conflict', `run ${runId} is sealed; it takes no more calls`);
     if (isRunOver(run.status)) throw new SchedulerError('conflict', `run ${runId} is ${run.status}; it takes no more calls`);
-    const seen = new Set<string>();
-    for (const c of calls) {
-      if (run.byId.has(c.id) || seen.has(c.id)) throw new SchedulerError('conflict', `call id ${c.id} is used in run ${runId} already`);
-      seen.add(c.id);
-    }
+    assertUniqueIds(calls, run.byId, runId);
     this.appendTo(run, calls.map(normalized));
     return this.flush();
   }
