@@ -2,7 +2,7 @@
 // how attempt ends find their call, the limiter's count of running calls per run (lock checks skip the
 // scan when only the call's own run is running), and the simulation's attempts in flight by call id.
 import { describe, expect, it } from 'vitest';
-import { PURE, rig, starts, timeline, tool } from './helpers/sched.js';
+import { PURE, finalStatuses, rig, starts, timeline, tool } from './helpers/sched.js';
 
 describe('attempt ends find their call', () => {
   it('refuses a batch that uses one id twice, and keeps no run of it', () => {
@@ -11,7 +11,10 @@ describe('attempt ends find their call', () => {
     r.submit(0, dup);
     expect(() => r.run()).toThrow(/call id a is used in run r1 already/);
     expect(r.events).toEqual([]);
-    expect(r.scheduler.nextWakeAt()).toBeUndefined(); // no run left behind, no open-run timer
+    // No run r1 was left behind: the same id takes a good batch, which runs to the end.
+    r.submit(1, { calls: [{ id: 'a', tool: 't', args: { ms: 5 } }] });
+    r.run();
+    expect(finalStatuses(r.events)).toEqual({ a: 'succeeded' });
   });
 
   it('a call started again after a retry is found again for its new attempt', () => {

@@ -21,20 +21,17 @@ import { tails, topoOrder, type Instance } from './instance.js';
 
 export interface TightBound {
   lowerBoundMs: number;
-  /** The argument that gave it: `precedence` (heads and tails), or `energy <limit>`. */
-  by: string;
 }
 
 interface Pool {
-  name: string;
   cap: number;
   uses: (i: number) => boolean;
 }
 
 function poolsOf(inst: Instance): Pool[] {
   return [
-    { name: `perRun ${inst.limits.perRun}`, cap: inst.limits.perRun, uses: () => true },
-    ...Object.entries(inst.limits.tool).map(([tool, cap]) => ({ name: `tool ${tool} ${cap}`, cap, uses: (i: number) => inst.tools[i] === tool })),
+    { cap: inst.limits.perRun, uses: () => true },
+    ...Object.entries(inst.limits.tool).map(([tool, cap]) => ({ cap, uses: (i: number) => inst.tools[i] === tool })),
   ];
 }
 
@@ -103,7 +100,6 @@ export function tightBound(inst: Instance): TightBound {
   const q = heads(reversed, closure(reversed, succ, n), dur, pools);
 
   let lowerBoundMs = 0;
-  let by = 'precedence';
   for (let j = 0; j < n; j++) lowerBoundMs = Math.max(lowerBoundMs, (h[j] as number) + (dur[j] as number) + (q[j] as number));
   for (const pool of pools) {
     const members = inst.ids.map((_, i) => i).filter(pool.uses);
@@ -112,11 +108,11 @@ export function tightBound(inst: Instance): TightBound {
         const inside = members.filter((i) => (h[i] as number) >= a && (q[i] as number) >= b).map((i) => dur[i] as number);
         if (inside.length === 0) continue; // an empty set says nothing
         const lb = a + spanOn(inside, pool.cap) + b;
-        if (lb > lowerBoundMs + 1e-9) [lowerBoundMs, by] = [lb, `energy ${pool.name}`];
+        lowerBoundMs = Math.max(lowerBoundMs, lb);
       }
     }
   }
-  return { lowerBoundMs, by };
+  return { lowerBoundMs };
 }
 
 /**

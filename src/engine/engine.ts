@@ -403,9 +403,12 @@ export class Engine {
   private enqueue(out: Output, submission: Pick<Queued, 'creates' | 'committed'> = {}): void {
     const q: Queued = { events: out.events.map((e) => this.number(e)), starts: out.starts, aborts: out.aborts, ...submission };
     const runId = submission.creates;
-    if (submission.committed && runId !== undefined && out.starts.some((s) => startsEarly(s, runId))) {
-      q.early = out.starts.filter((s) => startsEarly(s, runId));
-      q.starts = out.starts.filter((s) => !startsEarly(s, runId));
+    if (submission.committed && runId !== undefined) {
+      const early = out.starts.filter((s) => startsEarly(s, runId));
+      if (early.length > 0) {
+        q.early = early;
+        q.starts = out.starts.filter((s) => !early.includes(s));
+      }
     }
     this.queue.push(q);
     for (const s of q.early ?? []) this.launch(s);
