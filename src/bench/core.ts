@@ -11,6 +11,9 @@
  * Each figure is the median of its repeats, as CPU time of the process (user + system: what the code
  * costs, whatever else the machine runs) and as wall time (`…Wall`).
  */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { DirectedGraph } from 'graphology';
 import type { CallInput } from '../core/calls.js';
 import { MinHeap } from '../core/heap.js';
@@ -224,6 +227,27 @@ export async function measureEngine(o: CoreOptions, executor: Executor): Promise
     engineSmallRunUsPerCallWall: per(small, smallCalls, 'wallMs'),
     engineSmallRunBareUsPerCall: per(smallBare, smallCalls),
   };
+}
+
+/**
+ * `runCore` in a worker thread of its own when running compiled (`npm run bench`): a fresh isolate,
+ * whose heap holds nothing of the parts before it. Under tsx (the tests) a worker could not load the
+ * TypeScript module, so it runs in this thread.
+ */
+export async function runCoreIsolated(o: CoreOptions, executor: Executor): Promise<CoreResult> {
+  const url = new URL('./core-worker.js', import.meta.url);
+  if (!import.meta.url.endsWith('.js') || !existsSync(fileURLToPath(url))) return runCore(o, executor);
+  const { log, ...options } = o;
+  const worker = new Worker(url, { workerData: options });
+  return new Promise<CoreResult>((resolve, reject) => {
+    let result: CoreResult | undefined;
+    worker.on('message', (m: { log?: string; result?: CoreResult }) => {
+      if (m.log !== undefined) log?.(m.log);
+      if (m.result) result = m.result;
+    });
+    worker.on('error', reject);
+    worker.on('exit', (code) => (result ? resolve(result) : reject(new Error(`the core benchmark's worker exited with code ${code} and no result`))));
+  });
 }
 
 export async function runCore(o: CoreOptions, executor: Executor): Promise<CoreResult> {

@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import { createBuiltinExecutor } from '../executors/builtin.js';
-import { runCore, type CoreOptions, type CoreResult } from './core.js';
+import { runCoreIsolated, type CoreOptions, type CoreResult } from './core.js';
 import { runHttp, type HttpOptions, type HttpResult } from './http.js';
 import { runMakespan, type MakespanOptions } from './makespan.js';
 import { renderReport, type ReportMeta } from './report.js';
@@ -33,7 +33,7 @@ export const PRESETS: Record<'full' | 'quick' | 'tiny', Preset> = {
   },
   quick: {
     makespan: { seeds: 3, calls: 40, smallSeeds: 4, smallCalls: 10, optimumMs: 2000 },
-    core: { schedulerNodes: 100_000, schedulerRepeats: 1, buildSizes: [[1_000, 3], [10_000, 1], [100_000, 1]], engineRepeats: 2, engineBatch: 1000, engineSmallRuns: 300 },
+    core: { schedulerNodes: 100_000, schedulerRepeats: 3, buildSizes: [[1_000, 3], [10_000, 1], [100_000, 1]], engineRepeats: 2, engineBatch: 1000, engineSmallRuns: 300 },
     http: { clients: 8, durationMs: 1200, rounds: 4, warmupMs: 500 },
   },
   tiny: {
@@ -80,7 +80,7 @@ export async function runSuite(o: SuiteOptions): Promise<SuiteResult> {
     }
     if (o.parts.includes('core')) {
       log('core overhead');
-      core = await runCore({ ...p.core, log }, executor);
+      core = await runCoreIsolated({ ...p.core, log }, executor);
       await settle();
     }
     if (o.parts.includes('http')) {

@@ -244,6 +244,17 @@ function sortByFrom(hs: Hazard[]): Hazard[] {
   return hs;
 }
 
+/**
+ * The reason of a conflict edge. Reasons repeat (every edge on one key says the same few things), so
+ * each one is made once and shared: at 100k calls that is one string instead of one per edge.
+ */
 export function describeHazard(kind: HazardKind, key: string): string {
-  return `${kind} on ${key}`;
+  let byKind = reasons.get(key);
+  if (!byKind) {
+    if (reasons.size >= 50_000) reasons.clear();
+    reasons.set(key, (byKind = { 'read-after-write': undefined, 'write-after-read': undefined, 'write-after-write': undefined }));
+  }
+  return (byKind[kind] ??= [kind, ' on ', key].join(''));
 }
+
+const reasons = new Map<string, Record<HazardKind, string | undefined>>();

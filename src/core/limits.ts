@@ -17,7 +17,6 @@ import type { Limits, Rate } from './tool.js';
 
 export interface Holder {
   runId: string;
-  callId: string;
   tenant: string;
   tool: string;
   /** `global`, `tenant:<t>`, or null for run-scoped tools. */

@@ -28,7 +28,7 @@ import { KeyedHeap, MinHeap } from './heap.js';
 import { Limiter, own, type Holder } from './limits.js';
 import { buildPlan, type Plan, type PlannedCall } from './plan.js';
 import { hasTemplates, resolveValue } from './references.js';
-import { accessOf, type Access } from './resources.js';
+import { accessOf, type Access, type Key } from './resources.js';
 import { backoffDelay } from './retry.js';
 import { isTerminal, transition } from './state.js';
 import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from './tool.js';
@@ -114,7 +114,11 @@ export class SchedulerError extends Error {
   }
 }
 
-interface CallRt {
+/**
+ * A call as the run keeps it. It is its own limit holder (the fields of `Holder`, set when its args
+ * are resolved): one object per call instead of two.
+ */
+interface CallRt extends Holder {
   index: number;
   id: string;
   tool: string;
@@ -140,7 +144,8 @@ interface CallRt {
   released: boolean;
   retrying: boolean;
   priority: number;
-  holder?: Holder;
+  /** Whether the holder fields are set (the args are resolved). */
+  holds: boolean;
   endedAt?: number;
   attemptStartedAt?: number;
   superseded: boolean;
@@ -230,9 +235,6 @@ export class Scheduler {
   submit(now: number, s: SubmitOptions): Output {
     this.now = now;
     if (this.runs.has(s.runId)) throw new SchedulerError('conflict', `run ${s.runId} exists already`);
-    // A call is named by its id in every attempt end, review and reference: two calls with one id
-    // could never both end (the API rejects such a batch too; this guards library callers).
-    assertUniqueIds(s.calls, undefined, s.runId);
     const failure = s.failure ?? this.opts.defaults.failure;
     const estimates = s.estimates ?? this.estimates();
     const run = this.newRun(s.runId, s.tenant, failure, estimates);
@@ -289,7 +291,7 @@ export class Scheduler {
     const step = (run.stream as StreamPlanner).add(calls);
     for (const p of step.planned) {
       run.byId.set(p.id, p.index);
-      const c = this.newCall(p);
+      const c = this.newCall(run, p);
       c.held = true;
       c.priority = own(run.estimates, c.tool) ?? 1;
       run.calls.push(c);
@@ -564,7 +566,7 @@ export class Scheduler {
       return this.flush();
     }
     if (c.status !== 'running' || e.attempt !== c.attempts) return this.flush();
-    this.limiter.release(c.holder as Holder);
+    this.limiter.release(c);
     run.running--;
     this.learn(c.tool, now - (c.attemptStartedAt as number));
     const r = e.result;
@@ -742,10 +744,14 @@ export class Scheduler {
     const base = run.calls.length;
     const inputs = [...run.inputs, ...list];
     const plan = buildPlan({ calls: inputs, tenant: run.tenant, catalog: this.opts.catalog, policy: this.opts.policy });
+    // A call is named by its id in every attempt end, review and reference: two calls with one id
+    // could never both end (the API rejects such a batch too; this guards library callers). The plan
+    // indexes ids anyway, so a duplicate shows as fewer ids than calls.
+    if (plan.byId.size !== inputs.length) assertUniqueIds(inputs, undefined, run.id);
     run.inputs = inputs;
     // The plan indexes every call of the run, the earlier ones as they were.
     run.byId = plan.byId;
-    for (let i = base; i < inputs.length; i++) run.calls.push(this.newCall(plan.calls[i] as PlannedCall));
+    for (let i = base; i < inputs.length; i++) run.calls.push(this.newCall(run, plan.calls[i] as PlannedCall));
     const { edges: fresh, ends } = base === 0 ? { edges: plan.edges, ends: plan.edgeCalls } : this.replanEdges(plan, base);
     const doomedBy = new Map<number, CallRt>();
     for (let k = 0; k < fresh.length; k++) {
@@ -801,7 +807,7 @@ export class Scheduler {
     return { edges, ends };
   }
 
-  private newCall(p: PlannedCall): CallRt {
+  private newCall(run: RunRt, p: PlannedCall): CallRt {
     // Every field set, in one order: all calls share one shape.
     return {
       index: p.index,
@@ -827,7 +833,15 @@ export class Scheduler {
       released: false,
       retrying: false,
       priority: 0,
-      holder: undefined,
+      holds: false,
+      runId: run.id,
+      tenant: run.tenant,
+      domain: null,
+      reads: NO_KEYS,
+      writes: NO_KEYS,
+      toolRate: undefined,
+      resourceLimits: undefined,
+      buckets: undefined,
       endedAt: undefined,
       attemptStartedAt: undefined,
       superseded: false,
@@ -892,18 +906,14 @@ export class Scheduler {
     c.resolved = args;
     const m = c.manifest as ToolManifest;
     const access = args === c.args && c.planAccess ? c.planAccess : accessOf(m, args);
-    c.holder = {
-      runId: run.id,
-      callId: c.id,
-      tenant: run.tenant,
-      tool: c.tool,
-      domain: m.scope === 'run' ? null : m.scope === 'global' ? 'global' : run.tenantDomain,
-      reads: access.reads,
-      writes: access.writes,
-      toolRate: m.rate,
-      resourceLimits: undefined,
-      buckets: undefined,
-    };
+    c.holds = true;
+    c.domain = m.scope === 'run' ? null : m.scope === 'global' ? 'global' : run.tenantDomain;
+    c.reads = access.reads;
+    c.writes = access.writes;
+    c.toolRate = m.rate;
+    // What the limiter found these args to count against (found again for new args).
+    c.resourceLimits = undefined;
+    c.buckets = undefined;
   }
 
   private maybeReady(run: RunRt, c: CallRt): void {
@@ -924,7 +934,7 @@ export class Scheduler {
   }
 
   private start(run: RunRt, c: CallRt): void {
-    this.limiter.acquire(c.holder as Holder, this.now);
+    this.limiter.acquire(c, this.now);
     transition(c, 'running');
     run.running++;
     c.attempts++;
@@ -1023,7 +1033,7 @@ export class Scheduler {
   /** A call reached a final status: bookkeeping, and conflict successors may go once it is released. */
   private ended(run: RunRt, c: CallRt): void {
     c.endedAt = this.now;
-    if (c.holder) this.limiter.dropWaiter(c.holder);
+    if (c.holds) this.limiter.dropWaiter(c);
     if (releasable(c)) this.release(run, c);
     this.dirty.add(run);
   }
@@ -1166,7 +1176,7 @@ export class Scheduler {
           heap.pop();
           continue;
         }
-        const check = this.limiter.check(c.holder as Holder, this.now);
+        const check = this.limiter.check(c, this.now);
         if (check.ok) {
           found = c;
           break;
@@ -1324,6 +1334,9 @@ function isPending(c: CallRt): boolean {
   return c.status === 'pending' || c.status === 'ready' || c.status === 'awaiting_review';
 }
 
+/** The keys of a call whose args are not resolved yet (shared, so frozen). */
+const NO_KEYS: Key[] = Object.freeze([]) as unknown as Key[];
+
 /** A successor list that no call has joined yet (shared, so frozen; see `appended`). */
 const NO_SUCC: number[] = Object.freeze([]) as unknown as number[];
 
@@ -1342,8 +1355,17 @@ const NO_DATA: Record<string, unknown> = Object.freeze({});
 
 /** A call as the run keeps and records it: `args` defaulted, nothing but the fields of a CallInput. */
 function normalized(c: CallInput): CallInput {
+  // Already so (what the API and most callers pass): kept as it is, not copied (a 100k-call batch
+  // would keep 100k copies alive for the whole run).
+  if (c.invalid === undefined && c.args !== undefined && fieldCount(c) === 3) return c;
   const args = c.args ?? {};
   return c.invalid !== undefined ? { id: c.id, tool: c.tool, args, invalid: c.invalid } : { id: c.id, tool: c.tool, args };
+}
+
+function fieldCount(o: object): number {
+  let n = 0;
+  for (const k in o) if (Object.hasOwn(o, k)) n++;
+  return n;
 }
 
 function isRunOver(s: RunStatus): boolean {
