@@ -149,12 +149,34 @@ const UNKNOWN: Access = Object.freeze({ reads: NONE, writes: Object.freeze([ANY]
  * that declares both empty is pure. Keys are deduplicated by segments (`file:/a` and `file/a` are one),
  * and a key both read and written counts as written.
  */
-export function accessOf(decl: { reads?: readonly string[]; writes?: readonly string[] }, args: unknown): Access {
+export function accessOf(decl: Effects, args: unknown): Access {
   if (decl.reads === undefined && decl.writes === undefined) return UNKNOWN;
+  // A tool with one template (`file:{path}`, the usual case) has one access per expanded key: made
+  // once and shared by every call that touches that key (frozen, as all shared accesses are).
+  const nReads = decl.reads?.length ?? 0;
+  const nWrites = decl.writes?.length ?? 0;
+  if (nReads + nWrites === 1) {
+    const write = nWrites === 1;
+    const text = expandTemplate((write ? decl.writes : decl.reads)?.[0] as string, args);
+    let byText = singleAccesses.get(decl);
+    if (!byText) singleAccesses.set(decl, (byText = new Map()));
+    let a = byText.get(text);
+    if (!a) {
+      if (byText.size >= 10_000) byText.clear();
+      const keys = Object.freeze([key(text)]) as unknown as Key[];
+      byText.set(text, (a = Object.freeze(write ? { reads: NONE, writes: keys } : { reads: keys, writes: NONE })));
+    }
+    return a;
+  }
   const writes = expandAll(decl.writes, args, NONE);
   const reads = expandAll(decl.reads, args, writes);
   return reads === NONE && writes === NONE ? PURE : { reads, writes };
 }
+
+type Effects = { reads?: readonly string[]; writes?: readonly string[] };
+
+/** Per tool with a single read or write template: its accesses by expanded key. */
+const singleAccesses = new WeakMap<Effects, Map<string, Access>>();
 
 /**
  * The keys of `templates` against `args`, first of each kind only, and none of those in `except`.

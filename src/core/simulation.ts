@@ -47,9 +47,10 @@ export class Simulation {
   /**
    * The attempt ends due, by call id: the one current per attempt (kind, run, call, attempt), which an
    * abort replaces. Keyed by the call id as it is, not by a string made of all four: making and
-   * hashing that string for every attempt cost more than the rest of the bookkeeping here.
+   * hashing that string for every attempt cost more than the rest of the bookkeeping here. Almost
+   * always one attempt of a call id is in flight: then it is kept as it is, not in a list.
    */
-  private readonly inFlight = new Map<string, Pending[]>();
+  private readonly inFlight = new Map<string, Pending | Pending[]>();
 
   constructor(
     readonly scheduler: Scheduler,
@@ -101,7 +102,8 @@ export class Simulation {
       this.queue.push(p);
     }
     for (const a of out.aborts) {
-      const p = this.inFlight.get(a.callId)?.find((x) => isAttempt(x.start as StartAttempt, 'call', a.runId, a.attempt));
+      const due = this.inFlight.get(a.callId);
+      const p = (Array.isArray(due) ? due : due ? [due] : []).find((x) => isAttempt(x.start as StartAttempt, 'call', a.runId, a.attempt));
       if (!p) continue;
       const ended: Pending = { ...p, at: this.now, seq: this.seq++, result: { ok: false, error: a.reason } };
       this.track(ended);
@@ -112,24 +114,31 @@ export class Simulation {
   /** Makes `p` the end due of its attempt (replacing the one there was). */
   private track(p: Pending): void {
     const s = p.start as StartAttempt;
-    const list = this.inFlight.get(s.callId);
-    if (!list) {
-      this.inFlight.set(s.callId, [p]);
+    const due = this.inFlight.get(s.callId);
+    if (!due) {
+      this.inFlight.set(s.callId, p);
       return;
     }
+    const list = Array.isArray(due) ? due : [due];
     const i = list.findIndex((x) => isAttempt(x.start as StartAttempt, s.kind, s.runId, s.attempt));
     if (i >= 0) list[i] = p;
     else list.push(p);
+    this.inFlight.set(s.callId, list.length === 1 ? (list[0] as Pending) : list);
   }
 
   /** Whether `p` is still the end due of its attempt; if so, the attempt is no longer in flight. */
   private settle(p: Pending): boolean {
     const s = p.start as StartAttempt;
-    const list = this.inFlight.get(s.callId);
-    const i = list ? list.indexOf(p) : -1;
+    const due = this.inFlight.get(s.callId);
+    if (due === p) {
+      this.inFlight.delete(s.callId);
+      return true;
+    }
+    if (!Array.isArray(due)) return false;
+    const i = due.indexOf(p);
     if (i < 0) return false;
-    if ((list as Pending[]).length === 1) this.inFlight.delete(s.callId);
-    else (list as Pending[]).splice(i, 1);
+    due.splice(i, 1);
+    if (due.length === 1) this.inFlight.set(s.callId, due[0] as Pending);
     return true;
   }
 }
