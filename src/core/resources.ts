@@ -151,22 +151,24 @@ const UNKNOWN: Access = Object.freeze({ reads: NONE, writes: Object.freeze([ANY]
  */
 export function accessOf(decl: Effects, args: unknown): Access {
   if (decl.reads === undefined && decl.writes === undefined) return UNKNOWN;
-  // A tool with one template (`file:{path}`, the usual case) has one access per expanded key: made
-  // once and shared by every call that touches that key (frozen, as all shared accesses are).
-  const nReads = decl.reads?.length ?? 0;
-  const nWrites = decl.writes?.length ?? 0;
-  if (nReads + nWrites === 1) {
-    const write = nWrites === 1;
-    const text = expandTemplate((write ? decl.writes : decl.reads)?.[0] as string, args);
-    let byText = singleAccesses.get(decl);
-    if (!byText) singleAccesses.set(decl, (byText = new Map()));
-    let a = byText.get(text);
-    if (!a) {
-      if (byText.size >= 10_000) byText.clear();
-      const keys = Object.freeze([key(text)]) as unknown as Key[];
-      byText.set(text, (a = Object.freeze(write ? { reads: NONE, writes: keys } : { reads: keys, writes: NONE })));
+  // A tool with one template of one placeholder (`file:{path}`, the usual case) has one access per
+  // value of that arg: made once and shared by every call with that value (frozen, as every shared
+  // access is), found by the value as it is, without making the key's text per call to look it up.
+  if ((decl.reads?.length ?? 0) + (decl.writes?.length ?? 0) === 1) {
+    const write = decl.writes?.length === 1;
+    const c = compile((write ? decl.writes : decl.reads)?.[0] as string);
+    const value = c.args.length === 1 ? scalar(argAt(args, c.args[0] as string[])) : undefined;
+    if (value !== undefined) {
+      let byValue = singleAccesses.get(decl);
+      if (!byValue) singleAccesses.set(decl, (byValue = new Map()));
+      let a = byValue.get(value);
+      if (!a) {
+        if (byValue.size >= 10_000) byValue.clear();
+        const keys = Object.freeze([key((c.literals[0] as string) + value + (c.literals[1] as string))]) as unknown as Key[];
+        byValue.set(value, (a = Object.freeze(write ? { reads: NONE, writes: keys } : { reads: keys, writes: NONE })));
+      }
+      return a;
     }
-    return a;
   }
   const writes = expandAll(decl.writes, args, NONE);
   const reads = expandAll(decl.reads, args, writes);
@@ -175,7 +177,7 @@ export function accessOf(decl: Effects, args: unknown): Access {
 
 type Effects = { reads?: readonly string[]; writes?: readonly string[] };
 
-/** Per tool with a single read or write template: its accesses by expanded key. */
+/** Per tool with a single read or write template of one placeholder: its accesses by the arg's value. */
 const singleAccesses = new WeakMap<Effects, Map<string, Access>>();
 
 /**
