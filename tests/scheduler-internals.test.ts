@@ -2,7 +2,8 @@
 // how attempt ends find their call, the limiter's count of running calls per run (lock checks skip the
 // scan when only the call's own run is running), and the simulation's attempts in flight by call id.
 import { describe, expect, it } from 'vitest';
-import { PURE, finalStatuses, rig, starts, timeline, tool } from './helpers/sched.js';
+import { Simulation } from '../src/core/simulation.js';
+import { PURE, defaultScript, finalStatuses, rig, starts, timeline, tool } from './helpers/sched.js';
 
 describe('attempt ends find their call', () => {
   it('refuses a batch that uses one id twice, and keeps no run of it', () => {
@@ -62,5 +63,27 @@ describe('lock checks with the running calls counted per run', () => {
     r.sim.at(15, (now) => r.scheduler.submit(now, { runId: 'r4', tenant: 'acme', calls: [{ id: 'ra', tool: 'read', args: { path: '/a', ms: 1 } }] }));
     r.run();
     expect(starts(r.events)).toEqual(['0 r1/b', '0 r1/c', '2 r2/w', '3 r3/x', '22 r3/ra', '22 r4/ra']);
+  });
+});
+
+describe('simulation: record: false', () => {
+  it('keeps no events or starts, hands every event to onEvent, and schedules as a recording one does', () => {
+    const calls = [
+      { id: 'a', tool: 'write', args: { path: '/a', ms: 5 } },
+      { id: 'b', tool: 'read', args: { path: '/a', ms: 3 } },
+      { id: 'c', tool: 'read', args: { path: '/c', ms: 4 } },
+    ];
+    const tools = [tool('write', { reads: [], writes: ['file:{path}'] }), tool('read', { reads: ['file:{path}'], writes: [] })];
+    const recorded = rig({ tools });
+    recorded.submit(0, { calls });
+    recorded.run();
+    const seen: string[] = [];
+    const bare = new Simulation(rig({ tools }).scheduler, { attempt: defaultScript, record: false, onEvent: (e) => seen.push(`${e.at} ${e.type} ${e.callId ?? ''}`) });
+    bare.at(0, (now) => bare.scheduler.submit(now, { runId: 'r1', tenant: 'acme', calls }));
+    bare.run();
+    expect(bare.events).toEqual([]);
+    expect(bare.starts).toEqual([]);
+    expect(seen).toEqual(recorded.events.map((e) => `${e.at} ${e.type} ${e.callId ?? ''}`));
+    expect(seen).toContain('5 call.started b');
   });
 });
