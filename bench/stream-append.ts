@@ -91,6 +91,11 @@ const sizes = arg('n', '1000,10000').split(',').map(Number);
 const repeat = Number(arg('repeat', '5'));
 const variants = arg('variant', 'live,forward').split(',');
 const only = arg('only', 'both');
+// Warm up (the JIT), so the first size measured is not the slowest per call.
+for (const forward of [false, true]) {
+  planner(batch(500, forward));
+  scheduler(batch(500, forward));
+}
 console.log('calls   variant  planner ms  scheduler ms  (median of', repeat, 'runs, one call per append, then seal)');
 for (const n of sizes) {
   for (const forward of variants.map((v) => v === 'forward')) {
