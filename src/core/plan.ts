@@ -367,3 +367,48 @@ function descendants(roots: number[], { start, list }: Adjacency): Set<number> {
   }
   return out;
 }
+
+// ---- one call at a time (a streamed run) -----------------------------------------------------------
+
+/** The calls a plan is made for, indexed as `buildPlan` indexes them (see `planCall`). */
+export interface CallIndex {
+  calls: readonly CallInput[];
+  /** Call id → index (the last call with that id). */
+  byId: ReadonlyMap<string, number>;
+  /** Tool name → the indexes of its calls, ascending; tools in the order of their first call. */
+  byTool: ReadonlyMap<string, readonly number[]>;
+}
+
+/** Where `planCall` sends data edges: nowhere (it plans no edges; `add` is all `checkCall` uses). */
+const NO_LINKS = { add() {} } as unknown as EdgeList;
+
+/**
+ * The plan of the call at `index` exactly as `buildPlan` over `at.calls` makes it, before cycles are
+ * looked for (`blockedBy` is never set): its checks, the calls its references name, its resources,
+ * and whether each `requires` finds a call. It depends on the call and on which ids and tool names
+ * `at` holds, not on the other calls' plans, so a streamed run plans each call as it arrives in time
+ * proportional to the call, not to the run. `policyOf` must give `policyFor(m, tenant, policy)`.
+ */
+export function planCall(index: number, at: CallIndex, catalog: Catalog, policyOf: (m: ToolManifest) => CallPolicy): PlannedCall {
+  const ctx: CheckContext = { calls: at.calls, catalog, byId: at.byId as Map<string, number>, byTool: at.byTool as Map<string, number[]>, policyOf, links: NO_LINKS };
+  const d = checkCall(at.calls[index] as CallInput, index, ctx);
+  if (d.manifest && !d.error) {
+    // As `addOrderings` does for `requires`: the first ordering that matches no other call fails it
+    // (the same error; only whether one matches is looked for, once per distinct tool).
+    for (const o of policyOf(d.manifest).requires) {
+      if (d.error || hasOtherCall(o.pattern, index, at.byTool)) continue;
+      d.error = callError('missing_required_predecessor', `${d.id}: ${o.source} requires a call of ${o.pattern} in the run, and there is none`, {
+        details: { requires: o.pattern },
+      });
+    }
+  }
+  return d;
+}
+
+/** Whether a call other than `index` uses a tool that `pattern` matches. */
+function hasOtherCall(pattern: string, index: number, byTool: ReadonlyMap<string, readonly number[]>): boolean {
+  for (const [tool, users] of byTool) {
+    if (globMatch(pattern, tool) && (users.length > 1 || users[0] !== index)) return true;
+  }
+  return false;
+}
