@@ -103,6 +103,21 @@ describe('accessOf', () => {
   ])('%s', (_label, decl, args, expected) => {
     expect(texts(accessOf(decl, args))).toEqual(expected);
   });
+
+  it('shares one frozen access per value of a single placeholder, and keeps values apart', () => {
+    const decl = { reads: ['file:/repo/{path}.ts'] };
+    const a = accessOf(decl, { path: 'a' });
+    expect(accessOf(decl, { path: 'a', other: 1 })).toBe(a);
+    expect(Object.isFrozen(a) && Object.isFrozen(a.reads)).toBe(true);
+    expect(texts(a)).toEqual({ reads: ['file:/repo/a.ts'], writes: [] });
+    expect(texts(accessOf(decl, { path: 'b' }))).toEqual({ reads: ['file:/repo/b.ts'], writes: [] });
+    // A number and the string of it name one key; a reference or a missing arg widens, as ever.
+    expect(texts(accessOf(decl, { path: 7 }))).toEqual({ reads: ['file:/repo/7.ts'], writes: [] });
+    expect(texts(accessOf(decl, { path: '${c1.output}' }))).toEqual({ reads: ['file:/repo/*'], writes: [] });
+    expect(texts(accessOf(decl, {}))).toEqual({ reads: ['file:/repo/*'], writes: [] });
+    // The same template written by another tool is a write there.
+    expect(texts(accessOf({ writes: ['file:/repo/{path}.ts'] }, { path: 'a' }))).toEqual({ reads: [], writes: ['file:/repo/a.ts'] });
+  });
 });
 
 describe('resource conflicts in buildPlan', () => {
