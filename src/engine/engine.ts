@@ -31,7 +31,7 @@ import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../config/types.js';
 import { createExecutors } from '../executors/index.js';
 import type { PendingAppend } from '../store/types.js';
-import type { Executor } from '../executors/types.js';
+import type { ExecuteRequest, Executor } from '../executors/types.js';
 
 /** Where events go before anything else sees them; a store makes them durable. */
 export interface EventSink {
@@ -133,7 +133,7 @@ export class Engine {
   private flushScheduled = false;
   /** The group commit the sink is writing on its own thread, if any (see `commitGrouped`). */
   private writing: { batch: Queued[]; pending: PendingAppend } | undefined;
-  private readonly inflight = new Map<string, AbortController>();
+  private readonly inflight = new Map<string, Attempt>();
   /** Attempts that ended and wait for the next group commit (see `flush`). */
   private readonly ended: AttemptEnded[] = [];
   private readonly globalListeners = new Set<RunListener>();
@@ -630,19 +630,17 @@ export class Engine {
 
   private launch(s: StartAttempt): void {
     const key = attemptKey(s.runId, s.callId, s.attempt, s.kind);
-    const controller = new AbortController();
-    this.inflight.set(key, controller);
+    const attempt = new Attempt(s);
+    this.inflight.set(key, attempt);
     const done = (result: AttemptResult) => {
       // Not ours any more: its run was refused by the store (see `disown`).
-      if (this.inflight.get(key) !== controller) return;
+      if (this.inflight.get(key) !== attempt) return;
       this.inflight.delete(key);
       if (this.closed) return;
       this.ended.push({ runId: s.runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result });
       this.scheduleFlush();
     };
-    this.executor
-      .execute({ runId: s.runId, callId: s.callId, tool: s.tool, args: s.args, attempt: s.attempt, signal: controller.signal, timeoutMs: s.timeoutMs })
-      .then(done, (err: unknown) => done({ ok: false, error: { code: 'tool_error', message: String(err) }, retryable: false }));
+    this.executor.execute(attempt).then(done, (err: unknown) => done({ ok: false, error: { code: 'tool_error', message: String(err) }, retryable: false }));
   }
 
   /** Keeps exactly one timer, for the scheduler's next wake-up. */
@@ -687,6 +685,50 @@ export class Engine {
       q.splice(0, this.endedHead);
       this.endedHead = 0;
     }
+  }
+}
+
+/**
+ * A running attempt, as the executor gets it (an `ExecuteRequest`) and as the engine aborts it. Its
+ * AbortController is made only when the executor first reads `signal`: an instant tool (the builtin
+ * `echo`) never does, and an AbortController is one of the dearest things a launch would make. An abort
+ * before that is kept, and the signal is born aborted with the same reason.
+ */
+class Attempt implements ExecuteRequest {
+  readonly runId: string;
+  readonly callId: string;
+  readonly tool: StartAttempt['tool'];
+  readonly args: Record<string, unknown>;
+  readonly attempt: number;
+  readonly timeoutMs: number;
+  private controller: AbortController | undefined;
+  private fired: { reason: unknown } | undefined;
+
+  constructor(s: StartAttempt) {
+    this.runId = s.runId;
+    this.callId = s.callId;
+    this.tool = s.tool;
+    this.args = s.args;
+    this.attempt = s.attempt;
+    this.timeoutMs = s.timeoutMs;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.fired) this.controller.abort(this.fired.reason);
+    }
+    return this.controller.signal;
+  }
+
+  aborted(): boolean {
+    return this.fired !== undefined;
+  }
+
+  abort(reason?: unknown): void {
+    if (this.fired) return;
+    this.fired = { reason };
+    this.controller?.abort(reason);
   }
 }
 
