@@ -18,14 +18,14 @@ import { createMemoryStore } from '../src/store/memory.js';
 import type { PendingAppend } from '../src/store/types.js';
 import { benchConfig } from '../src/bench/workloads.js';
 
-/** Commits each `appendAsync` batch 3 ms later (or at once, on `wait`), one batch at a time. */
+/** Commits each `appendAsync` batch 3 ms later (or at once, on `wait`), in order; several may be in flight. */
 class SlowSink implements EventSink {
   readonly store = createMemoryStore();
   commits = 0;
-  private settleInFlight: (() => void) | undefined;
+  private readonly inFlight: (() => void)[] = [];
 
   append(events: readonly RunEvent[]): void {
-    this.settleInFlight?.();
+    for (const settle of [...this.inFlight]) settle();
     this.store.append(events);
   }
 
@@ -41,7 +41,9 @@ class SlowSink implements EventSink {
     done.catch(() => {});
     const settle = () => {
       if (outcome) return;
-      this.settleInFlight = undefined;
+      // The ones before it first: batches are stored in the order they came.
+      for (const earlier of this.inFlight.slice(0, this.inFlight.indexOf(settle))) earlier();
+      this.inFlight.splice(this.inFlight.indexOf(settle), 1);
       try {
         this.store.append(events);
         outcome = {};
@@ -51,7 +53,7 @@ class SlowSink implements EventSink {
         reject(err);
       }
     };
-    this.settleInFlight = settle;
+    this.inFlight.push(settle);
     setTimeout(settle, 3);
     return {
       done,

@@ -66,6 +66,67 @@ describe('appendAsync', () => {
     expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2]);
   });
 
+  it('several batches in flight are stored in order, each on top of the one before', async () => {
+    const a = store.appendAsync!([created('r1')]);
+    const b = store.appendAsync!([started('r1', 2), created('r2')]);
+    const c = store.appendAsync!([started('r1', 3), started('r2', 2)]);
+    const order: string[] = [];
+    await Promise.all([a, b, c].map((p, i) => p.done.then(() => order.push('abc'[i] as string))));
+    expect(order).toEqual(['a', 'b', 'c']);
+    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2, 3]);
+    expect(store.events('r2').map((e) => e.seq)).toEqual([1, 2]);
+  });
+
+  it('a batch is acknowledged only once committed: readable from another connection when it resolves', async () => {
+    const other = new Database(join(dir, 'w.db'), { readonly: true });
+    const seen: number[] = [];
+    const pendings = ['r1', 'r2', 'r3'].map((id) => store.appendAsync!([created(id)]));
+    await Promise.all(pendings.map((p, i) => p.done.then(() => seen.push(other.prepare('SELECT count(*) FROM runs WHERE id = ?').pluck().get(`r${i + 1}`) as number))));
+    expect(seen).toEqual([1, 1, 1]);
+    other.close();
+  });
+
+  it('when a batch fails on the writer thread, every later batch in flight is refused, nothing of them stored; later ones go in again', async () => {
+    const other = new Database(join(dir, 'w.db'));
+    other.exec(`CREATE TRIGGER refuse BEFORE INSERT ON runs WHEN NEW.id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END`);
+    await store.appendAsync!([created('r1')]).done;
+    const settled: string[] = [];
+    const bad = store.appendAsync!([started('r1', 2), created('bad')]);
+    // Valid on their own, but planned on top of the bad one (r1's seq 3 follows its seq 2).
+    const later = [store.appendAsync!([started('r1', 3)]), store.appendAsync!([created('r2')])];
+    const outcomes = await Promise.all(
+      [bad, ...later].map((p, i) =>
+        p.done.then(
+          () => settled.push(`${i}:ok`),
+          (err: { code?: string }) => settled.push(`${i}:${err.code ?? 'error'}`),
+        ),
+      ),
+    );
+    expect(outcomes).toHaveLength(3);
+    expect(settled).toEqual(['0:SQLITE_CONSTRAINT_TRIGGER', '1:batch_refused', '2:batch_refused']);
+    expect(() => later[0]!.wait()).toThrow(/refused/);
+    expect(store.events('r1').map((e) => e.seq)).toEqual([1]);
+    expect(store.run('r2')).toBeUndefined();
+    // Planned from what the file holds now: they go in.
+    await store.appendAsync!([started('r1', 2), created('r2')]).done;
+    await store.appendAsync!([started('r1', 3)]).done;
+    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2, 3]);
+    expect(store.run('r2')).toBeDefined();
+    other.exec('DROP TRIGGER refuse');
+    other.close();
+  });
+
+  it('wait on a later batch blocks until it and those before it are stored; append after them follows in order', () => {
+    store.appendAsync!([created('r1')]);
+    store.appendAsync!([started('r1', 2)]);
+    const third = store.appendAsync!([started('r1', 3)]);
+    third.wait();
+    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2, 3]);
+    store.appendAsync!([started('r1', 4)]);
+    store.append([started('r1', 5)]);
+    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2, 3, 4, 5]);
+  });
+
   it('is in memory-only stores absent (no second connection can reach them)', () => {
     const mem = openSqliteStore(':memory:');
     expect(mem.appendAsync).toBeUndefined();
@@ -94,5 +155,48 @@ describe('engine group commit', () => {
     expect(ended.map((v) => v?.status)).toEqual(views.map(() => 'succeeded'));
     for (const v of views) expect(store.run(v.id)?.status).toBe('succeeded');
     await engine.close();
+  });
+
+  it('with commits in flight one after another, a failed one refuses those after it; each submission resolves only once stored, the bad one alone is refused', async () => {
+    const other = new Database(join(dir, 'w.db'));
+    other.exec(`CREATE TRIGGER refuse BEFORE INSERT ON runs WHEN NEW.tenant = 'bad' BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END`);
+    let commits = 0;
+    const appendAsync = store.appendAsync!.bind(store);
+    const sink = {
+      append: (events: readonly RunEvent[]) => store.append(events),
+      appendAsync: (events: readonly RunEvent[]) => {
+        commits++;
+        return appendAsync(events);
+      },
+    };
+    const engine = new Engine({ config: benchConfig({ tool: {}, maxCallsPerRun: 1000 }), sink });
+    const calls = Array.from({ length: 3 }, (_, i) => ({ id: `c${i}`, tool: 'echo', args: { i } }));
+    const results: { tenant: string; ok: boolean; storedWhenResolved?: boolean }[] = [];
+    const submit = (tenant: string) =>
+      engine.submitGrouped({ tenant, calls }).then(
+        (v) => results.push({ tenant, ok: true, storedWhenResolved: store.run(v.id) !== undefined }),
+        () => results.push({ tenant, ok: false }),
+      );
+    // One submission per turn: each takes a commit of its own, sent while the one before is in flight.
+    const all: Promise<unknown>[] = [];
+    for (const tenant of ['t1', 'bad', 't2', 't3', 't4']) {
+      all.push(submit(tenant));
+      await new Promise((r) => setImmediate(r));
+    }
+    await Promise.all(all);
+    expect(commits).toBeGreaterThanOrEqual(3);
+    expect(results.find((r) => r.tenant === 'bad')).toEqual({ tenant: 'bad', ok: false });
+    const good = results.filter((r) => r.tenant !== 'bad');
+    expect(good.map((r) => r.tenant).sort()).toEqual(['t1', 't2', 't3', 't4']);
+    expect(good.every((r) => r.ok && r.storedWhenResolved)).toBe(true);
+    expect(store.list({ limit: 50, tenant: 'bad' }).items).toEqual([]);
+    for (const t of ['t1', 't2', 't3', 't4']) {
+      const [run] = store.list({ limit: 5, tenant: t }).items;
+      expect((await engine.wait(run!.id, 10_000))?.status).toBe('succeeded');
+      expect(store.run(run!.id)?.status).toBe('succeeded');
+    }
+    await engine.close();
+    other.exec('DROP TRIGGER refuse');
+    other.close();
   });
 });

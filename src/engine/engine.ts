@@ -31,7 +31,7 @@ import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../config/types.js';
 import { createExecutors } from '../executors/index.js';
 import type { PendingAppend } from '../store/types.js';
-import type { Executor } from '../executors/types.js';
+import type { ExecuteRequest, Executor } from '../executors/types.js';
 
 /** Where events go before anything else sees them; a store makes them durable. */
 export interface EventSink {
@@ -89,6 +89,13 @@ interface LiveRun {
   endedAt?: number;
 }
 
+/** A group commit in flight (see `commitGrouped`): its outputs, and, once known, whether they are stored. */
+interface Writing {
+  batch: Queued[];
+  pending: PendingAppend;
+  settled?: { err?: unknown };
+}
+
 /** A scheduler output waiting for the next commit, its events numbered. */
 interface Queued {
   events: RunEvent[];
@@ -131,9 +138,12 @@ export class Engine {
   /** Outputs waiting for the next commit, in the order the scheduler produced them. */
   private readonly queue: Queued[] = [];
   private flushScheduled = false;
-  /** The group commit the sink is writing on its own thread, if any (see `commitGrouped`). */
-  private writing: { batch: Queued[]; pending: PendingAppend } | undefined;
-  private readonly inflight = new Map<string, AbortController>();
+  private flushSoonScheduled = false;
+  /** Attempts started early (see `startsEarly`) that have not ended: see `flushSoon`. */
+  private earlyRunning = 0;
+  /** The group commits the sink is writing on its own thread, oldest first (see `commitGrouped`). */
+  private readonly writing: Writing[] = [];
+  private readonly inflight = new Map<string, Attempt>();
   /** Attempts that ended and wait for the next group commit (see `flush`). */
   private readonly ended: AttemptEnded[] = [];
   private readonly globalListeners = new Set<RunListener>();
@@ -185,6 +195,7 @@ export class Engine {
     await new Promise<void>((resolve, reject) => {
       this.enqueue(out, { creates: runId, committed: { resolve, reject } });
       this.scheduleFlush();
+      if (this.earlyRunning === 0) this.flushSoon();
     });
     return this.get(runId) as RunView;
   }
@@ -411,7 +422,7 @@ export class Engine {
       }
     }
     this.queue.push(q);
-    for (const s of q.early ?? []) this.launch(s);
+    for (const s of q.early ?? []) this.launch(s, true);
   }
 
   /** One flush per turn of the event loop, after the I/O callbacks that queued work in it. */
@@ -419,6 +430,22 @@ export class Engine {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
     setImmediate(() => this.flush());
+  }
+
+  /**
+   * A flush as soon as the current callback is done, for a grouped submission whose early attempts
+   * have all ended (a run of instant tools): with a sink that writes on its own thread, its commit then
+   * starts at once, while this thread goes on with the other requests of the turn (their commits follow
+   * it, see `commitGrouped`), instead of after all of them. Without such a sink, flushes stay one per
+   * turn, so that runs share a commit.
+   */
+  private flushSoon(): void {
+    if (this.flushSoonScheduled || !this.sink?.appendAsync) return;
+    this.flushSoonScheduled = true;
+    queueMicrotask(() => {
+      this.flushSoonScheduled = false;
+      this.flush();
+    });
   }
 
   /**
@@ -441,7 +468,7 @@ export class Engine {
   }
 
   /**
-   * Stores every queued event now (after the group commit under way, if any, which holds earlier
+   * Stores every queued event now (after the group commits under way, if any, which hold earlier
    * outputs), then publishes them and starts and aborts attempts (see `apply`).
    */
   private commit(): void {
@@ -452,49 +479,71 @@ export class Engine {
 
   /**
    * The group commit of a turn. With a sink that can write on another thread (`appendAsync`), the
-   * commit and its fsync happen there while this thread goes on: outputs that come meanwhile wait in
-   * the queue, and go together in the next group commit once this one is stored. Without one, this is
+   * commit and its fsync happen there while this thread goes on; and the next turn's group commit does
+   * not wait for it, but is handed over at once, stored after it (in the same transaction, if it is
+   * still waiting: the sink's thread takes what waits together). So neither thread waits for the
+   * other. Each is applied (published, its attempts started, its submissions resolved) only once it
+   * and every one before it is stored, in order (see `drainWriting`). Without such a sink, this is
    * `commit`.
    */
   private commitGrouped(): void {
-    if (this.writing) return;
     const sink = this.sink;
-    if (!sink?.appendAsync || this.queue.length === 0) return this.commit();
+    if (!sink?.appendAsync) return this.commit();
+    if (this.queue.length === 0) return;
     const batch = this.queue.splice(0);
-    const w = { batch, pending: sink.appendAsync(batch.flatMap((q) => q.events)) };
-    this.writing = w;
-    // The next group commit starts at the end of this turn (scheduleFlush), not at once: attempts that
-    // this commit starts and that end at once (a no-op tool) then go in it, rather than in the one after.
+    const w: Writing = { batch, pending: sink.appendAsync(batch.flatMap((q) => q.events)) };
+    this.writing.push(w);
+    // The next group commit goes at the end of a turn (scheduleFlush), not at once: attempts that this
+    // one starts and that end at once (a no-op tool) then go in it, rather than in one of their own.
     w.pending.done.then(
-      () => {
-        this.finishWriting(w);
-        this.scheduleFlush();
-      },
-      (err: unknown) => {
-        this.finishWriting(w, { err });
-        this.scheduleFlush();
-      },
+      () => this.landed(w, {}),
+      (err: unknown) => this.landed(w, { err }),
     );
   }
 
-  /** Blocks until the group commit under way (if any) is stored, and applies it. */
-  private settleWriting(): void {
-    const w = this.writing;
-    if (!w) return;
-    let failed: { err: unknown } | undefined;
-    try {
-      w.pending.wait();
-    } catch (err) {
-      failed = { err };
-    }
-    this.finishWriting(w, failed);
+  private landed(w: Writing, outcome: { err?: unknown }): void {
+    w.settled ??= outcome;
+    this.drainWriting();
+    this.scheduleFlush();
   }
 
-  private finishWriting(w: { batch: Queued[] }, failed?: { err: unknown }): void {
-    if (this.writing !== w) return; // applied already, by settleWriting
-    this.writing = undefined;
-    // Nothing of a failed group was stored: store its outputs one by one, so that only the bad one fails.
-    this.apply(w.batch, failed ? this.storeEach(w.batch) : []);
+  /**
+   * Applies the group commits at the head of the line that are stored, in order. Once the head one
+   * failed, every one after it is settled first (the sink refuses those stored on top of it), then all
+   * are applied in order, the failed ones stored again output by output (see `settleWriting`).
+   */
+  private drainWriting(): void {
+    while (this.writing.length > 0) {
+      const head = this.writing[0] as Writing;
+      if (!head.settled) return;
+      if (head.settled.err !== undefined) return this.settleWriting();
+      this.writing.shift();
+      this.apply(head.batch, []);
+    }
+  }
+
+  /**
+   * Blocks until every group commit under way is settled, and applies them in order. Nothing of a
+   * failed one was stored: its outputs are stored one by one, so that only a bad one fails (those of
+   * later failed ones too, since they may hold events of a run the bad one submitted).
+   */
+  private settleWriting(): void {
+    if (this.writing.length === 0) return;
+    for (const w of this.writing) {
+      if (w.settled) continue;
+      try {
+        w.pending.wait();
+        w.settled = {};
+      } catch (err) {
+        w.settled = { err };
+      }
+    }
+    const ws = this.writing.splice(0);
+    ws.forEach((w, i) => {
+      if (w.settled?.err === undefined) return this.apply(w.batch, []);
+      const later = ws.slice(i + 1).flatMap((x) => (x.settled?.err === undefined ? [] : x.batch));
+      this.apply(w.batch, this.storeEach(w.batch, later));
+    });
   }
 
   /**
@@ -539,15 +588,16 @@ export class Engine {
   /**
    * Stores outputs one by one, so that one bad output (a duplicate idempotency key, say) fails alone, not
    * the runs that shared its commit. A refused submission takes its run with it (see `disown`), out of
-   * the outputs after it too, which would otherwise fail for want of their run.
+   * the outputs after it too (`later`: those of later group commits still to be stored again), which
+   * would otherwise fail for want of their run.
    */
-  private storeEach(batch: readonly Queued[]): unknown[] {
+  private storeEach(batch: readonly Queued[], later: readonly Queued[] = []): unknown[] {
     return batch.map((q, i) => {
       try {
         this.toSink(q.events);
         return undefined;
       } catch (err) {
-        if (q.creates !== undefined) this.disown(q.creates, [q, ...batch.slice(i + 1), ...this.queue]);
+        if (q.creates !== undefined) this.disown(q.creates, [q, ...batch.slice(i + 1), ...later, ...this.queue]);
         return err;
       }
     });
@@ -570,8 +620,11 @@ export class Engine {
     for (const q of held) toEnd.push(...strip(q, runId));
     for (const s of toEnd) {
       const key = attemptKey(s.runId, s.callId, s.attempt, s.kind);
-      this.inflight.get(key)?.abort(reason);
+      const attempt = this.inflight.get(key);
+      if (!attempt) continue;
+      attempt.abort(reason);
       this.inflight.delete(key);
+      this.leaveEarly(attempt);
     }
     const now = this.clock();
     const rest: Output = { events: [], starts: [], aborts: [] };
@@ -628,21 +681,34 @@ export class Engine {
     }
   }
 
-  private launch(s: StartAttempt): void {
+  /** `early`: started before its submission is stored (see `startsEarly`). */
+  private launch(s: StartAttempt, early = false): void {
     const key = attemptKey(s.runId, s.callId, s.attempt, s.kind);
-    const controller = new AbortController();
-    this.inflight.set(key, controller);
+    const attempt = new Attempt(s);
+    if (early) {
+      attempt.early = true;
+      this.earlyRunning++;
+    }
+    this.inflight.set(key, attempt);
     const done = (result: AttemptResult) => {
       // Not ours any more: its run was refused by the store (see `disown`).
-      if (this.inflight.get(key) !== controller) return;
+      if (this.inflight.get(key) !== attempt) return;
       this.inflight.delete(key);
+      const wasEarly = attempt.early;
+      this.leaveEarly(attempt);
       if (this.closed) return;
       this.ended.push({ runId: s.runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result });
       this.scheduleFlush();
+      if (wasEarly && this.earlyRunning === 0) this.flushSoon();
     };
-    this.executor
-      .execute({ runId: s.runId, callId: s.callId, tool: s.tool, args: s.args, attempt: s.attempt, signal: controller.signal, timeoutMs: s.timeoutMs })
-      .then(done, (err: unknown) => done({ ok: false, error: { code: 'tool_error', message: String(err) }, retryable: false }));
+    this.executor.execute(attempt).then(done, (err: unknown) => done({ ok: false, error: { code: 'tool_error', message: String(err) }, retryable: false }));
+  }
+
+  /** An attempt leaves the engine's hands: it counts no more among the early ones running. */
+  private leaveEarly(attempt: Attempt): void {
+    if (!attempt.early) return;
+    attempt.early = false;
+    this.earlyRunning--;
   }
 
   /** Keeps exactly one timer, for the scheduler's next wake-up. */
@@ -687,6 +753,52 @@ export class Engine {
       q.splice(0, this.endedHead);
       this.endedHead = 0;
     }
+  }
+}
+
+/**
+ * A running attempt, as the executor gets it (an `ExecuteRequest`) and as the engine aborts it. Its
+ * AbortController is made only when the executor first reads `signal`: an instant tool (the builtin
+ * `echo`) never does, and an AbortController is one of the dearest things a launch would make. An abort
+ * before that is kept, and the signal is born aborted with the same reason.
+ */
+class Attempt implements ExecuteRequest {
+  readonly runId: string;
+  readonly callId: string;
+  readonly tool: StartAttempt['tool'];
+  readonly args: Record<string, unknown>;
+  readonly attempt: number;
+  readonly timeoutMs: number;
+  /** Started early and still counted in `earlyRunning` (see `Engine.flushSoon`). */
+  early = false;
+  private controller: AbortController | undefined;
+  private fired: { reason: unknown } | undefined;
+
+  constructor(s: StartAttempt) {
+    this.runId = s.runId;
+    this.callId = s.callId;
+    this.tool = s.tool;
+    this.args = s.args;
+    this.attempt = s.attempt;
+    this.timeoutMs = s.timeoutMs;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.fired) this.controller.abort(this.fired.reason);
+    }
+    return this.controller.signal;
+  }
+
+  aborted(): boolean {
+    return this.fired !== undefined;
+  }
+
+  abort(reason?: unknown): void {
+    if (this.fired) return;
+    this.fired = { reason };
+    this.controller?.abort(reason);
   }
 }
 

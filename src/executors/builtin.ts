@@ -2,9 +2,14 @@
  * Builtin executor (DESIGN §2): `sleep` ({ ms } → { ms }, abortable), `echo` (returns its args) and
  * `fail` (tool_error with args.message, retryable when args.retryable === true). The attempt's
  * `timeoutMs` applies to all of them.
+ *
+ * Only `sleep` takes time, so only it gets a deadline (an AbortSignal, a timer and a listener on the
+ * request's signal). `echo`, `fail` and an unknown name answer in the same call, before any timer or
+ * abort could fire, so for them the deadline could only ever report an abort that came before the
+ * call: they check that instead (without making the engine's lazy signal, see `ExecuteRequest.aborted`).
  */
 import type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
-import { abortResult, deadline, messageOf, toolError, type Deadline } from './deadline.js';
+import { abortResult, cancelledResult, deadline, messageOf, toolError, type Deadline } from './deadline.js';
 
 function sleep(args: Record<string, unknown>, d: Deadline): Promise<ExecuteResult> {
   const ms = args.ms ?? 0;
@@ -33,29 +38,42 @@ function fail(args: Record<string, unknown>): ExecuteResult {
   return toolError(message, args.retryable === true, { message });
 }
 
+/** A builtin that answers at once (no deadline needed), given the request is not aborted. */
+function instant(name: string | undefined, args: Record<string, unknown>): ExecuteResult {
+  switch (name) {
+    case 'echo':
+      return { ok: true, output: args };
+    case 'fail':
+      return fail(args);
+    default:
+      return toolError(`unknown builtin ${JSON.stringify(name)}`, false);
+  }
+}
+
+async function timed(request: ExecuteRequest, args: Record<string, unknown>): Promise<ExecuteResult> {
+  const d = deadline(request);
+  try {
+    if (d.signal.aborted) return abortResult(d);
+    return await sleep(args, d);
+  } catch (err) {
+    return toolError(messageOf(err), false);
+  } finally {
+    d.dispose();
+  }
+}
+
 export function createBuiltinExecutor(): Executor {
   return {
-    async execute(request: ExecuteRequest): Promise<ExecuteResult> {
-      const d = deadline(request);
+    execute(request: ExecuteRequest): Promise<ExecuteResult> {
       try {
-        if (d.signal.aborted) return abortResult(d);
         const spec = request.tool.executor;
         const name = spec.kind === 'builtin' ? spec.name : undefined;
         const args = request.args ?? {};
-        switch (name) {
-          case 'sleep':
-            return await sleep(args, d);
-          case 'echo':
-            return { ok: true, output: args };
-          case 'fail':
-            return fail(args);
-          default:
-            return toolError(`unknown builtin ${JSON.stringify(name)}`, false);
-        }
+        if (name === 'sleep') return timed(request, args);
+        if (request.aborted ? request.aborted() : request.signal.aborted) return Promise.resolve(cancelledResult());
+        return Promise.resolve(instant(name, args));
       } catch (err) {
-        return toolError(messageOf(err), false);
-      } finally {
-        d.dispose();
+        return Promise.resolve(toolError(messageOf(err), false));
       }
     },
     async close() {},

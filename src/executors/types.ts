@@ -10,8 +10,17 @@ export interface ExecuteRequest {
   args: Record<string, unknown>;
   /** 1 for the first attempt. */
   attempt: number;
-  /** Aborted on cancel, fail-fast, or the engine's own timeout. */
-  signal: AbortSignal;
+  /**
+   * Aborted on cancel, fail-fast, or the engine's own timeout. The engine makes it on first read (an
+   * AbortSignal costs microseconds, and an instant tool never needs one): read it from the request, do
+   * not copy it out before the attempt needs it.
+   */
+  readonly signal: AbortSignal;
+  /**
+   * Optional: whether `signal` has fired, without making it (the engine's requests have it). An
+   * executor that only needs to know that checks `request.aborted?.() ?? request.signal.aborted`.
+   */
+  aborted?(): boolean;
   /** The attempt's time budget; the executor enforces it too and reports `timeout`. */
   timeoutMs: number;
 }

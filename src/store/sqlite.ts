@@ -10,8 +10,13 @@
  * `appendAsync` (a file, not `:memory:`) plans the batch the same way here, then hands its writes to a
  * writer thread with its own connection (writer-thread.ts), which commits them with the same pragmas:
  * the fsync then blocks that thread, not the event loop. Reads stay on this connection and see a batch
- * once it is committed. One batch is in flight at most, and `append` waits for it first, so the writes
- * reach the file in the order they were made.
+ * once it is committed. Several batches may be in flight: each is planned on top of those before it
+ * (their last seqs, `pendingSeqs`); the thread commits them in order, and once one fails it refuses every
+ * later one, so none is stored on top of a batch that is not. Other checks that read the file (an
+ * idempotency key, a review's run) see only committed batches; what they miss, the database's own
+ * constraints refuse (a duplicate key) or the batch fails its plan, and the engine stores it again once
+ * the batches before it are settled. `append` waits for every batch in flight first, so the writes reach
+ * the file in the order they were made.
  */
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -95,6 +100,11 @@ export function openSqliteStore(file: string): Store {
 
 class SqliteStore implements Store {
   private readonly seqs = new Map<string, number>();
+  /**
+   * The last seq of each run with events in a batch still in flight on the writer thread: the next
+   * batch is planned on top of them (see `appendOnWriter`). Empty when none is in flight.
+   */
+  private readonly pendingSeqs = new Map<string, number>();
   private readonly shapes = new Map<string, Database.Statement>();
   private readonly q;
   private readonly writes: Record<string, Database.Statement>;
@@ -146,19 +156,28 @@ class SqliteStore implements Store {
   }
 
   private appendOnWriter(file: string, events: readonly RunEvent[]): PendingAppend {
-    if (this.writer?.busy) throw new Error('appendAsync: the last batch has not settled yet');
     let plan: ReturnType<typeof planBatch>;
     try {
       // Outside a transaction, but nothing else writes now: this connection's writes are synchronous,
-      // and the writer thread has no batch in flight.
+      // and the batches in flight on the writer thread are seen through `pendingSeqs`.
       plan = planBatch(events, this.state);
     } catch (err) {
       const done = Promise.reject(err as Error);
       done.catch(() => {});
       return { done, wait: () => { throw err; } };
     }
-    this.writer ??= new WriterThread(file, PRAGMAS, WRITES);
-    return this.writer.run(plan.steps.flatMap(writesOf), () => this.remember(plan.lastSeqs));
+    const writer = (this.writer ??= new WriterThread(file, PRAGMAS, WRITES));
+    // The next batch is planned on top of this one.
+    for (const [runId, seq] of plan.lastSeqs) this.pendingSeqs.set(runId, seq);
+    return writer.run(
+      plan.steps.flatMap(writesOf),
+      () => {
+        this.remember(plan.lastSeqs);
+        if (writer.pending === 0) this.pendingSeqs.clear();
+      },
+      // Nothing after it goes in either (until the next batch, planned from the file).
+      () => this.pendingSeqs.clear(),
+    );
   }
 
   /** Only after a commit: a rolled-back batch leaves the cache as the database is. */
@@ -252,7 +271,7 @@ class SqliteStore implements Store {
   }
 
   private lastSeq(runId: string): number {
-    let seq = this.seqs.get(runId);
+    let seq = this.pendingSeqs.get(runId) ?? this.seqs.get(runId);
     if (seq === undefined) {
       seq = (this.q.lastSeq.get(runId) as number | null) ?? 0;
       if (seq > 0) this.seqs.set(runId, seq);

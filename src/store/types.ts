@@ -64,8 +64,11 @@ export interface Store {
   append(events: readonly RunEvent[]): void;
   /**
    * Optional: appends like `append`, checked the same way, but the commit (and its fsync) runs on
-   * another thread, so the caller's thread keeps working meanwhile. One at a time: call it again only
-   * once the last one has settled. An `append` meanwhile first waits for it.
+   * another thread, so the caller's thread keeps working meanwhile. Several may be in flight: they are
+   * stored in the order they were made, and each is checked on top of those before it; when one fails,
+   * every later one in flight fails too and nothing of them is stored (so a batch never lands on top of
+   * one that did not). A batch that a check could only pass once the ones before it are committed may
+   * fail instead: append it again after they settle. An `append` meanwhile first waits for them all.
    */
   appendAsync?(events: readonly RunEvent[]): PendingAppend;
   /** A run's events with `seq > afterSeq`, in order. */

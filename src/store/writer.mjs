@@ -1,45 +1,103 @@
-// The SQLite store's writer thread (see WriterThread in sqlite.ts). It holds a second connection to the
-// database file and runs each batch of writes it is sent in one IMMEDIATE transaction, so that the
-// commit, and the fsync that `synchronous = FULL` makes part of it, happen off the main thread.
+// The SQLite store's writer thread (see WriterThread in writer-thread.ts). It holds a second connection to
+// the database file and commits the batches of writes it is sent, so that the commit, and the fsync that
+// `synchronous = FULL` makes part of it, happen off the main thread.
 //
 // It knows no SQL of its own: the main thread sends the statements (by name) when it starts the thread,
-// and then batches of [statement name, parameters], as JSON text. Plain JS, like worker-boot.mjs: a worker thread
-// starts without the TypeScript loader that runs the sources under tsx or vitest.
+// and then batches of [statement name, parameters], as JSON text. Plain JS, like worker-boot.mjs: a worker
+// thread starts without the TypeScript loader that runs the sources under tsx or vitest.
 //
-// Protocol: one batch at a time. After each, the reply ({} or { error }) is posted first, then `flag[0]`
-// is set to 1 and notified, so a main thread blocked in Atomics.wait finds the reply already queued.
-import { workerData } from 'node:worker_threads';
+// Protocol. Batches come in order, several may be waiting, and each gets one reply, in the same order:
+// `{}` (committed), `{ error }` (this batch broke, nothing of it is stored) or `{ error, refused: true }`
+// (an earlier batch broke). Every batch waiting when the thread looks are committed together, in one
+// IMMEDIATE transaction (one fsync); if that fails, they are committed one by one, in order, until one
+// fails. A batch is planned by the main thread on top of the ones before it, so once one fails, every
+// later batch is refused, until the main thread, told of the failure, sends 'reset' (it plans what comes
+// after that from what the file holds). After the replies of a round are posted, `flag[0]` grows by their
+// number and is notified, so a main thread blocked in Atomics.wait finds them already queued.
+import { receiveMessageOnPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 
 const { file, pragmas, statements, port, flag } = workerData;
 
 let db;
-let write;
+let writeAll;
 let broken;
 try {
   db = new Database(file);
   for (const p of pragmas) db.pragma(p);
   const prepared = Object.fromEntries(Object.entries(statements).map(([name, sql]) => [name, db.prepare(sql)]));
-  const tx = db.transaction((writes) => {
-    for (const [name, params] of writes) prepared[name].run(...params);
+  const tx = db.transaction((batches) => {
+    for (const writes of batches) for (const [name, params] of writes) prepared[name].run(...params);
   });
-  write = (writes) => tx.immediate(writes);
+  writeAll = (batches) => tx.immediate(batches);
 } catch (err) {
   // Every batch is then refused with this error (a hung main thread would be worse).
   broken = err;
 }
 
-port.on('message', (msg) => {
-  let reply = {};
-  try {
-    if (msg === 'close') db?.close();
-    else if (broken) throw broken;
-    else write(JSON.parse(msg));
-  } catch (err) {
-    reply = { error: { message: err?.message ?? String(err), code: err?.code, name: err?.name } };
+/** Set when a batch failed: later batches are refused until 'reset'. */
+let failed = false;
+
+const errorOf = (err) => ({ message: err?.message ?? String(err), code: err?.code, name: err?.name });
+
+/** Commits the batches of one round; returns a reply for each. */
+function commit(batches) {
+  const replies = [];
+  let i = 0;
+  if (!failed && batches.length > 0) {
+    try {
+      if (broken) throw broken;
+      writeAll(batches.map((b) => JSON.parse(b)));
+      return batches.map(() => ({}));
+    } catch (err) {
+      if (batches.length === 1) {
+        failed = true;
+        return [{ error: errorOf(err) }];
+      }
+    }
+    // One by one, so that only the batch that breaks fails (and those after it are refused).
+    for (; i < batches.length; i++) {
+      try {
+        writeAll([JSON.parse(batches[i])]);
+        replies.push({});
+      } catch (err) {
+        failed = true;
+        replies.push({ error: errorOf(err) });
+        i++;
+        break;
+      }
+    }
   }
-  port.postMessage(reply);
-  Atomics.store(flag, 0, 1);
+  for (; i < batches.length; i++) replies.push({ error: { message: 'refused: an earlier batch was not stored', code: 'batch_refused' }, refused: true });
+  return replies;
+}
+
+function round(first) {
+  // Every message waiting now, in order: batches between controls are committed together.
+  const msgs = [first];
+  for (let m = receiveMessageOnPort(port); m; m = receiveMessageOnPort(port)) msgs.push(m.message);
+  let batches = [];
+  let settled = 0;
+  const flushBatches = () => {
+    for (const reply of commit(batches)) port.postMessage(reply);
+    settled += batches.length;
+    batches = [];
+  };
+  for (const msg of msgs) {
+    if (msg === 'reset' || msg === 'close') {
+      flushBatches();
+      if (msg === 'reset') failed = false;
+      else {
+        db?.close();
+        port.postMessage({});
+        settled += 1;
+      }
+    } else batches.push(msg);
+  }
+  flushBatches();
+  Atomics.add(flag, 0, settled);
   Atomics.notify(flag, 0);
-  if (msg === 'close') port.close();
-});
+  if (msgs.includes('close')) port.close();
+}
+
+port.on('message', round);
