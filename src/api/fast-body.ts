@@ -8,7 +8,7 @@
  */
 import type { CallInput } from '../core/calls.js';
 import { FAILURE_MODES, type FailureMode } from '../core/tool.js';
-import { depthOf, MAX_ARGS_DEPTH } from './schemas.js';
+import { CALL_ID, depthOf, MAX_ARGS_DEPTH, MAX_WAIT_MS, TENANT } from './schemas.js';
 
 export interface FastSubmitBody {
   calls: CallInput[];
@@ -17,8 +17,6 @@ export interface FastSubmitBody {
   tenant?: string;
 }
 
-const CALL_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
-const TENANT = /^[A-Za-z0-9_.:-]{1,64}$/;
 const FAILURES: ReadonlySet<string> = new Set(FAILURE_MODES);
 
 /** A plain object (what JSON.parse makes of `{…}`): no array, no null, no other prototype. */
@@ -40,7 +38,7 @@ export function fastSubmitBody(body: unknown): FastSubmitBody | undefined {
         if (!calls) return undefined;
         break;
       case 'waitMs':
-        if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 60_000) return undefined;
+        if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > MAX_WAIT_MS) return undefined;
         out.waitMs = v;
         break;
       case 'failure':
