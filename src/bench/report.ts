@@ -159,7 +159,10 @@ function coreSection(c: CoreResult): string {
   const sizes = Object.keys(c.buildMs);
   return `## 2. Overhead
 
-CPU time of the process (user + system) unless marked wall; medians.
+CPU time of the process (user + system, so the garbage collector's helper threads count) unless
+marked wall; medians. The part runs in a worker thread of its own (a fresh heap, nothing left from
+the makespan part), the scheduler first; its 100k-call run is repeated and its events are counted,
+not kept (the engine persists its events and lets them go).
 
 ${table(
   ['measure', 'toolgraph', 'bare baseline (same process)', 'ratio'],
