@@ -302,6 +302,16 @@ describe('a streamed run against the same batch submitted at once', () => {
     TIMEOUT,
   );
 
+  it('blocks a call through the predecessor that a failure reaches first, not through a cycle partner (found by the property above)', () => {
+    // c0 fails at plan time; c5 (refers to c0) and c7 refer to each other; c4 refers to c1 (after the
+    // self-cycle c8, through a tool name) and c5. A batch blocks c5, c7 and c4 through c0's failure
+    // first; the stream once named c7 as c5's way to c0, so c4 was blocked through c8 instead.
+    const sc = {"tools": [{"name": "t0", "scope": "tenant", "risk": "write", "idempotent": false, "timeoutMs": 60000, "after": [], "requires": [], "executor": {"kind": "builtin", "name": "echo"}, "reads": [], "writes": ["k:y"]}, {"name": "t1", "scope": "tenant", "risk": "write", "idempotent": true, "timeoutMs": 60000, "after": [], "requires": [], "executor": {"kind": "builtin", "name": "echo"}, "reads": ["k:*"], "writes": ["k:{a}:{b}", "k:x"]}, {"name": "t2", "scope": "tenant", "risk": "write", "idempotent": false, "timeoutMs": 60000, "after": [], "requires": [], "executor": {"kind": "builtin", "name": "echo"}}], "calls": [{"id": "c0", "tool": "t0", "args": {}, "invalid": "arguments are not valid JSON"}, {"id": "c1", "tool": "t0", "args": {"a": "${t2.output.v}", "b": "p", "ms": 0, "fail": 0, "retryable": false, "v": "x"}}, {"id": "c2", "tool": "t0", "args": {}, "invalid": "arguments are not valid JSON"}, {"id": "c3", "tool": "t0", "args": {}, "invalid": "arguments are not valid JSON"}, {"id": "c4", "tool": "t0", "args": {"a": "${c1.output.v}", "b": "p", "ms": 0, "fail": 1, "retryable": false, "v": "x", "dep": "${c5.output.id}", "g": "${ghost.output}"}}, {"id": "c5", "tool": "nope", "args": {"a": "${c7.output.v}", "b": "p", "ms": 0, "fail": 0, "retryable": false, "v": "x", "dep": "${c0.output.id}", "g": "${ghost.output}"}}, {"id": "c6", "tool": "t0", "args": {}, "invalid": "arguments are not valid JSON"}, {"id": "c7", "tool": "t0", "args": {"a": "${t1.output.v}", "b": "p", "ms": 0, "fail": 0, "retryable": false, "v": "x", "dep": "${c5.output.id}", "g": "${ghost.output}"}}, {"id": "c8", "tool": "t2", "args": {"a": "${c0.output.v}", "b": "p", "ms": 0, "fail": 0, "retryable": false, "v": "x", "dep": "${c8.output.id}"}}], "arrivals": [0, 0, 1, 1, 2, 3, 4, 4, 5], "split": [false, false, false, false, false, false, false, false, false], "sealAt": 5, "failure": "partial", "limits": {"tool": {}}} as Scenario;
+    const streamed = runStreamed(sc);
+    expect(outcome(streamed)).toEqual(outcome(runBatch(sc)));
+    expect(outcome(streamed).calls.find((c) => c.id === 'c4')?.code).toBe('dependency_failed');
+  });
+
   it('sees the conflict order differ from a batch only with a later-settled call (the documented exception)', () => {
     // u refers to p by tool name, so u settles at the seal; w (which arrived after u and writes what u
     // reads) settles on arrival. In a batch u comes first (original order); streamed, w does.

@@ -293,12 +293,19 @@ export class StreamPlanner {
     step.settledPlans.push(p);
     // As in a batch, a call that will never run holds no place in the conflict order: one that fails
     // or is blocked at plan time, and one that depends (data, policy) on such a call.
+    // Of the predecessors that the first failure reaches it through, `via` names one settled before
+    // it when there is one: a call on a cycle settles later, and its origin may have come through
+    // this very call (c5 ⇄ c7, both reached from c0: c5's way is c0, not c7).
     let first = Infinity;
+    let viaSettled = false;
     for (let k = from; k < step.edges.length; k++) {
       const e = step.edges[k] as Edge;
       const o = e.kind !== 'conflict' ? this.origin.get(e.from) : undefined;
-      if (o !== undefined && o < first) {
+      if (o === undefined || o > first) continue;
+      const settledBefore = e.from !== p.id && this.settled[this.ids.get(e.from) as number] === true;
+      if (o < first || (settledBefore && !viaSettled)) {
         first = o;
+        viaSettled = settledBefore;
         step.via.set(i, e.from);
       }
     }
