@@ -134,23 +134,29 @@ describe('appendAsync', () => {
   });
 });
 
+/** The store as an engine's sink, counting the group commits handed to its writer thread. */
+function countingSink() {
+  const commits = { n: 0 };
+  const appendAsync = store.appendAsync!.bind(store);
+  const sink = {
+    append: (events: readonly RunEvent[]) => store.append(events),
+    appendAsync: (events: readonly RunEvent[]) => {
+      commits.n++;
+      return appendAsync(events);
+    },
+  };
+  return { sink, commits };
+}
+
 describe('engine group commit', () => {
   it('runs submitted in one turn are stored before their submissions resolve, sharing commits', async () => {
-    let commits = 0;
-    const appendAsync = store.appendAsync!.bind(store);
-    const sink = {
-      append: (events: readonly RunEvent[]) => store.append(events),
-      appendAsync: (events: readonly RunEvent[]) => {
-        commits++;
-        return appendAsync(events);
-      },
-    };
+    const { sink, commits } = countingSink();
     const engine = new Engine({ config: benchConfig({ tool: {}, maxCallsPerRun: 1000 }), sink });
     const calls = Array.from({ length: 5 }, (_, i) => ({ id: `c${i}`, tool: 'echo', args: { i } }));
     const submissions = Array.from({ length: 20 }, () => engine.submitGrouped({ calls }));
     const views = await Promise.all(submissions);
     for (const v of views) expect(store.run(v.id)).toBeDefined();
-    expect(commits).toBeLessThan(20);
+    expect(commits.n).toBeLessThan(20);
     const ended = await Promise.all(views.map((v) => engine.wait(v.id, 10_000)));
     expect(ended.map((v) => v?.status)).toEqual(views.map(() => 'succeeded'));
     for (const v of views) expect(store.run(v.id)?.status).toBe('succeeded');
@@ -160,15 +166,7 @@ describe('engine group commit', () => {
   it('with commits in flight one after another, a failed one refuses those after it; each submission resolves only once stored, the bad one alone is refused', async () => {
     const other = new Database(join(dir, 'w.db'));
     other.exec(`CREATE TRIGGER refuse BEFORE INSERT ON runs WHEN NEW.tenant = 'bad' BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END`);
-    let commits = 0;
-    const appendAsync = store.appendAsync!.bind(store);
-    const sink = {
-      append: (events: readonly RunEvent[]) => store.append(events),
-      appendAsync: (events: readonly RunEvent[]) => {
-        commits++;
-        return appendAsync(events);
-      },
-    };
+    const { sink, commits } = countingSink();
     const engine = new Engine({ config: benchConfig({ tool: {}, maxCallsPerRun: 1000 }), sink });
     const calls = Array.from({ length: 3 }, (_, i) => ({ id: `c${i}`, tool: 'echo', args: { i } }));
     const results: { tenant: string; ok: boolean; storedWhenResolved?: boolean }[] = [];
@@ -184,7 +182,7 @@ describe('engine group commit', () => {
       await new Promise((r) => setImmediate(r));
     }
     await Promise.all(all);
-    expect(commits).toBeGreaterThanOrEqual(3);
+    expect(commits.n).toBeGreaterThanOrEqual(3);
     expect(results.find((r) => r.tenant === 'bad')).toEqual({ tenant: 'bad', ok: false });
     const good = results.filter((r) => r.tenant !== 'bad');
     expect(good.map((r) => r.tenant).sort()).toEqual(['t1', 't2', 't3', 't4']);

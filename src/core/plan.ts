@@ -344,11 +344,7 @@ function addOrderings(d: PlannedCall, orderings: Ordering[], verb: 'after' | 're
         ctx.links.add(u, d.index, 'policy', `${o.source}: ${d.tool} ${verb} ${tool}`);
       }
     }
-    if (verb === 'requires' && matched === 0 && !d.error) {
-      d.error = callError('missing_required_predecessor', `${d.id}: ${o.source} requires a call of ${o.pattern} in the run, and there is none`, {
-        details: { requires: o.pattern },
-      });
-    }
+    if (verb === 'requires' && matched === 0 && !d.error) d.error = missingRequired(d, o);
   }
 }
 
@@ -397,12 +393,17 @@ export function planCall(index: number, at: CallIndex, catalog: Catalog, policyO
     // (the same error; only whether one matches is looked for, once per distinct tool).
     for (const o of policyOf(d.manifest).requires) {
       if (d.error || hasOtherCall(o.pattern, index, at.byTool)) continue;
-      d.error = callError('missing_required_predecessor', `${d.id}: ${o.source} requires a call of ${o.pattern} in the run, and there is none`, {
-        details: { requires: o.pattern },
-      });
+      d.error = missingRequired(d, o);
     }
   }
   return d;
+}
+
+/** The error of a call whose `requires` ordering `o` matches no other call of the run. */
+function missingRequired(d: PlannedCall, o: Ordering): CallError {
+  return callError('missing_required_predecessor', `${d.id}: ${o.source} requires a call of ${o.pattern} in the run, and there is none`, {
+    details: { requires: o.pattern },
+  });
 }
 
 /** Whether a call other than `index` uses a tool that `pattern` matches. */
