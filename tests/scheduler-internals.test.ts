@@ -34,6 +34,27 @@ describe('attempt ends find their call', () => {
   });
 });
 
+describe('the index hint of an attempt end', () => {
+  it('is the call’s place in its run, and a wrong, stale or missing hint still ends the call named by id', () => {
+    const r = rig({ tools: [tool('t', PURE)] });
+    const calls = ['a', 'b', 'c', 'd', 'e'].map((id) => ({ id, tool: 't', args: { ms: 1 } }));
+    const first = r.scheduler.submit(0, { runId: 'r1', tenant: 'acme', calls });
+    expect(first.starts.map((s) => [s.callId, s.index])).toEqual([['a', 0], ['b', 1], ['c', 2], ['d', 3], ['e', 4]]);
+    const ok = { ok: true as const, output: 1 };
+    const ends = [
+      { runId: 'r1', callId: 'a', index: 0, attempt: 1, result: ok }, // right
+      { runId: 'r1', callId: 'b', index: 3, attempt: 1, result: ok }, // another call's place
+      { runId: 'r1', callId: 'c', index: 99, attempt: 1, result: ok }, // past the end
+      { runId: 'r1', callId: 'd', attempt: 1, result: ok }, // none
+      { runId: 'r1', callId: 'e', index: -1, attempt: 1, result: ok }, // not a place
+    ];
+    const ended = ends.flatMap((e, i) => r.scheduler.attemptEnded(1 + i, e).events.filter((ev) => ev.type === 'call.succeeded').map((ev) => ev.callId));
+    expect(ended).toEqual(['a', 'b', 'c', 'd', 'e']);
+    // The call at the wrong hint (d, at 3) was not ended by b's end: it ended once, by its own.
+    expect(r.scheduler.attemptEnded(9, { runId: 'r1', callId: 'x', index: 0, attempt: 1, result: ok }).events).toEqual([]);
+  });
+});
+
 describe('simulation: attempts in flight', () => {
   it('tells apart the attempts of calls with one id in two runs, and ends only the aborted one early', () => {
     const r = rig({ tools: [tool('t', PURE)] });

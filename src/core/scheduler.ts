@@ -58,6 +58,8 @@ export interface StartAttempt {
   kind: 'call' | 'compensation';
   runId: string;
   callId: string;
+  /** The call's place in its run: hand it back in `AttemptEnded.index` to spare a lookup by id. */
+  index: number;
   attempt: number;
   tool: ToolManifest;
   args: Record<string, unknown>;
@@ -82,6 +84,8 @@ export type AttemptResult = { ok: true; output: unknown } | { ok: false; error: 
 export interface AttemptEnded {
   runId: string;
   callId: string;
+  /** `StartAttempt.index`, if known: a hint, checked against `callId` (a wrong one costs the lookup). */
+  index?: number;
   attempt: number;
   kind?: 'call' | 'compensation';
   result: AttemptResult;
@@ -558,8 +562,10 @@ export class Scheduler {
   attemptEnded(now: number, e: AttemptEnded): Output {
     this.now = now;
     const run = this.runs.get(e.runId);
-    const idx = run?.byId.get(e.callId);
-    if (!run || idx === undefined) return this.flush();
+    if (!run) return this.flush();
+    const hint = e.index === undefined ? undefined : run.calls[e.index];
+    const idx = hint !== undefined && hint.id === e.callId ? hint.index : run.byId.get(e.callId);
+    if (idx === undefined) return this.flush();
     const c = run.calls[idx] as CallRt;
     if (e.kind === 'compensation') {
       if (run.compensating === idx) this.compensationEnded(run, c, e.result);
@@ -942,7 +948,7 @@ export class Scheduler {
     const args = c.resolved as Record<string, unknown>;
     this.emit('call.started', run, c, { attempt: c.attempts, args });
     const m = c.manifest as ToolManifest;
-    this.out.starts.push({ kind: 'call', runId: run.id, callId: c.id, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs });
+    this.out.starts.push({ kind: 'call', runId: run.id, callId: c.id, index: c.index, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs });
   }
 
   private succeed(run: RunRt, c: CallRt, output: unknown): void {
@@ -1113,6 +1119,7 @@ export class Scheduler {
         kind: 'compensation',
         runId: run.id,
         callId: c.id,
+        index: c.index,
         attempt: 1,
         tool,
         args: args.value as Record<string, unknown>,
@@ -1300,10 +1307,10 @@ export class Scheduler {
   }
 
   private learn(tool: string, ms: number): void {
-    const s = this.learned.get(tool) ?? { n: 0, mean: 0 };
+    let s = this.learned.get(tool);
+    if (!s) this.learned.set(tool, (s = { n: 0, mean: 0 }));
     s.n++;
     s.mean += (ms - s.mean) / s.n;
-    this.learned.set(tool, s);
   }
 
   private getRun(runId: string): RunRt {

@@ -80,7 +80,7 @@ export class Simulation {
         this.queue.pop();
         const s = p.start as StartAttempt;
         if (!this.settle(p)) continue;
-        const ended = { runId: s.runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result: p.result as AttemptResult };
+        const ended = { runId: s.runId, callId: s.callId, index: s.index, attempt: s.attempt, kind: s.kind, result: p.result as AttemptResult };
         this.apply(this.scheduler.attemptEnded(t, ended));
       }
       const due = this.scheduler.nextWakeAt();

@@ -634,7 +634,7 @@ export class Engine {
     };
     keep(this.scheduler.cancel(now, runId));
     for (let s = toEnd.shift(); s; s = toEnd.shift()) {
-      keep(this.scheduler.attemptEnded(now, { runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result: refused }));
+      keep(this.scheduler.attemptEnded(now, { runId, callId: s.callId, index: s.index, attempt: s.attempt, kind: s.kind, result: refused }));
     }
     this.scheduler.evict(runId);
     if (rest.events.length + rest.starts.length + rest.aborts.length > 0) {
@@ -697,7 +697,7 @@ export class Engine {
       const wasEarly = attempt.early;
       this.leaveEarly(attempt);
       if (this.closed) return;
-      this.ended.push({ runId: s.runId, callId: s.callId, attempt: s.attempt, kind: s.kind, result });
+      this.ended.push({ runId: s.runId, callId: s.callId, index: s.index, attempt: s.attempt, kind: s.kind, result });
       this.scheduleFlush();
       if (wasEarly && this.earlyRunning === 0) this.flushSoon();
     };

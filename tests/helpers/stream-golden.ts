@@ -255,7 +255,9 @@ export function traceHash(t: GoldenTraces): string {
 // ---- serializing ---------------------------------------------------------------------------------
 
 function outJson(o: Output): unknown {
-  return { events: o.events, starts: o.starts.map((s) => ({ ...s, tool: s.tool.name })), aborts: o.aborts };
+  // `index` is a lookup hint added after the traces were recorded; what it must be is tested in
+  // scheduler-internals.test.ts.
+  return { events: o.events, starts: o.starts.map(({ index: _, ...s }) => ({ ...s, tool: s.tool.name })), aborts: o.aborts };
 }
 
 /**
