@@ -537,6 +537,14 @@ describe('health, metrics, docs', () => {
     expect(res.text).toMatch(/^toolgraph_runs\{status="succeeded"\} 1$/m);
     expect(res.text).toMatch(/^toolgraph_runs_completed_total\{status="succeeded"\} 1$/m);
     expect(res.text).toMatch(/^toolgraph_call_duration_seconds_count\{tool="work",outcome="succeeded"\} 1$/m);
+    expect(res.text).toMatch(/^toolgraph_queue_wait_seconds_count\{tool="work"\} 1$/m);
+    // A second run: counts add up per label, a failed attempt is counted under its outcome.
+    await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'work' }, { id: 'b', tool: 'fail', args: { message: 'no' } }], waitMs: 10_000 });
+    const again = (await api.get('/metrics')).text;
+    expect(again).toMatch(/^toolgraph_runs_completed_total\{status="partial"\} 1$/m);
+    expect(again).toMatch(/^toolgraph_call_duration_seconds_count\{tool="work",outcome="succeeded"\} 2$/m);
+    expect(again).toMatch(/^toolgraph_call_duration_seconds_count\{tool="fail",outcome="failed"\} 1$/m);
+    expect(again).toMatch(/^toolgraph_queue_wait_seconds_count\{tool="work"\} 2$/m);
   });
 
   it('GET /openapi.json is an OpenAPI document with every §7 path', async () => {

@@ -3,7 +3,6 @@
  * ready calls wait for a limit, and how full each limit is.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { RunView } from '../core/view.js';
 import type { Service } from './service.js';
 
 export interface Metrics {
@@ -26,6 +25,7 @@ export function createMetrics(service: Service): Metrics {
     },
   });
   const completed = new Counter({ name: 'toolgraph_runs_completed_total', help: 'Runs that ended, by status', labelNames: ['status'], registers: [registry] });
+  const completedOf = children((status: string) => completed.labels(status));
   const duration = new Histogram({
     name: 'toolgraph_call_duration_seconds',
     help: 'Duration of call attempts, by tool and outcome',
@@ -69,37 +69,54 @@ export function createMetrics(service: Service): Metrics {
     },
   });
 
-  const readyAt = new Map<string, number>();
+  // When each call became ready, per run (a run's entry goes when the run ends).
+  const readyAt = new Map<string, Map<string, number>>();
+  // One child per label value: observing through a child skips prom-client's hashing of the labels.
+  const waitOf = children((tool: string) => queueWait.labels(tool));
+  const succeededOf = children((tool: string) => duration.labels(tool, 'succeeded'));
+  const failedOf = children((tool: string) => duration.labels(tool, 'failed'));
   // Called for every event of every run: it allocates only for the events it counts.
-  engine.onEvent((e, view) => {
+  engine.onEvent((e, _view, call) => {
+    const tool = call?.tool ?? 'unknown';
     switch (e.type) {
-      case 'call.ready':
-        readyAt.set(`${e.runId}/${e.callId}`, e.at);
+      case 'call.ready': {
+        let m = readyAt.get(e.runId);
+        if (!m) readyAt.set(e.runId, (m = new Map()));
+        m.set(e.callId as string, e.at);
         break;
+      }
       case 'call.started': {
-        const key = `${e.runId}/${e.callId}`;
-        const at = readyAt.get(key);
-        readyAt.delete(key);
-        if (at !== undefined) queueWait.observe({ tool: toolOf(view, e.callId) }, (e.at - at) / 1000);
+        const m = readyAt.get(e.runId);
+        const at = m?.get(e.callId as string);
+        if (at === undefined) break;
+        m?.delete(e.callId as string);
+        waitOf(tool).observe((e.at - at) / 1000);
         break;
       }
       case 'call.succeeded':
+        succeededOf(tool).observe(((e.data.durationMs as number | undefined) ?? 0) / 1000);
+        break;
       case 'call.failed':
-        if (e.type === 'call.succeeded' || e.data.attempt !== undefined) {
-          duration.observe({ tool: toolOf(view, e.callId), outcome: e.type === 'call.succeeded' ? 'succeeded' : 'failed' }, ((e.data.durationMs as number | undefined) ?? 0) / 1000);
-        }
+        if (e.data.attempt !== undefined) failedOf(tool).observe(((e.data.durationMs as number | undefined) ?? 0) / 1000);
         break;
       case 'call.cancelled':
-        readyAt.delete(`${e.runId}/${e.callId}`);
+        readyAt.get(e.runId)?.delete(e.callId as string);
         break;
       case 'run.completed':
-        completed.inc({ status: e.data.status as string });
+        readyAt.delete(e.runId);
+        completedOf(e.data.status as string).inc();
         break;
     }
   });
   return { registry };
 }
 
-function toolOf(view: RunView, callId: string | undefined): string {
-  return view.calls.find((c) => c.id === callId)?.tool ?? 'unknown';
+/** `make` memoized by its one argument (tools and statuses are few: the catalog's and §6's). */
+function children<T>(make: (label: string) => T): (label: string) => T {
+  const made = new Map<string, T>();
+  return (label) => {
+    let child = made.get(label);
+    if (child === undefined) made.set(label, (child = make(label)));
+    return child;
+  };
 }

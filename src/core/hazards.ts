@@ -47,10 +47,13 @@ export interface Hazard {
 /** No hazards (shared, so frozen): what a call that touches nothing gets, and `found` between adds. */
 const NO_HAZARDS: Hazard[] = Object.freeze([]) as unknown as Hazard[];
 
+/** Until the first call that touches something: a batch of pure calls allocates no array. */
+const EMPTY_FOUND = new Int32Array(0);
+
 export class HazardIndex {
   private readonly root = node();
   /** Per earlier call, the number of the `add` that found it (so each is reported once per add). */
-  private foundIn = new Int32Array(64);
+  private foundIn = EMPTY_FOUND;
   private adds = 0;
   /** The call being added and what it was found to wait for (valid during `add`). */
   private call = -1;
@@ -67,7 +70,7 @@ export class HazardIndex {
   add(call: number, access: Access): Hazard[] {
     if (access.reads.length === 0 && access.writes.length === 0) return NO_HAZARDS;
     if (call >= this.foundIn.length) {
-      const grown = new Int32Array(Math.max(call + 1, this.foundIn.length * 2));
+      const grown = new Int32Array(Math.max(call + 1, this.foundIn.length * 2, 16));
       grown.set(this.foundIn);
       this.foundIn = grown;
     }

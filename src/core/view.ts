@@ -58,8 +58,16 @@ export interface GraphView {
   generations: string[][];
 }
 
+// The last instant made into text: a run's events mostly share their millisecond.
+let lastAt = NaN;
+let lastIso = '';
+
 export function iso(at: number): string {
-  return new Date(at).toISOString();
+  if (at !== lastAt) {
+    lastIso = new Date(at).toISOString();
+    lastAt = at;
+  }
+  return lastIso;
 }
 
 export class RunProjection {

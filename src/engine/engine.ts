@@ -27,7 +27,7 @@ import { callError } from '../core/errors.js';
 import type { CoreEvent, RunEvent } from '../core/events.js';
 import { Scheduler, SchedulerError, type AbortAttempt, type AttemptEnded, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
 import type { FailureMode } from '../core/tool.js';
-import { RunProjection, type RunView } from '../core/view.js';
+import { RunProjection, type CallView, type RunView } from '../core/view.js';
 import type { Config } from '../config/types.js';
 import { createExecutors } from '../executors/index.js';
 import type { PendingAppend } from '../store/types.js';
@@ -79,7 +79,8 @@ export interface OpenRun {
   done(): Promise<RunView>;
 }
 
-export type RunListener = (event: RunEvent, view: RunView) => void;
+/** `call`: the view of the event's call, when it has one (so a listener need not search `view.calls`). */
+export type RunListener = (event: RunEvent, view: RunView, call: CallView | undefined) => void;
 
 interface LiveRun {
   projection: RunProjection;
@@ -667,8 +668,9 @@ export class Engine {
     }
     if (e.seq > 1) live.projection.apply(e);
     const view = live.projection.view;
-    for (const l of live.listeners) tell(l, e, view);
-    for (const l of this.globalListeners) tell(l, e, view);
+    const call = e.callId === undefined ? undefined : live.projection.call(e.callId);
+    for (const l of live.listeners) tell(l, e, view, call);
+    for (const l of this.globalListeners) tell(l, e, view, call);
     if (e.type === 'run.replanned') delete live.endedAt;
     if (e.type === 'run.completed') {
       live.endedAt = e.at;
@@ -836,9 +838,9 @@ function attemptKey(runId: string, callId: string, attempt: number, kind: 'call'
   return `${kind}/${runId}/${callId}/${attempt}`;
 }
 
-function tell(listener: RunListener, e: RunEvent, view: RunView): void {
+function tell(listener: RunListener, e: RunEvent, view: RunView, call: CallView | undefined): void {
   try {
-    listener(e, view);
+    listener(e, view, call);
   } catch {
     // A listener cannot throw into the engine.
   }
