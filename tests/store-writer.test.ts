@@ -66,6 +66,37 @@ describe('appendAsync', () => {
     expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2]);
   });
 
+  it('a run.created for a run the file holds is refused with the seq_out_of_order that append gives, though no query planned it', async () => {
+    store.append([created('r1'), started('r1', 2)]);
+    let sync: unknown;
+    try {
+      store.append([created('r1')]);
+    } catch (err) {
+      sync = err;
+    }
+    expect(sync).toMatchObject({ code: 'seq_out_of_order' });
+    // A fresh store on the same file: no cached seq knows r1, so the batch goes to the writer unchecked.
+    store.close();
+    store = openSqliteStore(join(dir, 'w.db'));
+    const bad = store.appendAsync!([created('r2'), created('r1')]);
+    await expect(bad.done).rejects.toMatchObject({ code: 'seq_out_of_order', message: (sync as Error).message });
+    expect(() => bad.wait()).toThrow((sync as Error).message);
+    // Nothing of the batch is stored, and the store goes on from the file.
+    expect(store.run('r2')).toBeUndefined();
+    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2]);
+    await store.appendAsync!([created('r2'), started('r1', 3)]).done;
+    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2, 3]);
+    expect(store.events('r2').map((e) => e.seq)).toEqual([1]);
+  });
+
+  it('a run.created for a run still in flight is refused when planned', async () => {
+    const first = store.appendAsync!([created('r1')]);
+    const again = store.appendAsync!([created('r1')]);
+    await first.done;
+    await expect(again.done).rejects.toMatchObject({ code: 'seq_out_of_order' });
+    expect(store.events('r1').map((e) => e.seq)).toEqual([1]);
+  });
+
   it('several batches in flight are stored in order, each on top of the one before', async () => {
     const a = store.appendAsync!([created('r1')]);
     const b = store.appendAsync!([started('r1', 2), created('r2')]);

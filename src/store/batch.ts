@@ -20,8 +20,12 @@ import type { ReviewRow, RunRow } from './rows.js';
 
 /** What the planner must know of the stored state. */
 export interface StoredState {
-  /** The run's last seq; 0 when it has no events. */
-  lastSeq(runId: string): number;
+  /**
+   * The run's last seq; 0 when it has no events. `creating`: asked for a `run.created`, which a backend
+   * may answer with 0 without looking when its own unique key refuses a second run of one id (the
+   * SQLite store's writer thread; see `appendOnWriter`).
+   */
+  lastSeq(runId: string, creating?: boolean): number;
   tenantOf(runId: string): string | undefined;
   idempotencyOwner(tenant: string, key: string): string | undefined;
   /** The tool of a call the run's `run.created` or `run.replanned` listed. */
@@ -65,7 +69,7 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
     if (typeof e.runId !== 'string' || e.runId === '') throw invalid(e, 'it has no runId');
     if (!Number.isInteger(e.seq)) throw invalid(e, `its seq is ${String(e.seq)}, not an integer`);
     if (typeof e.at !== 'number' || !Number.isFinite(e.at)) throw invalid(e, 'its `at` is not a number');
-    const last = lastSeqs.get(e.runId) ?? state.lastSeq(e.runId);
+    const last = lastSeqs.get(e.runId) ?? state.lastSeq(e.runId, e.type === 'run.created');
     if (e.seq !== last + 1) {
       throw new StoreError('seq_out_of_order', `event ${e.type} of run ${e.runId} has seq ${e.seq}, but the next seq of that run is ${last + 1}`);
     }

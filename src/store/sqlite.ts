@@ -26,6 +26,7 @@ import { planBatch, type EventRow, type StoredState, type Step } from './batch.j
 import { migrate } from './migrate.js';
 import { checkLimit, decodeCursor, encodeCursor, reviewRecord, runRecord, statusCounts, type ReviewRow, type RunRow } from './rows.js';
 import type { ListRunsQuery, PendingAppend, ReviewRecord, RunRecord, Store } from './types.js';
+import { StoreError } from './errors.js';
 import { WriterThread, type Write } from './writer-thread.js';
 
 /** How long a statement waits for another connection's lock before failing. */
@@ -109,6 +110,14 @@ class SqliteStore implements Store {
   private readonly q;
   private readonly writes: Record<string, Database.Statement>;
   private readonly state: StoredState;
+  /**
+   * What a batch for the writer thread is planned on: \`state\`, but a \`run.created\` of a run that no
+   * batch in flight or cached seq knows is taken to be new without asking the file (a query per new run
+   * on the event loop, the dearest part of planning a small run). The runs' unique id makes the writer
+   * refuse it if it is not, and \`explain\` turns that into the \`seq_out_of_order\` the query would
+   * have found.
+   */
+  private readonly onWriter: StoredState;
   private readonly write: (events: readonly RunEvent[]) => Map<string, number>;
   /** Started on the first `appendAsync`. */
   private writer: WriterThread | undefined;
@@ -135,11 +144,12 @@ class SqliteStore implements Store {
       review: p('SELECT * FROM reviews WHERE id = ?'),
     };
     this.state = {
-      lastSeq: (runId) => this.lastSeq(runId),
+      lastSeq: (runId) => this.lastSeq(runId, false),
       tenantOf: (runId) => this.q.tenantOf.get(runId) as string | undefined,
       idempotencyOwner: (tenant, key) => this.q.byKey.get(tenant, key) as string | undefined,
       toolOf: (runId, callId) => (this.q.toolOf.get(runId, callId) as string | null | undefined) ?? undefined,
     };
+    this.onWriter = { ...this.state, lastSeq: (runId, creating) => this.lastSeq(runId, creating === true) };
     const tx = db.transaction((events: readonly RunEvent[]) => {
       const plan = planBatch(events, this.state);
       for (const step of plan.steps) for (const [name, params] of writesOf(step)) (this.writes[name] as Database.Statement).run(...params);
@@ -160,7 +170,7 @@ class SqliteStore implements Store {
     try {
       // Outside a transaction, but nothing else writes now: this connection's writes are synchronous,
       // and the batches in flight on the writer thread are seen through `pendingSeqs`.
-      plan = planBatch(events, this.state);
+      plan = planBatch(events, this.onWriter);
     } catch (err) {
       const done = Promise.reject(err as Error);
       done.catch(() => {});
@@ -169,7 +179,7 @@ class SqliteStore implements Store {
     const writer = (this.writer ??= new WriterThread(file, PRAGMAS, WRITES));
     // The next batch is planned on top of this one.
     for (const [runId, seq] of plan.lastSeqs) this.pendingSeqs.set(runId, seq);
-    return writer.run(
+    const pending = writer.run(
       plan.steps.flatMap(writesOf),
       () => {
         this.remember(plan.lastSeqs);
@@ -178,6 +188,36 @@ class SqliteStore implements Store {
       // Nothing after it goes in either (until the next batch, planned from the file).
       () => this.pendingSeqs.clear(),
     );
+    const done = pending.done.catch((err: unknown) => {
+      throw this.explain(err, events);
+    });
+    done.catch(() => {});
+    return {
+      done,
+      wait: () => {
+        try {
+          pending.wait();
+        } catch (err) {
+          throw this.explain(err, events);
+        }
+      },
+    };
+  }
+
+  /**
+   * The error of a batch the writer thread refused, as \`append\` would have worded it: a \`run.created\`
+   * planned without a look-up (see \`onWriter\`) for a run that exists breaks the runs' unique id, and is
+   * the \`seq_out_of_order\` that the look-up would have found (the batch is rolled back, so the file
+   * holds what it held before it).
+   */
+  private explain(err: unknown, events: readonly RunEvent[]): unknown {
+    if ((err as { code?: string }).code !== 'SQLITE_CONSTRAINT_PRIMARYKEY' || !/\bruns\.id\b/.test((err as Error).message)) return err;
+    for (const e of events) {
+      if (e.type !== 'run.created') continue;
+      const last = (this.q.lastSeq.get(e.runId) as number | null) ?? 0;
+      if (last > 0) return new StoreError('seq_out_of_order', `event ${e.type} of run ${e.runId} has seq ${e.seq}, but the next seq of that run is ${last + 1}`);
+    }
+    return err;
   }
 
   /** Only after a commit: a rolled-back batch leaves the cache as the database is. */
@@ -270,9 +310,11 @@ class SqliteStore implements Store {
     if (this.db.open) this.db.close();
   }
 
-  private lastSeq(runId: string): number {
+  /** \`creating\`: see \`onWriter\`. */
+  private lastSeq(runId: string, creating: boolean): number {
     let seq = this.pendingSeqs.get(runId) ?? this.seqs.get(runId);
     if (seq === undefined) {
+      if (creating) return 0;
       seq = (this.q.lastSeq.get(runId) as number | null) ?? 0;
       if (seq > 0) this.seqs.set(runId, seq);
     }
