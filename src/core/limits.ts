@@ -187,6 +187,7 @@ export class Limiter {
 
   private resourceLimitsOf(h: Holder): number[] {
     if (h.resourceLimits) return h.resourceLimits;
+    if (this.resourceKeys.length === 0) return (h.resourceLimits = NOTHING);
     const found: number[] = [];
     const hits = (r: { segs: readonly string[] }) => (k: Key) => overlaps(k.segs, r.segs);
     this.resourceKeys.forEach((r, i) => {
@@ -198,12 +199,12 @@ export class Limiter {
 
   private bucketsOf(h: Holder): Bucket[] {
     if (h.buckets) return h.buckets;
+    const tenantRate = own(this.limits.rate.tenant, h.tenant) ?? own(this.limits.rate.tenant, 'default');
+    if (!h.toolRate && !tenantRate) return (h.buckets = NOTHING as Bucket[]);
     const out: Bucket[] = [];
     if (h.toolRate) out.push(this.bucket(`tool:${h.tool}`, h.toolRate));
-    const tenantRate = own(this.limits.rate.tenant, h.tenant) ?? own(this.limits.rate.tenant, 'default');
     if (tenantRate) out.push(this.bucket(`tenant:${h.tenant}`, tenantRate));
-    h.buckets = out.length > 0 ? out : (NOTHING as Bucket[]);
-    return h.buckets;
+    return (h.buckets = out);
   }
 
   private bucket(name: string, rate: Rate): Bucket {

@@ -163,6 +163,8 @@ interface CallRt extends Holder {
 
 interface RunRt {
   id: string;
+  /** In the scheduler's list of runs that may have ended. */
+  dirty: boolean;
   tenant: string;
   /** The lock domain of the run's tenant-scoped calls: `tenant:<tenant>`. */
   tenantDomain: string;
@@ -228,7 +230,13 @@ export class Scheduler {
   private readonly learned = new Map<string, { n: number; mean: number }>();
   private out: Output = { events: [], starts: [], aborts: [] };
   private now = 0;
-  private readonly dirty = new Set<RunRt>();
+  /**
+   * Runs that may have ended, in the order they were marked (each once: \`RunRt.dirty\`). A list and a
+   * flag, not a Set: a Set emptied and refilled on every step shrank and grew its table each time.
+   */
+  private readonly dirty: (RunRt | undefined)[] = [];
+  /** How many of \`dirty\` are in use (the list is not truncated: that would drop its storage). */
+  private dirtyCount = 0;
 
   constructor(private readonly opts: SchedulerOptions) {
     this.limiter = new Limiter(opts.limits);
@@ -267,7 +275,12 @@ export class Scheduler {
     this.runs.delete(run.id);
     const list = this.tenantRuns.get(run.tenant) as RunRt[];
     list.splice(list.indexOf(run), 1);
-    this.dirty.delete(run);
+    if (run.dirty) {
+      run.dirty = false;
+      const i = this.dirty.indexOf(run);
+      this.dirty.copyWithin(i, i + 1, this.dirtyCount);
+      this.dirty[--this.dirtyCount] = undefined;
+    }
   }
 
   /** Appends calls, in model order, to an open (streamed) run. */
@@ -343,7 +356,7 @@ export class Scheduler {
         to.dataUnreleased++;
       }
     }
-    this.dirty.add(run);
+    this.markDirty(run);
     if (silent) {
       for (const p of step.settledPlans) {
         const c = run.calls[p.index] as CallRt;
@@ -424,6 +437,7 @@ export class Scheduler {
       readySets: [],
       readyCount: 0,
       running: 0,
+      dirty: false,
       status: 'running',
       cancelRequested: false,
       replanFailures: [],
@@ -555,7 +569,7 @@ export class Scheduler {
       } else if (!c.armed) this.arm(run, c);
     }
     if (compensate) this.startNextCompensation(run);
-    this.dirty.add(run);
+    this.markDirty(run);
     return this.flush();
   }
 
@@ -585,7 +599,7 @@ export class Scheduler {
       c.lastRetryable = r.retryable === true;
       this.fail(run, c, r.error, true);
     }
-    this.dirty.add(run);
+    this.markDirty(run);
     return this.flush();
   }
 
@@ -639,7 +653,7 @@ export class Scheduler {
       transition(c, 'pending');
       this.maybeReady(run, c);
     }
-    this.dirty.add(run);
+    this.markDirty(run);
     return this.flush();
   }
 
@@ -656,14 +670,14 @@ export class Scheduler {
       for (const c of run.calls) {
         if (c.status === 'blocked' && c.error?.code === 'awaiting_replan') this.cancelCall(run, c, callError('cancelled', 'the run was cancelled'));
       }
-      this.dirty.add(run);
+      this.markDirty(run);
       return this.flush();
     }
     if (isRunOver(run.status) || run.cancelRequested || run.failFastBy !== undefined) return this.flush();
     run.cancelRequested = true;
     run.cancelledAt = now;
     this.stopRun(run, callError('cancelled', 'the run was cancelled'));
-    this.dirty.add(run);
+    this.markDirty(run);
     return this.flush();
   }
 
@@ -738,7 +752,7 @@ export class Scheduler {
       else if (from && isPending(c)) this.blockDescendantsOf(run, from, [c], callError('dependency_failed', `${from.id} ${from.status === 'failed' ? 'failed' : `is ${from.status}`}`, { callId: from.id }));
     }
     for (const c of added) if (c.status === 'pending' && c.dataWaiting === 0 && !c.armed) this.arm(run, c);
-    this.dirty.add(run);
+    this.markDirty(run);
   }
 
   /**
@@ -936,7 +950,7 @@ export class Scheduler {
     }
     heap.push(c);
     run.readyCount++;
-    this.dirty.add(run);
+    this.markDirty(run);
   }
 
   private start(run: RunRt, c: CallRt): void {
@@ -1041,7 +1055,7 @@ export class Scheduler {
     c.endedAt = this.now;
     if (c.holds) this.limiter.dropWaiter(c);
     if (releasable(c)) this.release(run, c);
-    this.dirty.add(run);
+    this.markDirty(run);
   }
 
   /**
@@ -1128,7 +1142,7 @@ export class Scheduler {
       return;
     }
     run.compensating = undefined;
-    this.dirty.add(run);
+    this.markDirty(run);
   }
 
   private compensationEnded(run: RunRt, c: CallRt, r: AttemptResult): void {
@@ -1171,7 +1185,12 @@ export class Scheduler {
   /** The best ready call of the run that every limit lets start, or 'stop' when its tenant is full. */
   private pick(run: RunRt): CallRt | undefined | 'stop' {
     let best: CallRt | undefined;
-    for (const [tool, heap] of run.readySets) {
+    // Indexed, and no destructuring (which goes through the iterator): this runs per dispatch.
+    const sets = run.readySets;
+    for (let i = 0; i < sets.length; i++) {
+      const set = sets[i] as [string, KeyedHeap<CallRt>];
+      const tool = set[0];
+      const heap = set[1];
       while (heap.size > 0 && (heap.peek() as CallRt).status !== 'ready') heap.pop();
       if (heap.size === 0 || this.limiter.toolFull(tool)) continue;
       if (best && byPriority(heap.peek() as CallRt, best) > 0) continue;
@@ -1218,11 +1237,21 @@ export class Scheduler {
     this.timers.push({ at, seq: this.timerSeq++ });
   }
 
+  private markDirty(run: RunRt): void {
+    if (run.dirty) return;
+    run.dirty = true;
+    this.dirty[this.dirtyCount++] = run;
+  }
+
   private finishRuns(): void {
-    for (const run of this.dirty) {
-      this.dirty.delete(run);
+    // A run marked again while this runs (after its flag was cleared) is looked at again, later.
+    for (let i = 0; i < this.dirtyCount; i++) {
+      const run = this.dirty[i] as RunRt;
+      this.dirty[i] = undefined;
+      run.dirty = false;
       this.maybeEnd(run);
     }
+    this.dirtyCount = 0;
   }
 
   private maybeEnd(run: RunRt): void {
