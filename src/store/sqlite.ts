@@ -56,7 +56,7 @@ const WRITES = {
 } as const;
 
 /** The statements (and their parameters, in the order of the statement's placeholders) that store one planned step. */
-function writesOf(step: Step): Write[] {
+export function writesOf(step: Step): Write[] {
   switch (step.kind) {
     case 'createRun': {
       const r = step.run;
@@ -85,6 +85,23 @@ function writesOf(step: Step): Write[] {
  * private in-memory database.
  * @example const store = openSqliteStore('./data/toolgraph.db');
  */
+/**
+ * \`JSON.stringify(steps.flatMap(writesOf))\`, made without the arrays in between: an event (most of
+ * every batch) is written out directly, its \`data\` text quoted once.
+ */
+export function writesJson(steps: readonly Step[]): string {
+  let out = '';
+  for (const step of steps) {
+    if (step.kind === 'event') {
+      const e = step.event;
+      out += `,["insertEvent",[${JSON.stringify(e.run_id)},${JSON.stringify(e.seq)},${JSON.stringify(e.type)},${e.call_id === null ? 'null' : JSON.stringify(e.call_id)},${JSON.stringify(e.at)},${JSON.stringify(e.data)}]]`;
+    } else {
+      for (const w of writesOf(step)) out += `,${JSON.stringify(w)}`;
+    }
+  }
+  return out === '' ? '[]' : `[${out.slice(1)}]`;
+}
+
 export function openSqliteStore(file: string): Store {
   if (file !== ':memory:' && !file.startsWith('file:')) mkdirSync(dirname(resolve(file)), { recursive: true });
   const db = new Database(file);
@@ -180,7 +197,7 @@ class SqliteStore implements Store {
     // The next batch is planned on top of this one.
     for (const [runId, seq] of plan.lastSeqs) this.pendingSeqs.set(runId, seq);
     const pending = writer.run(
-      plan.steps.flatMap(writesOf),
+      writesJson(plan.steps),
       () => {
         this.remember(plan.lastSeqs);
         if (writer.pending === 0) this.pendingSeqs.clear();

@@ -62,10 +62,10 @@ export class WriterThread {
   }
 
   /**
-   * Sends a batch, to be committed after every batch sent before it; `onStored` runs once it is
+   * Sends a batch (its writes, or their JSON text), to be committed after every batch sent before it; `onStored` runs once it is
    * committed, before `done` resolves; `onFailed` once it is known not to be (it failed, or one before it).
    */
-  run(writes: Write[], onStored: () => void, onFailed: () => void): PendingAppend {
+  run(writes: Write[] | string, onStored: () => void, onFailed: () => void): PendingAppend {
     let entry!: InFlight;
     const n = (this.sent = (this.sent + 1) | 0);
     const done = new Promise<void>((resolve, reject) => {
@@ -77,7 +77,8 @@ export class WriterThread {
     this.inFlight.push(entry);
     // As one JSON string: cloning it is a copy, where the structured clone of the rows' objects cost
     // the event loop about three times as much (every value is JSON already: strings, numbers, null).
-    this.port.postMessage(JSON.stringify(writes));
+    // A caller may hand that text over already made (see \`writesJson\` in sqlite.ts).
+    this.port.postMessage(typeof writes === 'string' ? writes : JSON.stringify(writes));
     return {
       done,
       wait: () => {
