@@ -62,7 +62,8 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
     if (ctx.shuttingDown()) throw new ApiError('shutting_down', 'the server is shutting down');
     // The plain batch passes a hand-written check (fast-body.ts); anything else goes to zod.
     const body: z.infer<typeof SubmitSchema> = fastSubmitBody(req.body) ?? parse(SubmitSchema, req.body ?? {}, 'body');
-    const key = parse(IdempotencyKey, req.headers['idempotency-key'], 'Idempotency-Key header');
+    const rawKey = req.headers['idempotency-key'];
+    const key = rawKey === undefined ? undefined : parse(IdempotencyKey, rawKey, 'Idempotency-Key header');
     const { run, created } = await service.submitGrouped(
       req.principal,
       {
