@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Edge } from '../src/core/calls.js';
 import { findCycles } from '../src/core/cycles.js';
-import { stableTopologicalOrder } from '../src/core/order.js';
+import { stableTopologicalOrder, topologicalGenerations } from '../src/core/order.js';
 import { buildPlan } from '../src/core/plan.js';
 import type { Policy } from '../src/core/tool.js';
 import { catalogOf, tool } from './helpers/catalog.js';
@@ -27,6 +27,7 @@ const ref = (id: string) => `\${${id}.output}`;
 describe('findCycles', () => {
   it.each<[string, number, number[][], { members: number[]; path: number[] }[]]>([
     ['none', 3, [[1], [2], []], []],
+    ['no edges', 3, [[], [], []], []],
     ['a self-loop', 2, [[0], []], [{ members: [0], path: [0, 0] }]],
     ['a 2-cycle', 2, [[1], [0]], [{ members: [0, 1], path: [0, 1, 0] }]],
     ['a 3-cycle found from its smallest node', 4, [[], [3], [1], [2]], [{ members: [1, 2, 3], path: [1, 3, 2, 1] }]],
@@ -56,6 +57,8 @@ describe('findCycles', () => {
 describe('stableTopologicalOrder', () => {
   it.each<[string, number, number[][], number[], number[]]>([
     ['index order without edges', 4, [[], [], [], []], [], [0, 1, 2, 3]],
+    ['no nodes', 0, [], [], []],
+    ['without edges, skipped nodes left out', 4, [[], [], [], []], [0, 2], [1, 3]],
     ['a reversed chain', 3, [[], [0], [1]], [], [2, 1, 0]],
     ['smallest ready index first', 4, [[], [], [1], []], [], [0, 2, 1, 3]],
     ['a node freed late still goes before larger ready ones', 4, [[3], [], [], []], [], [0, 1, 2, 3]],
@@ -63,6 +66,19 @@ describe('stableTopologicalOrder', () => {
     ['a node with a skipped and a placed predecessor', 4, [[1, 3], [0], [3], []], [0, 1], [2, 3]],
   ])('%s', (_label, n, succ, skip, expected) => {
     expect(stableTopologicalOrder(n, succ, new Set(skip))).toEqual(expected);
+  });
+});
+
+describe('topologicalGenerations', () => {
+  it.each<[string, number, number[][], number[], number[][]]>([
+    ['no nodes', 0, [], [], []],
+    ['one generation without edges', 3, [[], [], []], [], [[0, 1, 2]]],
+    ['without edges, skipped nodes left out', 3, [[], [], []], [1], [[0, 2]]],
+    ['every node skipped', 2, [[], []], [0, 1], []],
+    ['layers by last predecessor', 4, [[2], [], [3], []], [], [[0, 1], [2], [3]]],
+    ['skipped nodes and their out-edges left out', 3, [[1], [2], []], [0], [[1], [2]]],
+  ])('%s', (_label, n, succ, skip, expected) => {
+    expect(topologicalGenerations(n, succ, new Set(skip))).toEqual(expected);
   });
 });
 

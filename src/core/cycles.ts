@@ -20,6 +20,8 @@ export interface CycleReport {
 export function findCycles(n: number, succ: Successors): CycleReport[] {
   const g = adjacency(n, succ);
   const { start: first, list: out } = g;
+  // No edge, no cycle (and no arrays per node to find that out).
+  if (out.length === 0) return [];
   const index = new Int32Array(n).fill(-1);
   const low = new Int32Array(n);
   const onStack = new Uint8Array(n);

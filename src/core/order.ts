@@ -10,6 +10,7 @@ import { MinHeap } from './heap.js';
 
 export function stableTopologicalOrder(n: number, succ: Successors, skip?: ReadonlySet<number>): number[] {
   const { start, list } = adjacency(n, succ);
+  if (list.length === 0) return unskipped(n, skip);
   const skipped = mask(n, skip);
   const indeg = inDegrees({ n, start, list }, skipped);
   const heap = new MinHeap<number>(byValue);
@@ -28,6 +29,14 @@ export function stableTopologicalOrder(n: number, succ: Successors, skip?: Reado
 }
 
 const byValue = (a: number, b: number) => a - b;
+
+/** The nodes not in `skip`, in index order: the order, and the one generation, of a graph without edges
+ *  (a small batch of independent calls, most often; no arrays per node are needed to find it). */
+function unskipped(n: number, skip: ReadonlySet<number> | undefined): number[] {
+  const out: number[] = [];
+  for (let v = 0; v < n; v++) if (!skip?.has(v)) out.push(v);
+  return out;
+}
 
 /** `skip` as a flag per node (a Set lookup per edge cost more than the rest of the sort). */
 function mask(n: number, skip: ReadonlySet<number> | undefined): Uint8Array {
@@ -54,6 +63,10 @@ function inDegrees({ n, start, list }: Adjacency, skipped: Uint8Array): Int32Arr
  */
 export function topologicalGenerations(n: number, succ: Successors, skip?: ReadonlySet<number>): number[][] {
   const { start, list } = adjacency(n, succ);
+  if (list.length === 0) {
+    const all = unskipped(n, skip);
+    return all.length > 0 ? [all] : [];
+  }
   const skipped = mask(n, skip);
   const indeg = inDegrees({ n, start, list }, skipped);
   const generations: number[][] = [];
