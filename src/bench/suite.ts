@@ -33,8 +33,10 @@ export const PRESETS: Record<'full' | 'quick' | 'tiny', Preset> = {
   },
   quick: {
     makespan: { seeds: 3, calls: 40, smallSeeds: 4, smallCalls: 10, optimumMs: 2000 },
-    core: { schedulerNodes: 100_000, schedulerRepeats: 3, buildSizes: [[1_000, 3], [10_000, 1], [100_000, 1]], engineRepeats: 2, engineBatch: 1000, engineSmallRuns: 300 },
-    http: { clients: 8, durationMs: 1200, rounds: 4, warmupMs: 500 },
+    // More, shorter repeats than before (3 scheduler runs, 4 rounds of 1.2 s): single runs and rounds
+    // vary by ±20–40% on a shared 2-core machine, and a median of 3 or 4 moved with them.
+    core: { schedulerNodes: 100_000, schedulerRepeats: 5, buildSizes: [[1_000, 3], [10_000, 1], [100_000, 1]], engineRepeats: 2, engineBatch: 1000, engineSmallRuns: 300 },
+    http: { clients: 8, durationMs: 1000, rounds: 8, warmupMs: 500 },
   },
   tiny: {
     makespan: { seeds: 1, calls: 6, smallSeeds: 1, smallCalls: 5, optimumMs: 200 },
