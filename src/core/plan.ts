@@ -44,6 +44,8 @@ export interface PlannedCall {
   refCalls: number[];
   /** Whether args hold references (they are resolved and checked when the call starts). */
   hasRefs: boolean;
+  /** Whether args hold a \`\${\` at all (a reference, or a \`$\${\` escape to undo when the call starts). */
+  templated: boolean;
   access: Access;
 }
 
@@ -78,14 +80,10 @@ export function buildPlan(input: PlanInput): Plan {
   const { calls, tenant, catalog, policy } = input;
   const n = calls.length;
   const byId = new Map<string, number>();
-  const byTool = new Map<string, number[]>();
-  for (let i = 0; i < n; i++) {
-    const c = calls[i] as CallInput;
-    byId.set(c.id, i);
-    const list = byTool.get(c.tool);
-    if (list) list.push(i);
-    else byTool.set(c.tool, [i]);
-  }
+  for (let i = 0; i < n; i++) byId.set((calls[i] as CallInput).id, i);
+  // Only policy orderings and references by tool name look calls up by tool: indexed on first use.
+  let tools: Map<string, number[]> | undefined;
+  const byTool = (): Map<string, number[]> => (tools ??= toolIndex(calls));
   // What policy asks of a call depends on its tool alone (the tenant is the run's): once per tool.
   const policies = new Map<ToolManifest, CallPolicy>();
   const policyOf = (m: ToolManifest): CallPolicy => {
@@ -208,7 +206,8 @@ interface CheckContext {
   calls: readonly CallInput[];
   catalog: Catalog;
   byId: Map<string, number>;
-  byTool: Map<string, number[]>;
+  /** Tool name → the indexes of its calls (made on first use). */
+  byTool: () => ReadonlyMap<string, readonly number[]>;
   policyOf: (m: ToolManifest) => CallPolicy;
   /** Where a reference that names a call becomes a data edge. */
   links: EdgeList;
@@ -230,6 +229,7 @@ function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall 
     targets: NO_TARGETS,
     refCalls: NO_REFS,
     hasRefs: false,
+    templated: false,
     access: PURE,
   };
   const manifest = ctx.catalog.get(c.tool);
@@ -247,6 +247,7 @@ function checkCall(c: CallInput, index: number, ctx: CheckContext): PlannedCall 
 
   // Most args hold no template at all: one walk that allocates nothing tells (and is reused below).
   const templated = hasTemplates(args);
+  d.templated = templated;
   const found = templated ? findReferences(args) : NOTHING_FOUND;
   d.hasRefs = found.refs.length > 0;
   if (!d.error && found.malformed.length > 0) {
@@ -294,7 +295,7 @@ function resolveTarget(d: PlannedCall, targets: Map<string, string>, ref: Refere
   }
   const byId = ctx.byId.get(ref.target);
   if (byId !== undefined) return refersTo(d, targets, ref.target, byId, ctx);
-  const users = ctx.byTool.get(ref.target) ?? [];
+  const users = ctx.byTool().get(ref.target) ?? [];
   if (users.length === 1) return refersTo(d, targets, ref.target, users[0] as number, ctx);
   if (users.length > 1) {
     d.error ??= callError('ambiguous_reference', `${d.id}: ${ref.raw} — ${users.length} calls use the tool ${ref.target}; refer to one by its call id`, {
@@ -336,7 +337,7 @@ function idAt(ctx: CheckContext, index: number): string {
 function addOrderings(d: PlannedCall, orderings: Ordering[], verb: 'after' | 'requires', ctx: CheckContext): void {
   for (const o of orderings) {
     let matched = 0;
-    for (const [tool, users] of ctx.byTool) {
+    for (const [tool, users] of ctx.byTool()) {
       if (!globMatch(o.pattern, tool)) continue;
       for (const u of users) {
         if (u === d.index) continue;
@@ -364,6 +365,18 @@ function descendants(roots: number[], { start, list }: Adjacency): Set<number> {
   return out;
 }
 
+/** Tool name → the indexes of its calls, ascending; tools in the order of their first call. */
+function toolIndex(calls: readonly CallInput[]): Map<string, number[]> {
+  const byTool = new Map<string, number[]>();
+  for (let i = 0; i < calls.length; i++) {
+    const tool = (calls[i] as CallInput).tool;
+    const list = byTool.get(tool);
+    if (list) list.push(i);
+    else byTool.set(tool, [i]);
+  }
+  return byTool;
+}
+
 // ---- one call at a time (a streamed run) -----------------------------------------------------------
 
 /** The calls a plan is made for, indexed as `buildPlan` indexes them (see `planCall`). */
@@ -386,7 +399,7 @@ const NO_LINKS = { add() {} } as unknown as EdgeList;
  * proportional to the call, not to the run. `policyOf` must give `policyFor(m, tenant, policy)`.
  */
 export function planCall(index: number, at: CallIndex, catalog: Catalog, policyOf: (m: ToolManifest) => CallPolicy): PlannedCall {
-  const ctx: CheckContext = { calls: at.calls, catalog, byId: at.byId as Map<string, number>, byTool: at.byTool as Map<string, number[]>, policyOf, links: NO_LINKS };
+  const ctx: CheckContext = { calls: at.calls, catalog, byId: at.byId as Map<string, number>, byTool: () => at.byTool, policyOf, links: NO_LINKS };
   const d = checkCall(at.calls[index] as CallInput, index, ctx);
   if (d.manifest && !d.error) {
     // As `addOrderings` does for `requires`: the first ordering that matches no other call fails it

@@ -27,7 +27,7 @@ import { StreamPlanner, type StreamStep } from './stream-plan.js';
 import { KeyedHeap, MinHeap } from './heap.js';
 import { Limiter, own, type Holder } from './limits.js';
 import { buildPlan, type Plan, type PlannedCall } from './plan.js';
-import { hasTemplates, resolveValue } from './references.js';
+import { resolveValue } from './references.js';
 import { accessOf, type Access, type Key } from './resources.js';
 import { backoffDelay } from './retry.js';
 import { isTerminal, transition } from './state.js';
@@ -138,6 +138,8 @@ interface CallRt extends Holder {
   /** The plan's `refCalls`: the call each reference in `args` names, in document order. */
   refCalls: number[];
   hasRefs: boolean;
+  /** The plan's \`templated\`: whether \`args\` hold a \`\${\` at all. */
+  templated: boolean;
   dataSucc: number[];
   conflictSucc: number[];
   dataWaiting: number;
@@ -844,6 +846,7 @@ export class Scheduler {
       reviewed: false,
       refCalls: p.refCalls,
       hasRefs: p.hasRefs,
+      templated: p.templated,
       dataSucc: NO_SUCC,
       conflictSucc: NO_SUCC,
       dataWaiting: 0,
@@ -908,7 +911,7 @@ export class Scheduler {
       // so the schema sees it as it is, never scanned for references again.
       const problem = this.opts.catalog.checkArgs(c.tool, args);
       if (problem) return this.fail(run, c, callError('invalid_args', `${c.id}: ${problem}`, { details: { tool: c.tool } }), true);
-    } else if (hasTemplates(args)) {
+    } else if (c.templated) {
       const r = resolveValue(c.args, () => undefined);
       if (r.ok) args = r.value as Record<string, unknown>;
     }
