@@ -130,9 +130,15 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
   });
 
   app.decorateRequest('principal', undefined as unknown as Principal);
-  app.addHook('onRequest', async (req: FastifyRequest, reply) => {
+  // A callback hook, not an async one: a promise and a microtask less on every request.
+  app.addHook('onRequest', (req: FastifyRequest, reply, done) => {
     reply.header('x-request-id', req.id);
-    if (needsAuth(req)) req.principal = authenticate(opts.service.config.auth.keys, req.headers.authorization);
+    try {
+      if (needsAuth(req)) req.principal = authenticate(opts.service.config.auth.keys, req.headers.authorization);
+    } catch (err) {
+      return done(err as Error);
+    }
+    done();
   });
 
   app.setErrorHandler((err: FastifyError | ApiError, req, reply) => {
