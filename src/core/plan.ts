@@ -44,7 +44,7 @@ export interface PlannedCall {
   refCalls: number[];
   /** Whether args hold references (they are resolved and checked when the call starts). */
   hasRefs: boolean;
-  /** Whether args hold a \`\${\` at all (a reference, or a \`$\${\` escape to undo when the call starts). */
+  /** Whether args hold a `${` at all (a reference, or a `$${` escape to undo when the call starts). */
   templated: boolean;
   access: Access;
 }

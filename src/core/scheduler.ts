@@ -138,7 +138,7 @@ interface CallRt extends Holder {
   /** The plan's `refCalls`: the call each reference in `args` names, in document order. */
   refCalls: number[];
   hasRefs: boolean;
-  /** The plan's \`templated\`: whether \`args\` hold a \`\${\` at all. */
+  /** The plan's `templated`: whether `args` hold a `${` at all. */
   templated: boolean;
   dataSucc: number[];
   conflictSucc: number[];
@@ -233,11 +233,11 @@ export class Scheduler {
   private out: Output = { events: [], starts: [], aborts: [] };
   private now = 0;
   /**
-   * Runs that may have ended, in the order they were marked (each once: \`RunRt.dirty\`). A list and a
+   * Runs that may have ended, in the order they were marked (each once: `RunRt.dirty`). A list and a
    * flag, not a Set: a Set emptied and refilled on every step shrank and grew its table each time.
    */
   private readonly dirty: (RunRt | undefined)[] = [];
-  /** How many of \`dirty\` are in use (the list is not truncated: that would drop its storage). */
+  /** How many of `dirty` are in use (the list is not truncated: that would drop its storage). */
   private dirtyCount = 0;
 
   constructor(private readonly opts: SchedulerOptions) {

@@ -655,7 +655,7 @@ export class Engine {
       this.unborn.set(e.runId, live);
     }
     live.seq += 1;
-    // Field by field, in the order \`{ seq, ...e }\` gives (a spread was a generic copy, and the dearest
+    // Field by field, in the order `{ seq, ...e }` gives (a spread was a generic copy, and the dearest
     // line of a small run).
     return e.callId === undefined
       ? { seq: live.seq, type: e.type, runId: e.runId, at: e.at, data: e.data }

@@ -86,8 +86,8 @@ export function writesOf(step: Step): Write[] {
  * @example const store = openSqliteStore('./data/toolgraph.db');
  */
 /**
- * \`JSON.stringify(steps.flatMap(writesOf))\`, made without the arrays in between: an event (most of
- * every batch) is written out directly, its \`data\` text quoted once.
+ * `JSON.stringify(steps.flatMap(writesOf))`, made without the arrays in between: an event (most of
+ * every batch) is written out directly, its `data` text quoted once.
  */
 export function writesJson(steps: readonly Step[]): string {
   let out = '';
@@ -128,10 +128,10 @@ class SqliteStore implements Store {
   private readonly writes: Record<string, Database.Statement>;
   private readonly state: StoredState;
   /**
-   * What a batch for the writer thread is planned on: \`state\`, but a \`run.created\` of a run that no
+   * What a batch for the writer thread is planned on: `state`, but a `run.created` of a run that no
    * batch in flight or cached seq knows is taken to be new without asking the file (a query per new run
    * on the event loop, the dearest part of planning a small run). The runs' unique id makes the writer
-   * refuse it if it is not, and \`explain\` turns that into the \`seq_out_of_order\` the query would
+   * refuse it if it is not, and `explain` turns that into the `seq_out_of_order` the query would
    * have found.
    */
   private readonly onWriter: StoredState;
@@ -222,9 +222,9 @@ class SqliteStore implements Store {
   }
 
   /**
-   * The error of a batch the writer thread refused, as \`append\` would have worded it: a \`run.created\`
-   * planned without a look-up (see \`onWriter\`) for a run that exists breaks the runs' unique id, and is
-   * the \`seq_out_of_order\` that the look-up would have found (the batch is rolled back, so the file
+   * The error of a batch the writer thread refused, as `append` would have worded it: a `run.created`
+   * planned without a look-up (see `onWriter`) for a run that exists breaks the runs' unique id, and is
+   * the `seq_out_of_order` that the look-up would have found (the batch is rolled back, so the file
    * holds what it held before it).
    */
   private explain(err: unknown, events: readonly RunEvent[]): unknown {
@@ -327,7 +327,7 @@ class SqliteStore implements Store {
     if (this.db.open) this.db.close();
   }
 
-  /** \`creating\`: see \`onWriter\`. */
+  /** `creating`: see `onWriter`. */
   private lastSeq(runId: string, creating: boolean): number {
     let seq = this.pendingSeqs.get(runId) ?? this.seqs.get(runId);
     if (seq === undefined) {

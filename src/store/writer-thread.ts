@@ -77,7 +77,7 @@ export class WriterThread {
     this.inFlight.push(entry);
     // As one JSON string: cloning it is a copy, where the structured clone of the rows' objects cost
     // the event loop about three times as much (every value is JSON already: strings, numbers, null).
-    // A caller may hand that text over already made (see \`writesJson\` in sqlite.ts).
+    // A caller may hand that text over already made (see `writesJson` in sqlite.ts).
     this.port.postMessage(typeof writes === 'string' ? writes : JSON.stringify(writes));
     return {
       done,
