@@ -28,6 +28,7 @@ import { checkLimit, decodeCursor, encodeCursor, reviewRecord, runRecord, status
 import type { ListRunsQuery, PendingAppend, ReviewRecord, RunRecord, Store } from './types.js';
 import { StoreError } from './errors.js';
 import { WriterThread, type Write } from './writer-thread.js';
+import { encodeValue, encodeWrites } from './writes-codec.mjs';
 
 /** How long a statement waits for another connection's lock before failing. */
 const BUSY_TIMEOUT_MS = 5000;
@@ -86,21 +87,22 @@ export function writesOf(step: Step): Write[] {
  * @example const store = openSqliteStore('./data/toolgraph.db');
  */
 /**
- * `JSON.stringify(steps.flatMap(writesOf))`, made without the arrays in between: an event (most of
- * every batch) is written out directly, its `data` text quoted once.
+ * `encodeWrites(steps.flatMap(writesOf))` (writes-codec.mjs), made without the arrays in between: an
+ * event (most of every batch) is written out directly.
  */
-export function writesJson(steps: readonly Step[]): string {
+export function encodeSteps(steps: readonly Step[]): string {
   let out = '';
   for (const step of steps) {
     if (step.kind === 'event') {
       const e = step.event;
-      out += `,["insertEvent",[${JSON.stringify(e.run_id)},${JSON.stringify(e.seq)},${JSON.stringify(e.type)},${e.call_id === null ? 'null' : JSON.stringify(e.call_id)},${JSON.stringify(e.at)},${JSON.stringify(e.data)}]]`;
+      out += `w6;${INSERT_EVENT}${encodeValue(e.run_id)}${encodeValue(e.seq)}${encodeValue(e.type)}${encodeValue(e.call_id)}${encodeValue(e.at)}${encodeValue(e.data)}`;
     } else {
-      for (const w of writesOf(step)) out += `,${JSON.stringify(w)}`;
+      out += encodeWrites(writesOf(step));
     }
   }
-  return out === '' ? '[]' : `[${out.slice(1)}]`;
+  return out;
 }
+const INSERT_EVENT = encodeValue('insertEvent');
 
 export function openSqliteStore(file: string): Store {
   if (file !== ':memory:' && !file.startsWith('file:')) mkdirSync(dirname(resolve(file)), { recursive: true });
@@ -197,7 +199,7 @@ class SqliteStore implements Store {
     // The next batch is planned on top of this one.
     for (const [runId, seq] of plan.lastSeqs) this.pendingSeqs.set(runId, seq);
     const pending = writer.run(
-      writesJson(plan.steps),
+      encodeSteps(plan.steps),
       () => {
         this.remember(plan.lastSeqs);
         if (writer.pending === 0) this.pendingSeqs.clear();

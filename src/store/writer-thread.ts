@@ -14,6 +14,7 @@
  */
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import type { PendingAppend } from './types.js';
+import { encodeWrites } from './writes-codec.mjs';
 
 export type Write = [statement: string, params: unknown[]];
 
@@ -62,7 +63,7 @@ export class WriterThread {
   }
 
   /**
-   * Sends a batch (its writes, or their JSON text), to be committed after every batch sent before it; `onStored` runs once it is
+   * Sends a batch (its writes, or their text from `encodeWrites`), to be committed after every batch sent before it; `onStored` runs once it is
    * committed, before `done` resolves; `onFailed` once it is known not to be (it failed, or one before it).
    */
   run(writes: Write[] | string, onStored: () => void, onFailed: () => void): PendingAppend {
@@ -75,10 +76,10 @@ export class WriterThread {
     done.catch(() => {});
     if (this.inFlight.length === 0) this.port.ref();
     this.inFlight.push(entry);
-    // As one JSON string: cloning it is a copy, where the structured clone of the rows' objects cost
-    // the event loop about three times as much (every value is JSON already: strings, numbers, null).
-    // A caller may hand that text over already made (see `writesJson` in sqlite.ts).
-    this.port.postMessage(typeof writes === 'string' ? writes : JSON.stringify(writes));
+    // As one string (writes-codec.mjs): cloning it is a copy, where the structured clone of the rows'
+    // objects cost the event loop about three times as much. A caller may hand that text over already
+    // made (see `encodeSteps` in sqlite.ts).
+    this.port.postMessage(typeof writes === 'string' ? writes : encodeWrites(writes));
     return {
       done,
       wait: () => {

@@ -3,8 +3,9 @@
 // `synchronous = FULL` makes part of it, happen off the main thread.
 //
 // It knows no SQL of its own: the main thread sends the statements (by name) when it starts the thread,
-// and then batches of [statement name, parameters], as JSON text. Plain JS, like worker-boot.mjs: a worker
-// thread starts without the TypeScript loader that runs the sources under tsx or vitest.
+// and then batches of [statement name, parameters], as text (writes-codec.mjs). Plain JS, like
+// worker-boot.mjs: a worker thread starts without the TypeScript loader that runs the sources under tsx
+// or vitest.
 //
 // Protocol. Batches come in order, several may be waiting, and each gets one reply, in the same order:
 // `{}` (committed), `{ error }` (this batch broke, nothing of it is stored) or `{ error, refused: true }`
@@ -16,6 +17,7 @@
 // number and is notified, so a main thread blocked in Atomics.wait finds them already queued.
 import { receiveMessageOnPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
+import { decodeWrites } from './writes-codec.mjs';
 
 const { file, pragmas, statements, port, flag } = workerData;
 
@@ -47,7 +49,7 @@ function commit(batches) {
   if (!failed && batches.length > 0) {
     try {
       if (broken) throw broken;
-      writeAll(batches.map((b) => JSON.parse(b)));
+      writeAll(batches.map((b) => decodeWrites(b)));
       return batches.map(() => ({}));
     } catch (err) {
       if (batches.length === 1) {
@@ -58,7 +60,7 @@ function commit(batches) {
     // One by one, so that only the batch that breaks fails (and those after it are refused).
     for (; i < batches.length; i++) {
       try {
-        writeAll([JSON.parse(batches[i])]);
+        writeAll([decodeWrites(batches[i])]);
         replies.push({});
       } catch (err) {
         failed = true;
