@@ -81,11 +81,8 @@ export function writesOf(step: Step): Write[] {
   }
 }
 
-/**
- * Opens (creating it and its folder if needed) and migrates a SQLite store. `:memory:` gives a
- * private in-memory database.
- * @example const store = openSqliteStore('./data/toolgraph.db');
- */
+const INSERT_EVENT = encodeValue('insertEvent');
+
 /**
  * `encodeWrites(steps.flatMap(writesOf))` (writes-codec.mjs), made without the arrays in between: an
  * event (most of every batch) is written out directly.
@@ -102,8 +99,12 @@ export function encodeSteps(steps: readonly Step[]): string {
   }
   return out;
 }
-const INSERT_EVENT = encodeValue('insertEvent');
 
+/**
+ * Opens (creating it and its folder if needed) and migrates a SQLite store. `:memory:` gives a
+ * private in-memory database.
+ * @example const store = openSqliteStore('./data/toolgraph.db');
+ */
 export function openSqliteStore(file: string): Store {
   if (file !== ':memory:' && !file.startsWith('file:')) mkdirSync(dirname(resolve(file)), { recursive: true });
   const db = new Database(file);

@@ -14,7 +14,6 @@
  */
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
 import type { PendingAppend } from './types.js';
-import { encodeWrites } from './writes-codec.mjs';
 
 export type Write = [statement: string, params: unknown[]];
 
@@ -63,10 +62,11 @@ export class WriterThread {
   }
 
   /**
-   * Sends a batch (its writes, or their text from `encodeWrites`), to be committed after every batch sent before it; `onStored` runs once it is
-   * committed, before `done` resolves; `onFailed` once it is known not to be (it failed, or one before it).
+   * Sends a batch, its writes as text (writes-codec.mjs), to be committed after every batch sent before
+   * it; `onStored` runs once it is committed, before `done` resolves; `onFailed` once it is known not to
+   * be (it failed, or one before it).
    */
-  run(writes: Write[] | string, onStored: () => void, onFailed: () => void): PendingAppend {
+  run(writes: string, onStored: () => void, onFailed: () => void): PendingAppend {
     let entry!: InFlight;
     const n = (this.sent = (this.sent + 1) | 0);
     const done = new Promise<void>((resolve, reject) => {
@@ -76,10 +76,9 @@ export class WriterThread {
     done.catch(() => {});
     if (this.inFlight.length === 0) this.port.ref();
     this.inFlight.push(entry);
-    // As one string (writes-codec.mjs): cloning it is a copy, where the structured clone of the rows'
-    // objects cost the event loop about three times as much. A caller may hand that text over already
-    // made (see `encodeSteps` in sqlite.ts).
-    this.port.postMessage(typeof writes === 'string' ? writes : encodeWrites(writes));
+    // One string: cloning it is a copy, where the structured clone of the rows' objects cost the event
+    // loop about three times as much.
+    this.port.postMessage(writes);
     return {
       done,
       wait: () => {
