@@ -49,8 +49,9 @@ describe('the index hint of an attempt end', () => {
       { runId: 'r1', callId: 'e', index: -1, attempt: 1, result: ok }, // not a place
     ];
     const ended = ends.flatMap((e, i) => r.scheduler.attemptEnded(1 + i, e).events.filter((ev) => ev.type === 'call.succeeded').map((ev) => ev.callId));
+    // (Had b's end been taken for the call at its hint, d, this would read a, d, c, …)
     expect(ended).toEqual(['a', 'b', 'c', 'd', 'e']);
-    // The call at the wrong hint (d, at 3) was not ended by b's end: it ended once, by its own.
+    // An end for an id the run does not have ends nothing, whatever call its hint points at.
     expect(r.scheduler.attemptEnded(9, { runId: 'r1', callId: 'x', index: 0, attempt: 1, result: ok }).events).toEqual([]);
   });
 });
