@@ -61,7 +61,7 @@ describe('the writes codec', () => {
     expect(() => encodeValue({})).toThrow(/string, a number or null/);
     const good = encodeWrites([['insertEvent', ['r1', 1, 'run.created', null, 5, '{}']]]);
     expect(decodeWrites(good)).toEqual([['insertEvent', ['r1', 1, 'run.created', null, 5, '{}']]]);
-    for (const bad of [good.slice(0, -1), `${good}w`, `x${good}`, 'w1;s1:xq', 'w1;s1:xdabc;', 'w1;s9:x', 'w-1;s1:x', 'w1;d1;']) {
+    for (const bad of [good.slice(0, -1), `${good}w`, `x${good}`, 'w1;s1:xq', 'w1;s1:xdabc;', 'w1;s1:xd;', 'w1;s1:xd 1;', 'w1;s9:x', 'w-1;s1:x', 'w1;d1;']) {
       expect(() => decodeWrites(bad), bad).toThrow(/bad writes text/);
     }
   });

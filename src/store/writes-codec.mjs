@@ -45,7 +45,9 @@ export function decodeWrites(text) {
     const tag = text[i++];
     if (tag === 'n') return null;
     if (tag === 'd') {
-      const n = Number(upTo(';'));
+      const t = upTo(';');
+      // Number('') and Number(' 1') are numbers too: only what encodeValue writes is one here.
+      const n = t === '' || t.trim() !== t ? Number.NaN : Number(t);
       if (!Number.isFinite(n)) throw new Error(`bad writes text before ${i}: not a number`);
       return n;
     }
