@@ -4,19 +4,17 @@
  * `limits.maxCallsPerRun` is a 413.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { catalogYaml, closeAll, startApi, type Api } from '../helpers/server.js';
-import { ToolServer } from '../helpers/toolserver.js';
+import { closeAll, reopen, startToolApi, type Api } from '../helpers/server.js';
+import type { ToolServer } from '../helpers/toolserver.js';
 
 let ts: ToolServer;
 
-afterEach(async () => {
-  await closeAll();
-  await ts?.close();
-});
+afterEach(closeAll);
 
 async function start(limits = '{}'): Promise<Api> {
-  ts = await ToolServer.start();
-  return startApi({ yaml: catalogYaml(ts, { limits }) });
+  let api: Api;
+  ({ ts, api } = await startToolApi({ limits }));
+  return api;
 }
 
 describe('Idempotency-Key', () => {
@@ -93,21 +91,13 @@ describe('Idempotency-Key', () => {
     const body = { calls: [{ id: 'c1', tool: 'work' }], waitMs: 10_000 };
     const first = await api.post('/v1/runs', body, { headers: { 'idempotency-key': 'durable' } });
     expect(first.status).toBe(201);
-    const { openSqliteStore } = await import('../../src/store/sqlite.js');
-    const { Service } = await import('../../src/api/service.js');
-    const { buildServer } = await import('../../src/api/server.js');
-    const store2 = openSqliteStore(api.dbFile);
-    const service2 = new Service({ config: api.config, store: store2 });
-    service2.recover();
-    const app2 = buildServer({ service: service2 });
+    const second = reopen(api);
     try {
-      const res = await app2.inject({ method: 'POST', url: '/v1/runs', headers: { 'idempotency-key': 'durable', 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+      const res = await second.app.inject({ method: 'POST', url: '/v1/runs', headers: { 'idempotency-key': 'durable', 'content-type': 'application/json' }, payload: JSON.stringify(body) });
       expect(res.statusCode).toBe(200);
       expect(res.json().id).toBe(first.body.id);
     } finally {
-      await app2.close();
-      await service2.engine.close();
-      store2.close();
+      await second.close();
     }
     expect(ts.seen('c1')).toHaveLength(1);
   });

@@ -5,9 +5,10 @@
  * is open (acting as an operator) and `toolgraph serve` refuses a non-loopback host.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { main, type Io } from '../../src/cli/main.js';
-import { catalogYaml, closeAll, rawRequest, sse, startApi, type Api } from '../helpers/server.js';
-import { ToolServer } from '../helpers/toolserver.js';
+import { main } from '../../src/cli/main.js';
+import { captureIo } from '../helpers/cli.js';
+import { closeAll, expectApiError as expectError, rawRequest, sse, startToolApi, type Api } from '../helpers/server.js';
+import type { ToolServer } from '../helpers/toolserver.js';
 
 const KEYS = [
   { key: 'agent-acme-key', tenant: 'acme', role: 'agent' as const },
@@ -18,24 +19,15 @@ const ACME = 'agent-acme-key';
 const GLOBEX = 'agent-globex-key';
 const OPS = 'operator-key';
 
-function expectError(res: { status: number; body: any }, status: number, code: string): void {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.body).toMatchObject({ error: { code, message: expect.any(String) } });
-}
-
 describe('with keys', () => {
   let ts: ToolServer;
   let api: Api;
 
   beforeAll(async () => {
-    ts = await ToolServer.start();
-    api = await startApi({ yaml: catalogYaml(ts, { auth: KEYS }) });
+    ({ ts, api } = await startToolApi({ auth: KEYS }));
   });
 
-  afterAll(async () => {
-    await closeAll();
-    await ts.close();
-  });
+  afterAll(closeAll);
 
   describe('authentication', () => {
     const routes: [string, string][] = [
@@ -269,16 +261,10 @@ describe('with keys', () => {
 });
 
 describe('open mode (no keys)', () => {
-  let ts: ToolServer;
-
-  afterEach(async () => {
-    await closeAll();
-    await ts.close();
-  });
+  afterEach(closeAll);
 
   it('acts as an operator: no key needed, the body names the tenant (else default), reviews can be decided', async () => {
-    ts = await ToolServer.start();
-    const api = await startApi({ yaml: catalogYaml(ts) });
+    const { api } = await startToolApi();
     const plain = await api.post('/v1/runs', { calls: [{ id: 'e', tool: 'echo' }], waitMs: 10_000 });
     expect(plain.status).toBe(201);
     expect(plain.body.tenant).toBe('default');
@@ -297,23 +283,8 @@ describe('open mode (no keys)', () => {
 });
 
 describe('toolgraph serve', () => {
-  function capture(): Io & { stdout: string; stderr: string } {
-    const io = {
-      stdout: '',
-      stderr: '',
-      isTTY: false,
-      out: (s: string) => {
-        io.stdout += s;
-      },
-      err: (s: string) => {
-        io.stderr += s;
-      },
-    };
-    return io;
-  }
-
   it('refuses --host 0.0.0.0 with no auth.keys: exit 2 and a message, no stack trace', async () => {
-    const io = capture();
+    const io = captureIo();
     const code = await main(['serve', '--host', '0.0.0.0', '--port', '0'], io);
     expect(code).toBe(2);
     expect(io.stderr).toMatch(/0\.0\.0\.0/);
@@ -322,13 +293,13 @@ describe('toolgraph serve', () => {
   });
 
   it.each([['::'], ['192.168.1.10']])('refuses --host %s with no keys too', async (host) => {
-    const io = capture();
+    const io = captureIo();
     expect(await main(['serve', '--host', host, '--port', '0'], io)).toBe(2);
     expect(io.stderr).toContain(host);
   });
 
   it('a bad --port is exit 2 with a message', async () => {
-    const io = capture();
+    const io = captureIo();
     expect(await main(['serve', '--port', 'abc'], io)).toBe(2);
     expect(io.stderr).toMatch(/--port/);
   });

@@ -5,21 +5,17 @@
  * request for deterministic timing.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { catalogYaml, closeAll, sse, startApi, type Api, type SseEvent } from '../helpers/server.js';
-import { ToolServer } from '../helpers/toolserver.js';
+import { catalogYaml, closeAll, sse, startApi, startToolApi, type Api, type SseEvent } from '../helpers/server.js';
+import type { ToolServer } from '../helpers/toolserver.js';
 
 let ts: ToolServer;
 let api: Api;
 
 beforeEach(async () => {
-  ts = await ToolServer.start();
-  api = await startApi({ yaml: catalogYaml(ts) });
+  ({ ts, api } = await startToolApi());
 });
 
-afterEach(async () => {
-  await closeAll();
-  await ts.close();
-});
+afterEach(closeAll);
 
 const BATCH = {
   calls: [

@@ -4,26 +4,17 @@
  * its replanContext, new calls that reference an earlier output, superseded waiters).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { catalogYaml, closeAll, sse, startApi, type Api } from '../helpers/server.js';
-import { ToolServer } from '../helpers/toolserver.js';
+import { closeAll, expectApiError as expectError, sse, startApi, startToolApi, type Api } from '../helpers/server.js';
+import type { ToolServer } from '../helpers/toolserver.js';
 
 let ts: ToolServer;
 let api: Api;
 
 beforeEach(async () => {
-  ts = await ToolServer.start();
-  api = await startApi({ yaml: catalogYaml(ts) });
+  ({ ts, api } = await startToolApi());
 });
 
-afterEach(async () => {
-  await closeAll();
-  await ts.close();
-});
-
-function expectError(res: { status: number; body: any }, status: number, code: string): void {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.body).toMatchObject({ error: { code, message: expect.any(String) } });
-}
+afterEach(closeAll);
 
 describe('reviews', () => {
   /** A run whose `launch` call waits for review, after a `work` call it does not depend on. */

@@ -4,21 +4,17 @@
  * others fail `interrupted` — and pending reviews and needs_replan runs can still be acted on.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { catalogYaml, closeAll, startApi, type Api } from '../helpers/server.js';
-import { ToolServer } from '../helpers/toolserver.js';
+import { closeAll, startToolApi, type Api } from '../helpers/server.js';
+import type { ToolServer } from '../helpers/toolserver.js';
 
 let ts: ToolServer;
 let api: Api;
 
 beforeEach(async () => {
-  ts = await ToolServer.start();
-  api = await startApi({ yaml: catalogYaml(ts) });
+  ({ ts, api } = await startToolApi());
 });
 
-afterEach(async () => {
-  await closeAll();
-  await ts.close();
-});
+afterEach(closeAll);
 
 describe('restart', () => {
   it('running calls: an idempotent one runs again, another fails interrupted; the run then ends by its mode', async () => {

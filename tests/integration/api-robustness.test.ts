@@ -5,21 +5,15 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { catalogYaml, closeAll, startApi, type Api, type ApiResponse } from '../helpers/server.js';
-import { ToolServer } from '../helpers/toolserver.js';
+import { closeAll, startToolApi, type Api, type ApiResponse } from '../helpers/server.js';
 
-let ts: ToolServer;
 let api: Api;
 
 beforeAll(async () => {
-  ts = await ToolServer.start();
-  api = await startApi({ yaml: catalogYaml(ts) });
+  ({ api } = await startToolApi());
 });
 
-afterAll(async () => {
-  await closeAll();
-  await ts.close();
-});
+afterAll(closeAll);
 
 function expectClientError(res: ApiResponse, what: string): void {
   expect(res.status, `${what} → ${res.status} ${res.text.slice(0, 300)}`).toBeGreaterThanOrEqual(400);

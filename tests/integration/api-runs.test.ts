@@ -4,28 +4,17 @@
  * order.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { catalogYaml, closeAll, startApi, type Api } from '../helpers/server.js';
-import { ToolServer } from '../helpers/toolserver.js';
+import { closeAll, expectApiError as expectError, reopen, startToolApi, type Api } from '../helpers/server.js';
+import type { ToolServer } from '../helpers/toolserver.js';
 
 let ts: ToolServer;
 let api: Api;
 
 beforeEach(async () => {
-  ts = await ToolServer.start();
-  api = await startApi({ yaml: catalogYaml(ts) });
+  ({ ts, api } = await startToolApi());
 });
 
-afterEach(async () => {
-  await closeAll();
-  await ts.close();
-});
-
-/** `{ error: { code, message } }` with a string message, and the status. */
-function expectError(res: { status: number; body: any }, status: number, code: string): void {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.body).toMatchObject({ error: { code, message: expect.any(String) } });
-  expect(res.body.error.message.length).toBeGreaterThan(0);
-}
+afterEach(closeAll);
 
 function nested(depth: number): Record<string, unknown> {
   // depth 1 is `{}`; each level wraps the previous one in `{ a: … }`.
@@ -334,21 +323,13 @@ describe('GET /v1/runs/{id} and its graph', () => {
   it('a run reads the same after a restart (from the SQLite file)', async () => {
     const { body } = await api.post('/v1/runs', { calls: [{ id: 'c1', tool: 'echo', args: { a: 1 } }], waitMs: 10_000 });
     expect(body.status).toBe('succeeded');
-    const { openSqliteStore } = await import('../../src/store/sqlite.js');
-    const { Service } = await import('../../src/api/service.js');
-    const { buildServer } = await import('../../src/api/server.js');
-    const store2 = openSqliteStore(api.dbFile);
-    const service2 = new Service({ config: api.config, store: store2 });
-    service2.recover();
-    const app2 = buildServer({ service: service2 });
+    const second = reopen(api);
     try {
-      const res = await app2.inject({ method: 'GET', url: `/v1/runs/${body.id}` });
+      const res = await second.app.inject({ method: 'GET', url: `/v1/runs/${body.id}` });
       expect(res.statusCode).toBe(200);
       expect(res.json()).toEqual(body);
     } finally {
-      await app2.close();
-      await service2.engine.close();
-      store2.close();
+      await second.close();
     }
   });
 

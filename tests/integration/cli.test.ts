@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { main } from '../../src/cli/main.js';
+import { runCli } from '../helpers/cli.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-cli-'));
 const file = (name: string, text: string) => {
@@ -19,12 +19,7 @@ const file = (name: string, text: string) => {
   return p;
 };
 
-async function cli(...argv: string[]) {
-  let out = '';
-  let err = '';
-  const code = await main(argv, { out: (s) => void (out += s), err: (s) => void (err += s), isTTY: false });
-  return { code, out, err };
-}
+const cli = (...argv: string[]) => runCli(argv);
 
 const GOOD = file(
   'good.json',

@@ -8,26 +8,16 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main, type Io } from '../../src/cli/main.js';
 import type { Config } from '../../src/config/types.js';
 import { EXAMPLE_CONFIG, EXAMPLES, exampleConfig, generateExamples, startToolServer } from '../../src/replay/examples.js';
 import { recordLive, type LiveBatch, type LiveScript } from '../../src/replay/live.js';
 import type { Recording } from '../../src/replay/recording.js';
+import { runCli } from '../helpers/cli.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-replay-rt-'));
 
-function capture(): { io: Io; out: () => string; err: () => string } {
-  let out = '';
-  let err = '';
-  return { io: { out: (s) => void (out += s), err: (s) => void (err += s), isTTY: false }, out: () => out, err: () => err };
-}
-
-async function replay(...args: string[]) {
-  const c = capture();
-  const code = await main(['replay', ...args], c.io);
-  return { code, out: c.out(), err: c.err() };
-}
+const replay = (...args: string[]) => runCli(['replay', ...args]);
 
 let server: Awaited<ReturnType<typeof startToolServer>>;
 let config: Config;
@@ -167,11 +157,10 @@ describe('the example recordings', () => {
   });
 
   it('on a terminal, a corpus shows a progress bar on stderr, cleared at the end', async () => {
-    const c = capture();
-    const code = await main(['replay', path.join(ROOT, 'examples/recordings')], { ...c.io, isTTY: true });
-    expect(code).toBe(0);
-    expect(c.err()).toMatch(/^\r\x1b\[K\[\.{30}\] 0\/\d+ \S+\.json/);
-    expect(c.err()).toMatch(/\r\x1b\[K\[#+\.*\] \d+\/\d+ \S+\.json\r\x1b\[K$/);
+    const c = await runCli(['replay', path.join(ROOT, 'examples/recordings')], true);
+    expect(c.code).toBe(0);
+    expect(c.err).toMatch(/^\r\x1b\[K\[\.{30}\] 0\/\d+ \S+\.json/);
+    expect(c.err).toMatch(/\r\x1b\[K\[#+\.*\] \d+\/\d+ \S+\.json\r\x1b\[K$/);
   });
 
   it('freshly generated through the real Engine replay with exit 0 too', async () => {
@@ -193,8 +182,7 @@ describe('the example recordings', () => {
       { id: 'd', tool: 'deploy', args: { env: 'dev', name: 'web' } },
     ];
     writeFileSync(batch, JSON.stringify({ calls }));
-    const c = capture();
-    expect(await main(['run', batch, '--config', EXAMPLE_CONFIG, '--record', rec, '--approve'], c.io)).toBe(0);
+    expect((await runCli(['run', batch, '--config', EXAMPLE_CONFIG, '--record', rec, '--approve'])).code).toBe(0);
     expect(JSON.parse(readFileSync(rec, 'utf8'))).toMatchObject({ format: 'toolgraph.recording/v1', reviews: [{ callId: 'd', decision: 'approve' }] });
     const r = await replay(rec);
     expect(r.code).toBe(0);

@@ -11,6 +11,7 @@ import type { ExecuteRequest, ExecuteResult, Executor } from '../../src/executor
 import type { ToolManifest } from '../../src/core/tool.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { benchConfig } from '../../src/bench/workloads.js';
+import { untilTrue } from '../helpers/wait.js';
 
 /** Holds every attempt until `release`; reads the signal only then. */
 function heldExecutor() {
@@ -25,17 +26,12 @@ function heldExecutor() {
   return { executor, held };
 }
 
-const until = async (f: () => boolean) => {
-  for (let i = 0; i < 200 && !f(); i++) await new Promise((r) => setTimeout(r, 5));
-  expect(f()).toBe(true);
-};
-
 describe('the lazy signal of an attempt', () => {
   it('an abort before the executor reads the signal: the signal is born aborted, with the reason', async () => {
     const { executor, held } = heldExecutor();
     const engine = new Engine({ config: benchConfig(), sink: createMemoryStore(), executor });
     const view = engine.submit({ calls: [{ id: 'a', tool: 'echo', args: {} }] });
-    await until(() => held.length === 1);
+    await untilTrue(() => held.length === 1);
     const h = held[0]!;
     expect(h.request.aborted?.()).toBe(false);
     engine.cancel(view.id);
@@ -51,7 +47,7 @@ describe('the lazy signal of an attempt', () => {
     const { executor, held } = heldExecutor();
     const engine = new Engine({ config: benchConfig(), sink: createMemoryStore(), executor });
     const view = engine.submit({ calls: [{ id: 'a', tool: 'echo', args: {} }] });
-    await until(() => held.length === 1);
+    await untilTrue(() => held.length === 1);
     const signal = held[0]!.request.signal;
     let fired = 0;
     signal.addEventListener('abort', () => fired++);

@@ -17,6 +17,7 @@ import type { ExecuteRequest, ExecuteResult, Executor } from '../../src/executor
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { PendingAppend } from '../../src/store/types.js';
 import { benchConfig } from '../../src/bench/workloads.js';
+import { untilTrue } from '../helpers/wait.js';
 
 /** Commits each `appendAsync` batch 3 ms later (or at once, on `wait`), in order; several may be in flight. */
 class SlowSink implements EventSink {
@@ -100,11 +101,6 @@ function setup(limits: Parameters<typeof benchConfig>[0] = { tool: {}, maxCallsP
 }
 
 const echo = (id: string): CallInput => ({ id, tool: 'echo', args: {} });
-const until = async (f: () => boolean) => {
-  for (let i = 0; i < 200 && !f(); i++) await new Promise((r) => setTimeout(r, 5));
-  expect(f()).toBe(true);
-};
-
 describe('early starts of a grouped submission', () => {
   it('an idempotent call may start before its call.started is stored; a non-idempotent one never does', async () => {
     const { engine, startOf } = setup();
@@ -165,7 +161,7 @@ describe('early starts of a grouped submission', () => {
     // Nothing of the refused run anywhere.
     expect(engine.has('run_refused')).toBe(false);
     expect(sink.store.events('run_refused')).toEqual([]);
-    await until(() => engine.runningAttempts() === 0);
+    await untilTrue(() => engine.runningAttempts() === 0);
     expect(engine.activeRuns()).toBe(0);
     expect(engine.limitUsage().every((u) => u.used === 0)).toBe(true);
     // The read slot is free: a later read runs.
@@ -180,7 +176,7 @@ describe('early starts of a grouped submission', () => {
     engine.submit({ calls: [echo('e1')], idempotencyKey: 'k' });
     expect(() => engine.submit({ runId: 'run_refused', idempotencyKey: 'k', calls: [{ id: 'r1', tool: 'read', args: { path: '/a', ms: 0 } }] })).toThrow(/idempotency key/);
     expect(engine.has('run_refused')).toBe(false);
-    await until(() => engine.activeRuns() === 0);
+    await untilTrue(() => engine.activeRuns() === 0);
     expect(engine.limitUsage().every((u) => u.used === 0)).toBe(true);
     await engine.close();
   });

@@ -6,21 +6,15 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { main, type Io } from '../../src/cli/main.js';
 import type { Recording } from '../../src/replay/recording.js';
+import { runCli } from '../helpers/cli.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const EXAMPLES = path.join(ROOT, 'examples/recordings');
 const CONFIG_TEXT = readFileSync(path.join(EXAMPLES, 'config.yaml'), 'utf8');
 const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-replay-div-'));
 
-async function replay(...args: string[]) {
-  let out = '';
-  let err = '';
-  const io: Io = { out: (s) => void (out += s), err: (s) => void (err += s), isTTY: false };
-  const code = await main(['replay', ...args], io);
-  return { code, out, err };
-}
+const replay = (...args: string[]) => runCli(['replay', ...args]);
 
 function example(name: string): Recording {
   return JSON.parse(readFileSync(path.join(EXAMPLES, `${name}.json`), 'utf8')) as Recording;

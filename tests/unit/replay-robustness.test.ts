@@ -5,8 +5,8 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { main, type Io } from '../../src/cli/main.js';
 import { jsonErrorAt } from '../../src/replay/load.js';
+import { runCli } from '../helpers/cli.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const GOOD = path.join(ROOT, 'examples/recordings/deploy-approval.json');
@@ -14,12 +14,9 @@ const GOOD_TEXT = readFileSync(GOOD, 'utf8');
 const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-replay-bad-'));
 
 async function replay(...args: string[]) {
-  let out = '';
-  let err = '';
-  const io: Io = { out: (s) => void (out += s), err: (s) => void (err += s), isTTY: false };
-  const code = await main(['replay', ...args], io);
-  expect(err).not.toMatch(/\n\s+at \S/); // never a stack trace
-  return { code, out, err };
+  const r = await runCli(['replay', ...args]);
+  expect(r.err).not.toMatch(/\n\s+at \S/); // never a stack trace
+  return r;
 }
 
 function file(name: string, text: string): string {
