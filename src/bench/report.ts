@@ -40,7 +40,7 @@ shown beside baselines run in the same process).
 \`npm run bench\` (more seeds); add \`-- --out FILE.json\` for the figures as JSON, \`-- --only
 makespan|core|http\` for one part. Workloads, durations and small instances come from fixed seeds, so
 every run plans the same batches; only timings vary. Profile a part with \`node --cpu-prof
---cpu-prof-dir=prof bin/toolgraph.mjs bench --quick --only core\`, then \`npx tsx bench/hotspots.ts
+--cpu-prof-dir=prof bin/toolgraph.mjs bench --quick --only core\`, then \`npx tsx scripts/hotspots.ts
 prof/*.cpuprofile\`. Code: \`src/bench/\`; analysis and profiles of the missed targets: \`bench/ANALYSIS.md\`.
 `;
 }

@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/types.js';
-import { EXAMPLE_CONFIG, EXAMPLES, exampleConfig, generateExamples, startToolServer } from '../../src/replay/examples.js';
-import { recordLive, type LiveBatch, type LiveScript } from '../../src/replay/live.js';
+import { EXAMPLE_CONFIG, EXAMPLES, exampleConfig, generateExamples, startToolServer } from '../../scripts/example-recordings.js';
+import { recordLive, type LiveBatch, type LiveScript } from '../../scripts/record-live.js';
 import type { Recording } from '../../src/replay/recording.js';
 import { runCli } from '../helpers/cli.js';
 

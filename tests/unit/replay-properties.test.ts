@@ -1,4 +1,4 @@
-// Properties of replay over synthetic runs (src/replay/synthetic.ts: random batches with references,
+// Properties of replay over synthetic runs (src/bench/synthetic-recordings.ts: random batches with references,
 // hazards, limits, retries, reviews, compensations, fail-fast, cancels and replans, run by the real
 // Scheduler on the virtual clock). With no jitter in the recording, replay must reproduce it exactly —
 // even at tolerance 0 — and deterministically; a changed output or a removed attempt always shows.
@@ -9,7 +9,7 @@ import { compareRuns } from '../../src/replay/compare.js';
 import type { Recording } from '../../src/replay/recording.js';
 import { replayRecording } from '../../src/replay/replay.js';
 import { parseRecording } from '../../src/replay/schema.js';
-import { syntheticRecording } from '../../src/replay/synthetic.js';
+import { syntheticRecording } from '../../src/bench/synthetic-recordings.js';
 
 const ajv = createAjv();
 const seed = fc.integer({ min: 1, max: 2 ** 31 - 1 });

@@ -2,7 +2,7 @@
  * The cost of streaming a run one call per append (DESIGN §10), in the pure core: how the time per
  * append grows with the number of calls already in the run. It should stay flat (linear in total).
  *
- * The batch is the one of `bench/stream.ts`, a realistic mix: reads of distinct files, and every fourth
+ * The batch is the one of `eager-dispatch.ts`, a realistic mix: reads of distinct files, and every fourth
  * call a write that uses the previous read's output (a data edge) and writes a file an earlier call read
  * (a conflict). Two variants of it: `live`, where every reference names an earlier call (each call is
  * settled when it arrives), and `forward`, where every eighth call also refers to the call after it (it
@@ -16,12 +16,12 @@
  * calls ≈ 990 s (scheduler, one run); after, warm, 1000 calls 17 / 18 (cold, with the JIT: 119 / 136),
  * 10,000 calls 107 / 179, and the time per append stays flat up to 40,000 calls.
  *
- *   npx tsx bench/stream-append.ts [--n 1000,10000] [--repeat 5] [--variant live,forward] [--only planner|scheduler] [--no-warmup]
+ *   npx tsx src/bench/scripts/append-cost.ts [--n 1000,10000] [--repeat 5] [--variant live,forward] [--only planner|scheduler] [--no-warmup]
  */
-import type { CallInput } from '../src/core/calls.js';
-import { Scheduler } from '../src/core/scheduler.js';
-import { StreamPlanner } from '../src/core/stream-plan.js';
-import { parseConfig } from '../src/config/load.js';
+import type { CallInput } from '../../core/calls.js';
+import { Scheduler } from '../../core/scheduler.js';
+import { StreamPlanner } from '../../core/stream-plan.js';
+import { parseConfig } from '../../config/load.js';
 
 const CONFIG = parseConfig(
   `
@@ -52,7 +52,7 @@ defaults:
   timeoutMs: 60000
   failure: partial
 `,
-  'bench/stream-append.ts',
+  'src/bench/scripts/append-cost.ts',
 );
 
 function batch(n: number, forward: boolean): CallInput[] {

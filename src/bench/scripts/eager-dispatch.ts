@@ -15,13 +15,13 @@
  * engine with real timers and the builtin `sleep` executor for a smaller N, so it includes every real
  * cost (timers, executors, event handling) and the machine's noise.
  *
- *   npx tsx bench/stream.ts [--real-n 5] [--no-real]
+ *   npx tsx src/bench/scripts/eager-dispatch.ts [--real-n 5] [--no-real]
  */
-import type { CallInput } from '../src/core/calls.js';
-import { Scheduler } from '../src/core/scheduler.js';
-import { Simulation } from '../src/core/simulation.js';
-import { parseConfig } from '../src/config/load.js';
-import { Engine } from '../src/engine/engine.js';
+import type { CallInput } from '../../core/calls.js';
+import { Scheduler } from '../../core/scheduler.js';
+import { Simulation } from '../../core/simulation.js';
+import { parseConfig } from '../../config/load.js';
+import { Engine } from '../../engine/engine.js';
 
 const EVERY_MS = 200;
 const TOOL_MS = 300;
@@ -48,7 +48,7 @@ defaults:
   timeoutMs: 60000
   failure: partial
 `,
-  'bench/stream.ts',
+  'src/bench/scripts/eager-dispatch.ts',
 );
 
 /** N calls: reads of distinct files; every fourth a write that uses the read before it and overwrites the file read three calls earlier. */

@@ -3,7 +3,7 @@
  * Engine under `examples/recordings/config.yaml`: builtin tools, plus two http tools served here by a
  * small test server (a search that fails its first attempts, so retries are real; a fetch that 404s).
  *
- * Run: `npx tsx src/replay/examples.ts [OUT_DIR]` (default examples/recordings). The tests call
+ * Run: `npx tsx scripts/example-recordings.ts [OUT_DIR]` (default examples/recordings). The tests call
  * `generateExamples` into a temporary directory and replay the fresh recordings too.
  */
 import { writeFileSync, readFileSync, mkdirSync } from 'node:fs';
@@ -11,11 +11,11 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { parseConfig } from '../config/load.js';
-import type { Config } from '../config/types.js';
-import { recordLive, type LiveBatch, type LiveScript } from './live.js';
+import { parseConfig } from '../src/config/load.js';
+import type { Config } from '../src/config/types.js';
+import { recordLive, type LiveBatch, type LiveScript } from './record-live.js';
 
-export const EXAMPLES_DIR = fileURLToPath(new URL('../../examples/recordings/', import.meta.url));
+export const EXAMPLES_DIR = fileURLToPath(new URL('../examples/recordings/', import.meta.url));
 export const EXAMPLE_CONFIG = path.join(EXAMPLES_DIR, 'config.yaml');
 /** The port the example config's http tools name. */
 export const EXAMPLE_PORT = 47651;

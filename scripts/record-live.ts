@@ -2,16 +2,16 @@
  * Recording a real run: a batch goes through the live Engine (real executors, real clock), with the
  * human side scripted — reviews decided after a delay, a cancel after some time, replans appended when
  * the run needs one — and the run's event log becomes a recording (`recordingOf`). Used by the example
- * generator (examples.ts) and by the round-trip tests; nothing here is simulated.
+ * generator (example-recordings.ts) and by the round-trip tests; nothing here is simulated.
  */
-import type { CallInput } from '../core/calls.js';
-import type { RunEvent } from '../core/events.js';
-import type { ReviewDecision } from '../core/scheduler.js';
-import type { FailureMode } from '../core/tool.js';
-import type { RunView } from '../core/view.js';
-import type { Config } from '../config/types.js';
-import { Engine } from '../engine/engine.js';
-import { recordingOf, type Recording } from './recording.js';
+import type { CallInput } from '../src/core/calls.js';
+import type { RunEvent } from '../src/core/events.js';
+import type { ReviewDecision } from '../src/core/scheduler.js';
+import type { FailureMode } from '../src/core/tool.js';
+import type { RunView } from '../src/core/view.js';
+import type { Config } from '../src/config/types.js';
+import { Engine } from '../src/engine/engine.js';
+import { recordingOf, type Recording } from '../src/replay/recording.js';
 
 export interface LiveBatch {
   runId?: string;

@@ -14,7 +14,7 @@ import { Scheduler, type StartAttempt } from '../core/scheduler.js';
 import { Simulation, type SimulatedAttempt } from '../core/simulation.js';
 import type { FailureMode, Limits, Policy, ToolManifest } from '../core/tool.js';
 import { createAjv, createCatalog } from '../config/catalog.js';
-import { recordingOf, type Recording, type RecordingConfig } from './recording.js';
+import { recordingOf, type Recording, type RecordingConfig } from '../replay/recording.js';
 import { rng } from '../core/random.js';
 
 

@@ -1,22 +1,22 @@
 /**
  * Replay benchmark: how many recordings per second `toolgraph replay` checks.
  *
- * The corpus: N synthetic recordings (src/replay/synthetic.ts: 3–16 calls each with references, file
- * hazards, limits, retries, reviews, compensations, fail-fast, cancels and replans), made by the real
+ * The corpus: N synthetic recordings (../synthetic-recordings.ts: 3–16 calls each with references,
+ * file hazards, limits, retries, reviews, compensations, fail-fast, cancels and replans), made by the real
  * Scheduler on the virtual clock from fixed seeds and written as JSON files to a temporary directory.
  * Two figures: replaying parsed recordings in process (replay + compare), and the whole command
  * (`main(['replay', DIR])`: read, validate with zod, replay, compare, report). Every recording must match.
  *
- * Run: `npx tsx bench/replay.ts [N]` (default 1000).
+ * Run: `npm run bench:replay [-- N]` (`npx tsx src/bench/scripts/replay-rate.ts [N]`; default 1000).
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { main } from '../src/cli/main.js';
-import { createAjv } from '../src/config/catalog.js';
-import { checkRecording } from '../src/replay/check.js';
-import type { Recording } from '../src/replay/recording.js';
-import { syntheticRecording } from '../src/replay/synthetic.js';
+import { main } from '../../cli/main.js';
+import { createAjv } from '../../config/catalog.js';
+import { checkRecording } from '../../replay/check.js';
+import type { Recording } from '../../replay/recording.js';
+import { syntheticRecording } from '../synthetic-recordings.js';
 
 const n = Number(process.argv[2] ?? 1000);
 const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-bench-replay-'));

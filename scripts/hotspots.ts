@@ -3,7 +3,7 @@
  * time per source file, so a missed benchmark target can name its hot spots.
  *
  *   node --cpu-prof --cpu-prof-dir=/tmp/prof bin/toolgraph.mjs bench --quick --only core
- *   npx tsx bench/hotspots.ts /tmp/prof/CPU.*.cpuprofile [--top 25] [--filter src/]
+ *   npx tsx scripts/hotspots.ts /tmp/prof/CPU.*.cpuprofile [--top 25] [--filter src/]
  *
  * `--filter` keeps only the samples whose stack contains a frame from a matching URL (say, the scheduler
  * part of a profile), and adds an "inclusive" column: time with such a function anywhere on the stack.
@@ -39,7 +39,7 @@ const opt = (name: string) => {
 const top = Number(opt('--top') ?? 25);
 const filter = opt('--filter');
 if (files.length === 0) {
-  console.error('usage: tsx bench/hotspots.ts PROFILE.cpuprofile [--top N] [--filter URL_PART]');
+  console.error('usage: tsx scripts/hotspots.ts PROFILE.cpuprofile [--top N] [--filter URL_PART]');
   process.exit(2);
 }
 
