@@ -125,7 +125,7 @@ suite('dashboard (browser)', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/text\/html/);
     expect(res.headers.get('content-security-policy')).toContain("script-src 'self'");
-    for (const asset of ['app.js', 'api.js', 'graph.js', 'timeline.js', 'model.js', 'util.js', 'style.css', 'favicon.svg']) {
+    for (const asset of ['app.js', 'api.js', 'graph.js', 'timeline.js', 'model.js', 'util.js', 'style.css', 'favicon.svg', 'pages/run.js', 'panels/graph-panel.js']) {
       const r = await fetch(`${server.url}/assets/${asset}`);
       expect(r.status, asset).toBe(200);
     }
