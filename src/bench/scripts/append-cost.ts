@@ -2,7 +2,7 @@
  * The cost of streaming a run one call per append (DESIGN §10), in the pure core: how the time per
  * append grows with the number of calls already in the run. It should stay flat (linear in total).
  *
- * The batch is the one of `eager-dispatch.ts`, a realistic mix: reads of distinct files, and every fourth
+ * The batch is `streamedBatch` (streamed-batch.ts), a realistic mix: reads of distinct files, and every fourth
  * call a write that uses the previous read's output (a data edge) and writes a file an earlier call read
  * (a conflict). Two variants of it: `live`, where every reference names an earlier call (each call is
  * settled when it arrives), and `forward`, where every eighth call also refers to the call after it (it
@@ -21,49 +21,7 @@
 import type { CallInput } from '../../core/calls.js';
 import { Scheduler } from '../../core/scheduler.js';
 import { StreamPlanner } from '../../core/stream-plan.js';
-import { parseConfig } from '../../config/load.js';
-
-const CONFIG = parseConfig(
-  `
-tools:
-  - name: read_file
-    input: { type: object, properties: { path: { type: string }, ms: { type: integer } }, required: [path, ms] }
-    reads: ["file:{path}"]
-    writes: []
-    risk: read
-    idempotent: true
-    executor: { kind: builtin, name: sleep }
-  - name: write_file
-    input: { type: object, properties: { path: { type: string }, content: {}, ms: { type: integer } }, required: [path, content, ms] }
-    reads: []
-    writes: ["file:{path}"]
-    executor: { kind: builtin, name: sleep }
-  - name: summarize
-    input: { type: object }
-    reads: []
-    writes: []
-    risk: read
-    executor: { kind: builtin, name: echo }
-limits:
-  global: 16
-  perRun: 8
-  maxCallsPerRun: 1000000
-defaults:
-  timeoutMs: 60000
-  failure: partial
-`,
-  'src/bench/scripts/append-cost.ts',
-);
-
-function batch(n: number, forward: boolean): CallInput[] {
-  return Array.from({ length: n }, (_, i): CallInput => {
-    const id = `c${i}`;
-    if (forward && i % 64 === 63) return { id, tool: 'summarize', args: { of: '${write_file.output}' } };
-    if (i % 4 === 3) return { id, tool: 'write_file', args: { path: `/repo/f${i - 3}.txt`, content: `\${c${i - 1}.output.ms}`, ms: 300 } };
-    const next = forward && i % 8 === 0 && i + 1 < n ? { after: `\${c${i + 1}.output.ms}` } : {};
-    return { id, tool: 'read_file', args: { path: `/repo/f${i}.txt`, ms: 300, ...next } };
-  });
-}
+import { STREAM_CONFIG as CONFIG, streamedBatch } from './streamed-batch.js';
 
 function planner(calls: CallInput[]): number {
   const t0 = performance.now();
@@ -101,15 +59,15 @@ const only = arg('only', 'both');
 if (!process.argv.includes('--no-warmup')) {
   for (let k = 0; k < 8; k++) {
     for (const forward of [false, true]) {
-      planner(batch(1000, forward));
-      scheduler(batch(1000, forward));
+      planner(streamedBatch(1000, forward));
+      scheduler(streamedBatch(1000, forward));
     }
   }
 }
 console.log('calls   variant  planner ms  scheduler ms  (median of', repeat, 'runs, one call per append, then seal)');
 for (const n of sizes) {
   for (const forward of variants.map((v) => v === 'forward')) {
-    const calls = batch(n, forward);
+    const calls = streamedBatch(n, forward);
     // Big runs before the fix take seconds to minutes: fewer repeats there.
     const reps = n > 5000 && repeat > 1 ? Math.max(1, Math.floor(repeat / 2)) : repeat;
     const p: number[] = [];

@@ -20,45 +20,10 @@
 import type { CallInput } from '../../core/calls.js';
 import { Scheduler } from '../../core/scheduler.js';
 import { Simulation } from '../../core/simulation.js';
-import { parseConfig } from '../../config/load.js';
 import { Engine } from '../../engine/engine.js';
+import { STREAM_CONFIG as CONFIG, streamedBatch, TOOL_MS } from './streamed-batch.js';
 
 const EVERY_MS = 200;
-const TOOL_MS = 300;
-
-const CONFIG = parseConfig(
-  `
-tools:
-  - name: read_file
-    input: { type: object, properties: { path: { type: string }, ms: { type: integer } }, required: [path, ms] }
-    reads: ["file:{path}"]
-    writes: []
-    risk: read
-    idempotent: true
-    executor: { kind: builtin, name: sleep }
-  - name: write_file
-    input: { type: object, properties: { path: { type: string }, content: {}, ms: { type: integer } }, required: [path, content, ms] }
-    reads: []
-    writes: ["file:{path}"]
-    executor: { kind: builtin, name: sleep }
-limits:
-  global: 16
-  perRun: 8
-defaults:
-  timeoutMs: 60000
-  failure: partial
-`,
-  'src/bench/scripts/eager-dispatch.ts',
-);
-
-/** N calls: reads of distinct files; every fourth a write that uses the read before it and overwrites the file read three calls earlier. */
-function batch(n: number): CallInput[] {
-  return Array.from({ length: n }, (_, i): CallInput => {
-    const id = `c${i}`;
-    if (i % 4 === 3) return { id, tool: 'write_file', args: { path: `/repo/f${i - 3}.txt`, content: `\${c${i - 1}.output.ms}`, ms: TOOL_MS } };
-    return { id, tool: 'read_file', args: { path: `/repo/f${i}.txt`, ms: TOOL_MS } };
-  });
-}
 
 const arrival = (i: number) => EVERY_MS * (i + 1);
 
@@ -97,7 +62,7 @@ console.log('## Virtual clock (exact)\n');
 console.log(row(['N', 'writes', 'last call complete', 'streamed: last result', 'batch: last result', 'tail after the last call (streamed / batch)', 'saving', 'status']));
 console.log(row(['---:', '---:', '---:', '---:', '---:', '---:', '---:', '---']));
 for (const n of [5, 10, 20]) {
-  const calls = batch(n);
+  const calls = streamedBatch(n);
   const st = simulate(calls, true);
   const bt = simulate(calls, false);
   if (st.status !== 'succeeded' || bt.status !== 'succeeded') throw new Error(`N=${n}: ${st.status} / ${bt.status}`);
@@ -148,7 +113,7 @@ if (!argv.includes('--no-real')) {
   console.log(`\n## Real engine, real timers (builtin sleep executor), N = ${REAL_N}, 3 rounds\n`);
   console.log(row(['round', 'last call complete', 'streamed: last result', 'batch: last result', 'saving']));
   console.log(row(['---:', '---:', '---:', '---:', '---:']));
-  const calls = batch(REAL_N);
+  const calls = streamedBatch(REAL_N);
   const ideal = { streamed: simulate(calls, true).endMs, batch: simulate(calls, false).endMs };
   for (let round = 1; round <= 3; round++) {
     const st = await realRun(calls, true);
