@@ -5,7 +5,7 @@
 import type { CoreResult } from './core.js';
 import type { HttpResult } from './http.js';
 import type { FamilySummary, Target } from './summary.js';
-import { fmt, fmtSpread } from './util.js';
+import { fmt, fmtSpread } from './stats.js';
 import { LIMITS, MAX_MS, MIN_MS } from './workloads.js';
 
 export interface ReportMeta {

@@ -9,7 +9,7 @@ import { clairvoyantMakespan, laneMakespan, tightBound } from '../../src/bench/b
 import { instanceOf, lowerBound, violations, type Instance } from '../../src/bench/instance.js';
 import { decomposedOptimum, optimum } from '../../src/bench/optimum.js';
 import { PRESETS, runSuite } from '../../src/bench/suite.js';
-import { runVirtual } from '../../src/bench/toolgraph.js';
+import { runVirtual } from '../../src/bench/run-toolgraph.js';
 import { benchConfig, FAMILIES, LIMITS, workload } from '../../src/bench/workloads.js';
 import { main } from '../../src/cli/main.js';
 
