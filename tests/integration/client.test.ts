@@ -1,11 +1,11 @@
 /**
  * The typed client against a real server (in process, SQLite, 127.0.0.1:0): submit and wait, event
  * streams that resume by themselves when the connection is cut, and 429 answers retried after
- * Retry-After.
+ * Retry-After (the run that fills the tenant's slot holds its call at a ToolServer until released).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ToolgraphClient, ToolgraphError, type RunEvent } from '../../src/client/index.js';
-import { closeAll, startApi } from '../helpers/server.js';
+import { closeAll, startApi, startToolApi } from '../helpers/server.js';
 
 const YAML = `
 tools:
@@ -73,26 +73,41 @@ describe('ToolgraphClient', () => {
   });
 
   it('retries a 429 after Retry-After, then succeeds once the tenant has room', async () => {
-    const api = await startApi({ yaml: YAML });
-    const tg = new ToolgraphClient({ baseUrl: api.url });
-    const first = await tg.submit({ calls: [{ id: 'hold', tool: 'sleep', args: { ms: 400 } }] });
+    const { ts, api } = await startToolApi({ limits: '{ maxActiveRunsPerTenant: 1 }' });
+    // The first run holds its call at the tool server until the client has been refused once.
+    const answers: number[] = [];
+    let onAnswer = (_status: number) => {};
+    const watched: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      answers.push(res.status);
+      onAnswer(res.status);
+      return res;
+    };
+    const tg = new ToolgraphClient({ baseUrl: api.url, fetch: watched });
+    const first = await tg.submit({ calls: [{ id: 'hold', tool: 'work', args: { hold: true } }] });
     expect(first.status).toBe('running');
+    const held = await ts.call('hold', first.id);
     // The raw API refuses a second active run now...
     const refused = await api.post('/v1/runs', { calls: [{ id: 'b', tool: 'echo' }] });
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toBe('1');
-    // ...and the client waits as told and gets through.
+    // ...and the client waits as told and gets through once the first run has ended.
+    answers.length = 0;
+    onAnswer = (status) => {
+      if (status === 429 && !held.answered) held.respond();
+    };
     const t0 = Date.now();
     const second = await tg.submit({ calls: [{ id: 'b', tool: 'echo' }] }, { wait: true });
     expect(second.status).toBe('succeeded');
+    expect(answers[0]).toBe(429);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
     expect((await tg.get(first.id)).status).toBe('succeeded');
   });
 
   it('gives up on 429 after maxRetries', async () => {
-    const api = await startApi({ yaml: YAML });
+    const { api } = await startToolApi({ limits: '{ maxActiveRunsPerTenant: 1 }' });
     const tg = new ToolgraphClient({ baseUrl: api.url, maxRetries: 0 });
-    await tg.submit({ calls: [{ id: 'hold', tool: 'sleep', args: { ms: 300 } }] });
+    await tg.submit({ calls: [{ id: 'hold', tool: 'work', args: { hold: true } }] });
     await expect(tg.submit({ calls: [{ id: 'b', tool: 'echo' }] })).rejects.toMatchObject({ status: 429, code: 'too_many_runs' });
   });
 });
