@@ -3,7 +3,7 @@
  * the server is in open development mode: every request acts as an operator, for the body's tenant.
  */
 import { timingSafeEqual } from 'node:crypto';
-import type { AuthKey, Role } from '../config/types.js';
+import type { AuthKey, Role } from '../contract/config.js';
 import { ApiError } from './errors.js';
 
 export interface Principal {

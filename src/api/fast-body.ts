@@ -8,7 +8,7 @@
  */
 import type { CallInput } from '../core/calls.js';
 import { FAILURE_MODES, type FailureMode } from '../core/tool.js';
-import { CALL_ID, depthOf, MAX_ARGS_DEPTH, MAX_WAIT_MS, TENANT } from './schemas.js';
+import { CALL_ID, depthOf, MAX_ARGS_DEPTH, MAX_WAIT_MS, TENANT } from '../contract/batch.js';
 
 export interface FastSubmitBody {
   calls: CallInput[];

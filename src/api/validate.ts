@@ -1,7 +1,7 @@
 /** Parsing request parts with zod: a failure is a 400 whose message names each bad field. */
 import type { z } from 'zod';
 import { ApiError } from './errors.js';
-import { formatIssues } from './schemas.js';
+import { formatIssues } from '../contract/issues.js';
 
 export function parse<S extends z.ZodType>(schema: S, value: unknown, what: string): z.infer<S> {
   const r = schema.safeParse(value);

@@ -17,7 +17,7 @@ import { expandPaths } from '../replay/load.js';
 import { jsonReport, junitXml, resultText, summaryTable, totalsLine, totalsOf } from '../replay/report.js';
 import { RecordingError } from '../replay/schema.js';
 import { readConfig, UsageError } from './input.js';
-import { parseOptions, type Io } from './main.js';
+import { parseOptions, type Io } from './options.js';
 
 /** A progress bar redrawn in place on a terminal; nothing otherwise (the report says it all). */
 class Bar {

@@ -12,7 +12,7 @@ import type { RunView } from '../core/view.js';
 import { Engine } from '../engine/engine.js';
 import { recordingOf } from '../replay/recording.js';
 import { readBatch, readConfig, UsageError } from './input.js';
-import { parseOptions, type Io } from './main.js';
+import { parseOptions, type Io } from './options.js';
 import { progressLine, Progress, resultsTable } from './progress.js';
 
 export async function runCommand(args: string[], io: Io): Promise<number> {

@@ -5,16 +5,15 @@
  * more than a few MB pile up is disconnected (it can resume with Last-Event-ID) so it slows nobody.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { z } from 'zod';
 import type { RunEvent } from '../../core/events.js';
 import { iso } from '../../core/view.js';
 import { isEnded } from '../../engine/engine.js';
+import { EventsQuery } from '../../contract/requests.js';
+import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 import { openEventStream } from '../sse.js';
-import type { AppContext } from '../server.js';
 import { parse } from '../validate.js';
 
-const EventsQuery = z.strictObject({ from: z.coerce.number().int().min(0).optional() });
 const MAX_BUFFERED = 4 * 1024 * 1024;
 
 /** The wire form of an event: `at` as an ISO time. */

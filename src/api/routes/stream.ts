@@ -15,19 +15,17 @@
  * period to every client that may see it. A client that stops reading is disconnected.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { z } from 'zod';
 import { CALL_STATUSES, type CallStatus } from '../../core/calls.js';
 import type { RunEvent } from '../../core/events.js';
 import type { RunView } from '../../core/view.js';
 import { canSee, type Principal } from '../auth.js';
 import { ApiError } from '../errors.js';
 import { openEventStream } from '../sse.js';
-import { TenantSchema } from '../schemas.js';
-import type { AppContext } from '../server.js';
+import { StreamQuery } from '../../contract/requests.js';
+import type { AppContext } from '../context.js';
 import type { Service } from '../service.js';
 import { parse } from '../validate.js';
 
-const StreamQuery = z.strictObject({ tenant: TenantSchema.optional() });
 /** At most this often per run (ms): 4 updates per second. */
 const RUN_INTERVAL_MS = 250;
 const COUNTS_INTERVAL_MS = 500;
