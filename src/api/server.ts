@@ -12,7 +12,7 @@ import { createMetrics } from './metrics.js';
 import { metaRoutes } from './routes/meta.js';
 import { reviewRoutes } from './routes/reviews.js';
 import { runRoutes } from './routes/runs.js';
-import { streamRoutes } from './routes/stream.js';
+import { runFeedRoutes } from './routes/run-feed.js';
 import { toolRoutes } from './routes/tools.js';
 import type { Service } from './service.js';
 
@@ -152,7 +152,7 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
   runRoutes(app, ctx);
   reviewRoutes(app, ctx);
   toolRoutes(app, ctx);
-  streamRoutes(app, ctx);
+  runFeedRoutes(app, ctx);
   for (const plugin of opts.plugins ?? []) plugin(app, opts.service);
   return app;
 }

@@ -24,7 +24,7 @@ export interface ServiceOptions {
 }
 
 /** Ended runs read back from the store, most recent first out. */
-class ViewCache {
+class EndedRunCache {
   private readonly map = new Map<string, RunProjection>();
 
   constructor(private readonly size: number) {}
@@ -48,7 +48,7 @@ export class Service {
   readonly config: Config;
   readonly store: Store;
   readonly engine: Engine;
-  private readonly cache = new ViewCache(200);
+  private readonly cache = new EndedRunCache(200);
   /**
    * Idempotency keys of submissions waiting for their group commit, and the run each will be: the
    * store cannot know these runs yet, and a repeat of the key must get the same run, not a second one.

@@ -23,7 +23,7 @@ Without --config, a demo catalog of builtin tools is used.`;
 
 type Command = (args: string[], io: Io) => Promise<number>;
 
-async function lazy(module: string, name: string): Promise<Command> {
+async function loadCommand(module: string, name: string): Promise<Command> {
   const m = (await import(module)) as Record<string, Command>;
   return m[name] as Command;
 }
@@ -31,9 +31,9 @@ async function lazy(module: string, name: string): Promise<Command> {
 const COMMANDS: Record<string, () => Promise<Command>> = {
   plan: async () => planCommand,
   run: async () => runCommand,
-  serve: () => lazy('./serve.js', 'serveCommand'),
-  replay: () => lazy('./replay.js', 'replayCommand'),
-  bench: () => lazy('./bench.js', 'benchCommand'),
+  serve: () => loadCommand('./serve.js', 'serveCommand'),
+  replay: () => loadCommand('./replay.js', 'replayCommand'),
+  bench: () => loadCommand('./bench.js', 'benchCommand'),
 };
 
 export async function main(argv: string[], io: Io = defaultIo): Promise<number> {

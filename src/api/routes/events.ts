@@ -12,7 +12,7 @@ import { EventsQuery } from '../../contract/requests.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 import { openEventStream } from '../sse.js';
-import { parse } from '../validate.js';
+import { parseRequestPart } from '../request-part.js';
 
 const MAX_BUFFERED = 4 * 1024 * 1024;
 
@@ -21,8 +21,8 @@ export function eventJson(e: RunEvent) {
   return { seq: e.seq, type: e.type, runId: e.runId, ...(e.callId !== undefined ? { callId: e.callId } : {}), at: iso(e.at), data: e.data };
 }
 
-export async function eventStream(ctx: AppContext, req: FastifyRequest, reply: FastifyReply, runId: string): Promise<void> {
-  const { from } = parse(EventsQuery, req.query, 'query');
+export async function serveRunEvents(ctx: AppContext, req: FastifyRequest, reply: FastifyReply, runId: string): Promise<void> {
+  const { from } = parseRequestPart(EventsQuery, req.query, 'query');
   const header = req.headers['last-event-id'];
   let after = from ?? 0;
   if (header !== undefined) {

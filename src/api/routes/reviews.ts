@@ -4,13 +4,13 @@ import { ReviewBodySchema, ReviewIdParams, ReviewsQuery } from '../../contract/r
 import { requireOperator } from '../auth.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
-import { parse } from '../validate.js';
+import { parseRequestPart } from '../request-part.js';
 
 export function reviewRoutes(app: FastifyInstance, ctx: AppContext): void {
   const { service } = ctx;
 
   app.get('/v1/reviews', async (req) => {
-    const q = parse(ReviewsQuery, req.query, 'query');
+    const q = parseRequestPart(ReviewsQuery, req.query, 'query');
     const p = req.principal;
     const items = service.store.reviews({
       status: q.status,
@@ -35,8 +35,8 @@ export function reviewRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   app.post('/v1/reviews/:id', async (req) => {
     requireOperator(req.principal);
-    const { id } = parse(ReviewIdParams, req.params, 'path');
-    const body = parse(ReviewBodySchema, req.body ?? {}, 'body');
+    const { id } = parseRequestPart(ReviewIdParams, req.params, 'path');
+    const body = parseRequestPart(ReviewBodySchema, req.body ?? {}, 'body');
     if (body.decision === 'edit' && !body.args) throw new ApiError('invalid_request', 'an edit needs args: the new args of the call');
     if (body.decision !== 'edit' && body.args) throw new ApiError('invalid_request', `args go with decision "edit", not "${body.decision}"`);
     return service.review(req.principal, id, {

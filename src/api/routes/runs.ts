@@ -22,8 +22,8 @@ import { ApiError } from '../errors.js';
 import { fastSubmitBody } from '../fast-body.js';
 import { anthropicMessages, openAiMessages } from '../formats.js';
 import { submissionOf } from '../submission.js';
-import { parse } from '../validate.js';
-import { eventStream } from './events.js';
+import { parseRequestPart } from '../request-part.js';
+import { serveRunEvents } from './events.js';
 
 export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
   const { service } = ctx;
@@ -31,23 +31,23 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.post('/v1/runs', async (req, reply) => {
     if (ctx.shuttingDown()) throw new ApiError('shutting_down', 'the server is shutting down');
     // The plain batch passes a hand-written check (fast-body.ts); anything else goes to zod.
-    const body: SubmitBody = fastSubmitBody(req.body) ?? parse(SubmitBodySchema, req.body ?? {}, 'body');
+    const body: SubmitBody = fastSubmitBody(req.body) ?? parseRequestPart(SubmitBodySchema, req.body ?? {}, 'body');
     const rawKey = req.headers['idempotency-key'];
-    const key = rawKey === undefined ? undefined : parse(IdempotencyKeyHeader, rawKey, 'Idempotency-Key header');
+    const key = rawKey === undefined ? undefined : parseRequestPart(IdempotencyKeyHeader, rawKey, 'Idempotency-Key header');
     const { run, created } = await service.submitGrouped(req.principal, submissionOf(req.principal, body, key));
     const view = body.waitMs ? await service.wait(req.principal, run.id, body.waitMs) : run;
     return reply.status(created ? 201 : 200).send(view);
   });
 
   app.post('/v1/plan', async (req) => {
-    const body = parse(PlanBodySchema, req.body ?? {}, 'body');
+    const body = parseRequestPart(PlanBodySchema, req.body ?? {}, 'body');
     const tenant = tenantFor(req.principal, body.tenant);
     const plan = buildPlan({ calls: body.calls, tenant, catalog: service.config.catalog, policy: service.config.policy });
     return planView(plan);
   });
 
   app.get('/v1/runs', async (req) => {
-    const q = parse(ListRunsQuery, req.query, 'query');
+    const q = parseRequestPart(ListRunsQuery, req.query, 'query');
     let tenant = q.tenant;
     if (req.principal.role === 'agent') {
       if (tenant !== undefined && tenant !== req.principal.tenant) throw new ApiError('forbidden', `this key cannot list runs of tenant ${tenant}`);
@@ -67,13 +67,13 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
   });
 
   app.get('/v1/runs/:id', async (req) => {
-    const { id } = parse(RunIdParams, req.params, 'path');
+    const { id } = parseRequestPart(RunIdParams, req.params, 'path');
     return service.view(req.principal, id);
   });
 
   app.get('/v1/runs/:id/graph', async (req, reply) => {
-    const { id } = parse(RunIdParams, req.params, 'path');
-    const { format } = parse(GraphQuery, req.query, 'query');
+    const { id } = parseRequestPart(RunIdParams, req.params, 'path');
+    const { format } = parseRequestPart(GraphQuery, req.query, 'query');
     const graph = service.projection(req.principal, id).graph();
     if (format === 'json') return graph;
     reply.type('text/plain; charset=utf-8');
@@ -81,41 +81,41 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
   });
 
   app.get('/v1/runs/:id/events', async (req, reply) => {
-    const { id } = parse(RunIdParams, req.params, 'path');
-    return eventStream(ctx, req, reply, id);
+    const { id } = parseRequestPart(RunIdParams, req.params, 'path');
+    return serveRunEvents(ctx, req, reply, id);
   });
 
   app.post('/v1/runs/:id/cancel', async (req, reply) => {
-    const { id } = parse(RunIdParams, req.params, 'path');
+    const { id } = parseRequestPart(RunIdParams, req.params, 'path');
     return reply.status(202).send(service.cancel(req.principal, id));
   });
 
   app.post('/v1/runs/:id/replan', async (req, reply) => {
-    const { id } = parse(RunIdParams, req.params, 'path');
-    const body = parse(ReplanBodySchema, req.body ?? {}, 'body');
+    const { id } = parseRequestPart(RunIdParams, req.params, 'path');
+    const body = parseRequestPart(ReplanBodySchema, req.body ?? {}, 'body');
     return reply.status(202).send(service.replan(req.principal, id, body.calls));
   });
 
   app.post('/v1/runs/:id/calls', async (req) => {
-    const { id } = parse(RunIdParams, req.params, 'path');
-    const body = parse(AppendBodySchema, req.body ?? {}, 'body');
+    const { id } = parseRequestPart(RunIdParams, req.params, 'path');
+    const body = parseRequestPart(AppendBodySchema, req.body ?? {}, 'body');
     return service.append(req.principal, id, body.calls);
   });
 
   app.post('/v1/runs/:id/seal', async (req) => {
-    const { id } = parse(RunIdParams, req.params, 'path');
+    const { id } = parseRequestPart(RunIdParams, req.params, 'path');
     return service.seal(req.principal, id);
   });
 
   app.get('/v1/runs/:id/messages', async (req) => {
-    const { id } = parse(RunIdParams, req.params, 'path');
-    const { format } = parse(MessagesQuery, req.query, 'query');
+    const { id } = parseRequestPart(RunIdParams, req.params, 'path');
+    const { format } = parseRequestPart(MessagesQuery, req.query, 'query');
     const view = service.view(req.principal, id);
     return format === 'openai' ? openAiMessages(view) : anthropicMessages(view);
   });
 
   app.get('/v1/runs/:id/recording', async (req) => {
-    const { id } = parse(RunIdParams, req.params, 'path');
+    const { id } = parseRequestPart(RunIdParams, req.params, 'path');
     return recordingOf(service.events(req.principal, id, 0), service.config);
   });
 }

@@ -5,7 +5,7 @@ import { InvokeBodySchema, ToolNameParams } from '../../contract/requests.js';
 import { tenantFor } from '../auth.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
-import { parse } from '../validate.js';
+import { parseRequestPart } from '../request-part.js';
 
 /** What the catalog shows of a tool: everything but executor secrets (header values). */
 export function publicTool(t: ToolManifest) {
@@ -20,10 +20,10 @@ export function toolRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   app.post('/v1/tools/:name/invoke', async (req) => {
     if (ctx.shuttingDown()) throw new ApiError('shutting_down', 'the server is shutting down');
-    const { name } = parse(ToolNameParams, req.params, 'path');
+    const { name } = parseRequestPart(ToolNameParams, req.params, 'path');
     const tool = service.config.catalog.get(name);
     if (!tool) throw new ApiError('not_found', `no tool named ${name} in the catalog`);
-    const body = parse(InvokeBodySchema, req.body ?? {}, 'body');
+    const body = parseRequestPart(InvokeBodySchema, req.body ?? {}, 'body');
     const started = Date.now();
     const { run } = await service.submitGrouped(req.principal, {
       tenant: tenantFor(req.principal, body.tenant),
