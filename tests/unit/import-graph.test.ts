@@ -102,6 +102,28 @@ function folderGraph(files: Graph): Graph {
   return graph;
 }
 
+/**
+ * The direction of dependencies: a folder imports only from folders of a lower layer, so they point
+ * inward to core. `contract` holds the shapes the shell shares (requests, responses, recordings,
+ * config); the engine and what it drives sit on it; api, replay, client and dashboard on those; the
+ * CLI and the library's entry (`index.ts`) on everything.
+ */
+const LAYERS: Record<string, number> = {
+  core: 0,
+  config: 1,
+  contract: 2,
+  executors: 3,
+  store: 3,
+  engine: 4,
+  replay: 5,
+  api: 6,
+  client: 6,
+  dashboard: 6,
+  bench: 7,
+  cli: 8,
+  'index.ts': 8,
+};
+
 describe('import graph of src/', () => {
   const files = importGraph();
 
@@ -132,6 +154,15 @@ describe('import graph of src/', () => {
 
   it('has no cycle between folders', () => {
     expect(cyclesOf(folderGraph(files))).toEqual([]);
+  });
+
+  it('every folder has a layer, and imports only from lower layers', () => {
+    const folders = [...new Set([...files.keys()].map(folderOf))];
+    expect(folders.filter((f) => LAYERS[f] === undefined), 'a new folder of src/: give it a layer in LAYERS').toEqual([]);
+    const upward = [...files].flatMap(([from, tos]) =>
+      [...tos].filter((t) => folderOf(t) !== folderOf(from) && (LAYERS[folderOf(t)] as number) >= (LAYERS[folderOf(from)] as number)).map((t) => `${from} → ${t}`),
+    );
+    expect(upward).toEqual([]);
   });
 
   it('src/core imports nothing from the other folders', () => {
