@@ -1,7 +1,9 @@
 /**
  * The service behind the HTTP API: the engine, made durable by the store, plus what only a server
- * needs — admission (413, 429), idempotency keys, tenant isolation, reading ended runs back from the
- * store, and recovery of unfinished runs on start (DESIGN §8).
+ * needs — admission (admission.ts: 409, 413, 429), idempotency keys, tenant isolation, reading ended
+ * runs back from the store, and recovery of unfinished runs on start (DESIGN §8). Its errors are
+ * thrown as they are (an `ApiError`, or the scheduler's and the store's own): the one error handler
+ * turns each into its HTTP answer (errors.ts).
  */
 import type { CallInput } from '../core/calls.js';
 import type { RunEvent } from '../core/events.js';
