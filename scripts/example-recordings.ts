@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseConfig } from '../src/config/load.js';
-import type { Config } from '../src/config/types.js';
+import type { Config } from '../src/contract/config.js';
 import { recordLive, type LiveBatch, type LiveScript } from './record-live.js';
 
 export const EXAMPLES_DIR = fileURLToPath(new URL('../examples/recordings/', import.meta.url));

@@ -9,9 +9,10 @@ import type { RunEvent } from '../src/core/events.js';
 import type { ReviewDecision } from '../src/core/scheduler.js';
 import type { FailureMode } from '../src/core/tool.js';
 import type { RunView } from '../src/core/view.js';
-import type { Config } from '../src/config/types.js';
+import type { Config } from '../src/contract/config.js';
 import { Engine } from '../src/engine/engine.js';
-import { recordingOf, type Recording } from '../src/replay/recording.js';
+import type { Recording } from '../src/contract/recording.js';
+import { recordingOf } from '../src/replay/recording.js';
 
 export interface LiveBatch {
   runId?: string;

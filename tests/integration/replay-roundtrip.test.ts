@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/types.js';
 import { EXAMPLE_CONFIG, EXAMPLES, exampleConfig, generateExamples, startToolServer } from '../../scripts/example-recordings.js';
 import { recordLive, type LiveBatch, type LiveScript } from '../../scripts/record-live.js';
-import type { Recording } from '../../src/replay/recording.js';
+import type { Recording } from '../../src/contract/recording.js';
 import { runCli } from '../helpers/cli.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
