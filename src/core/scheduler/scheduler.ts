@@ -31,16 +31,16 @@ import { restoreRun } from './restore.js';
 import { appendTo, sealRun } from './streamed.js';
 
 export class Scheduler {
-  private readonly s: SchedulerState;
+  private readonly state: SchedulerState;
 
   constructor(opts: SchedulerOptions) {
-    this.s = createState(opts);
+    this.state = createState(opts);
   }
 
   // ---- inputs -------------------------------------------------------------------------------
 
   submit(now: number, o: SubmitOptions): Output {
-    const s = this.s;
+    const s = this.state;
     s.now = now;
     if (s.runs.has(o.runId)) throw new SchedulerError('conflict', `run ${o.runId} exists already`);
     const failure = o.failure ?? s.opts.defaults.failure;
@@ -69,7 +69,7 @@ export class Scheduler {
 
   /** Appends calls, in model order, to an open (streamed) run. */
   append(now: number, runId: string, calls: readonly CallInput[]): Output {
-    const s = this.s;
+    const s = this.state;
     s.now = now;
     const run = getRun(s, runId);
     if (!run.stream) throw new SchedulerError('conflict', `run ${runId} was not opened for streaming`);
@@ -82,7 +82,7 @@ export class Scheduler {
 
   /** Closes a streamed run: calls still waiting on later ones are planned as a batch would plan them. */
   seal(now: number, runId: string): Output {
-    const s = this.s;
+    const s = this.state;
     s.now = now;
     const run = getRun(s, runId);
     if (!run.stream) throw new SchedulerError('conflict', `run ${runId} was not opened for streaming`);
@@ -92,13 +92,13 @@ export class Scheduler {
 
   /** Takes a run back from its persisted events after a restart (restore.ts). */
   restore(now: number, events: readonly CoreEvent[]): Output {
-    this.s.now = now;
-    restoreRun(this.s, events);
+    this.state.now = now;
+    restoreRun(this.state, events);
     return this.flush();
   }
 
   attemptEnded(now: number, e: AttemptEnded): Output {
-    const s = this.s;
+    const s = this.state;
     s.now = now;
     const run = s.runs.get(e.runId);
     if (!run) return this.flush();
@@ -130,7 +130,7 @@ export class Scheduler {
 
   /** Handles every timer due at `now` (retry backoffs, rate refills, open-run timeouts). */
   tick(now: number): Output {
-    const s = this.s;
+    const s = this.state;
     s.now = now;
     for (let t = s.timers.peek(); t && t.at <= now; t = s.timers.peek()) {
       s.timers.pop();
@@ -153,11 +153,11 @@ export class Scheduler {
 
   /** The time of the next timer, if any. */
   nextWakeAt(): number | undefined {
-    return this.s.timers.peek()?.at;
+    return this.state.timers.peek()?.at;
   }
 
   decideReview(now: number, d: ReviewDecision): Output {
-    const s = this.s;
+    const s = this.state;
     s.now = now;
     const { run, c } = findCall(s, d.runId, d.callId);
     if (c.status !== 'awaiting_review') throw new SchedulerError('conflict', `call ${c.id} is ${c.status}, not awaiting_review`);
@@ -185,7 +185,7 @@ export class Scheduler {
   }
 
   cancel(now: number, runId: string): Output {
-    const s = this.s;
+    const s = this.state;
     s.now = now;
     const run = getRun(s, runId);
     // A run that failed fast has ended `failed` already (its compensations may still be running):
@@ -211,7 +211,7 @@ export class Scheduler {
 
   /** Appends calls to a run that ended `needs_replan`; the calls waiting on its failures are superseded. */
   replan(now: number, runId: string, calls: readonly CallInput[]): Output {
-    const s = this.s;
+    const s = this.state;
     s.now = now;
     const run = getRun(s, runId);
     if (run.status !== 'needs_replan') throw new SchedulerError('conflict', `run ${runId} is ${run.status}, not needs_replan`);
@@ -235,36 +235,36 @@ export class Scheduler {
   // ---- views for the shell -------------------------------------------------------------------
 
   runStatus(runId: string): RunStatus | undefined {
-    return this.s.runs.get(runId)?.status;
+    return this.state.runs.get(runId)?.status;
   }
 
   /** Forgets an ended run (the shell keeps its events); a run that may still change is kept. */
   evict(runId: string): void {
-    const run = this.s.runs.get(runId);
+    const run = this.state.runs.get(runId);
     if (!run || !isRunEnded(run.status) || run.status === 'needs_replan') return;
-    forgetRun(this.s, run);
+    forgetRun(this.state, run);
   }
 
   activeRuns(tenant?: string): number {
     let n = 0;
-    for (const r of this.s.runs.values()) if (!isRunEnded(r.status) && (tenant === undefined || r.tenant === tenant)) n++;
+    for (const r of this.state.runs.values()) if (!isRunEnded(r.status) && (tenant === undefined || r.tenant === tenant)) n++;
     return n;
   }
 
   limitUsage(): LimitUsage[] {
-    return this.s.limiter.usage();
+    return this.state.limiter.usage();
   }
 
   estimates(): Record<string, number> {
     const out: Record<string, number> = {};
-    for (const [tool, st] of [...this.s.learned].sort(([a], [b]) => (a < b ? -1 : 1))) out[tool] = Math.round(st.mean * 1000) / 1000;
+    for (const [tool, st] of [...this.state.learned].sort(([a], [b]) => (a < b ? -1 : 1))) out[tool] = Math.round(st.mean * 1000) / 1000;
     return out;
   }
 
   // ---- plumbing ------------------------------------------------------------------------------
 
   private flush(): Output {
-    const s = this.s;
+    const s = this.state;
     dispatch(s);
     finishRuns(s);
     // Ending a run can start compensations but never frees a limit, so one more pass is enough.
@@ -274,8 +274,8 @@ export class Scheduler {
   }
 
   private learn(tool: string, ms: number): void {
-    let st = this.s.learned.get(tool);
-    if (!st) this.s.learned.set(tool, (st = { n: 0, mean: 0 }));
+    let st = this.state.learned.get(tool);
+    if (!st) this.state.learned.set(tool, (st = { n: 0, mean: 0 }));
     st.n++;
     st.mean += (ms - st.mean) / st.n;
   }
