@@ -7,6 +7,7 @@
  */
 import type { CallStatus, RunStatus } from '../calls.js';
 import { callError, type CallError } from '../errors.js';
+import { checkEvent, InvalidEvent } from '../event-schema.js';
 import type { CoreEvent } from '../events.js';
 import { callPath, isTerminal, transition, transitionRun } from '../state.js';
 import { StreamPlanner } from '../stream-plan.js';
@@ -21,6 +22,15 @@ import { appendTo, sealRun } from './streamed.js';
 
 /** Rebuilds the run of `events` (its whole log, from `run.created`); the caller flushes. */
 export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): void {
+  // Read back from a store: every event is checked against the schema before any is believed.
+  events.forEach((e, i) => {
+    try {
+      checkEvent(e);
+    } catch (err) {
+      if (err instanceof InvalidEvent) throw new InvalidEvent([`event ${i + 1} of the log: ${err.message}`]);
+      throw err;
+    }
+  });
   const created = events[0] as CoreEvent;
   if (created.type !== 'run.created') throw new SchedulerError('conflict', `run ${created.runId}: the first event is not run.created`);
   if (s.runs.has(created.runId)) throw new SchedulerError('conflict', `run ${created.runId} exists already`);
