@@ -184,7 +184,7 @@ export class RunModel {
     const seen = new Set();
     const out = [];
     for (const id of c.dependsOn) {
-      const p = this.byId.get(id);
+      const p = this.call(id);
       if (!p || seen.has(id)) continue;
       seen.add(id);
       if (p.status !== 'succeeded' && p.status !== 'failed' && p.status !== 'cancelled' && p.status !== 'blocked') out.push(p);
