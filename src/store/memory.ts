@@ -32,8 +32,9 @@ class MemoryStore implements Store {
     toolOf: (runId, callId) => {
       for (const e of this.log.get(runId) ?? []) {
         if (e.type !== 'run.created' && e.type !== 'run.replanned') continue;
-        const calls = (JSON.parse(e.data) as { calls?: { id: string; tool: string }[] }).calls ?? [];
-        const c = calls.find((x) => x.id === callId);
+        const event = storedEvent({ seq: e.seq, type: e.type, runId, callId: e.call_id, at: e.at, data: e.data });
+        if (event.type !== 'run.created' && event.type !== 'run.replanned') continue;
+        const c = (event.data.calls ?? []).find((x) => x.id === callId);
         if (c) return c.tool;
       }
       return undefined;
