@@ -1,5 +1,5 @@
 /**
- * The scheduler's public surface; it lives in ./scheduler/ (a folder of concerns, see its README.md).
+ * The scheduler's public surface; it lives in ./scheduler/ (a folder of concerns, listed in scheduler/scheduler.ts).
  * Kept so that importers of `core/scheduler.js` need not change.
  */
 export { Scheduler } from './scheduler/scheduler.js';

@@ -1,7 +1,19 @@
 /**
  * The ready-set scheduler (DESIGN §4, §6): pure, deterministic, and shared by the live engine, the CLI
  * and replay. `Scheduler` is the front: it holds the state and takes the inputs; each concern lives in
- * a module of its own (this folder's README.md lists them).
+ * a module of its own, and they import one another in this order only (no cycles):
+ *
+ *   api.ts           what the scheduler takes and gives; `SchedulerError`
+ *   records.ts       the state: runs and calls as kept, `SchedulerState`, emit, lookups
+ *   ../state.ts      the call and run state machines: every status change goes through them
+ *   dispatch.ts      ready sets, and starting ready calls under every limit (`perRun` included)
+ *   progress.ts      how a call moves on: armed, ready, succeeded/failed/blocked/cancelled, retries,
+ *                    the failure modes, releasing conflict successors
+ *   compensation.ts  undoing succeeded calls after a fail-fast, newest first
+ *   ending.ts        when and how a run ends (its final status, deadlocks)
+ *   planning.ts      building a run from its plan, and a replan's calls
+ *   streamed.ts      streamed runs: calls appended step by step, the seal
+ *   restore.ts       a run taken back from its events after a restart, through the same transitions
  *
  * Inputs are method calls that carry the time (`now`): a run submitted, an attempt ended, a timer due,
  * a review decided, a cancel, a replan. Outputs are what the shell must do: events to persist and
