@@ -1,6 +1,10 @@
 /**
- * A run's view, derived from its events alone (DESIGN §7: "the event log is the truth"). The store,
- * the API, the CLI and replay all fold the same events through `RunProjection.apply`.
+ * A run's view, derived from its events alone (DESIGN §7: "the event log is the truth"). This is the
+ * one fold of a run's events: the engine's live runs (and the views it hands to listeners such as the
+ * metrics), runs read back from the store, restore, recordings, the CLI and replay all use
+ * `RunProjection`, and so does the dashboard, through src/dashboard/static/view.js, which
+ * scripts/dashboard-view.mjs generates from this file (it imports only types, so its JavaScript
+ * stands alone in a browser; keep it so).
  */
 import type { CallInput, CallStatus, Diagnostic, Edge, RunStatus } from './calls.js';
 import type { CallError } from './errors.js';

@@ -5,7 +5,7 @@
  */
 import type { CallInput, CallStatus, Diagnostic, RunStatus } from '../calls.js';
 import type { CallError } from '../errors.js';
-import type { EventOf, EventPayloads, EventType } from '../events.js';
+import type { CoreEvent, EventOf, EventPayloads, EventType } from '../events.js';
 import { KeyedHeap, MinHeap } from '../heap.js';
 import { Limiter, type Holder } from '../limits.js';
 import type { PlannedCall } from '../plan.js';
@@ -162,8 +162,8 @@ export function emptyOutput(): Output {
 /** Emits an event of the run (of its call `c`, if given) at the scheduler's `now`. */
 export function emit<T extends EventType>(s: SchedulerState, type: T, run: ScheduledRun, c: ScheduledCall | undefined, data: EventPayloads[T]): void {
   const e: EventOf<T> = c ? { type, runId: run.id, callId: c.id, at: s.now, data } : { type, runId: run.id, at: s.now, data };
-  // An `EventOf<T>` for one `T` is one member of the union; the compiler cannot see that for a generic T.
-  s.out.events.push(e as EventOf<EventType> as Output['events'][number]);
+  // `EventOf<T>` for one `T` is a member of the union; the compiler cannot see that for a generic T.
+  s.out.events.push(e as CoreEvent);
 }
 
 export function markDirty(s: SchedulerState, run: ScheduledRun): void {
