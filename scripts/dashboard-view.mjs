@@ -1,7 +1,7 @@
 // Writes src/dashboard/static/view.js: the run projection of src/core/view.ts (the one fold of a run's
 // events into its view) as a plain ES module for the dashboard, which has no build step. view.ts
 // imports only types, so its JavaScript stands alone. Run it after changing view.ts:
-//   node scripts/dashboard-view.mjs
+//   npm run dashboard-view
 // tests/unit/dashboard-view.test.ts fails while the copy is out of date.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

@@ -11,7 +11,7 @@ const load = (path: string) => import(path) as Promise<Record<string, unknown>>;
 describe("the dashboard's run projection", () => {
   it('is the server’s: src/dashboard/static/view.js is src/core/view.ts as generated now', async () => {
     const { generate, TARGET } = (await load('../../scripts/dashboard-view.mjs')) as { generate: () => string; TARGET: URL };
-    expect(readFileSync(TARGET, 'utf8'), 'run `node scripts/dashboard-view.mjs`').toBe(generate());
+    expect(readFileSync(TARGET, 'utf8'), 'run `npm run dashboard-view`').toBe(generate());
   });
 
   it('folds the events the API streams (time as text) into the view the server has, plus timing', async () => {
