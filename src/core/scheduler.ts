@@ -27,7 +27,8 @@ import { StreamPlanner, type StreamStep } from './stream-plan.js';
 import { KeyedHeap, MinHeap } from './heap.js';
 import { Limiter, own, type Holder } from './limits.js';
 import { buildPlan, type Plan, type PlannedCall } from './plan.js';
-import { resolveValue } from './references.js';
+import { checkArgsSize, resolveValue } from './references.js';
+import { DEFAULT_MAX_ARGS_BYTES, outputChecked } from './size.js';
 import { accessOf, type Access, type Key } from './resources.js';
 import { backoffDelay } from './retry.js';
 import { isTerminal, transition } from './state.js';
@@ -467,6 +468,20 @@ export class Scheduler {
    * happens from here on is emitted.
    */
   restore(now: number, events: readonly CoreEvent[]): Output {
+    const id = events[0]?.runId as string;
+    const known = this.runs.has(id);
+    try {
+      return this.restoreRun(now, events);
+    } catch (e) {
+      // A log it cannot take back (DESIGN §4, `unrecoverable`) leaves nothing half-built behind.
+      const run = known ? undefined : this.runs.get(id);
+      if (run) this.forget(run);
+      this.out = { events: [], starts: [], aborts: [] };
+      throw e;
+    }
+  }
+
+  private restoreRun(now: number, events: readonly CoreEvent[]): Output {
     this.now = now;
     const created = events[0] as CoreEvent;
     if (created.type !== 'run.created') throw new SchedulerError('conflict', `run ${created.runId}: the first event is not run.created`);
@@ -591,7 +606,7 @@ export class Scheduler {
     this.limiter.release(c);
     run.running--;
     this.learn(c.tool, now - (c.attemptStartedAt as number));
-    const r = e.result;
+    const r = outputChecked(e.result, c, this.opts.limits.maxOutputBytes);
     if (r.ok) this.succeed(run, c, r.output);
     else if (run.cancelRequested || run.failFastBy !== undefined) {
       if (r.error.code === 'cancelled') this.cancelCall(run, c, r.error);
@@ -901,10 +916,14 @@ export class Scheduler {
     if (c.hasRefs) {
       // References are looked up in document order: the k-th names the plan's `refCalls[k]`.
       let k = 0;
-      const r = resolveValue(c.args, () => {
-        const t = run.calls[c.refCalls[k++] as number];
-        return t && t.status === 'succeeded' ? { value: t.output } : undefined;
-      });
+      const r = resolveValue(
+        c.args,
+        () => {
+          const t = run.calls[c.refCalls[k++] as number];
+          return t && t.status === 'succeeded' ? { value: t.output } : undefined;
+        },
+        this.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES,
+      );
       if (!r.ok) return this.fail(run, c, { ...r.error, message: `${c.id}: ${r.error.message}` }, true);
       args = r.value as Record<string, unknown>;
       // Resolved once: what the references brought in is data (a file's text may well hold `${`),
@@ -915,6 +934,8 @@ export class Scheduler {
       const r = resolveValue(c.args, () => undefined);
       if (r.ok) args = r.value as Record<string, unknown>;
     }
+    const big = c.hasRefs ? undefined : checkArgsSize(args, this.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES);
+    if (big) return this.fail(run, c, { ...big, message: `${c.id}: ${big.message}` }, true);
     this.setResolved(run, c, args);
     if (c.review !== undefined && !c.reviewed) {
       transition(c, 'awaiting_review');
