@@ -6,7 +6,10 @@
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { authenticate, type Principal } from './auth.js';
+import { checkBodyCaps } from './caps.js';
+import { clientErrorHandler, handleExpectContinue } from './client-errors.js';
 import { ApiError, errorBody } from './errors.js';
+import { checkHost } from './host-check.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { metaRoutes } from './routes/meta.js';
 import { reviewRoutes } from './routes/reviews.js';
@@ -78,12 +81,18 @@ function needsAuth(req: FastifyRequest): boolean {
   return /^\/+v1(\/|$)/i.test(path);
 }
 
+const BODY_LIMIT = 32 * 1024 * 1024;
+
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 export function buildServer(opts: ServerOptions): FastifyInstance {
   const app = Fastify({
     ...(opts.logger ? { loggerInstance: opts.logger } : { logger: false }),
-    bodyLimit: 32 * 1024 * 1024,
+    bodyLimit: BODY_LIMIT,
+    // The parser's own 4xx answers get the error body (client-errors.ts); a missing Host is a 400 of
+    // ours, with the body, not Node's empty one (host-check.ts).
+    clientErrorHandler,
+    http: { requireHostHeader: false },
     requestIdHeader: 'x-request-id',
     return503OnClosing: true,
     forceCloseConnections: true,
@@ -106,6 +115,8 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
   app.addHook('onClose', async () => {
     closing = true;
   });
+  handleExpectContinue(app.server, BODY_LIMIT);
+  const open = opts.service.config.auth.keys.length === 0;
 
   // JSON bodies only: an empty body is no body (a POST that carries nothing works with or without one,
   // whatever content-type a client puts on nothing); any other non-empty body is a 415. Fastify's
@@ -121,6 +132,11 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
       if (e instanceof ApiError) return done(e, undefined);
       return done(new ApiError('invalid_json', `the body is not valid JSON: ${(e as Error).message}`), undefined);
     }
+    try {
+      checkBodyCaps(value, opts.service.config.limits.maxCallsPerRun);
+    } catch (e) {
+      return done(e as ApiError, undefined);
+    }
     done(null, value);
   });
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
@@ -134,6 +150,7 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
   app.addHook('onRequest', (req: FastifyRequest, reply, done) => {
     reply.header('x-request-id', req.id);
     try {
+      checkHost(req.raw, open);
       if (needsAuth(req)) req.principal = authenticate(opts.service.config.auth.keys, req.headers.authorization);
     } catch (err) {
       return done(err as Error);

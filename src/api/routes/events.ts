@@ -10,7 +10,7 @@ import type { RunEvent } from '../../core/events.js';
 import { iso } from '../../core/view.js';
 import { isEnded } from '../../engine/engine.js';
 import { ApiError } from '../errors.js';
-import { openEventStream } from '../sse.js';
+import { headOfEventStream, openEventStream } from '../sse.js';
 import type { AppContext } from '../server.js';
 import { parse } from '../validate.js';
 
@@ -33,6 +33,10 @@ export async function eventStream(ctx: AppContext, req: FastifyRequest, reply: F
   }
   const { service } = ctx;
   const projection = service.projection(req.principal, runId);
+  if (req.method === 'HEAD') {
+    headOfEventStream(reply);
+    return;
+  }
 
   const res = openEventStream(req, reply);
 

@@ -12,6 +12,7 @@ import { ApiError } from '../errors.js';
 import type { CallInput } from '../../core/calls.js';
 import { AnthropicMessage, anthropicMessages, callsFromAnthropic, callsFromOpenAi, OpenAiMessage, openAiMessages } from '../formats.js';
 import { fastSubmitBody } from '../fast-body.js';
+import { MAX_TAG_FILTERS } from '../caps.js';
 import { BatchSchema, CallsSchema, TenantSchema } from '../schemas.js';
 import type { AppContext } from '../server.js';
 import { parse } from '../validate.js';
@@ -23,7 +24,9 @@ const many = <T extends z.ZodType>(s: T) => z.union([s, z.array(s)]).transform((
 
 export const ListRunsQuery = z.strictObject({
   status: many(z.enum(RUN_STATUSES)).optional(),
-  tag: many(z.string().regex(/^[^:]+:.*$/, 'a tag filter is key:value')).optional(),
+  tag: many(z.string().regex(/^[^:]+:.*$/, 'a tag filter is key:value'))
+    .refine((t) => t.length <= MAX_TAG_FILTERS, `at most ${MAX_TAG_FILTERS} tag filters`)
+    .optional(),
   tenant: TenantSchema.optional(),
   limit: z.coerce.number().int().min(1).max(200).default(50),
   cursor: z.string().min(1).max(500).optional(),
