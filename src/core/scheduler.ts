@@ -653,7 +653,7 @@ export class Scheduler {
     if (c.status !== 'awaiting_review') throw new SchedulerError('conflict', `call ${c.id} is ${c.status}, not awaiting_review`);
     if (d.decision === 'edit') {
       if (!d.args) throw new SchedulerError('invalid_args', `an edit needs args`);
-      const problem = this.opts.catalog.checkArgs(c.tool, d.args);
+      const problem = this.opts.catalog.checkArgs(c.tool, d.args) ?? checkArgsSize(d.args, this.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES)?.message;
       if (problem) throw new SchedulerError('invalid_args', `${c.id}: ${problem}`);
     }
     this.emit('review.decided', run, c, {
