@@ -635,28 +635,45 @@ const rawRequest = fc
     if (mutation === 'expectHuge') tail = '';
     let bytes = mutation === 'garbageLine' ? `${garbage}\r\n\r\n` : `${head}\r\n${tail}`;
     if (mutation === 'truncated') bytes = bytes.slice(0, Math.max(1, Math.floor(bytes.length / 2)));
-    return { method, mutation, bytes };
+    return { method, path: p, mutation, bytes };
   });
 
 /** The first final (non-1xx) answer on a fresh connection: status, head and body as text. */
-function rawExchange(port: number, bytes: string): Promise<{ status: number; head: string; body: string } | undefined> {
+function rawExchange(port: number, bytes: string, waitMs: number, head = false): Promise<{ status: number; head: string; body: string } | undefined> {
   return new Promise((resolve) => {
     const s = connect(port, '127.0.0.1');
     let out = '';
-    s.setEncoding('latin1');
-    s.on('data', (d: string) => (out += d));
-    s.on('error', () => {});
+    let answer: { status: number; head: string; body: string } | undefined;
+    const parse = () => {
+      const text = out.replace(/^(HTTP\/1\.1 1\d\d[^\r]*\r\n\r\n)+/, '');
+      const m = /^HTTP\/1\.[01] (\d{3})[^\r]*\r\n([\s\S]*?)\r\n\r\n([\s\S]*)$/.exec(text);
+      if (!m) return undefined;
+      const h = (m[2] as string).toLowerCase();
+      const length = /content-length: (\d+)/.exec(h);
+      const body = m[3] as string;
+      // Whole once the body declared has come (a HEAD has none; a stream declares no length: its
+      // head is the answer).
+      const need = head || !length ? 0 : Number(length[1]);
+      if (Buffer.byteLength(body) < need) return undefined;
+      return { status: Number(m[1]), head: h, body };
+    };
     const finish = () => {
       clearTimeout(timer);
       s.destroy();
-      const text = out.replace(/^(HTTP\/1\.1 1\d\d[^\r]*\r\n\r\n)+/, '');
-      const m = /^HTTP\/1\.[01] (\d{3})[^\r]*\r\n([\s\S]*?)\r\n\r\n([\s\S]*)$/.exec(text);
-      resolve(m ? { status: Number(m[1]), head: (m[2] as string).toLowerCase(), body: m[3] as string } : undefined);
+      resolve(answer ?? parse());
     };
-    // The client half-closes after its bytes: a truncated request ends there, it is not waited for.
-    const timer = setTimeout(finish, 15_000);
+    s.setEncoding('utf8');
+    s.on('data', (d: string) => {
+      out += d;
+      answer = parse();
+      if (answer) finish();
+    });
+    s.on('error', () => {});
+    // A request cut short (or none at all) is not answered until the server's request timeout: give
+    // up on those sooner. (Half-closing instead would abort any request still being served.)
+    const timer = setTimeout(finish, waitMs);
     s.on('close', finish);
-    s.end(Buffer.from(bytes, 'latin1'));
+    s.write(Buffer.from(bytes, 'utf8'));
   });
 }
 
@@ -768,11 +785,16 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
     const seen = new Map<string, number>();
     await fc.assert(
       fc.asyncProperty(rawRequest, async (r) => {
-        const a = await rawExchange(port, r.bytes);
+        // A stream answers as soon as its head is read: framing broken after that (a body on a GET)
+        // can only cut the connection, as the stream's head is already sent.
+        const streamCut = r.path === '/v1/stream' && r.method !== 'POST' && ['badChunk', 'lengthAndChunked'].includes(r.mutation);
+        const whole = r.mutation !== 'truncated' && r.bytes.trim() !== '' && !streamCut;
+        const a = await rawExchange(port, r.bytes, whole ? 15_000 : 200, r.method === 'HEAD');
         const what = () => `${r.mutation}: ${JSON.stringify(r.bytes.slice(0, 300))} → ${a ? `${a.status} ${a.body.slice(0, 300)}` : 'no answer'}\nserver log:\n${log}`;
         if (!a) {
-          // Only a request that never finished may go unanswered (the server waits for the rest).
-          if (r.mutation !== 'truncated') throw new Error(`no answer to a whole request\n${what()}`);
+          // Only a request that never finished may go unanswered, or bytes that hold none (empty lines
+          // before a request line are skipped, as HTTP allows).
+          if (whole) throw new Error(`no answer to a whole request\n${what()}`);
           return;
         }
         seen.set(`${r.mutation} ${a.status}`, (seen.get(`${r.mutation} ${a.status}`) ?? 0) + 1);
