@@ -252,24 +252,25 @@ function containers(v: unknown, out: unknown[] = []): unknown[] {
 
 type Mutation = 'replace' | 'delete' | 'add' | 'protoKey' | 'wrap' | 'stringify' | 'huge';
 /** One mutation at a random place of a batch: the request is now (most likely) one step off. */
-const mutated = (source: fc.Arbitrary<unknown>) =>
-  fc
-  .tuple(source, fc.nat(), fc.nat(), fc.constantFrom<Mutation>('replace', 'replace', 'delete', 'add', 'protoKey', 'wrap', 'stringify', 'huge'), junk, fc.oneof(protoKey, fc.string({ maxLength: 8 })))
-  .map(([b, where, which, op, value, key]) => {
-    const copy = structuredClone(b) as Record<string, unknown>;
-    const spots = containers(copy);
-    const spot = spots[where % spots.length] as Record<string, unknown>;
-    const keys = Object.keys(spot);
-    const k = keys.length > 0 ? (keys[which % keys.length] as string) : key;
-    if (op === 'replace') spot[k] = value;
-    else if (op === 'delete') delete spot[k];
-    else if (op === 'add') spot[Array.isArray(spot) ? String(keys.length) : key] = value;
-    else if (op === 'protoKey') Object.defineProperty(spot, key, { value, enumerable: true, configurable: true, writable: true });
-    else if (op === 'wrap') spot[k] = [spot[k]];
-    else if (op === 'stringify') spot[k] = JSON.stringify(spot[k]) ?? 'undefined';
-    else spot[k] = 'ẍ'.repeat(200_000);
-    return copy;
-  });
+function mutated(source: fc.Arbitrary<unknown>): fc.Arbitrary<Record<string, unknown>> {
+  return fc
+    .tuple(source, fc.nat(), fc.nat(), fc.constantFrom<Mutation>('replace', 'replace', 'delete', 'add', 'protoKey', 'wrap', 'stringify', 'huge'), junk, fc.oneof(protoKey, fc.string({ maxLength: 8 })))
+    .map(([b, where, which, op, value, key]) => {
+      const copy = structuredClone(b) as Record<string, unknown>;
+      const spots = containers(copy);
+      const spot = spots[where % spots.length] as Record<string, unknown>;
+      const keys = Object.keys(spot);
+      const k = keys.length > 0 ? (keys[which % keys.length] as string) : key;
+      if (op === 'replace') spot[k] = value;
+      else if (op === 'delete') delete spot[k];
+      else if (op === 'add') spot[Array.isArray(spot) ? String(keys.length) : key] = value;
+      else if (op === 'protoKey') Object.defineProperty(spot, key, { value, enumerable: true, configurable: true, writable: true });
+      else if (op === 'wrap') spot[k] = [spot[k]];
+      else if (op === 'stringify') spot[k] = JSON.stringify(spot[k]) ?? 'undefined';
+      else spot[k] = 'ẍ'.repeat(200_000);
+      return copy;
+    });
+}
 const mutatedBatch = mutated(validBatch);
 
 // ---- the cases of issue #20 ----------------------------------------------------------------------
