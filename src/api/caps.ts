@@ -9,8 +9,6 @@ import { ApiError } from './errors.js';
 
 /** At most this many tags on a run (each key ≤ 100 and value ≤ 500 characters). */
 export const MAX_TAGS = 64;
-/** At most this many `tag=k:v` filters on `GET /v1/runs`. */
-export const MAX_TAG_FILTERS = 16;
 
 /** Throws the cap a parsed JSON body passes, if any. */
 export function checkBodyCaps(body: unknown, maxCalls: number): void {

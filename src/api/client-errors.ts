@@ -9,10 +9,10 @@
  */
 import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { errorBody } from './errors.js';
+import { errorBody, type ApiErrorCode } from './errors.js';
 
 /** The status and code for a parser error (`err.code` is Node's, `HPE_*` from llhttp). */
-function classify(err: NodeJS.ErrnoException): [number, string, string] {
+function classify(err: NodeJS.ErrnoException): [number, ApiErrorCode, string] {
   switch (err.code) {
     case 'HPE_HEADER_OVERFLOW':
       return [431, 'headers_too_large', 'the request headers are too large'];
@@ -29,7 +29,7 @@ function classify(err: NodeJS.ErrnoException): [number, string, string] {
   }
 }
 
-function rawResponse(status: number, code: string, message: string): string {
+function rawResponse(status: number, code: ApiErrorCode, message: string): string {
   const body = JSON.stringify(errorBody(code, message));
   return (
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +

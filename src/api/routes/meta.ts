@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { authenticate, requireOperator } from '../auth.js';
 import { openApiDocument } from '../openapi.js';
 import { docsPage } from '../docs.js';
-import type { AppContext } from '../server.js';
+import type { AppContext } from '../context.js';
 
 export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
   // With auth keys (DESIGN §7): only an operator key sees the details of /healthz (anyone else learns
