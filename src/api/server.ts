@@ -6,8 +6,11 @@
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { authenticate, type Principal } from './auth.js';
+import { checkBodyCaps } from './caps.js';
+import { clientErrorHandler, handleExpectContinue } from './client-errors.js';
 import type { AppContext } from './context.js';
 import { ApiError, httpErrorOf, type HttpError } from './errors.js';
+import { checkHost } from './host-check.js';
 import { createMetrics } from './metrics.js';
 import { metaRoutes } from './routes/meta.js';
 import { reviewRoutes } from './routes/reviews.js';
@@ -62,6 +65,8 @@ function needsAuth(req: FastifyRequest): boolean {
   return /^\/+v1(\/|$)/i.test(path);
 }
 
+const BODY_LIMIT = 32 * 1024 * 1024;
+
 function sendError(reply: FastifyReply, answer: HttpError): FastifyReply {
   for (const [k, v] of Object.entries(answer.headers)) reply.header(k, v);
   return reply.status(answer.status).send(answer.body);
@@ -72,7 +77,11 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as 
 export function buildServer(opts: ServerOptions): FastifyInstance {
   const app = Fastify({
     ...(opts.logger ? { loggerInstance: opts.logger } : { logger: false }),
-    bodyLimit: 32 * 1024 * 1024,
+    bodyLimit: BODY_LIMIT,
+    // The parser's own 4xx answers get the error body (client-errors.ts); a missing Host is a 400 of
+    // ours, with the body, not Node's empty one (host-check.ts).
+    clientErrorHandler,
+    http: { requireHostHeader: false },
     requestIdHeader: 'x-request-id',
     return503OnClosing: true,
     forceCloseConnections: true,
@@ -95,6 +104,8 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
   app.addHook('onClose', async () => {
     closing = true;
   });
+  handleExpectContinue(app.server, BODY_LIMIT);
+  const open = opts.service.config.auth.keys.length === 0;
 
   // JSON bodies only: an empty body is no body (a POST that carries nothing works with or without one,
   // whatever content-type a client puts on nothing); any other non-empty body is a 415. Fastify's
@@ -110,6 +121,11 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
       if (e instanceof ApiError) return done(e, undefined);
       return done(new ApiError('invalid_json', `the body is not valid JSON: ${(e as Error).message}`), undefined);
     }
+    try {
+      checkBodyCaps(value, opts.service.config.limits.maxCallsPerRun);
+    } catch (e) {
+      return done(e as ApiError, undefined);
+    }
     done(null, value);
   });
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
@@ -123,6 +139,7 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
   app.addHook('onRequest', (req: FastifyRequest, reply, done) => {
     reply.header('x-request-id', req.id);
     try {
+      checkHost(req.raw, open);
       if (needsAuth(req)) req.principal = authenticate(opts.service.config.auth.keys, req.headers.authorization);
     } catch (err) {
       return done(err as Error);

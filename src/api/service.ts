@@ -8,6 +8,7 @@
 import type { CallInput } from '../core/calls.js';
 import type { RunEvent } from '../core/events.js';
 import type { ReviewDecision } from '../core/scheduler.js';
+import { unrecoverableEnd } from '../core/unrecoverable.js';
 import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import type { SubmitRequest } from '../contract/submission.js';
@@ -50,6 +51,7 @@ export class Service {
   readonly config: Config;
   readonly store: Store;
   readonly engine: Engine;
+  private readonly clock: () => number;
   private readonly cache = new EndedRunCache(200);
   /**
    * Idempotency keys of submissions waiting for their group commit, and the run each will be: the
@@ -60,6 +62,7 @@ export class Service {
   constructor(opts: ServiceOptions) {
     this.config = opts.config;
     this.store = opts.store;
+    this.clock = opts.clock ?? Date.now;
     this.engine = new Engine({
       config: opts.config,
       sink: opts.store,
@@ -68,8 +71,12 @@ export class Service {
     });
   }
 
-  /** Resumes every run the store says is unfinished, and keeps needs_replan runs ready for a replan. */
-  recover(): { resumed: number } {
+  /**
+   * Resumes every run the store says is unfinished, and keeps needs_replan runs ready for a replan. A
+   * run the engine cannot take back never stops the start (DESIGN §4): it ends `failed`, its calls
+   * `unrecoverable`, after its kept events, and is listed with the reason for the log.
+   */
+  recover(): { resumed: number; unrecoverable: { runId: string; reason: string }[] } {
     const ids = new Set(this.store.unfinished());
     let cursor: string | undefined;
     do {
@@ -77,8 +84,24 @@ export class Service {
       for (const r of page.items) ids.add(r.id);
       cursor = page.nextCursor ?? undefined;
     } while (cursor);
-    for (const id of ids) this.engine.restore(this.store.events(id));
-    return { resumed: ids.size };
+    const unrecoverable: { runId: string; reason: string }[] = [];
+    for (const id of ids) {
+      let events: RunEvent[] = [];
+      try {
+        events = this.store.events(id);
+        this.engine.restore(events);
+      } catch (e) {
+        const reason = (e as Error).message;
+        try {
+          this.store.append(unrecoverableEnd(events, reason, this.clock()));
+          unrecoverable.push({ runId: id, reason });
+        } catch (e2) {
+          // Left as it is, for the next start to try again; the server starts all the same.
+          unrecoverable.push({ runId: id, reason: `${reason}; it could not be ended either: ${(e2 as Error).message}` });
+        }
+      }
+    }
+    return { resumed: ids.size - unrecoverable.length, unrecoverable };
   }
 
   /**

@@ -41,10 +41,12 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   const service = new Service({ config, store });
   let resumed: number;
   try {
-    ({ resumed } = service.recover());
+    let unrecoverable: { runId: string; reason: string }[];
+    ({ resumed, unrecoverable } = service.recover());
+    // A run that cannot be taken back ended `failed` (DESIGN §4); the server starts all the same.
+    for (const u of unrecoverable) logger.error({ runId: u.runId, reason: u.reason }, 'a run could not be recovered: it ended failed (unrecoverable), its events kept');
   } catch (e) {
-    // A run the engine cannot take back (a stored log it does not understand): say which, without a
-    // stack trace, and leave the database as it is for the next start.
+    // The store itself cannot be read: say so, without a stack trace, and leave the database as it is.
     await service.engine.close();
     store.close();
     throw new UsageError(`${dbFile}: cannot resume the unfinished runs: ${(e as Error).message}`);

@@ -11,6 +11,7 @@ import { z } from 'zod';
 import type { Ajv } from 'ajv';
 import type { Defaults, Limits, Policy, Rate, ToolManifest } from '../core/tool.js';
 import type { AuthKey } from './types.js';
+import { DEFAULT_MAX_ARGS_BYTES, DEFAULT_MAX_OUTPUT_BYTES } from '../core/size.js';
 
 /** What the schema needs from outside the file. */
 export interface SchemaContext {
@@ -153,6 +154,7 @@ function toolSchema(ctx: SchemaContext) {
     concurrency: posInt().optional(),
     rate: rate().optional(),
     failure: oneOf(['fail_fast']).optional(),
+    maxOutputBytes: posInt().optional(),
     after: list(toolNameOrGlob()).default([]),
     requires: list(toolNameOrGlob()).default([]),
     compensate: strict({ tool: toolName(), args: plainObject('expected a mapping').default({}) }).optional(),
@@ -200,6 +202,8 @@ const limitsSchema = () =>
     perRun: posInt().optional(),
     maxActiveRunsPerTenant: posInt().optional(),
     maxCallsPerRun: posInt().default(1000),
+    maxArgsBytes: posInt().default(DEFAULT_MAX_ARGS_BYTES),
+    maxOutputBytes: posInt().default(DEFAULT_MAX_OUTPUT_BYTES),
     tenant: map(posInt()).default({}),
     tool: map(posInt()).default({}),
     resource: map(posInt()).default({}),
@@ -332,6 +336,7 @@ function toConfigFile(file: ParsedFile): ConfigFile {
       concurrency: t.concurrency,
       rate: t.rate,
       failure: t.failure,
+      maxOutputBytes: t.maxOutputBytes,
       after: t.after,
       requires: t.requires,
       compensate: t.compensate,

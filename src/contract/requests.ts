@@ -38,9 +38,14 @@ export type SubmitBody = z.infer<typeof SubmitBodySchema>;
 /** The body of `POST /v1/plan`: a batch. */
 export const PlanBodySchema = BatchSchema;
 
+/** At most this many `tag=k:v` filters on `GET /v1/runs` (each is a join in the store's query). */
+export const MAX_TAG_FILTERS = 16;
+
 export const ListRunsQuery = z.strictObject({
   status: repeatable(z.enum(RUN_STATUSES)).optional(),
-  tag: repeatable(z.string().regex(/^[^:]+:.*$/, 'a tag filter is key:value')).optional(),
+  tag: repeatable(z.string().regex(/^[^:]+:.*$/, 'a tag filter is key:value'))
+    .refine((t) => t.length <= MAX_TAG_FILTERS, `at most ${MAX_TAG_FILTERS} tag filters`)
+    .optional(),
   tenant: TenantSchema.optional(),
   limit: z.coerce.number().int().min(1).max(200).default(50),
   cursor: z.string().min(1).max(500).optional(),

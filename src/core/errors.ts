@@ -19,6 +19,9 @@ export const CALL_ERROR_CODES = [
   'timeout',
   'tool_error',
   'interrupted',
+  'args_too_large',
+  'output_too_large',
+  'unrecoverable',
 ] as const;
 
 export type CallErrorCode = (typeof CALL_ERROR_CODES)[number];

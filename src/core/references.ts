@@ -11,6 +11,7 @@
  * Everything here is pure: parsing, finding and resolving against outputs handed in.
  */
 import { callError, type CallError } from './errors.js';
+import { escapedBytes, jsonBytes, OVER } from './size.js';
 
 export type PathSegment = string | number;
 
@@ -200,22 +201,58 @@ export type Resolved = { ok: true; value: unknown } | { ok: false; error: CallEr
  * Substitutes every reference in `value` (DESIGN §1). Fails with `unresolved_reference`, naming the
  * reference and the missing path, when a target has no value or the path does not exist in it.
  *
+ * With `maxBytes` (DESIGN §4, `limits.maxArgsBytes`), fails with `args_too_large` as soon as the result
+ * would pass that many bytes of compact JSON: the bytes are counted as the result is built (a value
+ * put into a longer string counts as its JSON text escaped once more), and resolving stops there, so
+ * references that grow (each call doubling the one before) never build the big text.
+ *
  * `lookup` is called once per reference, in document order (the order `findReferences` lists them),
  * until one fails: a caller may answer the k-th call from what it planned for the k-th reference.
  */
-export function resolveValue(value: unknown, lookup: TargetLookup): Resolved {
+export function resolveValue(value: unknown, lookup: TargetLookup, maxBytes?: number): Resolved {
+  const meter = maxBytes === undefined ? undefined : { budget: maxBytes, spent: 0 };
   try {
-    return { ok: true, value: subst(value, lookup) };
+    return { ok: true, value: subst(value, lookup, meter) };
   } catch (e) {
     if (e instanceof UnresolvedError) return { ok: false, error: e.error };
+    if (e instanceof TooLargeError) return { ok: false, error: tooLarge(maxBytes as number, e.reference) };
     throw e;
   }
+}
+
+/** `args_too_large` when `args` (resolved, or holding no reference) pass `maxBytes` as compact JSON. */
+export function checkArgsSize(args: unknown, maxBytes: number): CallError | undefined {
+  return jsonBytes(args, maxBytes) === OVER ? tooLarge(maxBytes) : undefined;
+}
+
+function tooLarge(maxBytes: number, reference?: string): CallError {
+  const where = reference === undefined ? '' : ` (resolving stopped at ${reference})`;
+  return callError('args_too_large', `the args pass ${maxBytes} bytes of JSON (limits.maxArgsBytes)${where}`, {
+    details: reference === undefined ? { maxBytes } : { maxBytes, reference },
+  });
 }
 
 class UnresolvedError extends Error {
   constructor(readonly error: CallError) {
     super(error.message);
   }
+}
+
+class TooLargeError extends Error {
+  constructor(readonly reference?: string) {
+    super('too large');
+  }
+}
+
+/** Bytes of compact JSON spent so far on the result, against the budget. */
+interface Meter {
+  budget: number;
+  spent: number;
+}
+
+function spend(meter: Meter, bytes: number, reference?: string): void {
+  meter.spent += bytes;
+  if (meter.spent > meter.budget) throw new TooLargeError(reference);
 }
 
 function lookupRef(ref: Reference, lookup: TargetLookup): unknown {
@@ -237,29 +274,58 @@ function lookupRef(ref: Reference, lookup: TargetLookup): unknown {
   return v;
 }
 
-function subst(value: unknown, lookup: TargetLookup): unknown {
+function subst(value: unknown, lookup: TargetLookup, meter: Meter | undefined): unknown {
   if (typeof value === 'string') {
-    if (!needsWork(value)) return value;
+    if (!needsWork(value)) {
+      if (meter) spend(meter, 2 + escapedBytes(value, meter.budget - meter.spent));
+      return value;
+    }
     const parts = parseString(value);
     const only = parts[0];
-    if (parts.length === 1 && only && 'ref' in only) return lookupRef(only.ref, lookup);
+    if (parts.length === 1 && only && 'ref' in only) {
+      const v = lookupRef(only.ref, lookup);
+      if (meter) spend(meter, jsonBytes(v, meter.budget - meter.spent), only.ref.raw);
+      return v;
+    }
+    if (meter) spend(meter, 2);
     let out = '';
     for (const part of parts) {
-      if ('literal' in part) out += part.literal;
-      else if ('malformed' in part) {
+      if ('literal' in part) {
+        if (meter) spend(meter, escapedBytes(part.literal, meter.budget - meter.spent));
+        out += part.literal;
+      } else if ('malformed' in part) {
         throw new UnresolvedError(callError('unresolved_reference', `${part.malformed}: malformed reference`));
       } else {
         const v = lookupRef(part.ref, lookup);
-        out += typeof v === 'string' ? v : JSON.stringify(v);
+        let text: string;
+        if (typeof v === 'string') text = v;
+        else {
+          // Measured before it is written out: the text is at most what is left of the budget.
+          if (meter) spend({ budget: meter.budget, spent: meter.spent }, jsonBytes(v, meter.budget - meter.spent), part.ref.raw);
+          text = JSON.stringify(v);
+        }
+        if (meter) spend(meter, escapedBytes(text, meter.budget - meter.spent), part.ref.raw);
+        out += text;
       }
     }
     return out;
   }
-  if (Array.isArray(value)) return value.map((v) => subst(v, lookup));
+  if (Array.isArray(value)) {
+    if (meter) spend(meter, 2 + Math.max(0, value.length - 1));
+    return value.map((v) => subst(v, lookup, meter));
+  }
   if (value !== null && typeof value === 'object') {
+    if (meter) spend(meter, 2);
     const out: Record<string, unknown> = {};
-    for (const k in value) if (Object.hasOwn(value, k)) out[k] = subst((value as Record<string, unknown>)[k], lookup);
+    let first = true;
+    for (const k in value) {
+      if (!Object.hasOwn(value, k)) continue;
+      if (meter) spend(meter, (first ? 0 : 1) + 3 + escapedBytes(k, meter.budget - meter.spent));
+      first = false;
+      out[k] = subst((value as Record<string, unknown>)[k], lookup, meter);
+    }
     return out;
   }
+  if (meter) spend(meter, jsonBytes(value, meter.budget - meter.spent));
   return value;
 }

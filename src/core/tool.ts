@@ -51,6 +51,8 @@ export interface ToolManifest {
   concurrency?: number;
   rate?: Rate;
   failure?: 'fail_fast';
+  /** The most bytes of compact JSON one output may take (overrides `limits.maxOutputBytes`). */
+  maxOutputBytes?: number;
   after: string[];
   requires: string[];
   compensate?: CompensateSpec;
@@ -102,6 +104,10 @@ export interface Limits {
   rate: { tenant: Record<string, Rate> };
   maxActiveRunsPerTenant?: number;
   maxCallsPerRun: number;
+  /** A call's args once references are resolved, in bytes of compact JSON (DESIGN §4); default 1 MiB. */
+  maxArgsBytes?: number;
+  /** One output, in bytes of compact JSON; a tool's own `maxOutputBytes` overrides it; default 4 MiB. */
+  maxOutputBytes?: number;
 }
 
 export interface Defaults {

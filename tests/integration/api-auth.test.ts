@@ -93,8 +93,9 @@ describe('with keys', () => {
       expect(ts.seen('c1').length).toBe(0);
     });
 
-    it('health, metrics and docs need no key', async () => {
-      for (const p of ['/healthz', '/metrics', '/openapi.json', '/docs']) expect((await api.get(p)).status).toBe(200);
+    it('health and docs need no key; metrics need an operator key (DESIGN §7)', async () => {
+      for (const p of ['/healthz', '/openapi.json', '/docs']) expect((await api.get(p)).status).toBe(200);
+      expect((await api.get('/metrics')).status).toBe(401);
     });
   });
 

@@ -8,7 +8,7 @@
  * real HTTP; afterwards the server must still be healthy and run a batch to the end.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -23,8 +23,11 @@ import type { Store } from '../../src/store/types.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20240611);
-const INJECTED = Number(process.env.FUZZ_RUNS ?? 2000);
-const OVER_HTTP = Number(process.env.FUZZ_HTTP_RUNS ?? 250);
+// 10,000 requests in all by default (issue #20): most through app.inject, the rest over real HTTP and
+// over raw sockets (what only Node's HTTP parser sees).
+const INJECTED = Number(process.env.FUZZ_RUNS ?? 8500);
+const OVER_HTTP = Number(process.env.FUZZ_HTTP_RUNS ?? 700);
+const RAW = Number(process.env.FUZZ_RAW_RUNS ?? 800);
 
 const CONFIG = `
 tools:
@@ -89,6 +92,9 @@ policy:
       deny: trial tenants cannot fail
 limits:
   maxCallsPerRun: 64
+  # Small size caps: the growing references below reach them in a few calls (DESIGN §4).
+  maxArgsBytes: 65536
+  maxOutputBytes: 262144
   tenant: { default: 32 }
 defaults:
   timeoutMs: 1000
@@ -245,24 +251,63 @@ function containers(v: unknown, out: unknown[] = []): unknown[] {
 }
 
 type Mutation = 'replace' | 'delete' | 'add' | 'protoKey' | 'wrap' | 'stringify' | 'huge';
-/** One mutation at a random place of a valid batch: the request is now (most likely) one step off. */
-const mutatedBatch = fc
-  .tuple(validBatch, fc.nat(), fc.nat(), fc.constantFrom<Mutation>('replace', 'replace', 'delete', 'add', 'protoKey', 'wrap', 'stringify', 'huge'), junk, fc.oneof(protoKey, fc.string({ maxLength: 8 })))
-  .map(([b, where, which, op, value, key]) => {
-    const copy = structuredClone(b) as Record<string, unknown>;
-    const spots = containers(copy);
-    const spot = spots[where % spots.length] as Record<string, unknown>;
-    const keys = Object.keys(spot);
-    const k = keys.length > 0 ? (keys[which % keys.length] as string) : key;
-    if (op === 'replace') spot[k] = value;
-    else if (op === 'delete') delete spot[k];
-    else if (op === 'add') spot[Array.isArray(spot) ? String(keys.length) : key] = value;
-    else if (op === 'protoKey') Object.defineProperty(spot, key, { value, enumerable: true, configurable: true, writable: true });
-    else if (op === 'wrap') spot[k] = [spot[k]];
-    else if (op === 'stringify') spot[k] = JSON.stringify(spot[k]) ?? 'undefined';
-    else spot[k] = 'ẍ'.repeat(200_000);
-    return copy;
+/** One mutation at a random place of a batch: the request is now (most likely) one step off. */
+function mutated(source: fc.Arbitrary<unknown>): fc.Arbitrary<Record<string, unknown>> {
+  return fc
+    .tuple(source, fc.nat(), fc.nat(), fc.constantFrom<Mutation>('replace', 'replace', 'delete', 'add', 'protoKey', 'wrap', 'stringify', 'huge'), junk, fc.oneof(protoKey, fc.string({ maxLength: 8 })))
+    .map(([b, where, which, op, value, key]) => {
+      const copy = structuredClone(b) as Record<string, unknown>;
+      const spots = containers(copy);
+      const spot = spots[where % spots.length] as Record<string, unknown>;
+      const keys = Object.keys(spot);
+      const k = keys.length > 0 ? (keys[which % keys.length] as string) : key;
+      if (op === 'replace') spot[k] = value;
+      else if (op === 'delete') delete spot[k];
+      else if (op === 'add') spot[Array.isArray(spot) ? String(keys.length) : key] = value;
+      else if (op === 'protoKey') Object.defineProperty(spot, key, { value, enumerable: true, configurable: true, writable: true });
+      else if (op === 'wrap') spot[k] = [spot[k]];
+      else if (op === 'stringify') spot[k] = JSON.stringify(spot[k]) ?? 'undefined';
+      else spot[k] = 'ẍ'.repeat(200_000);
+      return copy;
+    });
+}
+const mutatedBatch = mutated(validBatch);
+
+// ---- the cases of issue #20 ----------------------------------------------------------------------
+
+const GROW_SEEDS = ['x'.repeat(64), '"\\'.repeat(20), 'ẍ'.repeat(40), '${c0.output}', '$${x}'];
+/**
+ * References that grow: each call puts the output of the one before into its args `k` times, inside a
+ * longer string (escaped once more at each level: the doubling batch is k = 2) or as whole values.
+ */
+const growingRefs = fc
+  .record({ n: fc.integer({ min: 2, max: 30 }), k: fc.integer({ min: 1, max: 40 }), seed: fc.constantFrom(...GROW_SEEDS), whole: fc.boolean(), tool: fc.constantFrom('echo', 'OpenWeatherMap.get_current_weather') })
+  .map(({ n, k, seed, whole, tool }) => {
+    const calls: unknown[] = [{ id: 'c0', tool, args: { v: seed } }];
+    for (let i = 1; i < n; i++) {
+      const r = `\${c${i - 1}.output}`;
+      calls.push({ id: `c${i}`, tool, args: whole ? Object.fromEntries(Array.from({ length: k }, (_, j) => [`v${j}`, r])) : { v: r.repeat(k) } });
+    }
+    return { calls, waitMs: 20 };
   });
+/** Templates that name their own call, each other, or themselves through the tool's name. */
+const selfRefs = fc.constantFrom(
+  [{ id: 'c1', tool: 'echo', args: { v: '${c1.output}' } }],
+  [{ id: 'c1', tool: 'echo', args: { v: '${echo.output}${echo.output}' } }],
+  [{ id: 'c1', tool: 'echo', args: { v: '${self.args.v}' } }],
+  [{ id: 'c1', tool: 'echo', args: { v: '${c2.output}' } }, { id: 'c2', tool: 'echo', args: { v: '${c1.output}${c1.output}' } }],
+  [{ id: 'c1', tool: 'write_file', args: { path: '/repo/${c1.output.path}', content: '${c1.output}' } }],
+  [{ id: 'c1', tool: 'echo', args: { v: 'x' } }, { id: 'c2', tool: 'echo', args: { v: '${c2.output}${c1.output}' } }],
+).map((calls) => ({ calls, waitMs: 20 }));
+/** Tags past the caps: too many, keys and values at and past their lengths. */
+const hugeTags = fc
+  .constantFrom([63, 10, 10], [64, 100, 500], [65, 4, 1], [500, 4, 1], [5000, 4, 1], [1, 101, 1], [1, 10_000, 1], [1, 10, 501], [1, 10, 200_000], [2000, 100, 500])
+  .map(([count, key, value]) => ({
+    calls: [{ id: 'c1', tool: 'echo' }],
+    tags: Object.fromEntries(Array.from({ length: count as number }, (_, i) => [`${i}`.padEnd(key as number, 'k'), 'v'.repeat(value as number)])),
+  }));
+const hardCases = fc.oneof(growingRefs, selfRefs, hugeTags);
+
 
 const wildBatch = fc.record(
   {
@@ -299,7 +344,14 @@ const wildBatch = fc.record(
   },
   { requiredKeys: [] },
 );
-const batch = fc.oneof({ weight: 4, arbitrary: validBatch }, { weight: 4, arbitrary: mutatedBatch }, { weight: 2, arbitrary: wildBatch });
+const batch = fc.oneof(
+  { weight: 4, arbitrary: validBatch },
+  { weight: 4, arbitrary: mutatedBatch },
+  { weight: 2, arbitrary: wildBatch },
+  { weight: 1, arbitrary: hardCases },
+  // A mutator that draws from the cases of issue #20.
+  { weight: 1, arbitrary: mutated(hardCases) },
+);
 const reviewBody = fc.record({ decision: fc.oneof(fc.constantFrom('approve', 'reject', 'edit'), junk), args, comment: fc.oneof(fc.string(), junk, huge) }, { requiredKeys: [] });
 const invokeBody = fc.record({ args, tenant: fc.oneof(fc.constantFrom('acme', 'ops'), junk) }, { requiredKeys: [] });
 
@@ -544,6 +596,88 @@ async function overHttp(base: string, r: Req): Promise<Answer> {
   return { status: res.status, contentType, text: await res.text() };
 }
 
+// ---- raw requests: what only Node's HTTP parser sees -----------------------------------------------
+
+/** A request as bytes, correct, then maybe broken in one way at the level of HTTP itself. */
+type RawMutation = 'none' | 'padHeader' | 'manyHeaders' | 'crInHeader' | 'lfInHeader' | 'nulInHeader' | 'twoLengths' | 'negativeLength' | 'lengthAndChunked' | 'badChunk' | 'garbageLine' | 'spaceInPath' | 'noHost' | 'http10' | 'expectHuge' | 'expectSmall' | 'badVersion' | 'truncated';
+const RAW_MUTATIONS: RawMutation[] = ['none', 'padHeader', 'padHeader', 'padHeader', 'manyHeaders', 'crInHeader', 'lfInHeader', 'nulInHeader', 'twoLengths', 'negativeLength', 'lengthAndChunked', 'badChunk', 'garbageLine', 'spaceInPath', 'noHost', 'http10', 'expectHuge', 'expectSmall', 'badVersion', 'truncated'];
+/** Header block sizes around Node's 16 KiB limit (maxHeaderSize). */
+const PADS = [8_000, 16_000, 16_200, 16_300, 16_384, 16_400, 16_500, 20_000, 64_000];
+
+const rawRequest = fc
+  .record({
+    method: fc.constantFrom('GET', 'POST', 'HEAD'),
+    path: fc.constantFrom('/v1/runs', '/v1/plan', '/healthz', '/v1/stream', '/v1/tools', '/metrics'),
+    body: fc.oneof(batch.map((b) => JSON.stringify(b)), fc.constant('')),
+    mutation: fc.constantFrom(...RAW_MUTATIONS),
+    pad: fc.constantFrom(...PADS),
+    garbage: fc.oneof(fc.constantFrom('garbage', 'GET', '\u0000\u0001', 'GET / HTTP/9.9', '\u00ff\u00fe'), latin1),
+  })
+  .map(({ method, path: p, body, mutation, pad, garbage }) => {
+    const sendBody = method === 'POST' ? body : '';
+    let head = `${method} ${mutation === 'spaceInPath' ? `${p} x` : p} ${mutation === 'http10' ? 'HTTP/1.0' : mutation === 'badVersion' ? 'HTTP/1.x' : 'HTTP/1.1'}\r\n`;
+    if (mutation !== 'noHost') head += 'Host: 127.0.0.1\r\n';
+    head += `Authorization: ${OPERATOR}\r\nContent-Type: application/json\r\nConnection: close\r\n`;
+    if (mutation === 'padHeader') head += `X-Pad: ${'p'.repeat(Math.max(0, pad - head.length - 12))}\r\n`;
+    if (mutation === 'manyHeaders') for (let i = 0; i < pad / 16; i++) head += `X-H${i}: v\r\n`;
+    if (mutation === 'crInHeader') head += 'X-Bad: a\rb\r\n';
+    if (mutation === 'lfInHeader') head += 'X-Bad: a\nb: c\r\n';
+    if (mutation === 'nulInHeader') head += 'X-Bad: a\u0000b\r\n';
+    let tail = sendBody;
+    if (mutation === 'twoLengths') head += `Content-Length: ${sendBody.length}\r\nContent-Length: ${sendBody.length + 1}\r\n`;
+    else if (mutation === 'negativeLength') head += 'Content-Length: -1\r\n';
+    else if (mutation === 'lengthAndChunked') head += `Content-Length: ${sendBody.length}\r\nTransfer-Encoding: chunked\r\n`;
+    else if (mutation === 'badChunk') {
+      head += 'Transfer-Encoding: chunked\r\n';
+      tail = `zz\r\n${sendBody}\r\n0\r\n\r\n`;
+    } else if (mutation === 'expectHuge') head += 'Content-Length: 100000000\r\nExpect: 100-continue\r\n';
+    else if (mutation === 'expectSmall') head += `Content-Length: ${Buffer.byteLength(sendBody)}\r\nExpect: 100-continue\r\n`;
+    else if (sendBody) head += `Content-Length: ${Buffer.byteLength(sendBody)}\r\n`;
+    if (mutation === 'expectHuge') tail = '';
+    let bytes = mutation === 'garbageLine' ? `${garbage}\r\n\r\n` : `${head}\r\n${tail}`;
+    if (mutation === 'truncated') bytes = bytes.slice(0, Math.max(1, Math.floor(bytes.length / 2)));
+    return { method, path: p, mutation, bytes };
+  });
+
+/** The first final (non-1xx) answer on a fresh connection: status, head and body as text. */
+function rawExchange(port: number, bytes: string, waitMs: number, head = false): Promise<{ status: number; head: string; body: string } | undefined> {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    let out = '';
+    let answer: { status: number; head: string; body: string } | undefined;
+    const parse = () => {
+      const text = out.replace(/^(HTTP\/1\.1 1\d\d[^\r]*\r\n\r\n)+/, '');
+      const m = /^HTTP\/1\.[01] (\d{3})[^\r]*\r\n([\s\S]*?)\r\n\r\n([\s\S]*)$/.exec(text);
+      if (!m) return undefined;
+      const h = (m[2] as string).toLowerCase();
+      const length = /content-length: (\d+)/.exec(h);
+      const body = m[3] as string;
+      // Whole once the body declared has come (a HEAD has none; a stream declares no length: its
+      // head is the answer).
+      const need = head || !length ? 0 : Number(length[1]);
+      if (Buffer.byteLength(body) < need) return undefined;
+      return { status: Number(m[1]), head: h, body };
+    };
+    const finish = () => {
+      clearTimeout(timer);
+      s.destroy();
+      resolve(answer ?? parse());
+    };
+    s.setEncoding('utf8');
+    s.on('data', (d: string) => {
+      out += d;
+      answer = parse();
+      if (answer) finish();
+    });
+    s.on('error', () => {});
+    // A request cut short (or none at all) is not answered until the server's request timeout: give
+    // up on those sooner. (Half-closing instead would abort any request still being served.)
+    const timer = setTimeout(finish, waitMs);
+    s.on('close', finish);
+    s.write(Buffer.from(bytes, 'utf8'));
+  });
+}
+
 // ---- the test ------------------------------------------------------------------------------------
 
 describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5xx', () => {
@@ -600,7 +734,7 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it(`${INJECTED} random requests through app.inject`, { timeout: 120_000 }, async () => {
+  it(`${INJECTED} random requests through app.inject`, { timeout: 300_000 }, async () => {
     let n = 0;
     /** Answers per method, route and status, and the time they took. */
     const tally: Record<string, { n: number; ms: number }> = {};
@@ -645,6 +779,41 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
       }),
       { numRuns: OVER_HTTP, seed: SEED + 1, endOnFailure: true },
     );
+  });
+
+  it(`${RAW} raw requests over a socket: headers near the limits, broken framing, Expect, no Host`, { timeout: 120_000 }, async () => {
+    const port = Number(new URL(base).port);
+    const seen = new Map<string, number>();
+    await fc.assert(
+      fc.asyncProperty(rawRequest, async (r) => {
+        // A stream answers as soon as its head is read: framing broken after that (a body on a GET)
+        // can only cut the connection, as the stream's head is already sent.
+        const streamCut = r.path === '/v1/stream' && r.method !== 'POST' && ['badChunk', 'lengthAndChunked'].includes(r.mutation);
+        const whole = r.mutation !== 'truncated' && r.bytes.trim() !== '' && !streamCut;
+        const a = await rawExchange(port, r.bytes, whole ? 15_000 : 200, r.method === 'HEAD');
+        const what = () => `${r.mutation}: ${JSON.stringify(r.bytes.slice(0, 300))} → ${a ? `${a.status} ${a.body.slice(0, 300)}` : 'no answer'}\nserver log:\n${log}`;
+        if (!a) {
+          // Only a request that never finished may go unanswered, or bytes that hold none (empty lines
+          // before a request line are skipped, as HTTP allows).
+          if (whole) throw new Error(`no answer to a whole request\n${what()}`);
+          return;
+        }
+        seen.set(`${r.mutation} ${a.status}`, (seen.get(`${r.mutation} ${a.status}`) ?? 0) + 1);
+        if (a.status >= 500) throw new Error(`a ${a.status} answer\n${what()}`);
+        if (a.status >= 400 && r.method !== 'HEAD') {
+          if (!a.head.includes('content-type: application/json')) throw new Error(`a ${a.status} that is not JSON\n${what()}`);
+          const body = JSON.parse(a.body) as { error?: { code?: unknown; message?: unknown } };
+          if (typeof body.error?.code !== 'string' || typeof body.error.message !== 'string') throw new Error(`a ${a.status} without the error body\n${what()}`);
+        }
+      }),
+      { numRuns: RAW, seed: SEED + 2, endOnFailure: true },
+    );
+    // The parser's own answers were reached: a 431 for the big headers, 400s for broken framing, 413 for Expect.
+    const keys = [...seen.keys()].join(' ');
+    expect(keys).toMatch(/padHeader 431/);
+    expect(keys).toMatch(/twoLengths 400/);
+    expect(keys).toMatch(/expectHuge 413/);
+    expect(keys).toMatch(/noHost 400/);
   });
 
   it('a body over the size limit is a 413, and a malformed one a 400, over real HTTP', async () => {

@@ -32,7 +32,7 @@ describe('valid configs', () => {
     const c = parse('{}');
     expect(c.tools).toEqual([]);
     expect(c.policy).toEqual({ rules: [] });
-    expect(c.limits).toEqual({ maxCallsPerRun: 1000, tenant: {}, tool: {}, resource: {}, rate: { tenant: {} } });
+    expect(c.limits).toEqual({ maxCallsPerRun: 1000, maxArgsBytes: 1024 * 1024, maxOutputBytes: 4 * 1024 * 1024, tenant: {}, tool: {}, resource: {}, rate: { tenant: {} } });
     expect(c.defaults).toEqual({ timeoutMs: 60000, failure: 'partial', openRunTimeoutMs: 30000 });
     expect(c.auth).toEqual({ keys: [] });
     expect(c.server).toEqual({ host: '127.0.0.1', port: 8080, db: './data/toolgraph.db' });

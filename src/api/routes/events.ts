@@ -11,7 +11,7 @@ import { isEnded } from '../../engine/engine.js';
 import { EventsQuery } from '../../contract/requests.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
-import { openEventStream } from '../sse.js';
+import { headOfEventStream, openEventStream } from '../sse.js';
 import { parseRequestPart } from '../request-part.js';
 
 const MAX_BUFFERED = 4 * 1024 * 1024;
@@ -32,6 +32,10 @@ export async function serveRunEvents(ctx: AppContext, req: FastifyRequest, reply
   }
   const { service } = ctx;
   const projection = service.projection(req.principal, runId);
+  if (req.method === 'HEAD') {
+    headOfEventStream(reply);
+    return;
+  }
 
   const res = openEventStream(req, reply);
 

@@ -1,13 +1,28 @@
 /** Health, metrics, and the API's own description: `/openapi.json` and a readable `/docs`. */
 import type { FastifyInstance } from 'fastify';
+import { authenticate, requireOperator } from '../auth.js';
 import { openApiDocument } from '../openapi.js';
 import { docsPage } from '../docs.js';
 import type { AppContext } from '../context.js';
 
 export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
-  app.get('/healthz', async () => ({ status: 'ok', activeRuns: ctx.service.engine.activeRuns(), runningAttempts: ctx.service.engine.runningAttempts() }));
+  // With auth keys (DESIGN §7): only an operator key sees the details of /healthz (anyone else learns
+  // only whether the service is up) and /metrics (every tenant's run counts, the tool names).
+  const keys = ctx.service.config.auth.keys;
+  const isOperator = (header: string | undefined): boolean => {
+    try {
+      return authenticate(keys, header).role === 'operator';
+    } catch {
+      return false;
+    }
+  };
+  app.get('/healthz', async (req) => {
+    if (keys.length > 0 && !isOperator(req.headers.authorization)) return { status: 'ok' };
+    return { status: 'ok', activeRuns: ctx.service.engine.activeRuns(), runningAttempts: ctx.service.engine.runningAttempts() };
+  });
 
-  app.get('/metrics', async (_req, reply) => {
+  app.get('/metrics', async (req, reply) => {
+    if (keys.length > 0) requireOperator(authenticate(keys, req.headers.authorization));
     reply.type(ctx.metrics.registry.contentType);
     return ctx.metrics.registry.metrics();
   });

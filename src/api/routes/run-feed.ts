@@ -20,7 +20,7 @@ import type { RunEvent } from '../../core/events.js';
 import type { RunView } from '../../core/view.js';
 import { canSee, type Principal } from '../auth.js';
 import { ApiError } from '../errors.js';
-import { openEventStream } from '../sse.js';
+import { headOfEventStream, openEventStream } from '../sse.js';
 import { StreamQuery } from '../../contract/requests.js';
 import type { AppContext } from '../context.js';
 import type { Service } from '../service.js';
@@ -182,6 +182,7 @@ export function runFeedRoutes(app: FastifyInstance, ctx: AppContext): void {
       throw new ApiError('forbidden', `this key cannot follow runs of tenant ${q.tenant}`);
     }
     if (ctx.shuttingDown()) throw new ApiError('shutting_down', 'the server is shutting down');
+    if (req.method === 'HEAD') return headOfEventStream(reply);
 
     const res = openEventStream(req, reply, 'retry: 2000\n: stream open\n\n');
 

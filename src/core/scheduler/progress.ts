@@ -9,7 +9,8 @@
  * waiting for has ended too, which keeps the reduced hazard edges of the plan sound.
  */
 import { callError, type CallError } from '../errors.js';
-import { resolveValue } from '../references.js';
+import { checkArgsSize, resolveValue } from '../references.js';
+import { DEFAULT_MAX_ARGS_BYTES } from '../size.js';
 import { accessOf } from '../resources.js';
 import { backoffDelay } from '../retry.js';
 import { isTerminal, transition } from '../state.js';
@@ -25,10 +26,14 @@ export function arm(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): voi
   if (c.hasRefs) {
     // References are looked up in document order: the k-th names the plan's `refCalls[k]`.
     let k = 0;
-    const r = resolveValue(c.args, () => {
-      const t = run.calls[c.refCalls[k++] as number];
-      return t && t.status === 'succeeded' ? { value: t.output } : undefined;
-    });
+    const r = resolveValue(
+      c.args,
+      () => {
+        const t = run.calls[c.refCalls[k++] as number];
+        return t && t.status === 'succeeded' ? { value: t.output } : undefined;
+      },
+      s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES,
+    );
     if (!r.ok) return fail(s, run, c, { ...r.error, message: `${c.id}: ${r.error.message}` }, true);
     args = r.value as Record<string, unknown>;
     // Resolved once: what the references brought in is data (a file's text may well hold `${`),
@@ -39,6 +44,8 @@ export function arm(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): voi
     const r = resolveValue(c.args, () => undefined);
     if (r.ok) args = r.value as Record<string, unknown>;
   }
+  const big = c.hasRefs ? undefined : checkArgsSize(args, s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES);
+  if (big) return fail(s, run, c, { ...big, message: `${c.id}: ${big.message}` }, true);
   setResolved(run, c, args);
   if (c.review !== undefined && !c.reviewed) {
     transition(c, 'awaiting_review');

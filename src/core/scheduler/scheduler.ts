@@ -40,6 +40,8 @@ import { addCalls } from './planning.js';
 import { cancelCall, fail, mayRetry, scheduleRetry, setResolved, stopRun, succeed } from './progress.js';
 import { createState, emit, emptyOutput, findCall, forgetRun, getRun, markDirty, newRun, normalized, type ScheduledCall, type SchedulerState } from './records.js';
 import { restoreRun } from './restore.js';
+import { checkArgsSize } from '../references.js';
+import { DEFAULT_MAX_ARGS_BYTES, outputChecked } from '../size.js';
 import { appendTo, sealRun } from './streamed.js';
 
 export class Scheduler {
@@ -104,8 +106,19 @@ export class Scheduler {
 
   /** Takes a run back from its persisted events after a restart (restore.ts). */
   restore(now: number, events: readonly CoreEvent[]): Output {
-    this.state.now = now;
-    restoreRun(this.state, events);
+    const s = this.state;
+    s.now = now;
+    const id = events[0]?.runId;
+    const known = id !== undefined && s.runs.has(id);
+    try {
+      restoreRun(s, events);
+    } catch (e) {
+      // A log it cannot take back (DESIGN §4, `unrecoverable`) leaves nothing half-built behind.
+      const run = known || id === undefined ? undefined : s.runs.get(id);
+      if (run) forgetRun(s, run);
+      s.out = emptyOutput();
+      throw e;
+    }
     return this.flush();
   }
 
@@ -126,7 +139,7 @@ export class Scheduler {
     s.limiter.release(c);
     run.running--;
     this.learn(c.tool, now - (c.attemptStartedAt as number));
-    const r = e.result;
+    const r = outputChecked(e.result, c, s.opts.limits.maxOutputBytes);
     if (r.ok) succeed(s, run, c, r.output);
     else if (run.cancelRequested || run.failFastBy !== undefined) {
       if (r.error.code === 'cancelled') cancelCall(s, run, c, r.error);
@@ -175,7 +188,7 @@ export class Scheduler {
     if (c.status !== 'awaiting_review') throw new SchedulerError('conflict', `call ${c.id} is ${c.status}, not awaiting_review`);
     if (d.decision === 'edit') {
       if (!d.args) throw new SchedulerError('invalid_args', `an edit needs args`);
-      const problem = s.opts.catalog.checkArgs(c.tool, d.args);
+      const problem = s.opts.catalog.checkArgs(c.tool, d.args) ?? checkArgsSize(d.args, s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES)?.message;
       if (problem) throw new SchedulerError('invalid_args', `${c.id}: ${problem}`);
     }
     emit(s, 'review.decided', run, c, {
