@@ -10,8 +10,26 @@ import { API_ERRORS } from './errors.js';
 import { ReviewBody, ReviewsQuery } from './routes/reviews.js';
 import { AppendBody, GraphQuery, ListRunsQuery, MessagesQuery, ReplanBody, SubmitSchema } from './routes/runs.js';
 import { InvokeBody } from './routes/tools.js';
+import { ToolsQuery } from './tool-list.js';
 import { BatchSchema, CallErrorSchema, CallStatusSchema, RunStatusSchema } from './schemas.js';
 
+const ToolList = z.object({
+  items: z.array(
+    z
+      .object({
+        name: z.string(),
+        description: z.string().optional(),
+        input: z.record(z.string(), z.unknown()).optional(),
+        executor: z.object({ kind: z.enum(['builtin', 'http', 'worker', 'mcp']) }).loose(),
+        source: z.string().describe('config, builtin (the demo catalog) or mcp:<server>'),
+      })
+      .loose(),
+  ),
+});
+const ModelToolList = z.object({
+  tools: z.array(z.record(z.string(), z.unknown())).describe('OpenAI function tools or Anthropic tools'),
+  skipped: z.array(z.object({ name: z.string(), reason: z.string() })).describe('tools whose names the vendor refuses'),
+});
 const ErrorBody = z.object({
   error: z.object({ code: z.enum(Object.keys(API_ERRORS) as [string, ...string[]]), message: z.string(), details: z.unknown().optional() }),
 });
@@ -231,7 +249,11 @@ function buildDocument(): Record<string, unknown> {
       },
     },
     '/v1/tools': {
-      get: { summary: 'The tool catalog', responses: { '200': { description: 'Tools', content: { 'application/json': { schema: { type: 'object' } } } }, ...errors(401) } },
+      get: {
+        summary: 'The tool catalog, or (with format) the tool definitions a model API takes',
+        parameters: query(ToolsQuery),
+        responses: { '200': { description: 'Tools', content: content(z.union([ToolList, ModelToolList])) }, ...errors(400, 401) },
+      },
     },
     '/v1/tools/{name}/invoke': {
       post: {

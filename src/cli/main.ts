@@ -16,6 +16,7 @@ Usage:
   toolgraph run    BATCH.json [--config FILE] [--failure MODE] [--json] [--record OUT.json] [--approve]
   toolgraph replay REC.json|DIR... [--config FILE] [--tolerance MS] [--json] [--junit OUT.xml]
   toolgraph bench  [--quick] [--out FILE]
+  toolgraph tools  [--config FILE] [--format table|json|openai|anthropic]
 
 Without --config, a demo catalog of builtin tools is used.`;
 
@@ -44,6 +45,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   serve: () => lazy('./serve.js', 'serveCommand'),
   replay: () => lazy('./replay.js', 'replayCommand'),
   bench: () => lazy('./bench.js', 'benchCommand'),
+  tools: () => lazy('./tools.js', 'toolsCommand'),
 };
 
 export async function main(argv: string[], io: Io = defaultIo): Promise<number> {

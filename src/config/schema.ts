@@ -11,6 +11,8 @@ import { z } from 'zod';
 import type { Ajv } from 'ajv';
 import type { Defaults, Limits, Policy, Rate, ToolManifest } from '../core/tool.js';
 import type { AuthKey } from './types.js';
+import { compileSchema } from './catalog.js';
+import { mcpSchema, type McpSection } from './mcp-schema.js';
 
 /** What the schema needs from outside the file. */
 export interface SchemaContext {
@@ -30,8 +32,11 @@ export interface ConfigFile {
   defaults: Defaults;
   auth: { keys: AuthKey[] };
   server: { host: string; port: number; db: string };
+  mcp: McpSection;
 }
 
+/** `limits.maxOutputBytes` when the file does not set it: 8 MiB. */
+export const DEFAULT_MAX_OUTPUT_BYTES = 8 * 1024 * 1024;
 export const BUILTIN_EXECUTORS = ['sleep', 'echo', 'fail'] as const;
 export const TOOL_NAME_RE = /^[A-Za-z0-9_.-]{1,64}$/;
 /** A tool name or a glob on tool names (`*`, `?`). */
@@ -122,7 +127,8 @@ function isHttpUrl(s: string): boolean {
   }
 }
 
-function toolSchema(ctx: SchemaContext) {
+/** The fields of a tool (`tools[]`), each with its checks and default; MCP overrides reuse them. */
+export function toolShape(ctx: SchemaContext) {
   const retry = strict({
     attempts: posInt(),
     backoffMs: int(0).default(200),
@@ -134,12 +140,12 @@ function toolSchema(ctx: SchemaContext) {
   });
   const input = plainObject('expected a JSON Schema (a mapping)').superRefine((schema, c) => {
     try {
-      ctx.ajv.compile(schema);
+      compileSchema(ctx.ajv, schema);
     } catch (err) {
       c.addIssue({ code: 'custom', message: `expected a JSON Schema that compiles, got an error: ${(err as Error).message}` });
     }
   });
-  return strict({
+  return {
     name: toolName(),
     description: z.string({ error: 'expected a string' }).optional(),
     input: input.optional(),
@@ -157,7 +163,11 @@ function toolSchema(ctx: SchemaContext) {
     requires: list(toolNameOrGlob()).default([]),
     compensate: strict({ tool: toolName(), args: plainObject('expected a mapping').default({}) }).optional(),
     executor: executorSchema(ctx),
-  }).superRefine(
+  };
+}
+
+function toolSchema(ctx: SchemaContext) {
+  return strict(toolShape(ctx)).superRefine(
     (tool, c) => {
       // Runs even when other fields failed, so it reads the (possibly partial) value defensively.
       const t = tool as Partial<Record<keyof typeof tool, unknown>>;
@@ -200,6 +210,7 @@ const limitsSchema = () =>
     perRun: posInt().optional(),
     maxActiveRunsPerTenant: posInt().optional(),
     maxCallsPerRun: posInt().default(1000),
+    maxOutputBytes: posInt().default(DEFAULT_MAX_OUTPUT_BYTES),
     tenant: map(posInt()).default({}),
     tool: map(posInt()).default({}),
     resource: map(posInt()).default({}),
@@ -258,6 +269,7 @@ function rootObject(ctx: SchemaContext) {
     defaults: defaultsSchema().prefault({}),
     auth: authSchema(ctx).prefault({}),
     server: serverSchema().prefault({}),
+    mcp: mcpSchema(ctx, toolShape(ctx)).prefault({}),
   });
 }
 
@@ -282,6 +294,8 @@ function checkNames(file: ParsedFile, c: z.RefinementCtx): void {
     } else names.set(tool.name, i);
   });
   if (tools.length !== (file.tools ?? []).length) return; // a broken entry: names may be missing
+  // With MCP servers the names are checked on the merged catalog, once the servers listed their tools.
+  if (isRecord(file.mcp) && Array.isArray(file.mcp.servers) && file.mcp.servers.length > 0) return;
   const known = (name: unknown) => typeof name !== 'string' || isGlob(name) || names.has(name);
   const checkList = (where: (string | number)[], values: unknown) => {
     if (!Array.isArray(values)) return;
@@ -350,6 +364,7 @@ function toConfigFile(file: ParsedFile): ConfigFile {
     defaults: file.defaults,
     auth: { keys: file.auth.keys },
     server: file.server,
+    mcp: file.mcp,
   };
 }
 

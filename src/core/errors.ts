@@ -19,6 +19,7 @@ export const CALL_ERROR_CODES = [
   'timeout',
   'tool_error',
   'interrupted',
+  'output_too_large',
 ] as const;
 
 export type CallErrorCode = (typeof CALL_ERROR_CODES)[number];

@@ -26,7 +26,9 @@ export interface Rate {
 export type ExecutorSpec =
   | { kind: 'builtin'; name: 'sleep' | 'echo' | 'fail' }
   | { kind: 'http'; url: string; headers?: Record<string, string> }
-  | { kind: 'worker'; module: string };
+  | { kind: 'worker'; module: string }
+  /** A tool of an MCP server (DESIGN §13): `tool` is the server's own name for it, without the prefix. */
+  | { kind: 'mcp'; server: string; tool: string; maxOutputBytes?: number };
 
 export interface CompensateSpec {
   tool: string;
@@ -102,6 +104,8 @@ export interface Limits {
   rate: { tenant: Record<string, Rate> };
   maxActiveRunsPerTenant?: number;
   maxCallsPerRun: number;
+  /** The largest output an MCP tool may return, in bytes of JSON (DESIGN §13). */
+  maxOutputBytes?: number;
 }
 
 export interface Defaults {

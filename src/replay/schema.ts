@@ -10,7 +10,7 @@
 import type { Ajv } from 'ajv';
 import { z } from 'zod';
 import { CallErrorSchema, CallSchema, CallStatusSchema, FailureSchema, RunStatusSchema } from '../api/schemas.js';
-import { createAjv } from '../config/catalog.js';
+import { compileSchema, createAjv } from '../config/catalog.js';
 import { formatPath } from '../config/load.js';
 import { RECORDING_FORMAT, type Recording } from './recording.js';
 
@@ -39,6 +39,7 @@ const executor = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('builtin'), name: z.enum(['sleep', 'echo', 'fail']) }),
   z.strictObject({ kind: z.literal('http'), url: z.string().min(1), headers: z.record(z.string(), z.string()).optional() }),
   z.strictObject({ kind: z.literal('worker'), module: z.string().min(1) }),
+  z.strictObject({ kind: z.literal('mcp'), server: z.string().min(1), tool: z.string().min(1), maxOutputBytes: int1.optional() }),
 ]);
 
 const manifest = z.strictObject({
@@ -81,6 +82,7 @@ const limits = z.strictObject({
   perRun: int1.optional(),
   maxActiveRunsPerTenant: int1.optional(),
   maxCallsPerRun: int1.default(1000),
+  maxOutputBytes: int1.optional(),
   tenant: z.record(z.string(), int1).default({}),
   tool: z.record(z.string(), int1).default({}),
   resource: z.record(z.string(), int1).default({}),
@@ -178,7 +180,7 @@ function crossCheck(r: Parsed, ajv: Ajv): { path: Path; message: string; got?: u
     tools.add(t.name);
     if (t.input === undefined) return;
     try {
-      ajv.compile(t.input);
+      compileSchema(ajv, t.input);
     } catch (e) {
       out.push({ path: ['config', 'tools', i, 'input'], message: `expected a JSON Schema that compiles, got an error: ${(e as Error).message}` });
     }

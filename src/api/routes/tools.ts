@@ -6,6 +6,7 @@ import { ApiError } from '../errors.js';
 import { ArgsSchema, TenantSchema } from '../schemas.js';
 import type { AppContext } from '../server.js';
 import { parse } from '../validate.js';
+import { listedTool, modelTools, ToolsQuery } from '../tool-list.js';
 
 export const InvokeBody = z.strictObject({ args: ArgsSchema.default({}), tenant: TenantSchema.optional() });
 
@@ -18,7 +19,11 @@ export function publicTool(t: ToolManifest) {
 export function toolRoutes(app: FastifyInstance, ctx: AppContext): void {
   const { service } = ctx;
 
-  app.get('/v1/tools', async () => ({ items: service.config.tools.map(publicTool) }));
+  app.get('/v1/tools', async (req) => {
+    const { format } = parse(ToolsQuery, req.query ?? {}, 'query');
+    const tools = service.config.catalog.list();
+    return format ? modelTools(tools, format) : { items: tools.map((t) => listedTool(t, service.config.source)) };
+  });
 
   app.post('/v1/tools/:name/invoke', async (req) => {
     if (ctx.shuttingDown()) throw new ApiError('shutting_down', 'the server is shutting down');
