@@ -32,7 +32,7 @@ describe('valid configs', () => {
     const c = parse('{}');
     expect(c.tools).toEqual([]);
     expect(c.policy).toEqual({ rules: [] });
-    expect(c.limits).toEqual({ maxCallsPerRun: 1000, tenant: {}, tool: {}, resource: {}, rate: { tenant: {} } });
+    expect(c.limits).toEqual({ maxCallsPerRun: 1000, maxOutputBytes: 8 * 1024 * 1024, tenant: {}, tool: {}, resource: {}, rate: { tenant: {} } });
     expect(c.defaults).toEqual({ timeoutMs: 60000, failure: 'partial', openRunTimeoutMs: 30000 });
     expect(c.auth).toEqual({ keys: [] });
     expect(c.server).toEqual({ host: '127.0.0.1', port: 8080, db: './data/toolgraph.db' });
@@ -118,7 +118,7 @@ describe('errors name the path, the expectation and what was found', () => {
     ['a string for an int', 'limits: { maxCallsPerRun: "ten" }', 'limits.maxCallsPerRun: expected an integer ≥ 1, got "ten"'],
     ['a list for a mapping', 'limits: { tenant: [] }', 'limits.tenant: expected a mapping, got a list []'],
     ['a map value', 'limits: { resource: { "file:/a": 0 } }', 'limits.resource["file:/a"]: expected an integer ≥ 1, got 0'],
-    ['unknown top-level key', 'toolz: []', 'toolz: unknown key, expected one of tools, policy, limits, defaults, auth, server'],
+    ['unknown top-level key', 'toolz: []', 'toolz: unknown key, expected one of tools, policy, limits, defaults, auth, server, mcp'],
     ['unknown nested key', 'server: { hots: x }', 'server.hots: unknown key, expected one of host, port, db'],
     ['port range', 'server: { port: 70000 }', 'server.port: expected an integer from 0 to 65535, got 70000'],
     ['failure mode', 'defaults: { failure: maybe }', 'defaults.failure: expected one of fail_fast, partial, replan, got "maybe"'],

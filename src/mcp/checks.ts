@@ -5,13 +5,19 @@
  * Problems read like the config loader's: `path: expected …, got …`.
  */
 import type { Limits, Policy, ToolManifest } from '../core/tool.js';
+import { formatPath } from '../config/load.js';
 import { isGlob } from '../config/schema.js';
 
-/** One server's tools, with where the server sits in the file (`mcp.servers[0]`). */
+/** One server's tools, with where the server sits in `mcp.servers`. */
 export interface ServerTools {
   server: string;
-  path: string;
+  index: number;
   manifests: readonly ToolManifest[];
+}
+
+/** `mcp.servers[0]`, or with a tool: `mcp.servers[0].tools["get-sum"]`. */
+export function serverPath(index: number, tool?: string): string {
+  return formatPath(tool === undefined ? ['mcp', 'servers', index] : ['mcp', 'servers', index, 'tools', tool]);
 }
 
 export interface MergeInput {
@@ -30,7 +36,7 @@ export function checkMerged(file: MergeInput, servers: readonly ServerTools[]): 
       const first = owner.get(m.name);
       const own = m.executor.kind === 'mcp' ? m.executor.tool : m.name;
       if (first !== undefined) {
-        problems.push(`${s.path}: the tool ${JSON.stringify(own)} becomes ${JSON.stringify(m.name)}, a name already used by ${first}; expected names that do not clash (set a prefix)`);
+        problems.push(`${serverPath(s.index)}: the tool ${JSON.stringify(own)} becomes ${JSON.stringify(m.name)}, a name already used by ${first}; expected names that do not clash (set a prefix)`);
       } else owner.set(m.name, `the tool ${JSON.stringify(own)} of mcp server "${s.server}"`);
     }
   }
@@ -48,14 +54,14 @@ export function checkMerged(file: MergeInput, servers: readonly ServerTools[]): 
   };
   file.tools.forEach((t, i) => checkTool(`tools[${i}]`, t));
   for (const s of servers) {
-    for (const m of s.manifests) checkTool(`${s.path}.tools.${m.executor.kind === 'mcp' ? m.executor.tool : m.name}`, m);
+    for (const m of s.manifests) checkTool(serverPath(s.index, m.executor.kind === 'mcp' ? m.executor.tool : m.name), m);
   }
   file.policy.rules.forEach((r, i) => {
     checkList(`policy.rules[${i}].after`, r.after);
     checkList(`policy.rules[${i}].requires`, r.requires);
   });
   for (const name of Object.keys(file.limits.tool)) {
-    if (!owner.has(name)) problems.push(`limits.tool[${JSON.stringify(name)}]: expected the name of a tool of the catalog as the key, got ${JSON.stringify(name)}`);
+    if (!owner.has(name)) problems.push(`${formatPath(['limits', 'tool', name])}: expected the name of a tool of the catalog as the key, got ${JSON.stringify(name)}`);
   }
   return problems;
 }

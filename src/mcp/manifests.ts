@@ -17,6 +17,7 @@ import type { Defaults, Limits, ToolManifest } from '../core/tool.js';
 import { compileSchema } from '../config/catalog.js';
 import type { McpServerConfig, ToolOverride } from '../config/mcp-schema.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, TOOL_NAME_RE } from '../config/schema.js';
+import { serverPath } from './checks.js';
 
 export interface ServerManifests {
   manifests: ToolManifest[];
@@ -27,8 +28,8 @@ export interface ServerManifests {
 }
 
 export interface ManifestContext {
-  /** Where the server sits in the file, for messages: `mcp.servers[0]`. */
-  path: string;
+  /** Where the server sits in `mcp.servers`, for messages. */
+  index: number;
   defaults: Defaults;
   limits: Limits;
   ajv: Ajv;
@@ -44,7 +45,7 @@ export function manifestsOf(server: McpServerConfig, tools: readonly Tool[], ctx
   const out: ServerManifests = { manifests: [], warnings: [], problems: [] };
   const listed = new Set(tools.map((t) => t.name));
   for (const key of Object.keys(server.tools)) {
-    if (!listed.has(key)) out.problems.push(`${ctx.path}.tools.${key}: expected the name of a tool the server lists, got ${JSON.stringify(key)} (it lists ${[...listed].slice(0, 20).join(', ') || 'no tools'})`);
+    if (!listed.has(key)) out.problems.push(`${serverPath(ctx.index, key)}: expected the name of a tool the server lists, got ${JSON.stringify(key)} (it lists ${[...listed].slice(0, 20).join(', ') || 'no tools'})`);
   }
   for (const tool of tools) {
     if (server.include && !server.include.some((g) => globMatch(g, tool.name))) continue;
@@ -63,7 +64,7 @@ export function manifestsOf(server: McpServerConfig, tools: readonly Tool[], ctx
     }
     const manifest = manifestOf(server, tool, name, server.tools[tool.name] ?? {}, ctx);
     if (manifest.retry !== undefined && !manifest.idempotent) {
-      out.problems.push(`${ctx.path}.tools.${tool.name}.retry: retry needs idempotent: true (set idempotent: true, or trust a server that marks the tool idempotentHint)`);
+      out.problems.push(`${serverPath(ctx.index, tool.name)}.retry: retry needs idempotent: true (set idempotent: true, or trust a server that marks the tool idempotentHint)`);
     }
     out.manifests.push(manifest);
   }

@@ -87,11 +87,11 @@ export async function startMcp(config: Config, opts: StartMcpOptions = {}): Prom
   }
 
   const build = (index: number, tools: Parameters<typeof manifestsOf>[1]) =>
-    manifestsOf(servers[index] as McpServerConfig, tools, { path: `mcp.servers[${index}]`, defaults: config.defaults, limits: config.limits, ajv });
+    manifestsOf(servers[index] as McpServerConfig, tools, { index, defaults: config.defaults, limits: config.limits, ajv });
   const perServer = listed.map((r, i) => build(i, (r as PromiseFulfilledResult<Parameters<typeof manifestsOf>[1]>).value));
   const warnings = perServer.flatMap((p) => p.warnings);
   for (const w of warnings) logger.warn({}, w);
-  const serverTools: ServerTools[] = perServer.map((p, i) => ({ server: servers[i]!.name, path: `mcp.servers[${i}]`, manifests: p.manifests }));
+  const serverTools: ServerTools[] = perServer.map((p, i) => ({ server: servers[i]!.name, index: i, manifests: p.manifests }));
   const problems = [...perServer.flatMap((p) => p.problems), ...checkMerged(config, serverTools)];
   if (problems.length > 0) {
     await closeAll();

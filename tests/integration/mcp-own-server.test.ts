@@ -191,7 +191,7 @@ mcp:
     expect(err).toBeInstanceOf(ConfigError);
     const msg = (err as Error).message;
     expect(msg).toContain('tools[0].after[0]: expected the name of a tool of the catalog, or a glob, got "t__nope"');
-    expect(msg).toContain('limits.tool["t__gone"]');
+    expect(msg).toContain('limits.tool.t__gone');
     expect(msg).toContain('mcp.servers[0].tools.w.requires[0]');
     expect(msg).toContain('mcp.servers[0].tools.crash.retry: retry needs idempotent: true');
     expect(msg).toContain('mcp.servers[0].tools.missing: expected the name of a tool the server lists');
