@@ -164,6 +164,14 @@ export class McpConnection {
       await Promise.race([client.connect(transport), timeout]);
       return client;
     } catch (err) {
+      // A child that did not answer is killed outright: the SDK's polite close could take 4 s more.
+      if (transport instanceof StdioClientTransport && transport.pid !== null) {
+        try {
+          process.kill(transport.pid, 'SIGKILL');
+        } catch {
+          // it is gone already
+        }
+      }
       await client.close().catch(() => {});
       await transport.close().catch(() => {});
       // Give the child's last stderr a moment to arrive: it usually says why.

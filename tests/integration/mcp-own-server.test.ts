@@ -226,6 +226,24 @@ mcp:
     expect(err).toContain('dead: missing API token');
   });
 
+  it('a server that never answers initialize is exit 2 within 10 s', async () => {
+    const cfg = path.join(dir, 'mute.yaml');
+    writeFileSync(cfg, `
+mcp:
+  servers:
+    - name: mute
+      command: ${node}
+      args: ["-e", "console.error('mute: waiting for nothing'); setInterval(() => {}, 1000)"]
+`);
+    let err = '';
+    const t0 = Date.now();
+    const code = await main(['tools', '--config', cfg], { out: () => {}, err: (s) => void (err += s), isTTY: false });
+    expect(code).toBe(2);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(err).toMatch(/mcp server "mute" could not start .*: no answer to initialize within 8000 ms/);
+    expect(err).toContain('mute: waiting for nothing');
+  }, 20_000);
+
   it('an unreachable url is exit 2 naming the server', async () => {
     const cfg = path.join(dir, 'gone.yaml');
     writeFileSync(cfg, `

@@ -1,0 +1,106 @@
+/**
+ * MCP executor overhead: a `tools/call` through toolgraph's `mcp` executor (deadline, result mapping,
+ * output size check, the shared connection) against a direct call of the same tool with the SDK's
+ * Client, on the tests' own stdio server (tests/fixtures/mcp/test-server.mjs, tool `echo`). Each side
+ * has its own server process; rounds alternate between the two sides so that drift of a busy machine
+ * hits both. Reported: µs per call at concurrency 1 and 16 (median of the rounds), and the overhead.
+ * Also shown, for scale: a whole run of one call through the Engine (planning, events, scheduling).
+ *
+ * Target (issue #18): the executor at most 10% over the direct call.
+ *
+ * Run: `npx tsx bench/mcp.ts [--calls N] [--rounds R]` (or `npm run bench:mcp`).
+ */
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { parseConfig } from '../src/config/load.js';
+import { Engine } from '../src/engine/engine.js';
+import { createExecutors } from '../src/executors/index.js';
+import type { ExecuteRequest } from '../src/executors/types.js';
+import { startMcp } from '../src/mcp/runtime.js';
+
+const { values } = parseArgs({ options: { calls: { type: 'string', default: '2000' }, rounds: { type: 'string', default: '5' } } });
+const CALLS = Number(values.calls);
+const ROUNDS = Number(values.rounds);
+const SERVER = fileURLToPath(new URL('../tests/fixtures/mcp/test-server.mjs', import.meta.url));
+const ARGS = { text: 'hello' };
+
+/** µs per call for `calls` calls made by `concurrency` workers, each waiting for its previous call. */
+async function measure(call: () => Promise<unknown>, calls: number, concurrency: number): Promise<number> {
+  let next = 0;
+  const t0 = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next++ < calls) await call();
+    }),
+  );
+  return Number(process.hrtime.bigint() - t0) / 1000 / calls;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+
+async function main(): Promise<void> {
+  const direct = new Client({ name: 'bench', version: '1' });
+  await direct.connect(new StdioClientTransport({ command: process.execPath, args: [SERVER] }));
+  await direct.listTools();
+
+  const yaml = `mcp: { servers: [ { name: b, command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(SERVER)}], trustAnnotations: true } ] }`;
+  const mcp = await startMcp(parseConfig(yaml, 'bench.yaml', { env: {} }));
+  const executor = createExecutors({ mcp: mcp.servers });
+  const tool = mcp.config.catalog.get('b__echo')!;
+  // A fresh signal per call, as the engine gives each attempt its own.
+  const request = (): ExecuteRequest => ({ runId: 'bench', callId: 'c', tool, args: ARGS, attempt: 1, timeoutMs: 60_000, signal: new AbortController().signal });
+  const engine = new Engine({ config: mcp.config, executor });
+
+  const viaSdk = () => direct.callTool({ name: 'echo', arguments: ARGS });
+  const viaExecutor = async () => {
+    const r = await executor.execute(request());
+    if (!r.ok) throw new Error(r.error.message);
+  };
+  const viaEngine = async () => {
+    const run = engine.submit({ calls: [{ id: 'c', tool: 'b__echo', args: ARGS }] });
+    const v = await engine.wait(run.id);
+    if (v?.status !== 'succeeded') throw new Error(`run ${v?.status}`);
+  };
+
+  // Warm up both paths (JIT, the connections).
+  await measure(viaSdk, 500, 4);
+  await measure(viaExecutor, 500, 4);
+  await measure(viaEngine, 200, 4);
+
+  const rows: string[] = [];
+  for (const concurrency of [1, 16]) {
+    const sdk: number[] = [];
+    const exe: number[] = [];
+    const eng: number[] = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      // Alternate which side goes first.
+      if (r % 2 === 0) {
+        sdk.push(await measure(viaSdk, CALLS, concurrency));
+        exe.push(await measure(viaExecutor, CALLS, concurrency));
+      } else {
+        exe.push(await measure(viaExecutor, CALLS, concurrency));
+        sdk.push(await measure(viaSdk, CALLS, concurrency));
+      }
+      eng.push(await measure(viaEngine, Math.ceil(CALLS / 4), concurrency));
+    }
+    const s = median(sdk);
+    const e = median(exe);
+    const g = median(eng);
+    rows.push(
+      `| ${concurrency} | ${s.toFixed(1)} | ${e.toFixed(1)} | ${(((e - s) / s) * 100).toFixed(1)}% | ${g.toFixed(1)} |`,
+    );
+  }
+  process.stdout.write(
+    `MCP call overhead (${CALLS} calls per round, median of ${ROUNDS} rounds, µs per call)\n\n` +
+      '| concurrency | direct SDK call | mcp executor | overhead | whole run through the Engine |\n|---|---|---|---|---|\n' +
+      `${rows.join('\n')}\n`,
+  );
+  await engine.close();
+  await executor.close();
+  await mcp.close();
+  await direct.close();
+}
+
+await main();
