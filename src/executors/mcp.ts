@@ -12,7 +12,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { callError } from '../core/errors.js';
 import type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
-import { abortResult, deadline, messageOf, timeoutResult, toolError } from './deadline.js';
+import { budgetOf, cancelledResult, messageOf, timeoutResult, toolError } from './deadline.js';
 
 /** What the executor needs of a server: the `McpConnection` of src/mcp is one. */
 export interface McpCaller {
@@ -42,10 +42,13 @@ function outputOf(result: CallToolResult): unknown {
 }
 
 async function call(request: ExecuteRequest, caller: McpCaller, server: string, tool: string, maxBytes: number | undefined): Promise<ExecuteResult> {
-  const d = deadline(request);
+  // The SDK's own request timeout is the attempt's budget (it sends notifications/cancelled when it
+  // fires), and the request's signal is the cancel: no second timer or AbortController per call.
+  const budget = budgetOf(request);
+  const signal = request.signal;
+  if (signal.aborted) return cancelledResult();
   try {
-    if (d.signal.aborted) return abortResult(d);
-    const result = await caller.call(tool, request.args ?? {}, d.signal, d.timeoutMs);
+    const result = await caller.call(tool, request.args ?? {}, signal, budget);
     if (result.isError === true) {
       const text = textOf(result);
       return toolError(text === '' ? `${tool} failed on mcp server "${server}"` : text, false, { content: result.content ?? [] });
@@ -63,14 +66,12 @@ async function call(request: ExecuteRequest, caller: McpCaller, server: string, 
     }
     return { ok: true, output };
   } catch (err) {
-    if (d.cause() !== null) return abortResult(d);
-    if (rpcCode(err) === REQUEST_TIMEOUT) return timeoutResult(d.timeoutMs);
+    if (signal.aborted) return cancelledResult();
+    if (rpcCode(err) === REQUEST_TIMEOUT) return timeoutResult(budget);
     if (err instanceof Error && err.name === UNAVAILABLE) return toolError(err.message, true, { server });
     const rpc = rpcCode(err);
     const code = rpc !== undefined ? { code: rpc } : {};
     return toolError(`mcp server "${server}": ${messageOf(err)}`, false, { server, ...code });
-  } finally {
-    d.dispose();
   }
 }
 

@@ -74,14 +74,15 @@ export class McpConnection {
   }
 
   /**
-   * `tools/call` on the shared connection. An abort of `signal` sends `notifications/cancelled`.
+   * `tools/call` on the shared connection. An abort of `signal`, or `timeoutMs` passing, sends
+   * `notifications/cancelled`.
    * Throws `McpUnavailableError` when the server is down or the connection dropped during the call.
    */
   async call(tool: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number): Promise<CallToolResult> {
     const client = await this.ready(signal);
     try {
-      // The SDK's own timeout stays out of the way: the caller's signal carries the budget.
-      const timeout = Number.isFinite(timeoutMs) ? timeoutMs + 60_000 : 2 ** 31 - 1;
+      // The SDK's timeout sends notifications/cancelled and fails with RequestTimeout (-32001).
+      const timeout = Number.isFinite(timeoutMs) ? Math.min(timeoutMs, 2 ** 31 - 1) : 2 ** 31 - 1;
       return (await client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout })) as CallToolResult;
     } catch (err) {
       if (signal.aborted) throw err;
