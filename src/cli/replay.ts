@@ -17,6 +17,7 @@ import { expandPaths } from '../replay/load.js';
 import { jsonReport, junitXml, resultText, summaryTable, totalsLine, totalsOf } from '../replay/report.js';
 import { RecordingError } from '../replay/schema.js';
 import { readConfig, UsageError } from './input.js';
+import { startCliMcp } from './mcp.js';
 import { parseOptions, type Io } from './main.js';
 
 /** A progress bar redrawn in place on a terminal; nothing otherwise (the report says it all). */
@@ -58,7 +59,12 @@ export async function replayCommand(args: string[], io: Io): Promise<number> {
   const tolerance = parseTolerance(values.tolerance as string | undefined);
   const configFile = values.config as string | undefined;
   const opts: CheckOptions = { tolerance, ajv: createAjv() };
-  if (configFile !== undefined) opts.config = readConfig(configFile);
+  if (configFile !== undefined) {
+    // With MCP servers, "what would this config do" needs their tools as they are now: list them.
+    const mcp = await startCliMcp(readConfig(configFile));
+    await mcp.close();
+    opts.config = mcp.config;
+  }
   let files: string[];
   try {
     files = expandPaths(positionals);

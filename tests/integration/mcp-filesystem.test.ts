@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/main.js';
 import { recordingOf } from '../../src/replay/recording.js';
 import { replayRecording } from '../../src/replay/replay.js';
 import { parseRecording } from '../../src/replay/schema.js';
@@ -96,6 +97,12 @@ describe('filesystem MCP server', () => {
     const parsed = parseRecording(JSON.parse(JSON.stringify(rec)), 'rec.json');
     const replayed = replayRecording(parsed);
     expect(replayed.notes).toEqual([]);
+    // And through the CLI, with no config (so no server to start): the recording matches.
+    const recFile = path.join(dir, 'rec.json');
+    writeFileSync(recFile, JSON.stringify(rec));
+    let out = '';
+    expect(await main(['replay', recFile], { out: (s) => void (out += s), err: () => {}, isTTY: false })).toBe(0);
+    expect(out).toContain('MATCH');
     expect(replayed.replayed.result.calls.map((c) => [c.id, c.status, c.output])).toEqual([
       ['w', 'succeeded', { content: `Successfully wrote to ${file('g.txt')}` }],
       ['r', 'succeeded', { content: 'gee' }],
