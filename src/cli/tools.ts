@@ -6,7 +6,7 @@
 import { listedTool, modelTools, toolSource } from '../api/tool-list.js';
 import type { ToolManifest } from '../core/tool.js';
 import { readConfig, UsageError } from './input.js';
-import { parseOptions, type Io } from './main.js';
+import { parseOptions, type Io } from './options.js';
 import { startCliMcp } from './mcp.js';
 
 const FORMATS = ['table', 'json', 'openai', 'anthropic'];
