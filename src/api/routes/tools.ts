@@ -1,18 +1,11 @@
 /** The catalog, and invoking one tool directly under the same limits and policy (DESIGN §7). */
 import type { FastifyInstance } from 'fastify';
-import type { ToolManifest } from '../../core/tool.js';
 import { InvokeBodySchema, ToolNameParams } from '../../contract/requests.js';
 import { tenantFor } from '../auth.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 import { parseRequestPart } from '../request-part.js';
 import { listedTool, modelTools, ToolsQuery } from '../tool-list.js';
-
-/** What the catalog shows of a tool: everything but executor secrets (header values). */
-export function publicTool(t: ToolManifest) {
-  const executor = t.executor.kind === 'http' ? { kind: 'http', url: t.executor.url } : t.executor;
-  return { ...t, executor };
-}
 
 export function toolRoutes(app: FastifyInstance, ctx: AppContext): void {
   const { service } = ctx;
