@@ -17,9 +17,28 @@ import {
   ReviewsQuery,
   SubmitBodySchema,
 } from '../contract/requests.js';
+import { ToolsQuery } from './tool-list.js';
 import { ErrorBodySchema, EventSchema, GraphSchema, InvokedSchema, PlanSchema, ReviewSchema, RunSchema, RunSummarySchema } from '../contract/responses.js';
 
 type Schema = z.ZodType;
+
+const ToolList = z.object({
+  items: z.array(
+    z
+      .object({
+        name: z.string(),
+        description: z.string().optional(),
+        input: z.record(z.string(), z.unknown()).optional(),
+        executor: z.object({ kind: z.enum(['builtin', 'http', 'worker', 'mcp']) }).loose(),
+        source: z.string().describe('config, builtin (the demo catalog) or mcp:<server>'),
+      })
+      .loose(),
+  ),
+});
+const ModelToolList = z.object({
+  tools: z.array(z.record(z.string(), z.unknown())).describe('OpenAI function tools or Anthropic tools'),
+  skipped: z.array(z.object({ name: z.string(), reason: z.string() })).describe('tools whose names the vendor refuses'),
+});
 
 function json(schema: Schema): Record<string, unknown> {
   return z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
@@ -160,7 +179,11 @@ function buildDocument(): Record<string, unknown> {
       },
     },
     '/v1/tools': {
-      get: { summary: 'The tool catalog', responses: { '200': { description: 'Tools', content: { 'application/json': { schema: { type: 'object' } } } }, ...errors(401) } },
+      get: {
+        summary: 'The tool catalog, or (with format) the tool definitions a model API takes',
+        parameters: query(ToolsQuery),
+        responses: { '200': { description: 'Tools', content: content(z.union([ToolList, ModelToolList])) }, ...errors(400, 401) },
+      },
     },
     '/v1/tools/{name}/invoke': {
       post: {

@@ -18,6 +18,7 @@ Usage:
   toolgraph run    BATCH.json [--config FILE] [--failure MODE] [--json] [--record OUT.json] [--approve]
   toolgraph replay REC.json|DIR... [--config FILE] [--tolerance MS] [--json] [--junit OUT.xml]
   toolgraph bench  [--quick] [--out FILE]
+  toolgraph tools  [--config FILE] [--format table|json|openai|anthropic]
 
 Without --config, a demo catalog of builtin tools is used.`;
 
@@ -34,6 +35,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   serve: () => loadCommand('./serve.js', 'serveCommand'),
   replay: () => loadCommand('./replay.js', 'replayCommand'),
   bench: () => loadCommand('./bench.js', 'benchCommand'),
+  tools: () => loadCommand('./tools.js', 'toolsCommand'),
 };
 
 export async function main(argv: string[], io: Io = defaultIo): Promise<number> {

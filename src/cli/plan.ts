@@ -4,6 +4,7 @@ import { planView } from '../engine/plan-view.js';
 import { toDot, toMermaid } from '../core/render.js';
 import { readBatch, readConfig, UsageError } from './input.js';
 import { parseOptions, type Io } from './options.js';
+import { startCliMcp } from './mcp.js';
 
 export async function planCommand(args: string[], io: Io): Promise<number> {
   const { values, positionals } = parseOptions(args, {
@@ -13,8 +14,11 @@ export async function planCommand(args: string[], io: Io): Promise<number> {
   const format = values.format as string;
   if (!['json', 'mermaid', 'dot'].includes(format)) throw new UsageError(`--format must be json, mermaid or dot, got "${format}"`);
   if (positionals.length !== 1) throw new UsageError('plan takes exactly one BATCH.json');
-  const config = readConfig(values.config as string | undefined);
+  const fileConfig = readConfig(values.config as string | undefined);
   const batch = readBatch(positionals[0] as string);
+  const mcp = await startCliMcp(fileConfig);
+  const config = mcp.config;
+  await mcp.close();
   const plan = buildPlan({ calls: batch.calls, tenant: batch.tenant ?? 'default', catalog: config.catalog, policy: config.policy });
   const view = planView(plan);
   if (format === 'json') {

@@ -18,6 +18,7 @@ import { jsonReport, junitXml, resultText, summaryTable, totalsLine, totalsOf } 
 import { RecordingError } from '../replay/schema.js';
 import { readConfig, UsageError } from './input.js';
 import { parseOptions, type Io } from './options.js';
+import { startCliMcp } from './mcp.js';
 
 /** A progress bar redrawn in place on a terminal; nothing otherwise (the report says it all). */
 class ProgressBar {
@@ -58,7 +59,12 @@ export async function replayCommand(args: string[], io: Io): Promise<number> {
   const tolerance = parseTolerance(values.tolerance as string | undefined);
   const configFile = values.config as string | undefined;
   const opts: CheckOptions = { tolerance, ajv: createAjv() };
-  if (configFile !== undefined) opts.config = readConfig(configFile);
+  if (configFile !== undefined) {
+    // With MCP servers, "what would this config do" needs their tools as they are now: list them.
+    const mcp = await startCliMcp(readConfig(configFile));
+    await mcp.close();
+    opts.config = mcp.config;
+  }
   let files: string[];
   try {
     files = expandPaths(positionals);

@@ -13,6 +13,7 @@ import { Engine } from '../engine/engine.js';
 import { recordingOf } from '../replay/recording.js';
 import { readBatch, readConfig, UsageError } from './input.js';
 import { parseOptions, type Io } from './options.js';
+import { startCliMcp } from './mcp.js';
 import { progressLine, Progress, resultsTable } from './progress.js';
 
 export async function runCommand(args: string[], io: Io): Promise<number> {
@@ -26,11 +27,13 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('run takes exactly one BATCH.json');
   const flag = FailureSchema.optional().safeParse(values.failure);
   if (!flag.success) throw new UsageError(`--failure must be fail_fast, partial or replan, got "${String(values.failure)}"`);
-  const config = readConfig(values.config as string | undefined);
+  const fileConfig = readConfig(values.config as string | undefined);
   const batch = readBatch(positionals[0] as string);
   const failure = flag.data ?? batch.failure;
+  const mcp = await startCliMcp(fileConfig);
+  const config = mcp.config;
   const events: RunEvent[] = [];
-  const engine = new Engine({ config, sink: { append: (es) => void events.push(...es) } });
+  const engine = new Engine({ config, sink: { append: (es) => void events.push(...es) }, ...(mcp.executor ? { executor: mcp.executor } : {}) });
   const progress = new Progress(io);
   engine.onEvent((e, view) => {
     if (e.type === 'call.awaiting_review' && e.callId) {
@@ -59,6 +62,7 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
   const view = (await engine.wait(started.id)) as RunView;
   progress.finish();
   await engine.close();
+  await mcp.close();
   if (values.record) writeFileSync(values.record as string, `${JSON.stringify(recordingOf(events, config), null, 2)}\n`);
   io.out(values.json ? `${JSON.stringify(view, null, 2)}\n` : resultsTable(view));
   return view.status === 'succeeded' ? 0 : 1;

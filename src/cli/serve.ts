@@ -11,6 +11,7 @@ import { Service } from '../api/service.js';
 import { openSqliteStore } from '../store/sqlite.js';
 import { readConfig, UsageError } from './input.js';
 import { parseOptions, type Io } from './options.js';
+import { startCliMcp } from './mcp.js';
 
 export async function serveCommand(args: string[], io: Io): Promise<number> {
   const { values, positionals } = parseOptions(args, {
@@ -21,7 +22,9 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     'drain-ms': { type: 'string', default: '10000' },
   });
   if (positionals.length > 0) throw new UsageError(`serve takes no positional arguments, got "${positionals.join(' ')}"`);
-  const config = readConfig(values.config as string | undefined);
+  const logger = pino({ name: 'toolgraph', level: process.env.LOG_LEVEL ?? 'info' });
+  const mcp = await startCliMcp(readConfig(values.config as string | undefined), logger);
+  const config = mcp.config;
   const host = (values.host as string | undefined) ?? config.server.host;
   const port = values.port !== undefined ? Number(values.port) : config.server.port;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer from 0 to 65535, got "${String(values.port)}"`);
@@ -31,14 +34,14 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     throw new UsageError(`refusing to listen on ${host} with no auth.keys: open development mode serves loopback addresses only (127.0.0.1, ::1)`);
   }
   const dbFile = (values.db as string | undefined) ?? config.server.db;
-  const logger = pino({ name: 'toolgraph', level: process.env.LOG_LEVEL ?? 'info' });
   let store;
   try {
     store = openSqliteStore(dbFile);
   } catch (e) {
+    await mcp.close();
     throw new UsageError(`${dbFile}: cannot open the database: ${(e as Error).message}`);
   }
-  const service = new Service({ config, store });
+  const service = new Service({ config, store, ...(mcp.executor ? { executor: mcp.executor } : {}) });
   let resumed: number;
   try {
     let unrecoverable: { runId: string; reason: string }[];
@@ -48,6 +51,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   } catch (e) {
     // The store itself cannot be read: say so, without a stack trace, and leave the database as it is.
     await service.engine.close();
+    await mcp.close();
     store.close();
     throw new UsageError(`${dbFile}: cannot resume the unfinished runs: ${(e as Error).message}`);
   }
@@ -56,6 +60,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   try {
     await app.listen({ host, port });
   } catch (e) {
+    await mcp.close();
     store.close();
     throw new UsageError(`cannot listen on ${host}:${port}: ${(e as Error).message}`);
   }
@@ -72,6 +77,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
       logger.info({ signal, drainMs }, 'shutting down: no new runs; letting running calls finish');
       const closing = app.close();
       await service.engine.close({ drainMs });
+      await mcp.close();
       await closing;
       store.close();
       logger.info('stopped');

@@ -6,6 +6,7 @@
  * turns Ajv's errors into one short line, e.g. `/image must be string; must have required property 'name'`.
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { ArgsCheck, Catalog, ToolManifest } from '../core/tool.js';
 
 /** The Ajv options every tool input schema is compiled with. */
@@ -13,6 +14,28 @@ export function createAjv(): Ajv {
   // `format` keywords are not checked (no format plugin is bundled), and Ajv says nothing of them:
   // a log line per schema at start-up would only be noise.
   return new Ajv({ allErrors: true, strict: false, validateFormats: false });
+}
+
+/** One Ajv for JSON Schema 2020-12 per draft-07 instance, made when a schema first asks for it. */
+const ajv2020s = new WeakMap<Ajv, Ajv2020>();
+
+/** Whether a schema declares JSON Schema 2020-12 (`$schema`); others compile as draft-07, as before. */
+export function is2020(schema: Record<string, unknown>): boolean {
+  return typeof schema.$schema === 'string' && schema.$schema.includes('2020-12');
+}
+
+/**
+ * Compiles a JSON Schema with the draft the schema declares: 2020-12 (MCP's default dialect) on an
+ * Ajv2020 with the same options, anything else on `ajv` (draft-07). Throws Ajv's error.
+ */
+export function compileSchema(ajv: Ajv, schema: Record<string, unknown>): ValidateFunction {
+  if (!is2020(schema)) return ajv.compile(schema);
+  let other = ajv2020s.get(ajv);
+  if (!other) {
+    other = new Ajv2020({ allErrors: true, strict: false, validateFormats: false });
+    ajv2020s.set(ajv, other);
+  }
+  return other.compile(schema);
 }
 
 /** How many Ajv errors one message lists at most. */
@@ -44,7 +67,7 @@ function describeAjvError(error: ErrorObject): string {
 
 /** Compiles a tool's input schema; throws Ajv's error when the schema does not compile. */
 export function compileArgsCheck(ajv: Ajv, schema: Record<string, unknown>): ArgsCheck {
-  const validate: ValidateFunction = ajv.compile(schema);
+  const validate: ValidateFunction = compileSchema(ajv, schema);
   return (args) => (validate(args) ? null : formatAjvErrors(validate.errors));
 }
 

@@ -12,6 +12,8 @@ import type { Ajv } from 'ajv';
 import type { Defaults, Limits, Policy, Rate, ToolManifest } from '../core/tool.js';
 import type { AuthKey } from './types.js';
 import { DEFAULT_MAX_ARGS_BYTES, DEFAULT_MAX_OUTPUT_BYTES } from '../core/size.js';
+import { compileSchema } from './catalog.js';
+import { mcpSchema, type McpSection } from './mcp-schema.js';
 
 /** What the schema needs from outside the file. */
 export interface SchemaContext {
@@ -31,8 +33,11 @@ export interface ConfigFile {
   defaults: Defaults;
   auth: { keys: AuthKey[] };
   server: { host: string; port: number; db: string };
+  mcp: McpSection;
 }
 
+/** `limits.maxOutputBytes` when the file does not set it (4 MiB, DESIGN §4). */
+export { DEFAULT_MAX_OUTPUT_BYTES };
 export const BUILTIN_EXECUTORS = ['sleep', 'echo', 'fail'] as const;
 export const TOOL_NAME_RE = /^[A-Za-z0-9_.-]{1,64}$/;
 /** A tool name or a glob on tool names (`*`, `?`). */
@@ -123,7 +128,8 @@ function isHttpUrl(s: string): boolean {
   }
 }
 
-function toolSchema(ctx: SchemaContext) {
+/** The fields of a tool (`tools[]`), each with its checks and default; MCP overrides reuse them. */
+export function toolShape(ctx: SchemaContext) {
   const retry = strict({
     attempts: posInt(),
     backoffMs: int(0).default(200),
@@ -135,12 +141,12 @@ function toolSchema(ctx: SchemaContext) {
   });
   const input = plainObject('expected a JSON Schema (a mapping)').superRefine((schema, c) => {
     try {
-      ctx.ajv.compile(schema);
+      compileSchema(ctx.ajv, schema);
     } catch (err) {
       c.addIssue({ code: 'custom', message: `expected a JSON Schema that compiles, got an error: ${(err as Error).message}` });
     }
   });
-  return strict({
+  return {
     name: toolName(),
     description: z.string({ error: 'expected a string' }).optional(),
     input: input.optional(),
@@ -159,7 +165,11 @@ function toolSchema(ctx: SchemaContext) {
     requires: list(toolNameOrGlob()).default([]),
     compensate: strict({ tool: toolName(), args: plainObject('expected a mapping').default({}) }).optional(),
     executor: executorSchema(ctx),
-  }).superRefine(
+  };
+}
+
+function toolSchema(ctx: SchemaContext) {
+  return strict(toolShape(ctx)).superRefine(
     (tool, c) => {
       // Runs even when other fields failed, so it reads the (possibly partial) value defensively.
       const t = tool as Partial<Record<keyof typeof tool, unknown>>;
@@ -262,6 +272,7 @@ function rootObject(ctx: SchemaContext) {
     defaults: defaultsSchema().prefault({}),
     auth: authSchema(ctx).prefault({}),
     server: serverSchema().prefault({}),
+    mcp: mcpSchema(ctx, toolShape(ctx)).prefault({}),
   });
 }
 
@@ -286,6 +297,8 @@ function checkNames(file: ParsedFile, c: z.RefinementCtx): void {
     } else names.set(tool.name, i);
   });
   if (tools.length !== (file.tools ?? []).length) return; // a broken entry: names may be missing
+  // With MCP servers the names are checked on the merged catalog, once the servers listed their tools.
+  if (isRecord(file.mcp) && Array.isArray(file.mcp.servers) && file.mcp.servers.length > 0) return;
   const known = (name: unknown) => typeof name !== 'string' || isGlob(name) || names.has(name);
   const checkList = (where: (string | number)[], values: unknown) => {
     if (!Array.isArray(values)) return;
@@ -355,6 +368,7 @@ function toConfigFile(file: ParsedFile): ConfigFile {
     defaults: file.defaults,
     auth: { keys: file.auth.keys },
     server: file.server,
+    mcp: file.mcp,
   };
 }
 

@@ -1,4 +1,5 @@
 import type { Defaults, Limits, Policy, ToolManifest, Catalog } from '../core/tool.js';
+import type { McpSection } from './mcp-schema.js';
 
 export type Role = 'agent' | 'operator';
 
@@ -17,6 +18,8 @@ export interface Config {
   defaults: Defaults;
   auth: { keys: readonly AuthKey[] };
   server: { host: string; port: number; db: string };
+  /** MCP servers whose tools join the catalog at start (DESIGN §13); absent or empty: none. */
+  mcp?: McpSection;
   /** The catalog built from `tools`, with compiled Ajv checks. */
   catalog: Catalog;
   /** Where it came from: a file path, or `builtin:demo`. */

@@ -72,6 +72,7 @@ const executor = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('builtin'), name: z.enum(['sleep', 'echo', 'fail']) }),
   z.strictObject({ kind: z.literal('http'), url: z.string().min(1), headers: z.record(z.string(), z.string()).optional() }),
   z.strictObject({ kind: z.literal('worker'), module: z.string().min(1) }),
+  z.strictObject({ kind: z.literal('mcp'), server: z.string().min(1), tool: z.string().min(1), maxOutputBytes: int1.optional() }),
 ]);
 
 const manifest = z.strictObject({

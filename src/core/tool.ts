@@ -26,7 +26,9 @@ export interface Rate {
 export type ExecutorSpec =
   | { kind: 'builtin'; name: 'sleep' | 'echo' | 'fail' }
   | { kind: 'http'; url: string; headers?: Record<string, string> }
-  | { kind: 'worker'; module: string };
+  | { kind: 'worker'; module: string }
+  /** A tool of an MCP server (DESIGN §13): `tool` is the server's own name for it, without the prefix. */
+  | { kind: 'mcp'; server: string; tool: string; maxOutputBytes?: number };
 
 export interface CompensateSpec {
   tool: string;

@@ -1,11 +1,12 @@
 /**
  * The executors the engine uses: one Executor that dispatches each attempt by the tool's
- * `executor.kind` (builtin, http, worker). It never throws: every failure is an ExecuteResult.
+ * `executor.kind` (builtin, http, worker, mcp). It never throws: every failure is an ExecuteResult.
  */
 import type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
 import { createBuiltinExecutor } from './builtin.js';
 import { createHttpExecutor } from './http.js';
 import { createWorkerExecutor, type WorkerExecutorOptions } from './worker.js';
+import { createMcpExecutor, type McpCaller } from './mcp.js';
 import { cancelledResult, messageOf, toolError } from './deadline.js';
 
 export type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
@@ -13,8 +14,12 @@ export { createBuiltinExecutor } from './builtin.js';
 export { createHttpExecutor, parseRetryAfter, isRetryableStatus } from './http.js';
 export { createWorkerExecutor, WORKER_BOOT_URL, type WorkerExecutorOptions, type WorkerExecutor } from './worker.js';
 
+export { createMcpExecutor, type McpCaller } from './mcp.js';
+
 export interface ExecutorsOptions {
   worker?: WorkerExecutorOptions;
+  /** The MCP servers' connections by name (`McpRuntime.servers`), for tools of kind `mcp`. */
+  mcp?: ReadonlyMap<string, McpCaller>;
 }
 
 export function createExecutors(opts: ExecutorsOptions = {}): Executor {
@@ -22,6 +27,7 @@ export function createExecutors(opts: ExecutorsOptions = {}): Executor {
     ['builtin', createBuiltinExecutor()],
     ['http', createHttpExecutor()],
     ['worker', createWorkerExecutor(opts.worker)],
+    ['mcp', createMcpExecutor(opts.mcp ?? new Map())],
   ]);
   let closed = false;
   return {

@@ -30,7 +30,7 @@ function usedTools(config: RecordingConfig, calls: readonly CallInput[]): ToolMa
     const m = config.catalog.get(n);
     if (m?.compensate) names.add(m.compensate.tool);
   }
-  return config.tools.filter((t) => names.has(t.name)).map(redact);
+  return config.catalog.list().filter((t) => names.has(t.name)).map(redact);
 }
 
 /** Header values can hold secrets; a recording never does. */

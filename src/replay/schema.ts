@@ -9,7 +9,7 @@
  */
 import type { Ajv } from 'ajv';
 import type { z } from 'zod';
-import { createAjv } from '../config/catalog.js';
+import { compileSchema, createAjv } from '../config/catalog.js';
 import { formatPath } from '../config/load.js';
 import { RECORDING_FORMAT, RecordingSchema, type Recording } from '../contract/recording.js';
 
@@ -67,7 +67,7 @@ function crossCheck(r: Parsed, ajv: Ajv): { path: Path; message: string; got?: u
     tools.add(t.name);
     if (t.input === undefined) return;
     try {
-      ajv.compile(t.input);
+      compileSchema(ajv, t.input);
     } catch (e) {
       out.push({ path: ['config', 'tools', i, 'input'], message: `expected a JSON Schema that compiles, got an error: ${(e as Error).message}` });
     }

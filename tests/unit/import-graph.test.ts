@@ -114,6 +114,7 @@ const LAYERS: Record<string, number> = {
   contract: 2,
   executors: 3,
   store: 3,
+  mcp: 3,
   engine: 4,
   replay: 5,
   api: 6,

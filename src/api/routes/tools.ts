@@ -1,22 +1,20 @@
 /** The catalog, and invoking one tool directly under the same limits and policy (DESIGN §7). */
 import type { FastifyInstance } from 'fastify';
-import type { ToolManifest } from '../../core/tool.js';
 import { InvokeBodySchema, ToolNameParams } from '../../contract/requests.js';
 import { tenantFor } from '../auth.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 import { parseRequestPart } from '../request-part.js';
-
-/** What the catalog shows of a tool: everything but executor secrets (header values). */
-export function publicTool(t: ToolManifest) {
-  const executor = t.executor.kind === 'http' ? { kind: 'http', url: t.executor.url } : t.executor;
-  return { ...t, executor };
-}
+import { listedTool, modelTools, ToolsQuery } from '../tool-list.js';
 
 export function toolRoutes(app: FastifyInstance, ctx: AppContext): void {
   const { service } = ctx;
 
-  app.get('/v1/tools', async () => ({ items: service.config.tools.map(publicTool) }));
+  app.get('/v1/tools', async (req) => {
+    const { format } = parseRequestPart(ToolsQuery, req.query ?? {}, 'query');
+    const tools = service.config.catalog.list();
+    return format ? modelTools(tools, format) : { items: tools.map((t) => listedTool(t, service.config.source)) };
+  });
 
   app.post('/v1/tools/:name/invoke', async (req) => {
     if (ctx.shuttingDown()) throw new ApiError('shutting_down', 'the server is shutting down');
