@@ -12,6 +12,7 @@ import type { Config } from '../config/types.js';
 import { Engine, isEnded, type SubmitRequest } from '../engine/engine.js';
 import type { Executor } from '../executors/types.js';
 import type { Store } from '../store/types.js';
+import type { Tracing } from '../telemetry/index.js';
 import { canSee, tenantFor, type Principal } from './auth.js';
 import { ApiError } from './errors.js';
 
@@ -20,6 +21,8 @@ export interface ServiceOptions {
   store: Store;
   executor?: Executor;
   clock?: () => number;
+  /** Traces of runs and attempts (DESIGN §15); see `tracingFromEnv`. */
+  tracing?: Tracing;
 }
 
 export interface SubmitBody {
@@ -29,6 +32,8 @@ export interface SubmitBody {
   tenant?: string;
   /** A streamed run (DESIGN §10). */
   open?: boolean;
+  /** A W3C `traceparent`: with tracing on, the run's span is its child (DESIGN §15). */
+  traceparent?: string;
 }
 
 /** Ended runs read back from the store, most recent first out. */
@@ -62,16 +67,20 @@ export class Service {
    * store cannot know these runs yet, and a repeat of the key must get the same run, not a second one.
    */
   private readonly pendingKeys = new Map<string, Promise<RunView>>();
+  private readonly tracing: Tracing | undefined;
 
   constructor(opts: ServiceOptions) {
     this.config = opts.config;
     this.store = opts.store;
+    const tracing = (this.tracing = opts.tracing);
     this.engine = new Engine({
       config: opts.config,
       sink: opts.store,
       ...(opts.executor ? { executor: opts.executor } : {}),
       ...(opts.clock ? { clock: opts.clock } : {}),
+      ...(tracing ? { instrument: (e: Executor) => tracing.instrument(e) } : {}),
     });
+    tracing?.attach(this.engine);
   }
 
   /** Resumes every run the store says is unfinished, and keeps needs_replan runs ready for a replan. */
@@ -140,7 +149,9 @@ export class Service {
   }
 
   private request(tenant: string, body: SubmitBody, idempotencyKey?: string): SubmitRequest {
+    const runId = body.traceparent !== undefined ? this.tracing?.continueTrace(body.traceparent) : undefined;
     return {
+      ...(runId !== undefined ? { runId } : {}),
       tenant,
       calls: body.calls,
       ...(body.failure ? { failure: body.failure } : {}),

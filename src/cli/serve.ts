@@ -9,6 +9,7 @@ import { isLoopback } from '../api/auth.js';
 import { buildServer } from '../api/server.js';
 import { Service } from '../api/service.js';
 import { openSqliteStore } from '../store/sqlite.js';
+import { tracingFromEnv, TracingConfigError } from '../telemetry/index.js';
 import { readConfig, UsageError } from './input.js';
 import { parseOptions, type Io } from './main.js';
 
@@ -38,7 +39,13 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   } catch (e) {
     throw new UsageError(`${dbFile}: cannot open the database: ${(e as Error).message}`);
   }
-  const service = new Service({ config, store });
+  // Traces (DESIGN §15) only with an OTLP endpoint in the environment; otherwise nothing of OpenTelemetry loads.
+  const onExportError = (message: string, failures: number) => logger.warn({ failures, err: message }, 'traces: export to the OTLP endpoint failed');
+  const tracing = await tracingFromEnv(process.env, { onExportError }).catch((e: unknown) => {
+    store.close();
+    throw e instanceof TracingConfigError ? new UsageError(e.message) : e;
+  });
+  const service = new Service({ config, store, ...(tracing ? { tracing } : {}) });
   let resumed: number;
   try {
     ({ resumed } = service.recover());
@@ -46,6 +53,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     // A run the engine cannot take back (a stored log it does not understand): say which, without a
     // stack trace, and leave the database as it is for the next start.
     await service.engine.close();
+    await tracing?.shutdown();
     store.close();
     throw new UsageError(`${dbFile}: cannot resume the unfinished runs: ${(e as Error).message}`);
   }
@@ -54,12 +62,13 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   try {
     await app.listen({ host, port });
   } catch (e) {
+    await tracing?.shutdown();
     store.close();
     throw new UsageError(`cannot listen on ${host}:${port}: ${(e as Error).message}`);
   }
   const address = app.server.address();
   const actualPort = typeof address === 'object' && address ? address.port : port;
-  logger.info({ host, port: actualPort, db: dbFile, config: config.source, resumed, auth: config.auth.keys.length > 0 ? 'keys' : 'open' }, 'toolgraph listening');
+  logger.info({ host, port: actualPort, db: dbFile, config: config.source, resumed, auth: config.auth.keys.length > 0 ? 'keys' : 'open', traces: tracing ? 'otlp' : 'off' }, 'toolgraph listening');
   io.err(`toolgraph serving http://${host.includes(':') ? `[${host}]` : host}:${actualPort} (dashboard at /, API reference at /docs)\n`);
 
   return new Promise<number>((resolve) => {
@@ -71,6 +80,8 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
       const closing = app.close();
       await service.engine.close({ drainMs });
       await closing;
+      // The last spans go out, for a few seconds at most (a dead collector does not hold the exit).
+      await tracing?.shutdown();
       store.close();
       logger.info('stopped');
       resolve(0);

@@ -64,6 +64,7 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
     const body: z.infer<typeof SubmitSchema> = fastSubmitBody(req.body) ?? parse(SubmitSchema, req.body ?? {}, 'body');
     const rawKey = req.headers['idempotency-key'];
     const key = rawKey === undefined ? undefined : parse(IdempotencyKey, rawKey, 'Idempotency-Key header');
+    const traceparent = req.headers.traceparent;
     const { run, created } = await service.submitGrouped(
       req.principal,
       {
@@ -72,6 +73,7 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
         ...(body.failure ? { failure: body.failure as FailureMode } : {}),
         ...(body.tags ? { tags: body.tags } : {}),
         ...(body.tenant !== undefined ? { tenant: body.tenant } : {}),
+        ...(typeof traceparent === 'string' ? { traceparent } : {}),
       },
       key,
     );
