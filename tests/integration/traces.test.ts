@@ -287,6 +287,31 @@ describe('traces: waits, compensation and what changes nothing', () => {
   });
 });
 
+describe('traces of a replanned run', () => {
+  it('ends the run span at needs_replan; the replan goes on in a second run span linked to it', async () => {
+    const ts = await toolServer();
+    ts.on('/work', (req) => (req.body.args.fail ? { status: 400, body: { error: 'no' } } : { status: 200, body: {} }));
+    const otlp = await receiver();
+    const api = await startTraced(ts, { url: otlp.url, batch: { scheduledDelayMillis: 20 } });
+    const res = await api.post({ failure: 'replan', calls: [{ id: 'a', tool: 'work', args: {} }, { id: 'b', tool: 'work', args: { fail: true } }], waitMs: 10_000 }, { traceparent: `00-${TRACE_ID}-${PARENT_SPAN}-01` });
+    expect(res.body.status).toBe('needs_replan');
+    const runId = res.body.id as string;
+    const replan = await fetch(`${api.url}/v1/runs/${runId}/replan`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ calls: [{ id: 'b2', tool: 'work', args: {} }] }) });
+    expect(replan.status).toBe(202);
+    expect((await api.service.engine.wait(runId))?.status).toBe('succeeded');
+
+    const spans = await otlp.waitFor((s) => runSpans(s, runId).length === 2 && attemptSpans(s, runId).length === 3);
+    const first = runSpans(spans, runId).find((s) => s.attributes['toolgraph.run.replanned'] === undefined) as ReceivedSpan;
+    const second = runSpans(spans, runId).find((s) => s.attributes['toolgraph.run.replanned'] === true) as ReceivedSpan;
+    expect(first.attributes['toolgraph.run.status']).toBe('needs_replan');
+    expect(second.attributes).toMatchObject({ 'toolgraph.run.status': 'succeeded', 'toolgraph.run.replanned': true, 'toolgraph.tenant': 'default' });
+    expect([first.parentSpanId, second.parentSpanId, first.traceId, second.traceId]).toEqual([PARENT_SPAN, PARENT_SPAN, TRACE_ID, TRACE_ID]);
+    expect(second.links).toEqual([{ traceId: TRACE_ID, spanId: first.spanId }]);
+    const parentOf = Object.fromEntries(attemptSpans(spans, runId).map((s) => [s.attributes['gen_ai.tool.call.id'], s.parentSpanId]));
+    expect(parentOf).toEqual({ a: first.spanId, b: first.spanId, b2: second.spanId });
+  });
+});
+
 describe('without an OTLP endpoint', () => {
   it('toolgraph serve loads no OpenTelemetry SDK or exporter module; with one, it does', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-traces-child-'));
