@@ -173,18 +173,29 @@ describe.each(['http/protobuf', 'http/json'] as OtlpProtocol[])('traces over OTL
     const ts = await toolServer();
     const otlp = await receiver();
     const api = await startTraced(ts, { url: otlp.url, protocol, batch: { scheduledDelayMillis: 20 } });
-    const res = await api.post({ calls: [{ id: 'a', tool: 'work', args: {} }, { id: 'e', tool: 'echo', args: { x: 1 } }], waitMs: 10_000 }, { traceparent: `00-${TRACE_ID}-${PARENT_SPAN}-01` });
+    // `f` (idempotent, no predecessor) starts before its submission is stored (the engine's early
+    // start): its span is made when its attempt starts, before its call.started is published.
+    const calls = [
+      { id: 'a', tool: 'work', args: {} },
+      { id: 'e', tool: 'echo', args: { x: 1 } },
+      { id: 'f', tool: 'flaky', args: {} },
+    ];
+    const res = await api.post({ calls, waitMs: 10_000 }, { traceparent: `00-${TRACE_ID}-${PARENT_SPAN}-01` });
     expect(res.body.status).toBe('succeeded');
     const runId = res.body.id as string;
-    const spans = await otlp.waitFor((s) => runSpans(s, runId).length === 1 && attemptSpans(s, runId).length === 2);
+    const spans = await otlp.waitFor((s) => runSpans(s, runId).length === 1 && attemptSpans(s, runId).length === 3);
     const [run] = runSpans(spans, runId) as [ReceivedSpan];
     expect(run.traceId).toBe(TRACE_ID);
     expect(run.parentSpanId).toBe(PARENT_SPAN);
-    const work = attemptSpans(spans, runId).find((s) => s.name === 'execute_tool work') as ReceivedSpan;
-    expect(work.traceId).toBe(TRACE_ID);
-    expect(work.parentSpanId).toBe(run.spanId);
-    const sent = ts.requests.find((r) => r.body.runId === runId)?.headers.traceparent;
-    expect(sent).toBe(`00-${TRACE_ID}-${work.spanId}-01`);
+    for (const s of attemptSpans(spans, runId)) {
+      expect(s.traceId).toBe(TRACE_ID);
+      expect(s.parentSpanId).toBe(run.spanId);
+      expect(s.attributes['toolgraph.wait_ms']).toBe(0);
+      const id = s.attributes['gen_ai.tool.call.id'];
+      if (id === 'e') continue; // a builtin: no request to see
+      const sent = ts.requests.filter((r) => r.body.runId === runId && r.body.callId === id).map((r) => r.headers.traceparent);
+      expect(sent).toEqual([`00-${TRACE_ID}-${s.spanId}-01`]);
+    }
     // The run's events say nothing of the trace: recordings stay the same.
     const created = api.store.events(runId)[0];
     expect(Object.keys(created?.data ?? {})).not.toContain('traceparent');
