@@ -80,7 +80,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
       const closing = app.close();
       await service.engine.close({ drainMs });
       await closing;
-      // The last spans go out, for a few seconds at most (a dead collector does not hold the exit).
+      // The last spans go out, for 2 s at most (a dead collector does not hold the exit).
       await tracing?.shutdown();
       store.close();
       logger.info('stopped');

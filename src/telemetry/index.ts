@@ -53,7 +53,7 @@ export interface Tracing {
   continueTrace(traceparent: string): string | undefined;
   /** Exports every ended span now. */
   flush(): Promise<void>;
-  /** Flushes (for at most `timeoutMs`, default 5000) and stops exporting. */
+  /** Flushes (for at most `timeoutMs`, default 2000: a dead collector does not hold an exit) and stops exporting. */
   shutdown(timeoutMs?: number): Promise<void>;
 }
 

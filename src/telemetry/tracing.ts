@@ -50,7 +50,7 @@ export async function createTracing(opts: TracingOptions): Promise<Tracing> {
       };
     },
     flush: () => provider.forceFlush(),
-    shutdown(timeoutMs = 5000) {
+    shutdown(timeoutMs = 2000) {
       stopped ??= within(provider.shutdown(), timeoutMs);
       return stopped;
     },
