@@ -11,7 +11,7 @@ import { Service } from '../api/service.js';
 import { openSqliteStore } from '../store/sqlite.js';
 import { tracingFromEnv, TracingConfigError } from '../telemetry/index.js';
 import { readConfig, UsageError } from './input.js';
-import { parseOptions, type Io } from './main.js';
+import { parseOptions, type Io } from './options.js';
 
 export async function serveCommand(args: string[], io: Io): Promise<number> {
   const { values, positionals } = parseOptions(args, {
