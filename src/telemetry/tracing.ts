@@ -9,7 +9,7 @@ import { setGlobalErrorHandler } from '@opentelemetry/core';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { ExecuteRequest, ExecuteResult, Executor } from '../executors/types.js';
-import type { Tracing, TracingOptions } from './index.js';
+import type { Tracing, TracingOptions } from './types.js';
 import { RunTraces } from './spans.js';
 
 /** The version that goes with the tracer's name (the instrumentation scope). */
