@@ -160,14 +160,14 @@ export class RunTraces {
       this.runs.set(e.runId, run);
     }
     this.pending.delete(e.runId);
-    run.tenant = e.data.tenant as string;
+    run.tenant = (e.data as { tenant?: string }).tenant ?? 'default';
     if (run.span) run.span.setAttribute(ATTR.tenant, run.tenant);
     else this.runSpan(e.runId, run, e.at);
     this.sweep();
   }
 
   private started(e: RunEvent, run: RunTrace, c: CallTrace, call: CallView | undefined): void {
-    const n = e.data.attempt as number;
+    const n = (e.data as { attempt?: number }).attempt ?? 1;
     const waitMs = c.readyAt === undefined ? 0 : Math.max(0, e.at - c.readyAt);
     let span = c.open?.n === n ? c.open.span : undefined;
     if (span) span.setAttribute(ATTR.waitMs, waitMs);
@@ -181,7 +181,7 @@ export class RunTraces {
   }
 
   private completed(e: RunEvent, run: RunTrace): void {
-    const status = e.data.status as RunStatus;
+    const status = (e.data as { status: RunStatus }).status;
     const span = run.span;
     if (span && !run.ended) {
       span.setAttribute(ATTR.runStatus, status);

@@ -136,7 +136,7 @@ async function spansAlone(tracing: Tracing, runs: number, from: number): Promise
   const echo = { tool: 'echo' } as CallView;
   let seq = 0;
   const tell = (runId: string, type: RunEvent['type'], data: Record<string, unknown>, callId?: string) =>
-    tracing.listener({ seq: ++seq, type, runId, at: Date.now(), data, ...(callId ? { callId } : {}) }, view, callId ? echo : undefined);
+    tracing.listener({ seq: ++seq, type, runId, at: Date.now(), data, ...(callId ? { callId } : {}) } as RunEvent, view, callId ? echo : undefined);
   const cpu0 = process.cpuUsage();
   for (let i = 0; i < runs; i++) {
     const runId = `bench_${from + i}`;
