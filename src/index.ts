@@ -34,3 +34,5 @@ export type { RunEvent, CoreEvent, EventType } from './core/events.js';
 export type { CallInput, CallStatus, RunStatus, Edge, Diagnostic } from './core/calls.js';
 export type { CallError, CallErrorCode } from './core/errors.js';
 export type { ToolManifest, FailureMode } from './core/tool.js';
+export { startTracing, tracingFromEnv, tracingOptionsFromEnv, TracingConfigError } from './telemetry/index.js';
+export type { Tracing, TracingOptions, OtlpProtocol } from './telemetry/index.js';

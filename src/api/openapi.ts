@@ -63,6 +63,13 @@ function query(schema: z.ZodObject) {
 }
 
 const idempotencyHeader = { name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', maxLength: 255 } };
+const traceparentHeader = {
+  name: 'traceparent',
+  in: 'header',
+  required: false,
+  description: 'W3C Trace Context: with traces on (OTEL_EXPORTER_OTLP_ENDPOINT), the run span is a child of this span',
+  schema: { type: 'string' },
+};
 const lastEventId = { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' } };
 
 let cached: Record<string, unknown> | undefined;
@@ -80,7 +87,7 @@ function buildDocument(): Record<string, unknown> {
       post: {
         summary: 'Submit a batch of tool calls',
         description: 'Plans the batch into a graph and runs it. With waitMs the response waits until the run ends or that time passes.',
-        parameters: [idempotencyHeader],
+        parameters: [idempotencyHeader, traceparentHeader],
         requestBody: { required: true, content: content(SubmitBodySchema) },
         responses: { ...runResp('201', 'The run, created'), ...runResp('200', 'The run an earlier request with the same Idempotency-Key created'), ...errors(400, 401, 403, 413, 415, 429) },
       },

@@ -15,6 +15,7 @@ import type { SubmitRequest } from '../contract/submission.js';
 import { Engine, isEnded } from '../engine/engine.js';
 import type { Executor } from '../executors/types.js';
 import type { Store } from '../store/types.js';
+import type { Tracing } from '../telemetry/index.js';
 import { admit } from './admission.js';
 import { canSee, tenantFor, type Principal } from './auth.js';
 import { ApiError } from './errors.js';
@@ -24,6 +25,8 @@ export interface ServiceOptions {
   store: Store;
   executor?: Executor;
   clock?: () => number;
+  /** Traces of runs and attempts (DESIGN §15); see `tracingFromEnv`. */
+  tracing?: Tracing;
 }
 
 /** Ended runs read back from the store, most recent first out. */
@@ -58,17 +61,21 @@ export class Service {
    * store cannot know these runs yet, and a repeat of the key must get the same run, not a second one.
    */
   private readonly pendingKeys = new Map<string, Promise<RunView>>();
+  private readonly tracing: Tracing | undefined;
 
   constructor(opts: ServiceOptions) {
     this.config = opts.config;
     this.store = opts.store;
     this.clock = opts.clock ?? Date.now;
+    const tracing = (this.tracing = opts.tracing);
     this.engine = new Engine({
       config: opts.config,
       sink: opts.store,
       ...(opts.executor ? { executor: opts.executor } : {}),
       ...(opts.clock ? { clock: opts.clock } : {}),
+      ...(tracing ? { instrument: (e: Executor) => tracing.instrument(e) } : {}),
     });
+    tracing?.attach(this.engine);
   }
 
   /**
@@ -106,9 +113,10 @@ export class Service {
 
   /**
    * Admits and submits a run, stored before this returns (in a commit of its own). A request with the
-   * idempotency key of an earlier run gets that run back (`created: false`).
+   * idempotency key of an earlier run gets that run back (`created: false`). With tracing on, a
+   * `traceparent` (W3C) makes the run's span its child.
    */
-  submit(p: Principal, request: SubmitRequest): { run: RunView; created: boolean } {
+  submit(p: Principal, request: SubmitRequest, traceparent?: string): { run: RunView; created: boolean } {
     const s = this.forTenant(p, request);
     if (s.idempotencyKey !== undefined) {
       // A grouped submission with this key may be waiting for its commit: store it first, so the
@@ -118,7 +126,7 @@ export class Service {
       if (existing) return { run: this.view(p, existing), created: false };
     }
     this.admitNew(s);
-    return { run: this.engine.submit(s), created: true };
+    return { run: this.engine.submit(this.traced(s, traceparent)), created: true };
   }
 
   /**
@@ -126,18 +134,18 @@ export class Service {
    * submitted in the same turn of the event loop (`Engine.submitGrouped`): what a server under load
    * uses, one fsync for many runs. Resolves once the run is stored.
    */
-  async submitGrouped(p: Principal, request: SubmitRequest): Promise<{ run: RunView; created: boolean }> {
+  async submitGrouped(p: Principal, request: SubmitRequest, traceparent?: string): Promise<{ run: RunView; created: boolean }> {
     const s = this.forTenant(p, request);
     if (s.idempotencyKey === undefined) {
       this.admitNew(s);
-      return { run: await this.engine.submitGrouped(s), created: true };
+      return { run: await this.engine.submitGrouped(this.traced(s, traceparent)), created: true };
     }
     const key = `${s.tenant}\u0000${s.idempotencyKey}`;
     const pending = this.pendingKeys.get(key);
     const existing = this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey) ?? (pending && (await pending).id);
     if (existing) return { run: this.view(p, existing), created: false };
     this.admitNew(s);
-    const submitted = this.engine.submitGrouped(s);
+    const submitted = this.engine.submitGrouped(this.traced(s, traceparent));
     this.pendingKeys.set(key, submitted);
     try {
       return { run: await submitted, created: true };
@@ -151,6 +159,12 @@ export class Service {
   private forTenant(p: Principal, request: SubmitRequest): SubmitRequest & { tenant: string } {
     const tenant = tenantFor(p, request.tenant);
     return request.tenant === tenant ? (request as SubmitRequest & { tenant: string }) : { ...request, tenant };
+  }
+
+  /** With tracing on, the request under a run id whose run span continues `traceparent` (DESIGN §15). */
+  private traced(s: SubmitRequest, traceparent: string | undefined): SubmitRequest {
+    const runId = traceparent === undefined || s.runId !== undefined ? undefined : this.tracing?.continueTrace(traceparent);
+    return runId === undefined ? s : { ...s, runId };
   }
 
   private admitNew(s: SubmitRequest & { tenant: string }): void {

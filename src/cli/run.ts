@@ -4,6 +4,8 @@
  * Runs a batch in process, no server: live progress on a terminal (plain lines otherwise) on stderr,
  * then a results table in submission order (or, with --json, the run as the API shows it) on stdout.
  * There is no reviewer in process: calls that wait for review are rejected, or approved with --approve.
+ * With an OTLP endpoint in the environment it exports traces like `serve` (DESIGN §15), under the
+ * `TRACEPARENT` of the environment if there is one.
  */
 import { writeFileSync } from 'node:fs';
 import type { RunEvent } from '../core/events.js';
@@ -11,6 +13,7 @@ import type { RunView } from '../core/view.js';
 import { FailureSchema } from '../contract/batch.js';
 import { Engine } from '../engine/engine.js';
 import { recordingOf } from '../replay/recording.js';
+import { tracingFromEnv, TracingConfigError } from '../telemetry/index.js';
 import { readBatch, readConfig, UsageError } from './input.js';
 import { parseOptions, type Io } from './options.js';
 import { startCliMcp } from './mcp.js';
@@ -33,7 +36,12 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
   const mcp = await startCliMcp(fileConfig);
   const config = mcp.config;
   const events: RunEvent[] = [];
-  const engine = new Engine({ config, sink: { append: (es) => void events.push(...es) }, ...(mcp.executor ? { executor: mcp.executor } : {}) });
+  const tracing = await tracingFromEnv(process.env).catch((e: unknown) => {
+    throw e instanceof TracingConfigError ? new UsageError(e.message) : e;
+  });
+  const engine = new Engine({ config, sink: { append: (es) => void events.push(...es) }, ...(mcp.executor ? { executor: mcp.executor } : {}), ...(tracing ? { instrument: tracing.instrument } : {}) });
+  tracing?.attach(engine);
+  const runId = tracing && process.env.TRACEPARENT ? tracing.continueTrace(process.env.TRACEPARENT) : undefined;
   const progress = new Progress(io);
   engine.onEvent((e, view) => {
     if (e.type === 'call.awaiting_review' && e.callId) {
@@ -54,6 +62,7 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
     }
   });
   const started = engine.submit({
+    ...(runId !== undefined ? { runId } : {}),
     calls: batch.calls,
     tenant: batch.tenant ?? 'default',
     ...(failure ? { failure } : {}),
@@ -63,6 +72,7 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
   progress.finish();
   await engine.close();
   await mcp.close();
+  await tracing?.shutdown();
   if (values.record) writeFileSync(values.record as string, `${JSON.stringify(recordingOf(events, config), null, 2)}\n`);
   io.out(values.json ? `${JSON.stringify(view, null, 2)}\n` : resultsTable(view));
   return view.status === 'succeeded' ? 0 : 1;

@@ -9,6 +9,7 @@ import { isLoopback } from '../api/auth.js';
 import { buildServer } from '../api/server.js';
 import { Service } from '../api/service.js';
 import { openSqliteStore } from '../store/sqlite.js';
+import { tracingFromEnv, TracingConfigError } from '../telemetry/index.js';
 import { readConfig, UsageError } from './input.js';
 import { parseOptions, type Io } from './options.js';
 import { startCliMcp } from './mcp.js';
@@ -41,7 +42,14 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     await mcp.close();
     throw new UsageError(`${dbFile}: cannot open the database: ${(e as Error).message}`);
   }
-  const service = new Service({ config, store, ...(mcp.executor ? { executor: mcp.executor } : {}) });
+  // Traces (DESIGN §15) only with an OTLP endpoint in the environment; otherwise nothing of OpenTelemetry loads.
+  const onExportError = (message: string, failures: number) => logger.warn({ failures, err: message }, 'traces: export to the OTLP endpoint failed');
+  const tracing = await tracingFromEnv(process.env, { onExportError }).catch(async (e: unknown) => {
+    store.close();
+    await mcp.close();
+    throw e instanceof TracingConfigError ? new UsageError(e.message) : e;
+  });
+  const service = new Service({ config, store, ...(mcp.executor ? { executor: mcp.executor } : {}), ...(tracing ? { tracing } : {}) });
   let resumed: number;
   try {
     let unrecoverable: { runId: string; reason: string }[];
@@ -52,6 +60,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     // The store itself cannot be read: say so, without a stack trace, and leave the database as it is.
     await service.engine.close();
     await mcp.close();
+    await tracing?.shutdown();
     store.close();
     throw new UsageError(`${dbFile}: cannot resume the unfinished runs: ${(e as Error).message}`);
   }
@@ -61,12 +70,13 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     await app.listen({ host, port });
   } catch (e) {
     await mcp.close();
+    await tracing?.shutdown();
     store.close();
     throw new UsageError(`cannot listen on ${host}:${port}: ${(e as Error).message}`);
   }
   const address = app.server.address();
   const actualPort = typeof address === 'object' && address ? address.port : port;
-  logger.info({ host, port: actualPort, db: dbFile, config: config.source, resumed, auth: config.auth.keys.length > 0 ? 'keys' : 'open' }, 'toolgraph listening');
+  logger.info({ host, port: actualPort, db: dbFile, config: config.source, resumed, auth: config.auth.keys.length > 0 ? 'keys' : 'open', traces: tracing ? 'otlp' : 'off' }, 'toolgraph listening');
   io.err(`toolgraph serving http://${host.includes(':') ? `[${host}]` : host}:${actualPort} (dashboard at /, API reference at /docs)\n`);
 
   return new Promise<number>((resolve) => {
@@ -79,6 +89,8 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
       await service.engine.close({ drainMs });
       await mcp.close();
       await closing;
+      // The last spans go out, for 2 s at most (a dead collector does not hold the exit).
+      await tracing?.shutdown();
       store.close();
       logger.info('stopped');
       resolve(0);

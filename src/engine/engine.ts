@@ -45,6 +45,8 @@ export interface EngineOptions {
   config: Config;
   /** Runs the attempts; default: builtin, http and worker executors. */
   executor?: Executor;
+  /** Wraps the executor (tracing gives each attempt its trace context); the engine still closes the one it made. */
+  instrument?: (executor: Executor) => Executor;
   sink?: EventSink;
   /** Epoch milliseconds; default `Date.now`. */
   clock?: () => number;
@@ -154,7 +156,8 @@ export class Engine {
       defaults: opts.config.defaults,
     });
     this.ownsExecutor = !opts.executor;
-    this.executor = opts.executor ?? createExecutors();
+    const executor = opts.executor ?? createExecutors();
+    this.executor = opts.instrument ? opts.instrument(executor) : executor;
     this.sink = opts.sink;
     this.clock = opts.clock ?? Date.now;
     this.retainEndedMs = opts.retainEndedMs ?? 10 * 60_000;

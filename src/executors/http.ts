@@ -54,6 +54,7 @@ async function post(request: ExecuteRequest, url: string, headers: Record<string
   const h = new Headers(headers);
   h.set('content-type', 'application/json');
   h.set('idempotency-key', `${runId}/${callId}`);
+  if (request.traceparent !== undefined) h.set('traceparent', request.traceparent);
 
   const d = deadline(request);
   try {

@@ -23,6 +23,8 @@ export interface ExecuteRequest {
   aborted?(): boolean;
   /** The attempt's time budget; the executor enforces it too and reports `timeout`. */
   timeoutMs: number;
+  /** The W3C trace context of the attempt's span, with tracing on (DESIGN §15); `http` sends it. */
+  traceparent?: string;
 }
 
 export type ExecuteResult =

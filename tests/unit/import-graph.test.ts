@@ -117,6 +117,7 @@ const LAYERS: Record<string, number> = {
   mcp: 3,
   engine: 4,
   replay: 5,
+  telemetry: 5,
   api: 6,
   client: 6,
   dashboard: 6,

@@ -34,7 +34,8 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
     const body: SubmitBody = fastSubmitBody(req.body) ?? parseRequestPart(SubmitBodySchema, req.body ?? {}, 'body');
     const rawKey = req.headers['idempotency-key'];
     const key = rawKey === undefined ? undefined : parseRequestPart(IdempotencyKeyHeader, rawKey, 'Idempotency-Key header');
-    const { run, created } = await service.submitGrouped(req.principal, submissionOf(req.principal, body, key));
+    const traceparent = req.headers.traceparent;
+    const { run, created } = await service.submitGrouped(req.principal, submissionOf(req.principal, body, key), typeof traceparent === 'string' ? traceparent : undefined);
     const view = body.waitMs ? await service.wait(req.principal, run.id, body.waitMs) : run;
     return reply.status(created ? 201 : 200).send(view);
   });

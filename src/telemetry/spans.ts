@@ -1,0 +1,283 @@
+/**
+ * Runs and attempts as spans (DESIGN §15), made from the engine's events by a listener
+ * (`Engine.onEvent`): `run.created` starts the run span `toolgraph.run`, `call.started` an attempt's
+ * span `execute_tool <tool>` (a direct child of the run span), the attempt's end (`call.succeeded`,
+ * `call.failed`, `call.retry_scheduled`, `call.cancelled`) ends it, `run.completed` ends the run span.
+ * Times are the events' own (`at`), so the spans say what the event log says.
+ *
+ * The executor side (`traceparentFor`, through `Tracing.instrument`) hands each attempt its span's
+ * W3C `traceparent`. An attempt usually starts after its `call.started` is published, so its span is
+ * there already; an idempotent call of a grouped submission starts before (the engine's early start),
+ * and then the span is started here, and `call.started` finds it. A compensation's span is made here
+ * too (its attempt has no `call.started`) and ends with `call.compensated`.
+ *
+ * Loaded only with tracing on (it imports OpenTelemetry).
+ */
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { parseTraceParent } from '@opentelemetry/core';
+import type { RunStatus } from '../core/calls.js';
+import type { CallError } from '../core/errors.js';
+import type { RunEvent } from '../core/events.js';
+import type { CallView, RunView } from '../core/view.js';
+import { newRunId, type RunListener } from '../engine/engine.js';
+import type { ExecuteRequest } from '../executors/types.js';
+import { ATTR, EXECUTE_TOOL, LIMIT_WAIT_EVENT, RUN_SPAN, attemptSpanName, runFailed } from './attributes.js';
+
+/** How long a run id reserved by `continueTrace` (or seen first by the executor) may wait for its `run.created`. */
+const PENDING_MS = 60_000;
+/** At most this many needs_replan runs keep their trace for a replan (the oldest are let go). */
+const MAX_AWAITING_REPLAN = 10_000;
+
+interface OpenAttempt {
+  n: number;
+  span: Span;
+}
+
+interface CallTrace {
+  /** When the call last became ready (`call.ready`), until its attempt starts. */
+  readyAt?: number;
+  open?: OpenAttempt;
+  /** The call succeeded: an attempt that comes later is its compensation. */
+  succeeded?: boolean;
+  compensation?: Span;
+}
+
+interface RunTrace {
+  /** The incoming context (a `traceparent`), or the root. */
+  parent: Context;
+  span?: Span;
+  /** `parent` with `span` in it: the attempts' parent. */
+  ctx?: Context;
+  /** The run span ended (with `needs_replan`): a replan starts another. */
+  ended: boolean;
+  tenant?: string;
+  calls: Map<string, CallTrace>;
+}
+
+export class RunTraces {
+  private readonly runs = new Map<string, RunTrace>();
+  /** Runs known before their `run.created` (reserved, or started early), with when: see `sweep`. */
+  private readonly pending = new Map<string, number>();
+  private readonly awaitingReplan = new Map<string, true>();
+
+  readonly listener: RunListener = (e, view, call) => this.on(e, view, call);
+
+  constructor(
+    private readonly tracer: Tracer,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Reserves a run id whose run span is a child of `traceparent`; undefined for an invalid one. */
+  continueTrace(traceparent: string): string | undefined {
+    const sc = parseTraceParent(traceparent);
+    if (!sc) return undefined;
+    const runId = newRunId();
+    this.runs.set(runId, newRun(trace.setSpanContext(ROOT_CONTEXT, { ...sc, isRemote: true })));
+    this.expect(runId);
+    return runId;
+  }
+
+  /** The `traceparent` of the attempt's span (started here if its `call.started` is still to come). */
+  traceparentFor(req: ExecuteRequest): string {
+    let run = this.runs.get(req.runId);
+    if (!run) {
+      run = newRun(ROOT_CONTEXT);
+      this.runs.set(req.runId, run);
+      this.expect(req.runId);
+    }
+    const c = callOf(run, req.callId);
+    const at = this.now();
+    let span: Span;
+    if (c.succeeded) {
+      c.compensation?.end(at);
+      span = c.compensation = this.startAttempt(req.runId, run, { callId: req.callId, tool: req.tool.name, n: req.attempt, at, compensation: true });
+    } else if (c.open?.n === req.attempt) span = c.open.span;
+    else {
+      endAttempt(c, at);
+      span = this.startAttempt(req.runId, run, { callId: req.callId, tool: req.tool.name, n: req.attempt, at });
+      c.open = { n: req.attempt, span };
+    }
+    const sc = span.spanContext();
+    return `00-${sc.traceId}-${sc.spanId}-${sc.traceFlags & 1 ? '01' : '00'}`;
+  }
+
+  /** How many runs are traced now (for tests). */
+  get size(): number {
+    return this.runs.size;
+  }
+
+  private on(e: RunEvent, view: RunView, call: CallView | undefined): void {
+    if (e.type === 'run.created') return this.created(e);
+    let run = this.runs.get(e.runId);
+    if (!run) {
+      // A run resumed after a restart (its events start midway): a new trace from here on.
+      if (e.type !== 'run.completed' && view.endedAt !== null && view.status !== 'needs_replan') return;
+      run = newRun(ROOT_CONTEXT);
+      run.tenant = view.tenant;
+      this.runs.set(e.runId, run);
+    }
+    if (e.callId === undefined) {
+      if (e.type === 'run.completed') this.completed(e, run);
+      else if (e.type === 'run.replanned') this.replanned(e, run);
+      return;
+    }
+    const c = callOf(run, e.callId);
+    switch (e.type) {
+      case 'call.ready':
+        c.readyAt = e.at;
+        break;
+      case 'call.started':
+        this.started(e, run, c, call);
+        break;
+      case 'call.succeeded':
+        c.succeeded = true;
+        endAttempt(c, e.at);
+        break;
+      case 'call.failed':
+      case 'call.retry_scheduled':
+        endAttempt(c, e.at, e.data.error as CallError | undefined);
+        break;
+      case 'call.cancelled':
+        endAttempt(c, e.at, e.data.reason as CallError | undefined);
+        break;
+      case 'call.compensated':
+        if (c.compensation) {
+          const failed = e.data.status === 'failed' ? (e.data.error as CallError | undefined) : undefined;
+          if (failed) markError(c.compensation, failed);
+          c.compensation.end(e.at);
+          c.compensation = undefined;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+
+  private created(e: RunEvent): void {
+    let run = this.runs.get(e.runId);
+    if (!run) {
+      run = newRun(ROOT_CONTEXT);
+      this.runs.set(e.runId, run);
+    }
+    this.pending.delete(e.runId);
+    run.tenant = (e.data as { tenant?: string }).tenant ?? 'default';
+    if (run.span) run.span.setAttribute(ATTR.tenant, run.tenant);
+    else this.runSpan(e.runId, run, e.at);
+    this.sweep();
+  }
+
+  private started(e: RunEvent, run: RunTrace, c: CallTrace, call: CallView | undefined): void {
+    const n = (e.data as { attempt?: number }).attempt ?? 1;
+    const waitMs = c.readyAt === undefined ? 0 : Math.max(0, e.at - c.readyAt);
+    let span = c.open?.n === n ? c.open.span : undefined;
+    if (span) span.setAttribute(ATTR.waitMs, waitMs);
+    else {
+      endAttempt(c, e.at);
+      span = this.startAttempt(e.runId, run, { callId: e.callId as string, tool: call?.tool ?? 'unknown', n, at: e.at, waitMs });
+      c.open = { n, span };
+    }
+    if (waitMs > 0) span.addEvent(LIMIT_WAIT_EVENT, { [ATTR.waitMs]: waitMs }, c.readyAt);
+    c.readyAt = undefined;
+  }
+
+  private completed(e: RunEvent, run: RunTrace): void {
+    const status = (e.data as { status: RunStatus }).status;
+    const span = run.span;
+    if (span && !run.ended) {
+      span.setAttribute(ATTR.runStatus, status);
+      if (runFailed(status)) span.setStatus({ code: SpanStatusCode.ERROR, message: `the run ${status}` });
+      span.end(e.at);
+      run.ended = true;
+    }
+    if (status !== 'needs_replan') {
+      this.runs.delete(e.runId);
+      this.awaitingReplan.delete(e.runId);
+      return;
+    }
+    this.awaitingReplan.set(e.runId, true);
+    if (this.awaitingReplan.size > MAX_AWAITING_REPLAN) {
+      const oldest = this.awaitingReplan.keys().next().value as string;
+      this.awaitingReplan.delete(oldest);
+      this.runs.delete(oldest);
+    }
+  }
+
+  /** A replan after `needs_replan`: the run goes on in a new run span, linked to the one that ended. */
+  private replanned(e: RunEvent, run: RunTrace): void {
+    this.awaitingReplan.delete(e.runId);
+    if (!run.ended) return;
+    const previous = run.span?.spanContext();
+    run.span = undefined;
+    run.ended = false;
+    this.runSpan(e.runId, run, e.at, { [ATTR.replanned]: true }, previous);
+  }
+
+  private runSpan(runId: string, run: RunTrace, at: number, extra?: Attributes, link?: ReturnType<Span['spanContext']>): Span {
+    const attributes: Attributes = { [ATTR.runId]: runId, ...extra };
+    if (run.tenant !== undefined) attributes[ATTR.tenant] = run.tenant;
+    const span = this.tracer.startSpan(RUN_SPAN, { kind: SpanKind.INTERNAL, startTime: at, attributes, ...(link ? { links: [{ context: link }] } : {}) }, run.parent);
+    run.span = span;
+    run.ctx = trace.setSpan(run.parent, span);
+    return span;
+  }
+
+  private startAttempt(runId: string, run: RunTrace, a: { callId: string; tool: string; n: number; at: number; waitMs?: number; compensation?: boolean }): Span {
+    if (!run.span) this.runSpan(runId, run, a.at);
+    const attributes: Attributes = {
+      [ATTR.operation]: EXECUTE_TOOL,
+      [ATTR.toolName]: a.tool,
+      [ATTR.toolCallId]: a.callId,
+      [ATTR.runId]: runId,
+      [ATTR.attempt]: a.n,
+    };
+    if (a.waitMs !== undefined) attributes[ATTR.waitMs] = a.waitMs;
+    if (a.compensation) attributes[ATTR.compensation] = true;
+    return this.tracer.startSpan(attemptSpanName(a.tool), { kind: SpanKind.INTERNAL, startTime: a.at, attributes }, run.ctx);
+  }
+
+  private expect(runId: string): void {
+    this.pending.set(runId, this.now());
+    this.sweep();
+  }
+
+  /**
+   * Lets go of runs that never showed their `run.created` (a reserved id whose submission failed, a
+   * run the store refused after its early attempts started): their spans are never ended, so never
+   * exported.
+   */
+  private sweep(): void {
+    if (this.pending.size === 0) return;
+    const before = this.now() - PENDING_MS;
+    for (const [runId, since] of this.pending) {
+      if (since > before) break;
+      this.pending.delete(runId);
+      this.runs.delete(runId);
+    }
+  }
+}
+
+function newRun(parent: Context): RunTrace {
+  return { parent, ended: false, calls: new Map() };
+}
+
+function callOf(run: RunTrace, callId: string): CallTrace {
+  let c = run.calls.get(callId);
+  if (!c) {
+    c = {};
+    run.calls.set(callId, c);
+  }
+  return c;
+}
+
+function markError(span: Span, error: CallError): void {
+  span.setAttribute(ATTR.errorType, error.code);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
+}
+
+function endAttempt(c: CallTrace, at: number, error?: CallError): void {
+  const open = c.open;
+  if (!open) return;
+  c.open = undefined;
+  if (error) markError(open.span, error);
+  open.span.end(at);
+}
