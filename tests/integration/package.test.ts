@@ -10,7 +10,7 @@
  * source), is replaced by this checkout's compiled addon of the same pinned version.
  */
 import { execFile, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -152,7 +152,17 @@ await engine.close();`;
     expect(JSON.parse(stdout)).toEqual(['succeeded', [{ ms: 5 }, { slept: 5 }]]);
   }, 30_000);
 
-  it('the types of toolgraph, toolgraph/client and toolgraph/stream resolve under tsc', async () => {
+  it('the types of toolgraph, toolgraph/client and toolgraph/stream resolve under tsc, and the TypeScript of docs/ compiles against them', async () => {
+    // Every ```ts block of docs/, as a module of the user's project (the README's run in readme.test.ts).
+    const snippets: string[] = [];
+    for (const page of readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)) {
+      for (const m of readFileSync(join(ROOT, page), 'utf8').matchAll(/^```ts\n([\s\S]*?)^```/gm)) {
+        const file = `snippet-${snippets.length}.ts`;
+        writeFileSync(join(project, file), `// ${page}\n${m[1] as string}\nexport {};\n`);
+        snippets.push(file);
+      }
+    }
+    expect(snippets.length).toBeGreaterThanOrEqual(2);
     writeFileSync(
       join(project, 'main.ts'),
       `import { createEngine } from 'toolgraph';
@@ -175,7 +185,7 @@ engine.submit({ calls: [{ id: 'a' }] });
       join(project, 'tsconfig.json'),
       JSON.stringify({
         compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, skipLibCheck: false, types: ['node'], typeRoots: [join(ROOT, 'node_modules/@types')] },
-        files: ['main.ts'],
+        files: ['main.ts', ...snippets],
       }),
     );
     const tsc = join(ROOT, 'node_modules/typescript/bin/tsc');
