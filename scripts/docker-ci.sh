@@ -11,7 +11,7 @@
 #   4. builds the image and checks: HEALTHCHECK healthy; a run submitted with the agent key; a SIGTERM
 #      drain that lets a running call finish; a run that survives down/up on the named volume; a
 #      root-owned bind mount refused with a message that says what to do; then the same through
-#      docker-compose.
+#      docker-compose, and the backup and restore of docs/operations.md.
 # Everything it makes lives under .tmp/docker-ci (DOCKER_CI_DIR) and /run/toolgraph-docker-ci.PID, and
 # is removed at the end; DOCKER_CI_KEEP=1 keeps the data-root (and so the stand-ins) for the next run.
 set -euo pipefail
@@ -326,5 +326,22 @@ for svc in $(compose config --services); do wait_healthy "$(compose ps -q "$svc"
 expect_code 200 "$(api GET "/v1/runs/$RUN3")" "GET /v1/runs/$RUN3 after down/up"
 [ "$(field 'b.status')" = succeeded ] || fail "run $RUN3 after down/up: $(field 'b.status')"
 ok "run $RUN3 is still there"
+
+step "backup and restore (docs/operations.md)"
+compose exec -T toolgraph node -e "require('better-sqlite3')('/data/toolgraph.db', { readonly: true }).backup('/data/backup.db').then(() => console.log('backup done'))" | grep -q 'backup done' || fail "the online backup"
+$DOCKER cp "$(compose ps -q toolgraph)":/data/backup.db "$WORK/toolgraph-backup.db"
+ok "online backup: $(($(stat -c %s "$WORK/toolgraph-backup.db") / 1024)) kB"
+compose down -v >/dev/null 2>&1
+compose up -d >/dev/null 2>&1 || { compose logs --tail 30; fail "docker-compose up (empty volume)"; }
+wait_healthy "$(compose ps -q toolgraph)" 120
+expect_code 404 "$(api GET "/v1/runs/$RUN3")" "GET /v1/runs/$RUN3 on an empty volume"
+compose stop toolgraph >/dev/null 2>&1
+$DOCKER run --rm --entrypoint sh -v "${PROJECT}_toolgraph-data:/data" -v "$WORK:/backup:ro" toolgraph:latest \
+  -c 'cp /backup/toolgraph-backup.db /data/toolgraph.db && rm -f /data/toolgraph.db-wal /data/toolgraph.db-shm'
+compose start toolgraph >/dev/null 2>&1
+wait_healthy "$(compose ps -q toolgraph)" 120
+expect_code 200 "$(api GET "/v1/runs/$RUN3")" "GET /v1/runs/$RUN3 after the restore"
+[ "$(field 'b.status')" = succeeded ] || fail "run $RUN3 after the restore: $(field 'b.status')"
+ok "a fresh volume restored from the backup has run $RUN3"
 compose down -v >/dev/null 2>&1
 ok "down -v"
