@@ -224,7 +224,7 @@ function walkObject(s: JsonSchema, path: string, rows: Row[]): void {
   for (const [k, sub] of Object.entries(s.properties ?? {})) walk(sub, `${path}.${k}`, s.required?.includes(k) ?? false, rows);
 }
 
-function yamlInline(key: string, value: unknown): string {
+export function yamlInline(key: string, value: unknown): string {
   const text = `${key}: ${stringify(value, { collectionStyle: 'flow', lineWidth: 0 }).trim()}`;
   return `\`${text.replace(/\|/g, '\\|')}\``;
 }
@@ -309,7 +309,7 @@ export function configReference(): string {
     }
     const leaf = row.path.split('.').pop()!.replace(/\[\]$/, '');
     const dflt = row.default !== undefined ? `\`${JSON.stringify(row.default)}\`` : row.required ? 'required' : '—';
-    const example = row.example !== undefined ? yamlInline(leaf, row.example) : '';
+    const example = row.example !== undefined && leaf !== '<name>' ? yamlInline(leaf, row.example) : '';
     out.push(`| \`${row.path}\`${row.variant ? ` (${row.variant})` : ''} | ${cell(row.type)} | ${dflt} | ${example} | ${cell(row.description)} |`);
   }
   return `${out.join('\n')}\n`;

@@ -5,7 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_DOC, configReference, configRows } from '../../scripts/config-docs.js';
+import { parse } from 'yaml';
+import { CONFIG_DOC, configReference, configRows, yamlInline } from '../../scripts/config-docs.js';
 
 describe('docs/configuration.md', () => {
   it('is what npm run docs:config writes (else run it)', () => {
@@ -27,5 +28,15 @@ describe('docs/configuration.md', () => {
     // And the page lists every row.
     const page = configReference();
     for (const r of rows.values()) expect(page, r.path).toContain(/[.[]/.test(r.path) ? `| \`${r.path}\`` : `## \`${r.path}\``);
+  });
+
+  it("every key's example reads back as the value it shows", () => {
+    const rows = configRows().filter((r) => r.example !== undefined);
+    expect(rows.length).toBeGreaterThan(40);
+    for (const r of rows) {
+      const leaf = r.path.split('.').pop()!.replace(/\[\]$/, '');
+      const text = yamlInline(leaf, r.example).slice(1, -1).replace(/\\\|/g, '|');
+      expect(parse(text), r.path).toEqual({ [leaf]: r.example });
+    }
   });
 });
