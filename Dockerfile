@@ -35,7 +35,7 @@ RUN mkdir -p /data && chown node:node /data
 USER node
 EXPOSE 8080
 VOLUME ["/data"]
-HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+HEALTHCHECK --interval=10s --timeout=8s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:8080/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 STOPSIGNAL SIGTERM
 # Listening beyond loopback needs auth.keys in the config (open mode serves loopback only).

@@ -50,6 +50,7 @@ cleanup() {
     local ids
     ids=$($DOCKER ps -aq 2>/dev/null)
     [ -n "$ids" ] && $DOCKER rm -f $ids >/dev/null 2>&1
+    $DOCKER volume rm -f "$VOLUME" >/dev/null 2>&1
     kill -TERM "$DOCKERD_PID"
     for _ in $(seq 1 30); do
       kill -0 "$DOCKERD_PID" 2>/dev/null || break
@@ -245,6 +246,8 @@ PORT=$(free_port)
 BASE=http://127.0.0.1:$PORT
 
 step "docker run: HEALTHCHECK"
+$DOCKER rm -f "$NAME" >/dev/null 2>&1 || true
+$DOCKER volume rm -f "$VOLUME" >/dev/null 2>&1 || true
 $DOCKER volume create "$VOLUME" >/dev/null
 run_container "$PORT"
 wait_healthy "$NAME" 90
