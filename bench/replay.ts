@@ -15,7 +15,7 @@ import path from 'node:path';
 import { main } from '../src/cli/main.js';
 import { createAjv } from '../src/config/catalog.js';
 import { checkRecording } from '../src/replay/check.js';
-import type { Recording } from '../src/replay/recording.js';
+import type { Recording } from '../src/contract/recording.js';
 import { syntheticRecording } from '../src/replay/synthetic.js';
 
 const n = Number(process.argv[2] ?? 1000);

@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { fastSubmitBody } from '../src/api/fast-body.js';
-import { SubmitSchema } from '../src/api/routes/runs.js';
+import { SubmitBodySchema as SubmitSchema } from '../src/contract/requests.js';
 
 const nested = (depth: number): unknown => (depth === 0 ? 1 : { a: nested(depth - 1) });
 

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main, type Io } from '../src/cli/main.js';
-import type { Recording } from '../src/replay/recording.js';
+import type { Recording } from '../src/contract/recording.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const EXAMPLES = path.join(ROOT, 'examples/recordings');

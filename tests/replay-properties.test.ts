@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createAjv } from '../src/config/catalog.js';
 import { compareRuns } from '../src/replay/compare.js';
-import type { Recording } from '../src/replay/recording.js';
+import type { Recording } from '../src/contract/recording.js';
 import { replayRecording } from '../src/replay/replay.js';
 import { parseRecording } from '../src/replay/schema.js';
 import { syntheticRecording } from '../src/replay/synthetic.js';

@@ -12,7 +12,7 @@ import { main, type Io } from '../src/cli/main.js';
 import type { Config } from '../src/config/types.js';
 import { EXAMPLE_CONFIG, EXAMPLES, exampleConfig, generateExamples, startToolServer } from '../src/replay/examples.js';
 import { recordLive, type LiveBatch, type LiveScript } from '../src/replay/live.js';
-import type { Recording } from '../src/replay/recording.js';
+import type { Recording } from '../src/contract/recording.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-replay-rt-'));

@@ -10,7 +10,7 @@ import { buildServer } from '../api/server.js';
 import { Service } from '../api/service.js';
 import { openSqliteStore } from '../store/sqlite.js';
 import { readConfig, UsageError } from './input.js';
-import { parseOptions, type Io } from './main.js';
+import { parseOptions, type Io } from './options.js';
 
 export async function serveCommand(args: string[], io: Io): Promise<number> {
   const { values, positionals } = parseOptions(args, {

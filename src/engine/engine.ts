@@ -26,9 +26,9 @@ import type { CallInput, RunStatus } from '../core/calls.js';
 import { callError } from '../core/errors.js';
 import type { CoreEvent, RunEvent } from '../core/events.js';
 import { Scheduler, SchedulerError, type AbortAttempt, type AttemptEnded, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
-import type { FailureMode } from '../core/tool.js';
 import { RunProjection, type CallView, type RunView } from '../core/view.js';
-import type { Config } from '../config/types.js';
+import type { Config } from '../contract/config.js';
+import type { SubmitRequest } from '../contract/submission.js';
 import { createExecutors } from '../executors/index.js';
 import type { PendingAppend } from '../store/types.js';
 import type { ExecuteRequest, Executor } from '../executors/types.js';
@@ -54,18 +54,6 @@ export interface EngineOptions {
    * at any rate of runs (a view is a few KB); a store still has every run.
    */
   retainEndedRuns?: number;
-}
-
-export interface SubmitRequest {
-  runId?: string;
-  tenant?: string;
-  calls: readonly CallInput[];
-  failure?: FailureMode;
-  tags?: Record<string, string>;
-  /** Stored with the run so that a repeated request finds it (`Idempotency-Key`). */
-  idempotencyKey?: string;
-  /** A streamed run: more calls come with `append` until `seal` (DESIGN §10). */
-  open?: boolean;
 }
 
 /** A streamed run as the library offers it: add calls as the model writes them, then seal. */

@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseConfig } from '../config/load.js';
-import type { Config } from '../config/types.js';
+import type { Config } from '../contract/config.js';
 import { recordLive, type LiveBatch, type LiveScript } from './live.js';
 
 export const EXAMPLES_DIR = fileURLToPath(new URL('../../examples/recordings/', import.meta.url));

@@ -9,9 +9,10 @@ import type { RunEvent } from '../core/events.js';
 import type { ReviewDecision } from '../core/scheduler.js';
 import type { FailureMode } from '../core/tool.js';
 import type { RunView } from '../core/view.js';
-import type { Config } from '../config/types.js';
+import type { Config } from '../contract/config.js';
 import { Engine } from '../engine/engine.js';
-import { recordingOf, type Recording } from './recording.js';
+import type { Recording } from '../contract/recording.js';
+import { recordingOf } from './recording.js';
 
 export interface LiveBatch {
   runId?: string;

@@ -14,7 +14,8 @@ import { Scheduler, type StartAttempt } from '../core/scheduler.js';
 import { Simulation, type SimulatedAttempt } from '../core/simulation.js';
 import type { FailureMode, Limits, Policy, ToolManifest } from '../core/tool.js';
 import { createAjv, createCatalog } from '../config/catalog.js';
-import { recordingOf, type Recording, type RecordingConfig } from './recording.js';
+import type { Recording } from '../contract/recording.js';
+import { recordingOf, type RecordingConfig } from './recording.js';
 import { rng } from '../core/random.js';
 
 

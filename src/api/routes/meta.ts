@@ -6,7 +6,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import { openApiDocument } from '../openapi.js';
-import type { AppContext } from '../server.js';
+import type { AppContext } from '../context.js';
 
 export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get('/healthz', async () => ({ status: 'ok', activeRuns: ctx.service.engine.activeRuns(), runningAttempts: ctx.service.engine.runningAttempts() }));

@@ -1,6 +1,7 @@
 /**
- * Request schemas (zod), shared by the HTTP API and the CLI: a `BATCH.json` is the body of
- * `POST /v1/runs` (DESIGN §9). The OpenAPI document is generated from these too.
+ * The shape of a batch of calls (zod), shared by the HTTP API, the CLI, the client and recordings: a
+ * `BATCH.json` is the body of `POST /v1/runs` (DESIGN §1, §9). The OpenAPI document is generated from
+ * these too.
  */
 import { z } from 'zod';
 import { CALL_ERROR_CODES } from '../core/errors.js';
@@ -40,17 +41,27 @@ export const CallSchema = z.strictObject({
   args: ArgsSchema.optional(),
 });
 
-export const FailureSchema = z.enum(FAILURE_MODES as unknown as [string, ...string[]]);
+export const FailureSchema = z.enum(FAILURE_MODES);
 export const TagsSchema = z.record(z.string().min(1).max(100), z.string().max(500));
 export const TenantSchema = z.string().regex(TENANT, 'a tenant is 1–64 characters of A-Z a-z 0-9 _ . : -');
 export const WaitMsSchema = z.number().int().min(0).max(MAX_WAIT_MS);
 
-function uniqueIds(calls: { id: string }[], ctx: z.RefinementCtx): void {
+/**
+ * The indexes of the calls whose id an earlier call uses, or `taken` (the ids a run has already); empty
+ * when every id is new. The one definition of "call ids are unique within a run".
+ */
+export function duplicateIds(calls: readonly { id: string }[], taken?: { has(id: string): boolean }): number[] {
   const seen = new Set<string>();
+  const out: number[] = [];
   calls.forEach((c, i) => {
-    if (seen.has(c.id)) ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate call id ${c.id}` });
+    if (seen.has(c.id) || taken?.has(c.id)) out.push(i);
     seen.add(c.id);
   });
+  return out;
+}
+
+function uniqueIds(calls: { id: string }[], ctx: z.RefinementCtx): void {
+  for (const i of duplicateIds(calls)) ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate call id ${(calls[i] as { id: string }).id}` });
 }
 
 export const CallsSchema = z.array(CallSchema).superRefine(uniqueIds);
@@ -73,11 +84,3 @@ export const CallErrorSchema = z.object({
 
 export const CallStatusSchema = z.enum(CALL_STATUSES);
 export const RunStatusSchema = z.enum(RUN_STATUSES);
-
-/** `path: message` lines for a zod error, with paths like `calls[2].id` (`root` names the value itself). */
-export function formatIssues(error: z.ZodError, root = 'body'): string[] {
-  return error.issues.map((i) => {
-    const path = i.path.reduce<string>((acc, k) => (typeof k === 'number' ? `${acc}[${k}]` : acc ? `${acc}.${String(k)}` : String(k)), '');
-    return `${path || root}: ${i.message}`;
-  });
-}

@@ -15,26 +15,24 @@
  * period to every client that may see it. A client that stops reading is disconnected.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { z } from 'zod';
 import { CALL_STATUSES, type CallStatus } from '../../core/calls.js';
 import type { RunEvent } from '../../core/events.js';
 import type { RunView } from '../../core/view.js';
 import { canSee, type Principal } from '../auth.js';
 import { ApiError } from '../errors.js';
 import { openEventStream } from '../sse.js';
-import { TenantSchema } from '../schemas.js';
-import type { AppContext } from '../server.js';
+import { StreamQuery } from '../../contract/requests.js';
+import type { AppContext } from '../context.js';
 import type { Service } from '../service.js';
-import { parse } from '../validate.js';
+import { parseRequestPart } from '../request-part.js';
 
-const StreamQuery = z.strictObject({ tenant: TenantSchema.optional() });
 /** At most this often per run (ms): 4 updates per second. */
 const RUN_INTERVAL_MS = 250;
 const COUNTS_INTERVAL_MS = 500;
 const MAX_BUFFERED = 4 * 1024 * 1024;
 const RUN_LEVEL = new Set(['run.created', 'run.started', 'run.replanned', 'run.needs_replan', 'run.completed']);
 
-export interface RunSummary {
+export interface RunFeedItem {
   id: string;
   tenant: string;
   status: RunView['status'];
@@ -47,7 +45,7 @@ export interface RunSummary {
   diagnostics: string[];
 }
 
-export function runSummary(view: RunView): RunSummary {
+export function runFeedItem(view: RunView): RunFeedItem {
   const callCounts = Object.fromEntries(CALL_STATUSES.map((s) => [s, 0])) as Record<CallStatus, number>;
   for (const c of view.calls) callCounts[c.status]++;
   return {
@@ -135,7 +133,7 @@ class RunFeed {
     p.timer = undefined;
     p.last = Date.now();
     const view = p.view;
-    const data = `event: run\ndata: ${JSON.stringify(runSummary(view))}\n\n`;
+    const data = `event: run\ndata: ${JSON.stringify(runFeedItem(view))}\n\n`;
     for (const c of this.clients) if (this.sees(c, view.tenant)) c.write(data);
     if (view.endedAt !== null) this.runs.delete(runId);
   }
@@ -173,12 +171,12 @@ class RunFeed {
   }
 }
 
-export function streamRoutes(app: FastifyInstance, ctx: AppContext): void {
+export function runFeedRoutes(app: FastifyInstance, ctx: AppContext): void {
   const feed = new RunFeed(ctx.service);
   app.addHook('onClose', async () => feed.closeAll());
 
   app.get('/v1/stream', async (req: FastifyRequest, reply: FastifyReply) => {
-    const q = parse(StreamQuery, req.query, 'query');
+    const q = parseRequestPart(StreamQuery, req.query, 'query');
     const p = req.principal;
     if (p.role === 'agent' && q.tenant !== undefined && q.tenant !== p.tenant) {
       throw new ApiError('forbidden', `this key cannot follow runs of tenant ${q.tenant}`);
