@@ -4,7 +4,7 @@
  * much as planning the run; this checks the same rules by hand, and answers only when the body
  * obviously passes them. Anything else (another key, a value of another type, any doubt) answers
  * `undefined`, and the caller asks zod, which then decides and words the 400. So it may only ever
- * *accept* what zod accepts, with the value zod would give (tests/api-fast-body.test.ts checks both
+ * *accept* what zod accepts, with the value zod would give (tests/unit/api-fast-body.test.ts checks both
  * on generated bodies).
  */
 import type { CallInput } from '../core/calls.js';
