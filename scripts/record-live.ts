@@ -63,7 +63,7 @@ export async function recordLive(config: Config, batch: LiveBatch, script: LiveS
   engine.onEvent((e) => {
     if (e.type !== 'call.awaiting_review' || e.callId === undefined) return;
     const callId = e.callId;
-    const { delayMs = 0, ...decision } = script.review?.(callId, e.data.args as Record<string, unknown>) ?? { decision: 'approve' as const };
+    const { delayMs = 0, ...decision } = script.review?.(callId, e.data.args) ?? { decision: 'approve' as const };
     later(delayMs, () => engine.review({ runId: e.runId, callId, ...decision }));
   });
   try {

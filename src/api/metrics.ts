@@ -94,17 +94,17 @@ export function createMetrics(service: Service): Metrics {
         break;
       }
       case 'call.succeeded':
-        succeededOf(tool).observe(((e.data.durationMs as number | undefined) ?? 0) / 1000);
+        succeededOf(tool).observe(e.data.durationMs / 1000);
         break;
       case 'call.failed':
-        if (e.data.attempt !== undefined) failedOf(tool).observe(((e.data.durationMs as number | undefined) ?? 0) / 1000);
+        if (e.data.attempt !== undefined) failedOf(tool).observe((e.data.durationMs ?? 0) / 1000);
         break;
       case 'call.cancelled':
         readyAt.get(e.runId)?.delete(e.callId as string);
         break;
       case 'run.completed':
         readyAt.delete(e.runId);
-        completedOf(e.data.status as string).inc();
+        completedOf(e.data.status).inc();
         break;
     }
   });

@@ -2,14 +2,18 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
-/** Takes the response over from Fastify and starts an event stream; `preamble` is written first. */
+/**
+ * Takes the response over from Fastify and starts an event stream; `preamble` is written first.
+ * No `connection` header of our own: Node then keeps the connection alive (with its `Keep-Alive:
+ * timeout=` hint, so pools drop an idle socket before the server does) unless the client asked to close
+ * it. A hand-set `connection: keep-alive` overrode a client's `Connection: close` and dropped that hint.
+ */
 export function openEventStream(req: FastifyRequest, reply: FastifyReply, preamble = ': stream open\n\n'): ServerResponse {
   reply.hijack();
   const res = reply.raw;
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache, no-transform',
-    connection: 'keep-alive',
     'x-accel-buffering': 'no',
     'x-request-id': String(req.id),
   });

@@ -89,7 +89,7 @@ export function syntheticRecording(seed: number, opts: SyntheticOptions = {}): {
       if (e.type === 'call.awaiting_review' && e.callId !== undefined) {
         const callId = e.callId;
         const decision = pick(['approve', 'approve', 'reject', 'edit'] as const);
-        const args = { ...(e.data.args as Record<string, unknown>), edited: true };
+        const args = { ...e.data.args, edited: true };
         s.at(s.now + 10 * int(0, 5) + 3, (now) => {
           try {
             return scheduler.decideReview(now, { runId, callId, decision, ...(decision === 'edit' ? { args } : {}) });

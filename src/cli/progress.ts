@@ -6,28 +6,27 @@ import type { Io } from './options.js';
 export function progressLine(e: RunEvent, view: RunView): string | undefined {
   const t = `+${String(e.at - Date.parse(view.createdAt)).padStart(5)}ms`;
   const c = e.callId;
-  const d = e.data;
   switch (e.type) {
     case 'call.started':
-      return `${t} ${c} started (attempt ${d.attempt as number})`;
+      return `${t} ${c} started (attempt ${e.data.attempt})`;
     case 'call.succeeded':
       return `${t} ${c} succeeded`;
     case 'call.failed':
-      return `${t} ${c} failed: ${(d.error as { code: string; message: string }).code}: ${(d.error as { message: string }).message}`;
+      return `${t} ${c} failed: ${e.data.error.code}: ${e.data.error.message}`;
     case 'call.retry_scheduled':
-      return `${t} ${c} will retry in ${d.delayMs as number}ms`;
+      return `${t} ${c} will retry in ${e.data.delayMs}ms`;
     case 'call.blocked':
-      return `${t} ${c} blocked: ${(d.blockedBy as { message: string }).message}`;
+      return `${t} ${c} blocked: ${e.data.blockedBy.message}`;
     case 'call.cancelled':
-      return `${t} ${c} cancelled: ${(d.reason as { message: string }).message}`;
+      return `${t} ${c} cancelled: ${e.data.reason.message}`;
     case 'call.awaiting_review':
-      return `${t} ${c} awaits review: ${d.reason as string}`;
+      return `${t} ${c} awaits review: ${e.data.reason}`;
     case 'review.decided':
-      return `${t} ${c} review: ${d.decision as string}`;
+      return `${t} ${c} review: ${e.data.decision}`;
     case 'call.compensated':
-      return `${t} ${c} compensated: ${d.status as string}`;
+      return `${t} ${c} compensated: ${e.data.status}`;
     case 'run.completed':
-      return `${t} run ${d.status as string}`;
+      return `${t} run ${e.data.status}`;
     default:
       return undefined;
   }

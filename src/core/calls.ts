@@ -7,39 +7,8 @@ export interface CallInput {
   invalid?: string;
 }
 
-export const CALL_STATUSES = [
-  'pending',
-  'ready',
-  'running',
-  'awaiting_review',
-  'succeeded',
-  'failed',
-  'blocked',
-  'cancelled',
-] as const;
-export type CallStatus = (typeof CALL_STATUSES)[number];
-
-export const RUN_STATUSES = [
-  'queued',
-  'running',
-  'succeeded',
-  'partial',
-  'failed',
-  'needs_replan',
-  'deadlocked',
-  'cancelled',
-] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
-
-export const TERMINAL_CALL_STATUSES: ReadonlySet<CallStatus> = new Set(['succeeded', 'failed', 'blocked', 'cancelled']);
-export const TERMINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set([
-  'succeeded',
-  'partial',
-  'failed',
-  'needs_replan',
-  'deadlocked',
-  'cancelled',
-]);
+// The statuses and what "ended" means live with their state machines (state.ts).
+export { CALL_STATUSES, RUN_STATUSES, TERMINAL_CALL_STATUSES, TERMINAL_RUN_STATUSES, type CallStatus, type RunStatus } from './state.js';
 
 export type EdgeKind = 'data' | 'policy' | 'conflict';
 

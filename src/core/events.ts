@@ -1,7 +1,74 @@
 /**
- * The events the core emits (DESIGN §7). The shell numbers them (`seq`, gapless per run), persists
- * them, and streams them; a run's view is derived from them alone (see view.ts).
+ * The events the core emits (DESIGN §7), each type with its payload. The shell numbers them (`seq`,
+ * gapless per run), persists them, and streams them; a run's view is derived from them alone (see
+ * view.ts). `CoreEvent` is a discriminated union on `type`: a `switch (e.type)` narrows `e.data` to
+ * that type's payload, so nothing that reads an event needs a cast. What is read back from outside
+ * the process (a store, a file) is checked against event-schema.ts, which is held to these types.
  */
+import type { CallInput, Diagnostic, Edge, RunStatus } from './calls.js';
+import type { CallError } from './errors.js';
+import type { FailureMode } from './tool.js';
+
+/** Why a run waits for a replan (`run.needs_replan`, and the run's view). */
+export interface ReplanContext {
+  failed: { callId: string; error: CallError }[];
+  waiting: string[];
+  sideEffects: string[];
+}
+
+/** Edges and diagnostics a planning step added (a batch, a replan, a streamed step). */
+export interface PlanStepData {
+  edges: Edge[];
+  diagnostics: Diagnostic[];
+}
+
+/** The payload of each event type. */
+export interface EventPayloads {
+  /** `calls` is empty for a streamed (`open`) run: they arrive with `run.calls_added`. */
+  'run.created': {
+    tenant: string;
+    failure: FailureMode;
+    tags: Record<string, string>;
+    calls: CallInput[];
+    estimates: Record<string, number>;
+    open?: true;
+    /** From `SubmitOptions.meta` (the engine's idempotency key). */
+    idempotencyKey?: string;
+  };
+  'run.started': PlanStepData & { generations: string[][] };
+  'call.ready': Record<string, never>;
+  'call.started': { attempt: number; args: Record<string, unknown> };
+  'call.retry_scheduled': {
+    /** The attempt the retry will be. */
+    attempt: number;
+    /** When the backoff ends. */
+    at: number;
+    delayMs: number;
+    error: CallError;
+    durationMs: number;
+    retryAfterMs?: number;
+  };
+  'call.succeeded': { attempt: number; output: unknown; durationMs: number };
+  /** The attempt fields are there when an attempt ended this way (not a plan-time or review failure). */
+  'call.failed': { error: CallError; attempt?: number; retryable?: boolean; durationMs?: number };
+  'call.blocked': { blockedBy: CallError };
+  'call.cancelled': { reason: CallError };
+  'call.awaiting_review': { reason: string; args: Record<string, unknown> };
+  /** Without `startedAt` the compensation never started (no such tool, unresolvable args). */
+  'call.compensated':
+    | { status: 'succeeded'; output: unknown; startedAt: number }
+    | { status: 'failed'; error: CallError; startedAt?: number };
+  'review.decided': { decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string };
+  'run.needs_replan': { replanContext: ReplanContext };
+  'run.replanned': PlanStepData & { calls: CallInput[]; generations: string[][] };
+  'run.completed': { status: RunStatus; cancelledAt?: number; diagnostics?: Diagnostic[] };
+  'run.calls_added': PlanStepData & { calls: CallInput[] };
+  'run.sealed': PlanStepData & { generations: string[][]; reason?: 'openRunTimeoutMs' };
+}
+
+export type EventType = keyof EventPayloads;
+
+/** Every event type, in the order DESIGN §7 lists them. */
 export const EVENT_TYPES = [
   'run.created',
   'run.started',
@@ -20,19 +87,70 @@ export const EVENT_TYPES = [
   'run.completed',
   'run.calls_added',
   'run.sealed',
-] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
+] as const satisfies readonly EventType[];
 
-export interface CoreEvent {
-  type: EventType;
+// Every type is listed: a type missing from EVENT_TYPES makes this `false`, which fails to compile.
+const everyTypeListed: Exclude<EventType, (typeof EVENT_TYPES)[number]> extends never ? true : false = true;
+void everyTypeListed;
+
+/** One event of type `T`. */
+export interface EventOf<T extends EventType> {
+  type: T;
   runId: string;
   callId?: string;
   /** The scheduler's clock: epoch ms in the live engine, virtual ms in replay. */
   at: number;
-  data: Record<string, unknown>;
+  data: EventPayloads[T];
 }
 
+/** Any event: narrow it with `e.type`. */
+export type CoreEvent = { [T in EventType]: EventOf<T> }[EventType];
+
 /** A persisted event. */
-export interface RunEvent extends CoreEvent {
+export type RunEvent = CoreEvent & { seq: number };
+
+const TYPES: ReadonlySet<string> = new Set(EVENT_TYPES);
+
+export function isEventType(type: string): type is EventType {
+  return TYPES.has(type);
+}
+
+/**
+ * `e` numbered: field by field, in the order `{ seq, ...e }` gives (a spread is a generic copy, and
+ * this runs for every event).
+ */
+export function withSeq(e: CoreEvent, seq: number): RunEvent {
+  // Each field is e's own, so `type` and `data` still belong together; the compiler cannot follow a
+  // union through a copy field by field, hence the one assertion.
+  return (
+    e.callId === undefined
+      ? { seq, type: e.type, runId: e.runId, at: e.at, data: e.data }
+      : { seq, type: e.type, runId: e.runId, callId: e.callId, at: e.at, data: e.data }
+  ) as RunEvent;
+}
+
+/** An event as a store keeps it: the payload as the JSON text that was written. */
+export interface StoredEventFields {
   seq: number;
+  type: string;
+  runId: string;
+  callId: string | null;
+  at: number;
+  data: string;
+}
+
+/**
+ * An event read back from a store. The store checked it against the log's rules when it was written
+ * (store/batch.ts), from a typed event; what interprets a whole log again (restore) checks it against
+ * the schema too (event-schema.ts). Here only the type is checked, on every read.
+ */
+export function storedEvent(r: StoredEventFields): RunEvent {
+  if (!isEventType(r.type)) throw new Error(`event ${r.seq} of run ${r.runId} has an unknown type ${JSON.stringify(r.type)}`);
+  const data: unknown = JSON.parse(r.data);
+  // The payload is taken on trust (see above): the one assertion of the read path.
+  return (
+    r.callId === null
+      ? { seq: r.seq, type: r.type, runId: r.runId, at: r.at, data }
+      : { seq: r.seq, type: r.type, runId: r.runId, callId: r.callId, at: r.at, data }
+  ) as RunEvent;
 }

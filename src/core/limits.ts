@@ -1,6 +1,6 @@
 /**
- * Limits across every run of an engine (DESIGN §4): global, tenant, tool, resource and rate, plus
- * reader–writer locks on resources between runs. (The per-run limit lives with the run.)
+ * Limits across every run of an engine (DESIGN §4): global, tenant, tool, per run, resource and rate,
+ * plus reader–writer locks on resources between runs.
  *
  * A call starts only when every limit that applies has room; `check()` looks at all of them and
  * `acquire()` takes them all at once, so nothing is ever held while waiting for something else.
@@ -99,6 +99,11 @@ export class Limiter {
   tenantFull(tenant: string): boolean {
     const limit = this.tenantLimit(tenant);
     return limit !== undefined && (this.byTenant.get(tenant) ?? 0) >= limit;
+  }
+
+  /** Whether the run has `limits.perRun` calls running (a big batch can't starve concurrent runs). */
+  runFull(runId: string): boolean {
+    return this.limits.perRun !== undefined && (this.runningPerRun.get(runId) ?? 0) >= this.limits.perRun;
   }
 
   toolFull(tool: string): boolean {

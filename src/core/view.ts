@@ -1,11 +1,17 @@
 /**
- * A run's view, derived from its events alone (DESIGN §7: "the event log is the truth"). The store,
- * the API, the CLI and replay all fold the same events through `RunProjection.apply`.
+ * A run's view, derived from its events alone (DESIGN §7: "the event log is the truth"). This is the
+ * one fold of a run's events: the engine's live runs (and the views it hands to listeners such as the
+ * metrics), runs read back from the store, restore, recordings, the CLI and replay all use
+ * `RunProjection`, and so does the dashboard, through src/dashboard/static/view.js, which
+ * scripts/dashboard-view.mjs generates from this file (it imports only types, so its JavaScript
+ * stands alone in a browser; keep it so).
  */
-import type { CallStatus, Diagnostic, Edge, RunStatus } from './calls.js';
+import type { CallInput, CallStatus, Diagnostic, Edge, RunStatus } from './calls.js';
 import type { CallError } from './errors.js';
-import type { CoreEvent } from './events.js';
+import type { CoreEvent, EventOf, PlanStepData, ReplanContext } from './events.js';
 import type { FailureMode } from './tool.js';
+
+export type { ReplanContext } from './events.js';
 
 export interface CompensationView {
   status: 'succeeded' | 'failed';
@@ -29,12 +35,6 @@ export interface CallView {
   resolvedArgs?: Record<string, unknown>;
   review?: { reason: string; decision?: string; comment?: string };
   compensation?: CompensationView;
-}
-
-export interface ReplanContext {
-  failed: { callId: string; error: CallError }[];
-  waiting: string[];
-  sideEffects: string[];
 }
 
 export interface RunView {
@@ -70,6 +70,9 @@ export function iso(at: number): string {
   return lastIso;
 }
 
+/** A call as `run.created`, `run.calls_added` and `run.replanned` list it. */
+type ListedCall = CallInput;
+
 export class RunProjection {
   view: RunView;
   readonly edges: Edge[] = [];
@@ -79,7 +82,7 @@ export class RunProjection {
   /** Starts from the run's first event, `run.created`. */
   constructor(created: CoreEvent) {
     if (created.type !== 'run.created') throw new Error(`a run's first event must be run.created, got ${created.type}`);
-    const d = created.data as { tenant: string; failure: FailureMode; tags: Record<string, string>; calls: { id: string; tool: string; args: Record<string, unknown> }[] };
+    const d = created.data;
     this.view = {
       id: created.runId,
       tenant: d.tenant,
@@ -90,7 +93,7 @@ export class RunProjection {
       endedAt: null,
       calls: [],
       diagnostics: [],
-      ...((created.data as { open?: boolean }).open ? { stream: 'open' as const } : {}),
+      ...(d.open ? { stream: 'open' as const } : {}),
     };
     this.addCalls(d.calls);
   }
@@ -114,67 +117,55 @@ export class RunProjection {
   }
 
   apply(e: CoreEvent): void {
-    const c = e.callId !== undefined ? this.byId.get(e.callId) : undefined;
-    const d = e.data;
     switch (e.type) {
       case 'run.created':
         return;
+      case 'run.replanned':
+        this.addCalls(e.data.calls);
+        this.view.status = 'running';
+        this.view.endedAt = null;
+        delete this.view.replanContext;
+        this.generations = e.data.generations;
+        return this.addStep(e.data);
       case 'run.started':
-      case 'run.replanned': {
-        if (e.type === 'run.replanned') {
-          this.addCalls(d.calls as { id: string; tool: string; args: Record<string, unknown> }[]);
-          this.view.status = 'running';
-          this.view.endedAt = null;
-          delete this.view.replanContext;
-        }
-        for (const edge of d.edges as Edge[]) {
-          this.edges.push(edge);
-          this.byId.get(edge.to)?.dependsOn.push(edge.from);
-        }
-        this.generations = d.generations as string[][];
-        this.view.diagnostics.push(...(d.diagnostics as Diagnostic[]));
-        return;
-      }
+        this.generations = e.data.generations;
+        return this.addStep(e.data);
       case 'run.calls_added':
+        this.addCalls(e.data.calls);
+        return this.addStep(e.data);
       case 'run.sealed':
-        if (e.type === 'run.calls_added') this.addCalls(d.calls as { id: string; tool: string; args: Record<string, unknown> }[]);
-        else {
-          this.view.stream = 'sealed';
-          this.generations = d.generations as string[][];
-        }
-        for (const edge of d.edges as Edge[]) {
-          this.edges.push(edge);
-          this.byId.get(edge.to)?.dependsOn.push(edge.from);
-        }
-        this.view.diagnostics.push(...(d.diagnostics as Diagnostic[]));
-        return;
+        this.view.stream = 'sealed';
+        this.generations = e.data.generations;
+        return this.addStep(e.data);
       case 'run.needs_replan':
-        this.view.replanContext = d.replanContext as ReplanContext;
+        this.view.replanContext = e.data.replanContext;
         return;
       case 'run.completed':
-        this.view.status = d.status as RunStatus;
-        if (Array.isArray(d.diagnostics)) this.view.diagnostics.push(...(d.diagnostics as Diagnostic[]));
+        this.view.status = e.data.status;
+        if (e.data.diagnostics) this.view.diagnostics.push(...e.data.diagnostics);
         this.view.endedAt = iso(e.at);
         return;
-      case 'review.decided':
-        if (c?.review) {
-          c.review.decision = d.decision as string;
-          if (d.decision !== 'reject') c.status = 'pending';
-          if (d.comment !== undefined) c.review.comment = d.comment as string;
-          if (d.args) c.resolvedArgs = d.args as Record<string, unknown>;
-        }
-        return;
-      default:
+      default: {
+        const c = e.callId !== undefined ? this.byId.get(e.callId) : undefined;
         if (c) applyCallEvent(c, e);
+      }
     }
   }
 
-  private addCalls(calls: { id: string; tool: string; args: Record<string, unknown> }[]): void {
+  private addStep(d: PlanStepData): void {
+    for (const edge of d.edges) {
+      this.edges.push(edge);
+      this.byId.get(edge.to)?.dependsOn.push(edge.from);
+    }
+    this.view.diagnostics.push(...d.diagnostics);
+  }
+
+  private addCalls(calls: readonly ListedCall[]): void {
     for (const call of calls) {
       const v: CallView = {
         id: call.id,
         tool: call.tool,
-        args: call.args,
+        args: call.args ?? {},
         status: 'pending',
         dependsOn: [],
         attempts: 0,
@@ -190,54 +181,63 @@ export class RunProjection {
   }
 }
 
-function applyCallEvent(c: CallView, e: CoreEvent): void {
-  const d = e.data;
+/** The events that change one call. */
+type CallEvent = Exclude<CoreEvent, EventOf<'run.created' | 'run.started' | 'run.replanned' | 'run.calls_added' | 'run.sealed' | 'run.needs_replan' | 'run.completed'>>;
+
+function applyCallEvent(c: CallView, e: CallEvent): void {
   switch (e.type) {
     case 'call.ready':
       c.status = 'ready';
       return;
     case 'call.awaiting_review':
       c.status = 'awaiting_review';
-      c.review = { reason: d.reason as string };
-      c.resolvedArgs = d.args as Record<string, unknown>;
+      c.review = { reason: e.data.reason };
+      c.resolvedArgs = e.data.args;
       return;
     case 'call.started':
       c.status = 'running';
-      c.attempts = d.attempt as number;
+      c.attempts = e.data.attempt;
       c.startedAt ??= iso(e.at);
-      c.resolvedArgs = d.args as Record<string, unknown>;
+      c.resolvedArgs = e.data.args;
       return;
     case 'call.retry_scheduled':
       c.status = 'pending';
-      c.error = d.error as CallError;
+      c.error = e.data.error;
       return;
     case 'call.succeeded':
       c.status = 'succeeded';
-      c.output = d.output;
+      c.output = e.data.output;
       c.error = null;
       c.endedAt = iso(e.at);
       return;
     case 'call.failed':
       c.status = 'failed';
-      c.error = d.error as CallError;
+      c.error = e.data.error;
       c.endedAt = iso(e.at);
       return;
     case 'call.blocked':
       c.status = 'blocked';
-      c.blockedBy = d.blockedBy as CallError;
+      c.blockedBy = e.data.blockedBy;
       c.endedAt = iso(e.at);
       return;
     case 'call.cancelled':
       c.status = 'cancelled';
-      c.error = d.reason as CallError;
+      c.error = e.data.reason;
       c.endedAt = iso(e.at);
       return;
-    case 'call.compensated':
-      c.compensation = { status: d.status as 'succeeded' | 'failed' };
-      if (d.output !== undefined) c.compensation.output = d.output;
-      if (d.error !== undefined) c.compensation.error = d.error as CallError;
+    case 'call.compensated': {
+      const d = e.data;
+      c.compensation = d.status === 'succeeded' ? { status: d.status, ...(d.output !== undefined ? { output: d.output } : {}) } : { status: d.status, error: d.error };
       return;
-    default:
+    }
+    case 'review.decided': {
+      const d = e.data;
+      if (!c.review) return;
+      c.review.decision = d.decision;
+      if (d.decision !== 'reject') c.status = 'pending';
+      if (d.comment !== undefined) c.review.comment = d.comment;
+      if (d.args) c.resolvedArgs = d.args;
       return;
+    }
   }
 }

@@ -24,7 +24,8 @@
 import { randomUUID } from 'node:crypto';
 import type { CallInput, RunStatus } from '../core/calls.js';
 import { callError } from '../core/errors.js';
-import type { CoreEvent, RunEvent } from '../core/events.js';
+import { withSeq, type CoreEvent, type RunEvent } from '../core/events.js';
+import { isRunEnded } from '../core/state.js';
 import { Scheduler, SchedulerError, type AbortAttempt, type AttemptEnded, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
 import { RunProjection, type CallView, type RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
@@ -106,11 +107,8 @@ interface EndedEntry {
   due: number;
 }
 
-const ENDED: ReadonlySet<RunStatus> = new Set(['succeeded', 'partial', 'failed', 'needs_replan', 'deadlocked', 'cancelled']);
-
-export function isEnded(status: RunStatus): boolean {
-  return ENDED.has(status);
-}
+/** Whether a run has ended (the run state machine's word: core/state.ts). */
+export const isEnded: (status: RunStatus) => boolean = isRunEnded;
 
 export class Engine {
   readonly config: Config;
@@ -643,11 +641,7 @@ export class Engine {
       this.unborn.set(e.runId, live);
     }
     live.seq += 1;
-    // Field by field, in the order `{ seq, ...e }` gives (a spread was a generic copy, and the dearest
-    // line of a small run).
-    return e.callId === undefined
-      ? { seq: live.seq, type: e.type, runId: e.runId, at: e.at, data: e.data }
-      : { seq: live.seq, type: e.type, runId: e.runId, callId: e.callId, at: e.at, data: e.data };
+    return withSeq(e, live.seq);
   }
 
   private publish(e: RunEvent): void {

@@ -50,9 +50,10 @@ function redact(t: ToolManifest): ToolManifest {
  */
 export function recordingOf(events: readonly CoreEvent[], config: RecordingConfig): Recording {
   const created = events[0] as CoreEvent;
+  if (created.type !== 'run.created') throw new Error(`a run's first event must be run.created, got ${created.type}`);
   const t0 = created.at;
   const ms = (at: number) => at - t0;
-  const cd = created.data as { tenant: string; failure: FailureMode; tags: Record<string, string>; calls: CallInput[]; estimates?: Record<string, number> };
+  const cd = created.data;
   const allCalls: CallInput[] = [...cd.calls];
   const started: (RecordedAttempt & { open?: boolean })[] = [];
   const open = new Map<string, RecordedAttempt & { open?: boolean }>();
@@ -76,7 +77,6 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
     Object.assign(a, { endMs: ms(e.at) }, fields);
   };
   for (const e of events) {
-    const d = e.data;
     switch (e.type) {
       case 'call.ready':
         ready.set(e.callId as string, ms(e.at));
@@ -85,7 +85,7 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
         const readyMs = ready.get(e.callId as string);
         const a = {
           callId: e.callId as string,
-          attempt: d.attempt as number,
+          attempt: e.data.attempt,
           ...(readyMs !== undefined ? { readyMs } : {}),
           startMs: ms(e.at),
           endMs: ms(e.at),
@@ -97,24 +97,27 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
         break;
       }
       case 'call.succeeded':
-        close(e, { ok: true, output: d.output });
+        close(e, { ok: true, output: e.data.output });
         break;
       case 'call.failed':
-        close(e, { ok: false, error: d.error as CallError, ...(d.retryable !== undefined ? { retryable: d.retryable as boolean } : {}) });
+        close(e, { ok: false, error: e.data.error, ...(e.data.retryable !== undefined ? { retryable: e.data.retryable } : {}) });
         break;
-      case 'call.retry_scheduled':
+      case 'call.retry_scheduled': {
+        const d = e.data;
         close(e, {
           ok: false,
-          error: d.error as CallError,
+          error: d.error,
           retryable: true,
-          ...(d.retryAfterMs !== undefined ? { retryAfterMs: d.retryAfterMs as number } : {}),
+          ...(d.retryAfterMs !== undefined ? { retryAfterMs: d.retryAfterMs } : {}),
           ...(typeof d.at === 'number' ? { retryAtMs: ms(d.at) } : {}),
         });
         break;
+      }
       case 'call.cancelled':
-        close(e, { ok: false, error: d.reason as CallError });
+        close(e, { ok: false, error: e.data.reason });
         break;
-      case 'call.compensated':
+      case 'call.compensated': {
+        const d = e.data;
         // Without `startedAt` the compensation never started (no such tool, unresolvable args).
         if (typeof d.startedAt !== 'number') break;
         started.push({
@@ -123,26 +126,29 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
           startMs: ms(d.startedAt),
           endMs: ms(e.at),
           ok: d.status === 'succeeded',
-          ...(d.output !== undefined ? { output: d.output } : {}),
-          ...(d.error !== undefined ? { error: d.error as CallError } : {}),
+          ...(d.status === 'succeeded' && d.output !== undefined ? { output: d.output } : {}),
+          ...(d.status === 'failed' && d.error !== undefined ? { error: d.error } : {}),
           compensation: true,
         });
         break;
-      case 'review.decided':
+      }
+      case 'review.decided': {
+        const d = e.data;
         rec.reviews.push({
           callId: e.callId as string,
           atMs: ms(e.at),
-          decision: d.decision as 'approve' | 'reject' | 'edit',
-          ...(d.args ? { args: d.args as Record<string, unknown> } : {}),
-          ...(d.comment !== undefined ? { comment: d.comment as string } : {}),
+          decision: d.decision,
+          ...(d.args ? { args: d.args } : {}),
+          ...(d.comment !== undefined ? { comment: d.comment } : {}),
         });
         break;
+      }
       case 'run.completed':
-        if (typeof d.cancelledAt === 'number') rec.cancelledAtMs = ms(d.cancelledAt);
+        if (typeof e.data.cancelledAt === 'number') rec.cancelledAtMs = ms(e.data.cancelledAt);
         rec.result.endMs = ms(e.at);
         break;
       case 'run.calls_added':
-        for (const c of d.calls as CallInput[]) {
+        for (const c of e.data.calls) {
           rec.calls.push({ ...c, atMs: ms(e.at) });
           allCalls.push(c);
         }
@@ -151,8 +157,8 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
         rec.sealedAtMs = ms(e.at);
         break;
       case 'run.replanned':
-        rec.replans.push({ atMs: ms(e.at), calls: d.calls as CallInput[] });
-        allCalls.push(...(d.calls as CallInput[]));
+        rec.replans.push({ atMs: ms(e.at), calls: e.data.calls });
+        allCalls.push(...e.data.calls);
         break;
       default:
         break;

@@ -184,9 +184,9 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
     attempt,
     onEvent(e, s) {
       if (e.type === 'call.retry_scheduled' && e.callId !== undefined) {
-        const failed = byKey.get(keyOf('call', e.callId, (e.data.attempt as number) - 1));
-        const next = byKey.get(keyOf('call', e.callId, e.data.attempt as number));
-        if (failed?.retryAtMs !== undefined && next?.readyMs !== undefined) scheduler.lag(e.data.at as number, next.readyMs - failed.retryAtMs);
+        const failed = byKey.get(keyOf('call', e.callId, e.data.attempt - 1));
+        const next = byKey.get(keyOf('call', e.callId, e.data.attempt));
+        if (failed?.retryAtMs !== undefined && next?.readyMs !== undefined) scheduler.lag(e.data.at, next.readyMs - failed.retryAtMs);
       }
       if (e.type === 'call.awaiting_review' && e.callId !== undefined) {
         awaiting.add(e.callId);

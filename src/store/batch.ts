@@ -77,16 +77,16 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
     if ((e.seq === 1) !== (e.type === 'run.created')) {
       throw invalid(e, e.seq === 1 ? 'a run must begin with run.created' : 'run.created must be the first event of its run');
     }
-    const data = e.data ?? {};
-
     if (e.type === 'run.created') {
+      // Typed, but checked all the same: what is stored must hold up when it is read back.
+      const data = e.data;
       const t = data.tenant;
       if (typeof t !== 'string' || t === '') throw invalid(e, 'data.tenant is not a non-empty string');
-      const tags = data.tags ?? {};
-      if (typeof tags !== 'object' || Array.isArray(tags) || Object.values(tags).some((v) => typeof v !== 'string')) {
+      const tags: unknown = data.tags ?? {};
+      if (typeof tags !== 'object' || tags === null || Array.isArray(tags) || Object.values(tags).some((v) => typeof v !== 'string')) {
         throw invalid(e, 'data.tags is not an object of strings');
       }
-      const key = data.idempotencyKey ?? null;
+      const key: unknown = data.idempotencyKey ?? null;
       if (key !== null && typeof key !== 'string') throw invalid(e, 'data.idempotencyKey is not a string');
       if (key !== null) {
         const owner = keys.get(`${t}\u0000${key}`) ?? state.idempotencyOwner(t, key);
@@ -108,19 +108,19 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
         call_count: callCount,
         idempotency_key: key,
       };
-      steps.push({ kind: 'createRun', run, tags: Object.entries(tags as Record<string, string>) });
+      steps.push({ kind: 'createRun', run, tags: Object.entries(data.tags ?? {}) });
     }
 
-    steps.push({ kind: 'event', event: { run_id: e.runId, seq: e.seq, type: e.type, call_id: e.callId ?? null, at: e.at, data: JSON.stringify(data) } });
+    steps.push({ kind: 'event', event: { run_id: e.runId, seq: e.seq, type: e.type, call_id: e.callId ?? null, at: e.at, data: JSON.stringify(e.data ?? {}) } });
 
     switch (e.type) {
       case 'run.replanned':
-        steps.push({ kind: 'setStatus', runId: e.runId, status: 'running', endedAt: null, addCalls: listCalls(e, data.calls, tools) });
+        steps.push({ kind: 'setStatus', runId: e.runId, status: 'running', endedAt: null, addCalls: listCalls(e, e.data.calls, tools) });
         break;
       case 'run.completed': {
-        const status = data.status;
+        const status = e.data.status;
         if (typeof status !== 'string' || !STATUSES.has(status)) throw invalid(e, `data.status ${JSON.stringify(status)} is not a run status`);
-        steps.push({ kind: 'setStatus', runId: e.runId, status: status as RunStatus, endedAt: e.at, addCalls: 0 });
+        steps.push({ kind: 'setStatus', runId: e.runId, status, endedAt: e.at, addCalls: 0 });
         break;
       }
       case 'call.awaiting_review': {
@@ -136,8 +136,8 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
             call_id: callId,
             tenant: (tenants.get(e.runId) ?? state.tenantOf(e.runId)) as string,
             tool,
-            args: JSON.stringify(data.args ?? {}),
-            reason: typeof data.reason === 'string' ? data.reason : String(data.reason ?? ''),
+            args: JSON.stringify(e.data.args ?? {}),
+            reason: typeof e.data.reason === 'string' ? e.data.reason : String(e.data.reason ?? ''),
             status: 'pending',
             decision: null,
             created_at: e.at,
@@ -148,8 +148,8 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
       }
       case 'review.decided':
         if (e.callId === undefined) throw invalid(e, 'it has no callId');
-        if (typeof data.decision !== 'string') throw invalid(e, 'data.decision is not a string');
-        steps.push({ kind: 'closeReview', runId: e.runId, callId: e.callId, decision: data.decision, at: e.at });
+        if (typeof e.data.decision !== 'string') throw invalid(e, 'data.decision is not a string');
+        steps.push({ kind: 'closeReview', runId: e.runId, callId: e.callId, decision: e.data.decision, at: e.at });
         break;
       case 'call.cancelled':
       case 'call.blocked':

@@ -3,7 +3,7 @@
  * It shares the batch planning and row shapes with SQLite (batch.ts, rows.ts) and keeps JSON as
  * strings, so what comes back is a fresh copy, exactly as from a database. Nothing survives `close()`.
  */
-import type { RunEvent } from '../core/events.js';
+import { storedEvent, type RunEvent } from '../core/events.js';
 import { planBatch, type EventRow, type StoredState, type Step } from './batch.js';
 import { ACTIVE_STATUSES, checkLimit, decodeCursor, encodeCursor, reviewRecord, runRecord, statusCounts, type ReviewRow, type RunRow } from './rows.js';
 import type { ListRunsQuery, ReviewRecord, RunRecord, Store } from './types.js';
@@ -32,8 +32,9 @@ class MemoryStore implements Store {
     toolOf: (runId, callId) => {
       for (const e of this.log.get(runId) ?? []) {
         if (e.type !== 'run.created' && e.type !== 'run.replanned') continue;
-        const calls = (JSON.parse(e.data) as { calls?: { id: string; tool: string }[] }).calls ?? [];
-        const c = calls.find((x) => x.id === callId);
+        const event = storedEvent({ seq: e.seq, type: e.type, runId, callId: e.call_id, at: e.at, data: e.data });
+        if (event.type !== 'run.created' && event.type !== 'run.replanned') continue;
+        const c = (event.data.calls ?? []).find((x) => x.id === callId);
         if (c) return c.tool;
       }
       return undefined;
@@ -48,12 +49,7 @@ class MemoryStore implements Store {
 
   events(runId: string, afterSeq = 0): RunEvent[] {
     // seq n is at index n - 1: the log is gapless from 1.
-    return (this.log.get(runId) ?? []).slice(Math.max(0, afterSeq)).map((r) => {
-      const data = JSON.parse(r.data) as Record<string, unknown>;
-      return r.call_id === null
-        ? { seq: r.seq, type: r.type as RunEvent['type'], runId, at: r.at, data }
-        : { seq: r.seq, type: r.type as RunEvent['type'], runId, callId: r.call_id, at: r.at, data };
-    });
+    return (this.log.get(runId) ?? []).slice(Math.max(0, afterSeq)).map((r) => storedEvent({ seq: r.seq, type: r.type, runId, callId: r.call_id, at: r.at, data: r.data }));
   }
 
   run(runId: string): RunRecord | undefined {

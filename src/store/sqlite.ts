@@ -21,7 +21,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
-import type { RunEvent } from '../core/events.js';
+import { storedEvent, type RunEvent } from '../core/events.js';
 import { planBatch, type EventRow, type StoredState, type Step } from './batch.js';
 import { migrate } from './migrate.js';
 import { checkLimit, decodeCursor, encodeCursor, reviewRecord, runRecord, statusCounts, type ReviewRow, type RunRow } from './rows.js';
@@ -247,12 +247,7 @@ class SqliteStore implements Store {
   }
 
   events(runId: string, afterSeq = 0): RunEvent[] {
-    return (this.q.events.all(runId, afterSeq) as Omit<EventRow, 'run_id'>[]).map((r) => {
-      const data = JSON.parse(r.data) as Record<string, unknown>;
-      return r.call_id === null
-        ? { seq: r.seq, type: r.type as RunEvent['type'], runId, at: r.at, data }
-        : { seq: r.seq, type: r.type as RunEvent['type'], runId, callId: r.call_id, at: r.at, data };
-    });
+    return (this.q.events.all(runId, afterSeq) as Omit<EventRow, 'run_id'>[]).map((r) => storedEvent({ seq: r.seq, type: r.type, runId, callId: r.call_id, at: r.at, data: r.data }));
   }
 
   run(runId: string): RunRecord | undefined {

@@ -9,7 +9,7 @@
  */
 import type { CallInput, CallStatus } from '../../src/core/calls.js';
 import { callError } from '../../src/core/errors.js';
-import type { CoreEvent } from '../../src/core/events.js';
+import type { CoreEvent, EventOf } from '../../src/core/events.js';
 import { Scheduler, type AbortAttempt, type StartAttempt, type SubmitOptions } from '../../src/core/scheduler.js';
 import { Simulation, type SimulatedAttempt } from '../../src/core/simulation.js';
 import { transition } from '../../src/core/state.js';
@@ -138,11 +138,11 @@ export function timeline(events: CoreEvent[], types?: CoreEvent['type'][]): stri
 /** The last status of every call of a run, from its events. */
 export function finalStatuses(events: CoreEvent[], runId = 'r1'): Record<string, CallStatus> {
   const out: Record<string, CallStatus> = {};
-  const calls = (events.find((e) => e.type === 'run.created' && e.runId === runId)?.data.calls ?? []) as CallInput[];
+  const calls = events.find((e): e is EventOf<'run.created'> => e.type === 'run.created' && e.runId === runId)?.data.calls ?? [];
   for (const c of calls) out[c.id] = 'pending';
   for (const e of events) {
     if (e.runId !== runId) continue;
-    if (e.type === 'run.replanned') for (const c of e.data.calls as CallInput[]) out[c.id] = 'pending';
+    if (e.type === 'run.replanned') for (const c of e.data.calls) out[c.id] = 'pending';
     const s = statusAfter(e);
     if (s !== undefined && e.callId !== undefined) out[e.callId] = s;
   }
@@ -151,8 +151,8 @@ export function finalStatuses(events: CoreEvent[], runId = 'r1'): Record<string,
 
 /** The run's status from its (last) run.completed event. */
 export function runStatus(events: CoreEvent[], runId = 'r1'): string | undefined {
-  const done = events.filter((e) => e.type === 'run.completed' && e.runId === runId);
-  return done.at(-1)?.data.status as string | undefined;
+  const done = events.filter((e): e is EventOf<'run.completed'> => e.type === 'run.completed' && e.runId === runId);
+  return done.at(-1)?.data.status;
 }
 
 /** The status a call event moves its call to (undefined for events that do not move it). */

@@ -4,6 +4,7 @@
  * events as they happen; many subscribers each get every event. Real server, real SQLite, a held tool
  * request for deterministic timing.
  */
+import net from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { catalogYaml, closeAll, sse, startApi, startToolApi, type Api, type SseEvent } from '../helpers/server.js';
 import type { ToolServer } from '../helpers/toolserver.js';
@@ -31,6 +32,19 @@ function expectGapless(events: SseEvent[], from = 1): void {
     expect(e.data.seq).toBe(e.id);
     expect(e.event).toBe(e.data.type);
   }
+}
+
+/** Writes `requests` (raw HTTP/1.1) at once on one socket; resolves with all that came back once the server closes it. */
+function rawUntilClosed(base: string, requests: string[]): Promise<string> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => socket.write(requests.join('')));
+    let out = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => (out += d));
+    socket.on('error', reject);
+    socket.on('end', () => resolve(out));
+  });
 }
 
 async function endedRun(): Promise<{ id: string; events: SseEvent[] }> {
@@ -97,6 +111,26 @@ describe('events of an ended run', () => {
     const res = await api.get(`/v1/runs/${id}/events${q}`, { headers: headers as Record<string, string> });
     expect(res.status).toBe(400);
     expect(res.body.error).toMatchObject({ code: 'invalid_request', message: expect.any(String) });
+  });
+
+  it("a stream that ends leaves its connection as the client asked: reusable (with the server's keep-alive timeout), or closed", async () => {
+    const { id } = await endedRun();
+    const get = (p: string, connection: string) => `GET ${p} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: ${connection}\r\n\r\n`;
+    // Kept alive: the next request on the same socket is answered after the stream's last chunk.
+    const kept = await rawUntilClosed(api.url, [get(`/v1/runs/${id}/events`, 'keep-alive'), get(`/v1/runs/${id}`, 'close')]);
+    const [first, second] = kept.split(/(?=^HTTP\/1\.1 )/m);
+    expect(first).toMatch(/^HTTP\/1\.1 200 /);
+    expect(first).toMatch(/^content-type: text\/event-stream/im);
+    expect(first).toMatch(/^connection: keep-alive\r$/im);
+    expect(first).toMatch(/^keep-alive: timeout=\d+\r$/im);
+    expect(first).toMatch(/event: run\.completed\n[^]*\r\n0\r\n\r\n$/);
+    expect(second).toMatch(/^HTTP\/1\.1 200 /);
+    expect(second).toContain(`"id":"${id}"`);
+    // Asked to close: the stream says so and the server closes the socket after it.
+    const closed = await rawUntilClosed(api.url, [get(`/v1/runs/${id}/events`, 'close')]);
+    expect(closed.match(/^HTTP\/1\.1 /gm)).toHaveLength(1);
+    expect(closed).toMatch(/^connection: close\r$/im);
+    expect(closed).toMatch(/event: run\.completed\n/);
   });
 
   it('an unknown run is a 404 with an error body, not a stream', async () => {

@@ -40,23 +40,39 @@ describe('ToolgraphClient', () => {
   });
 
   it('resumes an event stream after the connection is cut: every event once, in order', async () => {
-    const api = await startApi({ yaml: YAML });
-    const tg = new ToolgraphClient({ baseUrl: api.url, retryBaseMs: 10 });
-    const calls = Array.from({ length: 6 }, (_, i) => ({ id: `s${i}`, tool: 'sleep', args: { ms: 40 * (i + 1) } }));
+    // The calls are held at a ToolServer and released one by one from the loop, so the run is still
+    // going when the stream is cut: the cut hits the live stream, never a connection that already
+    // ended (which the client would not need to resume, and which the pool would hand out again).
+    const { ts, api } = await startToolApi();
+    const asked: string[] = [];
+    const watched: typeof fetch = (input, init) => {
+      const h = (init?.headers ?? {}) as Record<string, string>;
+      if (String(input).endsWith('/events')) asked.push(h['last-event-id'] ?? '');
+      return fetch(input, init);
+    };
+    const tg = new ToolgraphClient({ baseUrl: api.url, retryBaseMs: 10, fetch: watched });
+    const calls = Array.from({ length: 6 }, (_, i) => ({ id: `s${i}`, tool: 'work', args: { hold: true } }));
     const run = await tg.submit({ calls });
+    const release = async (i: number) => (await ts.call(`s${i}`, run.id)).respond();
+    await release(0);
     const seen: RunEvent[] = [];
-    let cuts = 0;
+    const cutAt: number[] = [];
     for await (const e of tg.events(run.id)) {
       seen.push(e);
+      if (e.type !== 'call.succeeded') continue;
       // Cut every open connection (the stream's too) after the first and the fourth call.succeeded.
-      if (e.type === 'call.succeeded' && (e.callId === 's0' || e.callId === 's3')) {
+      if (e.callId === 's0' || e.callId === 's3') {
         api.app.server.closeAllConnections();
-        cuts++;
+        cutAt.push(e.seq);
       }
+      const i = Number(e.callId?.slice(1));
+      if (i < 5) await release(i + 1);
     }
-    expect(cuts).toBe(2);
+    // One stream, then one resumed after each cut, from the last event seen.
+    expect(asked).toEqual(['0', String(cutAt[0]), String(cutAt[1])]);
     const seqs = seen.map((e) => e.seq);
     expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
+    expect(seen.filter((e) => e.type === 'call.succeeded').map((e) => e.callId)).toEqual(['s0', 's1', 's2', 's3', 's4', 's5']);
     expect(seen.at(-1)?.type).toBe('run.completed');
     const stored = await api.get(`/v1/runs/${run.id}/events`);
     expect(stored.text.match(/^id: /gm)?.length).toBe(seqs.length);

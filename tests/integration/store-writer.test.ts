@@ -26,8 +26,8 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const created = (runId: string): RunEvent => ({ seq: 1, type: 'run.created', runId, at: 1, data: { tenant: 'acme', failure: 'partial', tags: {}, calls: [{ id: 'c1', tool: 't', args: {} }] } });
-const started = (runId: string, seq: number): RunEvent => ({ seq, type: 'run.started', runId, at: 2, data: {} });
+const created = (runId: string): RunEvent => ({ seq: 1, type: 'run.created', runId, at: 1, data: { tenant: 'acme', failure: 'partial', tags: {}, calls: [{ id: 'c1', tool: 't', args: {} }], estimates: {} } });
+const started = (runId: string, seq: number): RunEvent => ({ seq, type: 'run.started', runId, at: 2, data: { edges: [], generations: [], diagnostics: [] } });
 
 describe('appendAsync', () => {
   it('a file store has it; a batch is readable once it settles', async () => {

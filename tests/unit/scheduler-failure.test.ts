@@ -1,12 +1,12 @@
 // Failure modes, compensation, replan and cancel (DESIGN §6), with exact times and orders.
 import { describe, expect, it } from 'vitest';
 import { callError } from '../../src/core/errors.js';
-import type { CoreEvent } from '../../src/core/events.js';
+import type { CoreEvent, EventOf } from '../../src/core/events.js';
 import { SchedulerError } from '../../src/core/scheduler.js';
 import { PURE, defaultScript, ends, finalStatuses, illegalMoves, rig, runStatus, starts, timeline, tool } from '../helpers/sched.js';
 
-const blockedBy = (events: CoreEvent[], callId: string) => events.find((e) => e.type === 'call.blocked' && e.callId === callId)?.data.blockedBy;
-const cancelReason = (events: CoreEvent[], callId: string) => events.find((e) => e.type === 'call.cancelled' && e.callId === callId)?.data.reason;
+const blockedBy = (events: CoreEvent[], callId: string) => events.find((e): e is EventOf<'call.blocked'> => e.type === 'call.blocked' && e.callId === callId)?.data.blockedBy;
+const cancelReason = (events: CoreEvent[], callId: string) => events.find((e): e is EventOf<'call.cancelled'> => e.type === 'call.cancelled' && e.callId === callId)?.data.reason;
 
 describe('partial (the default mode)', () => {
   const tools = [tool('pure', PURE), tool('check', PURE), tool('deploy', { ...PURE, after: ['check'] })];
@@ -142,7 +142,7 @@ describe('fail_fast', () => {
       ],
     });
     r.run();
-    expect(r.events.filter((e) => e.type === 'call.compensated').map((e) => [e.at, e.callId, e.data.status, (e.data.error as { code?: string })?.code])).toEqual([
+    expect(r.events.filter((e) => e.type === 'call.compensated').map((e) => [e.at, e.callId, e.data.status, e.data.status === 'failed' ? e.data.error.code : undefined])).toEqual([
       [37, 's2', 'failed', 'tool_error'],
       [37, 'l', 'failed', 'unknown_tool'],
       [42, 's1', 'succeeded', undefined],

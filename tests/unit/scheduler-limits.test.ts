@@ -186,7 +186,7 @@ describe('resource limit', () => {
     r.run();
     expect(starts(r.events)).toEqual(['0 r1/a', '0 r1/b', '0 r2/o', '10 r1/c', '10 r2/a', '20 r2/b']);
     const main = parseKey('db:main');
-    const touchesMain = (e: CoreEvent) => overlaps(parseKey(`db:${String(e.data.args && (e.data.args as { name: string }).name)}`), main);
+    const touchesMain = (e: CoreEvent) => e.type === 'call.started' && overlaps(parseKey(`db:${String(e.data.args.name)}`), main);
     expect(concurrency(r.events, touchesMain).max).toBe(2);
     expect(concurrency(r.events).max).toBe(3);
   });

@@ -213,7 +213,8 @@ describe('resource hazards over files', () => {
       ],
     });
     r.run();
-    const edges = (r.events[1]?.data.edges as { from: string; to: string; kind: string }[]).map((e) => `${e.from}>${e.to} ${e.kind}`);
+    const started = r.events[1];
+    const edges = (started?.type === 'run.started' ? started.data.edges : []).map((e) => `${e.from}>${e.to} ${e.kind}`);
     expect(edges).toEqual(['w2>w3 data', 'f>w3 data', 'w3>w4 conflict']);
     expect(ends(r.events)).toEqual(['10 f failed', '10 w3 blocked', '30 w2 ok', '40 w4 ok']);
     expect(starts(r.events)).toEqual(['0 f', '0 w2', '30 w4']);

@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { TERMINAL_CALL_STATUSES, type CallInput, type CallStatus } from '../../src/core/calls.js';
-import type { CoreEvent } from '../../src/core/events.js';
+import type { CoreEvent, EventOf } from '../../src/core/events.js';
 import { buildPlan } from '../../src/core/plan.js';
 import { SchedulerError } from '../../src/core/scheduler.js';
 import { accessOf, anyOverlap, overlaps, parseKey, type Access } from '../../src/core/resources.js';
@@ -236,8 +236,8 @@ function violations(sc: Scenario, events: CoreEvent[]): string[] {
   const conflicts = (p: Access, q: Access) => anyOverlap(p.writes, q.writes) || anyOverlap(p.writes, q.reads) || anyOverlap(p.reads, q.writes);
   for (const run of sc.runs) {
     const batches: CallInput[][] = events
-      .filter((e) => e.runId === run.runId && (e.type === 'run.created' || e.type === 'run.replanned'))
-      .map((e) => e.data.calls as CallInput[]);
+      .filter((e): e is EventOf<'run.created'> | EventOf<'run.replanned'> => e.runId === run.runId && (e.type === 'run.created' || e.type === 'run.replanned'))
+      .map((e) => e.data.calls);
     // Batch k is planned with everything before it, as the scheduler does on a replan.
     let before: CallInput[] = [];
     const placed: { id: string; access: Access }[] = []; // earlier batches, all ended before batch k runs
@@ -288,7 +288,7 @@ function violations(sc: Scenario, events: CoreEvent[]): string[] {
     if (over.has(e.runId)) {
       // After run.completed only a replan may follow (its superseded calls, then run.replanned), or,
       // for a needs_replan run, a cancel: its waiting calls cancelled, then run.completed `cancelled`.
-      const reason = (e.data.reason as { code?: string } | undefined)?.code;
+      const reason = e.type === 'call.cancelled' ? e.data.reason.code : undefined;
       const superseded = e.type === 'call.cancelled' && reason === 'superseded';
       const cancelled = (e.type === 'call.cancelled' && reason === 'cancelled') || (e.type === 'run.completed' && e.data.status === 'cancelled');
       if (e.type === 'run.replanned') over.delete(e.runId);

@@ -1,6 +1,6 @@
 // Human review (DESIGN §5) and plan-time cycles (DESIGN §3) through the scheduler, on the virtual clock.
 import { describe, expect, it } from 'vitest';
-import type { CoreEvent } from '../../src/core/events.js';
+import type { CoreEvent, EventOf } from '../../src/core/events.js';
 import { SchedulerError } from '../../src/core/scheduler.js';
 import { PURE, ends, finalStatuses, illegalMoves, rig, runStatus, starts, timeline, tool } from '../helpers/sched.js';
 
@@ -67,7 +67,7 @@ describe('review', () => {
     r.run();
     expect(decided(r.events)).toEqual([{ decision: 'edit', args: { name: 'm', ms: 3 } }]);
     expect(starts(r.events)).toEqual(['0 z', '20 x', '23 y']);
-    expect(r.events.find((e) => e.type === 'call.started' && e.callId === 'x')?.data.args).toEqual({ name: 'm', ms: 3 });
+    expect(r.events.find((e): e is EventOf<'call.started'> => e.type === 'call.started' && e.callId === 'x')?.data.args).toEqual({ name: 'm', ms: 3 });
     expect(r.sim.starts.find((s) => s.start.callId === 'x')?.start.args).toEqual({ name: 'm', ms: 3 });
     expect(runStatus(r.events)).toBe('succeeded');
     expect(illegalMoves(r.events)).toEqual([]);

@@ -88,7 +88,7 @@ describe('streaming one call per append', () => {
   it('the scheduler plans an appended call once, and the run once at the seal', () => {
     const s = new Scheduler({ catalog, policy: { rules: [] }, limits: limits({ maxCallsPerRun: 100_000 }), defaults: DEFAULTS });
     s.submit(0, { runId: 'r', tenant: 'acme', calls: [], open: true });
-    const stream = (s as unknown as { runs: Map<string, { stream: StreamPlanner }> }).runs.get('r')?.stream as StreamPlanner;
+    const stream = (s as unknown as { state: { runs: Map<string, { stream: StreamPlanner }> } }).state.runs.get('r')?.stream as StreamPlanner;
     const n = 1000;
     for (const c of mix(n)) s.append(0, 'r', [c]);
     expect(stream.work).toMatchObject({ plans: 0, calls: n });

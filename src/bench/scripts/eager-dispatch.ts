@@ -42,11 +42,10 @@ function simulate(calls: CallInput[], streamed: boolean): { endMs: number; statu
   }
   sim.run();
   const done = sim.events.find((e) => e.type === 'run.completed');
-  if (!done) throw new Error('the run did not complete');
-  const edges = sim.events
-    .filter((e) => e.type === 'run.started' || e.type === 'run.calls_added' || e.type === 'run.sealed')
-    .reduce((n, e) => n + (e.data.edges as unknown[]).length, 0);
-  return { endMs: done.at, status: done.data.status as string, edges };
+  if (done?.type !== 'run.completed') throw new Error('the run did not complete');
+  let edges = 0;
+  for (const e of sim.events) if (e.type === 'run.started' || e.type === 'run.calls_added' || e.type === 'run.sealed') edges += e.data.edges.length;
+  return { endMs: done.at, status: done.data.status, edges };
 }
 
 function pct(saved: number, of: number): string {

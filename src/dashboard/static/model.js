@@ -1,5 +1,7 @@
-// A run as the dashboard sees it: folded from the run's events (GET /v1/runs/{id}/events), as the
-// server folds them (src/core/view.ts), plus the timing of every attempt for the timeline.
+// A run as the dashboard sees it: folded from the run's events (GET /v1/runs/{id}/events) by the
+// server's own projection (view.js, generated from src/core/view.ts), plus the timing of every attempt
+// for the timeline.
+import { RunProjection } from './view.js';
 
 /**
  * @typedef {{ n: number, readyAt?: number, startedAt?: number, endedAt?: number, waitEndAt?: number,
@@ -8,13 +10,8 @@
 
 export class RunModel {
   constructor() {
-    this.run = null;
-    this.calls = [];
-    this.byId = new Map();
-    this.edges = [];
-    this.generations = [];
-    this.diagnostics = [];
-    this.replanContext = null;
+    /** The run's projection, from its `run.created` on. */
+    this.projection = null;
     this.lastSeq = 0;
     this.t0 = 0;
     this.endAt = null;
@@ -27,86 +24,104 @@ export class RunModel {
     this.lastAt = 0;
   }
 
-  call(id) {
-    return this.byId.get(id);
+  /** The run (its view: id, tenant, status, failure, tags, createdAt, endedAt…), or null before `run.created`. */
+  get run() {
+    return this.projection?.view ?? null;
   }
 
-  /** Applies one event (`{ seq, type, runId, callId?, at, data }`); older or repeated seqs are ignored. */
+  /** The calls in submission order: each a call view of the projection plus `index` and `timing`. */
+  get calls() {
+    return this.projection?.view.calls ?? [];
+  }
+
+  get edges() {
+    return this.projection?.edges ?? [];
+  }
+
+  get generations() {
+    return this.projection?.generations ?? [];
+  }
+
+  get diagnostics() {
+    return this.projection?.view.diagnostics ?? [];
+  }
+
+  get replanContext() {
+    return this.projection?.view.replanContext ?? null;
+  }
+
+  call(id) {
+    return this.projection?.call(id);
+  }
+
+  /** Applies one event (`{ seq, type, runId, callId?, at, data }`, `at` as text); older or repeated seqs are ignored. */
   apply(e) {
     if (typeof e?.seq !== 'number' || e.seq <= this.lastSeq) return;
     this.lastSeq = e.seq;
     const at = Date.parse(e.at);
     this.lastAt = Math.max(this.lastAt, at);
-    const d = e.data ?? {};
+    if (!this.projection && e.type !== 'run.created') return;
+    // The projection takes the scheduler's clock (ms); the API sends the time as text.
+    const event = { ...e, at, data: e.data ?? {} };
+    const c = e.callId !== undefined ? this.call(e.callId) : undefined;
+    const last = c?.timing.attempts[c.timing.attempts.length - 1];
     if (e.type === 'run.created') {
       this.t0 = at;
-      this.run = { id: e.runId, tenant: d.tenant, status: 'running', failure: d.failure, tags: d.tags ?? {}, createdAt: e.at, endedAt: null };
-      this.addCalls(d.calls ?? []);
-      return;
-    }
-    if (!this.run) return;
-    const c = e.callId !== undefined ? this.byId.get(e.callId) : undefined;
+      this.projection = new RunProjection(event);
+    } else this.projection.apply(event);
+    this.addTiming();
     switch (e.type) {
+      case 'run.created':
+        this.structure++;
+        return;
       case 'run.replanned':
-        this.addCalls(d.calls ?? []);
-        this.run.status = 'running';
-        this.run.endedAt = null;
         this.endAt = null;
-        this.replanContext = null;
       // falls through
       case 'run.started':
-        for (const edge of d.edges ?? []) {
-          this.edges.push(edge);
-          this.byId.get(edge.to)?.dependsOn.push(edge.from);
-        }
-        this.generations = d.generations ?? [];
-        this.diagnostics.push(...(d.diagnostics ?? []));
+      case 'run.calls_added':
+      case 'run.sealed':
         this.structure++;
         this.runChanged = true;
         return;
       case 'run.needs_replan':
-        this.replanContext = d.replanContext ?? null;
         this.runChanged = true;
         return;
       case 'run.completed':
-        this.run.status = d.status;
-        this.run.endedAt = e.at;
         this.endAt = at;
         this.runChanged = true;
         return;
-      case 'review.decided':
-        if (c?.review) {
-          c.review.decision = d.decision;
-          c.review.decidedAt = at;
-          if (d.comment !== undefined) c.review.comment = d.comment;
-          if (d.args) c.resolvedArgs = d.args;
-          if (d.decision !== 'reject') c.status = 'pending';
-          this.touch(c);
-        }
-        return;
       default:
-        if (c) this.applyCall(c, e, at, d);
+        if (c) this.applyTiming(c, last, e, at);
     }
   }
 
-  applyCall(c, e, at, d) {
-    const last = c.timing.attempts[c.timing.attempts.length - 1];
+  /** Gives calls the projection has just listed their place and an empty timeline. */
+  addTiming() {
+    const calls = this.calls;
+    for (let i = calls.length - 1; i >= 0 && calls[i].timing === undefined; i--) {
+      calls[i].index = i;
+      calls[i].timing = { attempts: [] };
+      this.changed.add(calls[i].id);
+      if (i === calls.length - 1) this.structure++;
+    }
+  }
+
+  /** The timeline of a call's attempts (`last`: its latest attempt before this event). */
+  applyTiming(c, last, e, at) {
+    const d = e.data ?? {};
     switch (e.type) {
       case 'call.ready': {
-        c.status = 'ready';
         if (!last || last.startedAt !== undefined) c.timing.attempts.push({ n: c.timing.attempts.length + 1, readyAt: at });
         break;
       }
       case 'call.awaiting_review':
-        c.status = 'awaiting_review';
-        c.review = { reason: d.reason, since: at };
-        c.resolvedArgs = d.args;
+        c.review.since = at;
+        break;
+      case 'review.decided':
+        if (!c.review) return;
+        c.review.decidedAt = at;
         break;
       case 'call.started': {
-        c.status = 'running';
-        c.attempts = d.attempt;
-        c.startedAt ??= e.at;
-        c.resolvedArgs = d.args;
         let a = last && last.startedAt === undefined ? last : undefined;
         if (!a) {
           a = { n: d.attempt, readyAt: at };
@@ -117,33 +132,18 @@ export class RunModel {
         break;
       }
       case 'call.retry_scheduled':
-        c.status = 'pending';
-        c.error = d.error;
         if (last) Object.assign(last, { endedAt: at, outcome: 'retry', error: d.error, retryAt: d.at });
         break;
       case 'call.succeeded':
-        c.status = 'succeeded';
-        c.output = d.output;
-        c.error = null;
-        c.endedAt = e.at;
         if (last) Object.assign(last, { endedAt: at, outcome: 'succeeded' });
         break;
       case 'call.failed':
-        c.status = 'failed';
-        c.error = d.error;
-        c.endedAt = e.at;
         if (last && last.startedAt !== undefined && last.endedAt === undefined) Object.assign(last, { endedAt: at, outcome: 'failed', error: d.error });
         break;
       case 'call.blocked':
-        c.status = 'blocked';
-        c.blockedBy = d.blockedBy;
-        c.endedAt = e.at;
         c.timing.endAt = at;
         break;
       case 'call.cancelled':
-        c.status = 'cancelled';
-        c.error = d.reason;
-        c.endedAt = e.at;
         c.timing.endAt = at;
         if (last && last.endedAt === undefined) {
           if (last.startedAt !== undefined) Object.assign(last, { endedAt: at, outcome: 'cancelled' });
@@ -151,9 +151,6 @@ export class RunModel {
         }
         break;
       case 'call.compensated':
-        c.compensation = { status: d.status };
-        if (d.output !== undefined) c.compensation.output = d.output;
-        if (d.error !== undefined) c.compensation.error = d.error;
         break;
       default:
         return;
@@ -163,31 +160,6 @@ export class RunModel {
 
   touch(c) {
     this.changed.add(c.id);
-  }
-
-  addCalls(calls) {
-    for (const call of calls) {
-      if (this.byId.has(call.id)) continue;
-      const v = {
-        id: call.id,
-        tool: call.tool,
-        args: call.args ?? {},
-        index: this.calls.length,
-        status: 'pending',
-        dependsOn: [],
-        attempts: 0,
-        output: null,
-        error: null,
-        blockedBy: null,
-        startedAt: null,
-        endedAt: null,
-        timing: { attempts: [] },
-      };
-      this.calls.push(v);
-      this.byId.set(v.id, v);
-      this.changed.add(v.id);
-    }
-    this.structure++;
   }
 
   /** Calls on a reported cycle (`{ code: 'cycle', callIds }`) or blocked with code `cycle`. */
@@ -212,7 +184,7 @@ export class RunModel {
     const seen = new Set();
     const out = [];
     for (const id of c.dependsOn) {
-      const p = this.byId.get(id);
+      const p = this.call(id);
       if (!p || seen.has(id)) continue;
       seen.add(id);
       if (p.status !== 'succeeded' && p.status !== 'failed' && p.status !== 'cancelled' && p.status !== 'blocked') out.push(p);

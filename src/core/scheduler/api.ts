@@ -1,0 +1,93 @@
+/**
+ * What the scheduler takes and gives (its inputs carry the time; its outputs are what the shell must
+ * do), and its one error. The `Scheduler` front (scheduler.ts) is the only thing that takes these.
+ */
+import type { CallInput } from '../calls.js';
+import type { CallError } from '../errors.js';
+import type { CoreEvent, EventPayloads } from '../events.js';
+import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from '../tool.js';
+
+export interface SchedulerOptions {
+  catalog: Catalog;
+  policy: Policy;
+  limits: Limits;
+  defaults: Defaults;
+}
+
+export interface SubmitOptions {
+  runId: string;
+  tenant: string;
+  calls: readonly CallInput[];
+  failure?: FailureMode;
+  tags?: Record<string, string>;
+  /** Mean duration per tool to rank calls by; defaults to what this scheduler has learned. */
+  estimates?: Record<string, number>;
+  /** Extra fields for the `run.created` event (an idempotency key). */
+  meta?: Pick<EventPayloads['run.created'], 'idempotencyKey'>;
+  /** A streamed run (DESIGN §10): more calls come with `append`, until `seal` or the open-run timeout. */
+  open?: boolean;
+}
+
+export interface StartAttempt {
+  kind: 'call' | 'compensation';
+  runId: string;
+  callId: string;
+  /** The call's place in its run: hand it back in `AttemptEnded.index` to spare a lookup by id. */
+  index: number;
+  attempt: number;
+  tool: ToolManifest;
+  args: Record<string, unknown>;
+  timeoutMs: number;
+}
+
+export interface AbortAttempt {
+  runId: string;
+  callId: string;
+  attempt: number;
+  reason: CallError;
+}
+
+export interface Output {
+  events: CoreEvent[];
+  starts: StartAttempt[];
+  aborts: AbortAttempt[];
+}
+
+export type AttemptResult = { ok: true; output: unknown } | { ok: false; error: CallError; retryable?: boolean; retryAfterMs?: number };
+
+export interface AttemptEnded {
+  runId: string;
+  callId: string;
+  /** `StartAttempt.index`, if known: a hint, checked against `callId` (a wrong one costs the lookup). */
+  index?: number;
+  attempt: number;
+  kind?: 'call' | 'compensation';
+  result: AttemptResult;
+}
+
+export interface ReviewDecision {
+  runId: string;
+  callId: string;
+  decision: 'approve' | 'reject' | 'edit';
+  args?: Record<string, unknown>;
+  comment?: string;
+}
+
+/** Misuse of the scheduler's API (unknown run, wrong state): the shell maps it to a 4xx. */
+export class SchedulerError extends Error {
+  constructor(
+    readonly code: 'run_not_found' | 'call_not_found' | 'conflict' | 'invalid_args',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Throws `conflict` for an id used twice in `calls`, or already in the run (`taken`). */
+export function assertUniqueIds(calls: readonly CallInput[], taken: ReadonlyMap<string, unknown> | undefined, runId: string): void {
+  const seen = new Set<string>();
+  for (const c of calls) {
+    if (taken?.has(c.id) || seen.has(c.id)) throw new SchedulerError('conflict', `call id ${c.id} is used in run ${runId} already`);
+    seen.add(c.id);
+  }
+}

@@ -1,0 +1,129 @@
+/**
+ * Dispatch under limits (DESIGN §4): a ready call joins its run's ready set; `dispatch` then starts
+ * ready calls while every limit that applies has room (limits.ts, `perRun` included), taking them all
+ * at once. The order: tenants round robin, then runs by arrival, then longest remaining path, then
+ * original index. A loop over the ready sets, as p-queue's `while (this.#tryToStartAnother()) {}`.
+ */
+import type { KeyedHeap } from '../heap.js';
+import { transition } from '../state.js';
+import { byPriority, emit, markDirty, readySet, type ScheduledCall, type ScheduledRun, type SchedulerState } from './records.js';
+
+/** The data of events that carry none (shared, so frozen). */
+const NO_DATA: Record<string, never> = Object.freeze({});
+
+/** Makes a call ready if nothing holds it back any more: armed, reviewed, no conflict to wait for. */
+export function maybeReady(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
+  if (c.status !== 'pending' || !c.armed || c.retrying || c.conflictWaiting > 0) return;
+  if (c.review !== undefined && !c.reviewed) return;
+  if (run.cancelRequested || run.failFastBy !== undefined) return;
+  transition(c, 'ready');
+  emit(s, 'call.ready', run, c, NO_DATA);
+  let heap = run.ready.get(c.tool);
+  if (!heap) {
+    heap = readySet();
+    run.ready.set(c.tool, heap);
+    run.readySets.push([c.tool, heap]);
+  }
+  heap.push(c);
+  run.readyCount++;
+  markDirty(s, run);
+}
+
+/** Starts ready calls, best first, until no limit has room for any. */
+export function dispatch(s: SchedulerState): void {
+  const limiter = s.limiter;
+  for (;;) {
+    if (limiter.globalFull()) return;
+    let started = false;
+    const n = s.tenants.length;
+    for (let k = 0; k < n && !started; k++) {
+      const ti = (s.rr + k) % n;
+      const tenant = s.tenants[ti] as string;
+      if (limiter.globalFull()) return;
+      if (limiter.tenantFull(tenant)) continue;
+      for (const run of s.tenantRuns.get(tenant) as ScheduledRun[]) {
+        if (run.readyCount === 0) continue;
+        if (limiter.runFull(run.id)) continue;
+        const c = pick(s, run);
+        if (c === 'stop') break;
+        if (!c) continue;
+        takeReady(run, c);
+        start(s, run, c);
+        // Not modulo n: a tenant that arrives later is appended after the one just served, and
+        // must be the next in turn (a pointer wrapped to 0 would serve this tenant again first).
+        s.rr = ti + 1;
+        started = true;
+        break;
+      }
+    }
+    if (!started) return;
+  }
+}
+
+/** The best ready call of the run that every limit lets start, or 'stop' when its tenant is full. */
+function pick(s: SchedulerState, run: ScheduledRun): ScheduledCall | undefined | 'stop' {
+  let best: ScheduledCall | undefined;
+  // Indexed, and no destructuring (which goes through the iterator): this runs per dispatch.
+  const sets = run.readySets;
+  for (let i = 0; i < sets.length; i++) {
+    const set = sets[i] as [string, KeyedHeap<ScheduledCall>];
+    const tool = set[0];
+    const heap = set[1];
+    while (heap.size > 0 && (heap.peek() as ScheduledCall).status !== 'ready') heap.pop();
+    if (heap.size === 0 || s.limiter.toolFull(tool)) continue;
+    if (best && byPriority(heap.peek() as ScheduledCall, best) > 0) continue;
+    let skipped: ScheduledCall[] | undefined;
+    let found: ScheduledCall | undefined;
+    while (heap.size > 0) {
+      const c = heap.peek() as ScheduledCall;
+      if (c.status !== 'ready') {
+        heap.pop();
+        continue;
+      }
+      const check = s.limiter.check(c, s.now);
+      if (check.ok) {
+        found = c;
+        break;
+      }
+      if (check.reason === 'global' || check.reason === 'tenant') {
+        if (skipped) for (const x of skipped) heap.push(x);
+        return 'stop';
+      }
+      if (check.reason === 'rate') {
+        wakeAt(s, check.wakeAt as number);
+        break;
+      }
+      if (check.reason === 'tool') break;
+      (skipped ??= []).push(heap.pop() as ScheduledCall);
+    }
+    if (skipped) for (const x of skipped) heap.push(x);
+    if (found && (!best || byPriority(found, best) < 0)) best = found;
+  }
+  return best;
+}
+
+function takeReady(run: ScheduledRun, c: ScheduledCall): void {
+  const heap = run.ready.get(c.tool) as KeyedHeap<ScheduledCall>;
+  if (heap.peek() === c) heap.pop();
+  else heap.removeWhere((x) => x === c);
+  run.readyCount--;
+}
+
+function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
+  s.limiter.acquire(c, s.now);
+  transition(c, 'running');
+  run.running++;
+  c.attempts++;
+  c.attemptStartedAt = s.now;
+  const args = c.resolved as Record<string, unknown>;
+  emit(s, 'call.started', run, c, { attempt: c.attempts, args });
+  const m = c.manifest as NonNullable<ScheduledCall['manifest']>;
+  s.out.starts.push({ kind: 'call', runId: run.id, callId: c.id, index: c.index, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs });
+}
+
+/** A timer for when a rate limit has a token again (one per instant). */
+function wakeAt(s: SchedulerState, at: number): void {
+  if (s.wakes.has(at)) return;
+  s.wakes.add(at);
+  s.timers.push({ at, seq: s.timerSeq++ });
+}

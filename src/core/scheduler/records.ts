@@ -1,0 +1,334 @@
+/**
+ * The scheduler's state: what it keeps of each run and call, the shared state every concern works on
+ * (`SchedulerState`), and the small operations they all use (emit an event, mark a run to look at,
+ * find a run). No decisions are made here.
+ */
+import type { CallInput, CallStatus, Diagnostic, RunStatus } from '../calls.js';
+import type { CallError } from '../errors.js';
+import type { CoreEvent, EventOf, EventPayloads, EventType } from '../events.js';
+import { KeyedHeap, MinHeap } from '../heap.js';
+import { Limiter, type Holder } from '../limits.js';
+import type { PlannedCall } from '../plan.js';
+import type { Access, Key } from '../resources.js';
+import type { StreamPlanner } from '../stream-plan.js';
+import type { FailureMode, ToolManifest } from '../tool.js';
+import { SchedulerError, type Output, type SchedulerOptions } from './api.js';
+
+/**
+ * A call as its run keeps it. It is its own limit holder (the fields of `Holder`, set when its args
+ * are resolved): one object per call instead of two.
+ */
+export interface ScheduledCall extends Holder {
+  index: number;
+  id: string;
+  tool: string;
+  manifest?: ToolManifest;
+  args: Record<string, unknown>;
+  resolved?: Record<string, unknown>;
+  /** Changed only by `transition` (state.ts). */
+  status: CallStatus;
+  attempts: number;
+  output?: unknown;
+  error?: CallError;
+  review?: string;
+  reviewed: boolean;
+  /** The plan's `refCalls`: the call each reference in `args` names, in document order. */
+  refCalls: number[];
+  hasRefs: boolean;
+  /** The plan's `templated`: whether `args` hold a `${` at all. */
+  templated: boolean;
+  dataSucc: number[];
+  conflictSucc: number[];
+  dataWaiting: number;
+  conflictWaiting: number;
+  /** Data and policy predecessors not released yet (see `release` in progress.ts). */
+  dataUnreleased: number;
+  armed: boolean;
+  released: boolean;
+  retrying: boolean;
+  priority: number;
+  /** Whether the holder fields are set (the args are resolved). */
+  holds: boolean;
+  endedAt?: number;
+  attemptStartedAt?: number;
+  superseded: boolean;
+  /** The resources the plan found for the call's own args (reused when it runs with exactly those). */
+  planAccess?: Access;
+  /** Whether the last failed attempt was retryable (recorded, so replay decides the same way). */
+  lastRetryable?: boolean;
+  /** In a streamed run: arrived, but a later call may still give it a predecessor. */
+  held?: boolean;
+}
+
+export interface ScheduledRun {
+  id: string;
+  /** In the scheduler's list of runs that may have ended. */
+  dirty: boolean;
+  tenant: string;
+  /** The lock domain of the run's tenant-scoped calls: `tenant:<tenant>`. */
+  tenantDomain: string;
+  failure: FailureMode;
+  arrival: number;
+  calls: ScheduledCall[];
+  byId: Map<string, number>;
+  inputs: CallInput[];
+  ready: Map<string, KeyedHeap<ScheduledCall>>;
+  /** `ready`'s entries, in its order: `pick` walks these on every dispatch, and a walk of the map
+   *  itself made an entry array per tool each time. */
+  readySets: [tool: string, heap: KeyedHeap<ScheduledCall>][];
+  readyCount: number;
+  running: number;
+  /** Set for a streamed run: plans calls as they arrive. */
+  stream?: StreamPlanner;
+  /** Changed only by `transitionRun` (state.ts). */
+  status: RunStatus;
+  cancelRequested: boolean;
+  failFastBy?: string;
+  compensations?: number[];
+  compensating?: number;
+  compensationStartedAt?: number;
+  cancelledAt?: number;
+  replanFailures: ScheduledCall[];
+  /** Calls whose failure was handed to a replan: they no longer count against the run's outcome. */
+  handed: Set<number>;
+  deadlocked: boolean;
+  diagnostics: Diagnostic[];
+  /** Where the diagnostics of the latest batch of calls start. */
+  diagnosticsBase: number;
+  /** Found when the run ends (a deadlock at run time): reported with `run.completed`. */
+  endDiagnostics: Diagnostic[];
+  estimates: Record<string, number>;
+}
+
+export interface Timer {
+  at: number;
+  seq: number;
+  runId?: string;
+  index?: number;
+  /** The open-run timeout of a streamed run. */
+  seal?: boolean;
+}
+
+/** Everything the scheduler knows, shared by its concerns; the `Scheduler` front owns it. */
+export interface SchedulerState {
+  readonly opts: SchedulerOptions;
+  readonly runs: Map<string, ScheduledRun>;
+  readonly tenants: string[];
+  readonly tenantRuns: Map<string, ScheduledRun[]>;
+  /** The tenant whose turn is next (round robin). */
+  rr: number;
+  arrivals: number;
+  readonly limiter: Limiter;
+  readonly timers: MinHeap<Timer>;
+  timerSeq: number;
+  /** The times of pending rate wake-ups (one timer each). */
+  readonly wakes: Set<number>;
+  readonly learned: Map<string, { n: number; mean: number }>;
+  out: Output;
+  now: number;
+  /**
+   * Runs that may have ended, in the order they were marked (each once: `ScheduledRun.dirty`). A list
+   * and a flag, not a Set: a Set emptied and refilled on every step shrank and grew its table each time.
+   */
+  readonly dirty: (ScheduledRun | undefined)[];
+  /** How many of `dirty` are in use (the list is not truncated: that would drop its storage). */
+  dirtyCount: number;
+}
+
+export function createState(opts: SchedulerOptions): SchedulerState {
+  return {
+    opts,
+    runs: new Map(),
+    tenants: [],
+    tenantRuns: new Map(),
+    rr: 0,
+    arrivals: 0,
+    limiter: new Limiter(opts.limits),
+    timers: new MinHeap<Timer>((a, b) => a.at - b.at || a.seq - b.seq),
+    timerSeq: 0,
+    wakes: new Set(),
+    learned: new Map(),
+    out: emptyOutput(),
+    now: 0,
+    dirty: [],
+    dirtyCount: 0,
+  };
+}
+
+export function emptyOutput(): Output {
+  return { events: [], starts: [], aborts: [] };
+}
+
+/** Emits an event of the run (of its call `c`, if given) at the scheduler's `now`. */
+export function emit<T extends EventType>(s: SchedulerState, type: T, run: ScheduledRun, c: ScheduledCall | undefined, data: EventPayloads[T]): void {
+  const e: EventOf<T> = c ? { type, runId: run.id, callId: c.id, at: s.now, data } : { type, runId: run.id, at: s.now, data };
+  // `EventOf<T>` for one `T` is a member of the union; the compiler cannot see that for a generic T.
+  s.out.events.push(e as CoreEvent);
+}
+
+export function markDirty(s: SchedulerState, run: ScheduledRun): void {
+  if (run.dirty) return;
+  run.dirty = true;
+  s.dirty[s.dirtyCount++] = run;
+}
+
+export function getRun(s: SchedulerState, runId: string): ScheduledRun {
+  const run = s.runs.get(runId);
+  if (!run) throw new SchedulerError('run_not_found', `no run ${runId}`);
+  return run;
+}
+
+export function findCall(s: SchedulerState, runId: string, callId: string): { run: ScheduledRun; c: ScheduledCall } {
+  const run = getRun(s, runId);
+  const idx = run.byId.get(callId);
+  if (idx === undefined) throw new SchedulerError('call_not_found', `no call ${callId} in run ${runId}`);
+  return { run, c: run.calls[idx] as ScheduledCall };
+}
+
+export function newRun(s: SchedulerState, id: string, tenant: string, failure: FailureMode, estimates: Record<string, number>): ScheduledRun {
+  const run: ScheduledRun = {
+    id,
+    tenant,
+    tenantDomain: `tenant:${tenant}`,
+    failure,
+    arrival: s.arrivals++,
+    calls: [],
+    byId: new Map(),
+    inputs: [],
+    ready: new Map(),
+    readySets: [],
+    readyCount: 0,
+    running: 0,
+    dirty: false,
+    status: 'running',
+    cancelRequested: false,
+    replanFailures: [],
+    handed: new Set(),
+    deadlocked: false,
+    diagnostics: [],
+    diagnosticsBase: 0,
+    endDiagnostics: [],
+    estimates,
+  };
+  s.runs.set(run.id, run);
+  if (!s.tenantRuns.has(run.tenant)) {
+    s.tenants.push(run.tenant);
+    s.tenantRuns.set(run.tenant, []);
+  }
+  (s.tenantRuns.get(run.tenant) as ScheduledRun[]).push(run);
+  return run;
+}
+
+/** Drops a run from the scheduler (ended and evicted, or half-built by a bug). */
+export function forgetRun(s: SchedulerState, run: ScheduledRun): void {
+  s.runs.delete(run.id);
+  const list = s.tenantRuns.get(run.tenant) as ScheduledRun[];
+  list.splice(list.indexOf(run), 1);
+  if (run.dirty) {
+    run.dirty = false;
+    const i = s.dirty.indexOf(run);
+    s.dirty.copyWithin(i, i + 1, s.dirtyCount);
+    s.dirty[--s.dirtyCount] = undefined;
+  }
+}
+
+export function newCall(run: ScheduledRun, p: PlannedCall): ScheduledCall {
+  // Every field set, in one order: all calls share one shape.
+  return {
+    index: p.index,
+    id: p.id,
+    tool: p.tool,
+    manifest: p.manifest,
+    args: p.args,
+    resolved: undefined,
+    status: 'pending',
+    attempts: 0,
+    output: undefined,
+    error: undefined,
+    review: p.review,
+    reviewed: false,
+    refCalls: p.refCalls,
+    hasRefs: p.hasRefs,
+    templated: p.templated,
+    dataSucc: NO_SUCC,
+    conflictSucc: NO_SUCC,
+    dataWaiting: 0,
+    conflictWaiting: 0,
+    dataUnreleased: 0,
+    armed: false,
+    released: false,
+    retrying: false,
+    priority: 0,
+    holds: false,
+    runId: run.id,
+    tenant: run.tenant,
+    domain: null,
+    reads: NO_KEYS,
+    writes: NO_KEYS,
+    toolRate: undefined,
+    resourceLimits: undefined,
+    buckets: undefined,
+    endedAt: undefined,
+    attemptStartedAt: undefined,
+    superseded: false,
+    planAccess: p.access,
+    lastRetryable: undefined,
+    held: false,
+  };
+}
+
+/** The order of ready calls within a run: longest remaining path, then original index. */
+export const byPriority = (a: ScheduledCall, b: ScheduledCall) => b.priority - a.priority || a.index - b.index;
+
+/** A tool's ready calls of a run, in `byPriority` order. */
+export const readySet = () =>
+  new KeyedHeap<ScheduledCall>(
+    (c) => -c.priority,
+    (c) => c.index,
+  );
+
+/** Whether an ended call may be released: everything it waited for, of every kind, is released. */
+export function releasable(c: ScheduledCall): boolean {
+  return !c.released && c.conflictWaiting === 0 && c.dataUnreleased === 0;
+}
+
+/** Not started and not ended: pending, ready or awaiting review. */
+export function isPending(c: ScheduledCall): boolean {
+  return c.status === 'pending' || c.status === 'ready' || c.status === 'awaiting_review';
+}
+
+/** Whether a tool changes anything: it declares writes, or declares nothing at all (unknown effects). */
+export function writesSomething(m: ToolManifest): boolean {
+  return m.writes === undefined ? m.reads === undefined : m.writes.length > 0;
+}
+
+/** The keys of a call whose args are not resolved yet (shared, so frozen). */
+const NO_KEYS: Key[] = Object.freeze([]) as unknown as Key[];
+
+/** A successor list that no call has joined yet (shared, so frozen; see `appended`). */
+const NO_SUCC: number[] = Object.freeze([]) as unknown as number[];
+
+/**
+ * `list` with `index` appended. Most calls have no successors of a kind, or one: they share the empty
+ * list, and get a list of one rather than the 16 slots a push onto an empty array reserves.
+ */
+export function appended(list: number[], index: number): number[] {
+  if (list === NO_SUCC) return [index];
+  list.push(index);
+  return list;
+}
+
+/** A call as the run keeps and records it: `args` defaulted, nothing but the fields of a CallInput. */
+export function normalized(c: CallInput): CallInput {
+  // Already so (what the API and most callers pass): kept as it is, not copied (a 100k-call batch
+  // would keep 100k copies alive for the whole run).
+  if (c.invalid === undefined && c.args !== undefined && fieldCount(c) === 3) return c;
+  const args = c.args ?? {};
+  return c.invalid !== undefined ? { id: c.id, tool: c.tool, args, invalid: c.invalid } : { id: c.id, tool: c.tool, args };
+}
+
+function fieldCount(o: object): number {
+  let n = 0;
+  for (const k in o) if (Object.hasOwn(o, k)) n++;
+  return n;
+}

@@ -1,0 +1,294 @@
+/**
+ * The ready-set scheduler (DESIGN §4, §6): pure, deterministic, and shared by the live engine, the CLI
+ * and replay. `Scheduler` is the front: it holds the state and takes the inputs; each concern lives in
+ * a module of its own, and they import one another in this order only (no cycles):
+ *
+ *   api.ts           what the scheduler takes and gives; `SchedulerError`
+ *   records.ts       the state: runs and calls as kept, `SchedulerState`, emit, lookups
+ *   ../state.ts      the call and run state machines: every status change goes through them
+ *   dispatch.ts      ready sets, and starting ready calls under every limit (`perRun` included)
+ *   progress.ts      how a call moves on: armed, ready, succeeded/failed/blocked/cancelled, retries,
+ *                    the failure modes, releasing conflict successors
+ *   compensation.ts  undoing succeeded calls after a fail-fast, newest first
+ *   ending.ts        when and how a run ends (its final status, deadlocks)
+ *   planning.ts      building a run from its plan, and a replan's calls
+ *   streamed.ts      streamed runs: calls appended step by step, the seal
+ *   restore.ts       a run taken back from its events after a restart, through the same transitions
+ *
+ * Inputs are method calls that carry the time (`now`): a run submitted, an attempt ended, a timer due,
+ * a review decided, a cancel, a replan. Outputs are what the shell must do: events to persist and
+ * stream, attempts to start, attempts to abort, and `nextWakeAt()` for the next timer. There is no
+ * clock, no timer and no I/O in here, so the same inputs always give the same outputs.
+ *
+ * A call is *armed* when its data and policy predecessors have succeeded (its args are then resolved
+ * and checked, and a review is asked for if policy wants one); it is *ready* when it is armed, reviewed,
+ * and its conflict predecessors are *released* (progress.ts). Among ready calls the order is: tenants
+ * round robin, then runs by arrival, then longest remaining path (from the learned mean duration of
+ * each tool), then original index. A ready call starts only when every limit has room (dispatch.ts).
+ */
+import type { CallInput, RunStatus } from '../calls.js';
+import { callError } from '../errors.js';
+import type { CoreEvent } from '../events.js';
+import type { LimitUsage } from '../limits.js';
+import { isRunEnded, transition, transitionRun } from '../state.js';
+import { StreamPlanner } from '../stream-plan.js';
+import { SchedulerError, assertUniqueIds, type AttemptEnded, type Output, type ReviewDecision, type SchedulerOptions, type SubmitOptions } from './api.js';
+import { compensationEnded } from './compensation.js';
+import { dispatch, maybeReady } from './dispatch.js';
+import { finishRuns } from './ending.js';
+import { addCalls } from './planning.js';
+import { cancelCall, fail, mayRetry, scheduleRetry, setResolved, stopRun, succeed } from './progress.js';
+import { createState, emit, emptyOutput, findCall, forgetRun, getRun, markDirty, newRun, normalized, type ScheduledCall, type SchedulerState } from './records.js';
+import { restoreRun } from './restore.js';
+import { appendTo, sealRun } from './streamed.js';
+
+export class Scheduler {
+  private readonly state: SchedulerState;
+
+  constructor(opts: SchedulerOptions) {
+    this.state = createState(opts);
+  }
+
+  // ---- inputs -------------------------------------------------------------------------------
+
+  submit(now: number, o: SubmitOptions): Output {
+    const s = this.state;
+    s.now = now;
+    if (s.runs.has(o.runId)) throw new SchedulerError('conflict', `run ${o.runId} exists already`);
+    const failure = o.failure ?? s.opts.defaults.failure;
+    const estimates = o.estimates ?? this.estimates();
+    const run = newRun(s, o.runId, o.tenant, failure, estimates);
+    const calls = o.calls.map(normalized);
+    if (o.open) {
+      run.stream = new StreamPlanner(run.tenant, s.opts.catalog, s.opts.policy);
+      emit(s, 'run.created', run, undefined, { ...o.meta, tenant: run.tenant, failure, tags: o.tags ?? {}, calls: [], estimates, open: true });
+      emit(s, 'run.started', run, undefined, { edges: [], generations: [], diagnostics: [] });
+      s.timers.push({ at: now + s.opts.defaults.openRunTimeoutMs, seq: s.timerSeq++, runId: run.id, seal: true });
+      if (calls.length > 0) appendTo(s, run, calls);
+      return this.flush();
+    }
+    emit(s, 'run.created', run, undefined, { ...o.meta, tenant: run.tenant, failure, tags: o.tags ?? {}, calls, estimates });
+    try {
+      addCalls(s, run, calls, 'run.started');
+    } catch (e) {
+      // A bug must not leave a half-built run behind, counted as active forever.
+      forgetRun(s, run);
+      s.out = emptyOutput();
+      throw e;
+    }
+    return this.flush();
+  }
+
+  /** Appends calls, in model order, to an open (streamed) run. */
+  append(now: number, runId: string, calls: readonly CallInput[]): Output {
+    const s = this.state;
+    s.now = now;
+    const run = getRun(s, runId);
+    if (!run.stream) throw new SchedulerError('conflict', `run ${runId} was not opened for streaming`);
+    if (run.stream.sealed) throw new SchedulerError('conflict', `run ${runId} is sealed; it takes no more calls`);
+    if (isRunEnded(run.status)) throw new SchedulerError('conflict', `run ${runId} is ${run.status}; it takes no more calls`);
+    assertUniqueIds(calls, run.byId, runId);
+    appendTo(s, run, calls.map(normalized));
+    return this.flush();
+  }
+
+  /** Closes a streamed run: calls still waiting on later ones are planned as a batch would plan them. */
+  seal(now: number, runId: string): Output {
+    const s = this.state;
+    s.now = now;
+    const run = getRun(s, runId);
+    if (!run.stream) throw new SchedulerError('conflict', `run ${runId} was not opened for streaming`);
+    if (!run.stream.sealed && !isRunEnded(run.status)) sealRun(s, run, false);
+    return this.flush();
+  }
+
+  /** Takes a run back from its persisted events after a restart (restore.ts). */
+  restore(now: number, events: readonly CoreEvent[]): Output {
+    this.state.now = now;
+    restoreRun(this.state, events);
+    return this.flush();
+  }
+
+  attemptEnded(now: number, e: AttemptEnded): Output {
+    const s = this.state;
+    s.now = now;
+    const run = s.runs.get(e.runId);
+    if (!run) return this.flush();
+    const hint = e.index === undefined ? undefined : run.calls[e.index];
+    const idx = hint !== undefined && hint.id === e.callId ? hint.index : run.byId.get(e.callId);
+    if (idx === undefined) return this.flush();
+    const c = run.calls[idx] as ScheduledCall;
+    if (e.kind === 'compensation') {
+      if (run.compensating === idx) compensationEnded(s, run, c, e.result);
+      return this.flush();
+    }
+    if (c.status !== 'running' || e.attempt !== c.attempts) return this.flush();
+    s.limiter.release(c);
+    run.running--;
+    this.learn(c.tool, now - (c.attemptStartedAt as number));
+    const r = e.result;
+    if (r.ok) succeed(s, run, c, r.output);
+    else if (run.cancelRequested || run.failFastBy !== undefined) {
+      if (r.error.code === 'cancelled') cancelCall(s, run, c, r.error);
+      else fail(s, run, c, r.error, false);
+    } else if (mayRetry(c, r)) scheduleRetry(s, run, c, r);
+    else {
+      c.lastRetryable = r.retryable === true;
+      fail(s, run, c, r.error, true);
+    }
+    markDirty(s, run);
+    return this.flush();
+  }
+
+  /** Handles every timer due at `now` (retry backoffs, rate refills, open-run timeouts). */
+  tick(now: number): Output {
+    const s = this.state;
+    s.now = now;
+    for (let t = s.timers.peek(); t && t.at <= now; t = s.timers.peek()) {
+      s.timers.pop();
+      if (t.runId === undefined) {
+        s.wakes.delete(t.at);
+        continue;
+      }
+      const run = s.runs.get(t.runId);
+      if (t.seal) {
+        if (run?.stream && !run.stream.sealed && !isRunEnded(run.status)) sealRun(s, run, false, true);
+        continue;
+      }
+      const c = run?.calls[t.index as number];
+      if (!run || !c || !c.retrying) continue;
+      c.retrying = false;
+      maybeReady(s, run, c);
+    }
+    return this.flush();
+  }
+
+  /** The time of the next timer, if any. */
+  nextWakeAt(): number | undefined {
+    return this.state.timers.peek()?.at;
+  }
+
+  decideReview(now: number, d: ReviewDecision): Output {
+    const s = this.state;
+    s.now = now;
+    const { run, c } = findCall(s, d.runId, d.callId);
+    if (c.status !== 'awaiting_review') throw new SchedulerError('conflict', `call ${c.id} is ${c.status}, not awaiting_review`);
+    if (d.decision === 'edit') {
+      if (!d.args) throw new SchedulerError('invalid_args', `an edit needs args`);
+      const problem = s.opts.catalog.checkArgs(c.tool, d.args);
+      if (problem) throw new SchedulerError('invalid_args', `${c.id}: ${problem}`);
+    }
+    emit(s, 'review.decided', run, c, {
+      decision: d.decision,
+      ...(d.args ? { args: d.args } : {}),
+      ...(d.comment !== undefined ? { comment: d.comment } : {}),
+    });
+    if (d.decision === 'reject') {
+      const why = d.comment ? `rejected in review: ${d.comment}` : 'rejected in review';
+      fail(s, run, c, callError('review_rejected', `${c.id}: ${why}`), true);
+    } else {
+      if (d.args && d.decision === 'edit') setResolved(run, c, d.args);
+      c.reviewed = true;
+      transition(c, 'pending');
+      maybeReady(s, run, c);
+    }
+    markDirty(s, run);
+    return this.flush();
+  }
+
+  cancel(now: number, runId: string): Output {
+    const s = this.state;
+    s.now = now;
+    const run = getRun(s, runId);
+    // A run that failed fast has ended `failed` already (its compensations may still be running):
+    // a late cancel must not turn that outcome into `cancelled`.
+    if (run.status === 'needs_replan') {
+      // Nobody will replan it: the calls waiting for a replan are cancelled, and so is the run.
+      transitionRun(run, 'running');
+      run.cancelRequested = true;
+      run.cancelledAt = now;
+      for (const c of run.calls) {
+        if (c.status === 'blocked' && c.error?.code === 'awaiting_replan') cancelCall(s, run, c, callError('cancelled', 'the run was cancelled'));
+      }
+      markDirty(s, run);
+      return this.flush();
+    }
+    if (isRunEnded(run.status) || run.cancelRequested || run.failFastBy !== undefined) return this.flush();
+    run.cancelRequested = true;
+    run.cancelledAt = now;
+    stopRun(s, run, callError('cancelled', 'the run was cancelled'));
+    markDirty(s, run);
+    return this.flush();
+  }
+
+  /** Appends calls to a run that ended `needs_replan`; the calls waiting on its failures are superseded. */
+  replan(now: number, runId: string, calls: readonly CallInput[]): Output {
+    const s = this.state;
+    s.now = now;
+    const run = getRun(s, runId);
+    if (run.status !== 'needs_replan') throw new SchedulerError('conflict', `run ${runId} is ${run.status}, not needs_replan`);
+    for (const c of calls) if (run.byId.has(c.id)) throw new SchedulerError('conflict', `call id ${c.id} is used in run ${runId} already`);
+    transitionRun(run, 'running');
+    const list = calls.map((c) => ({ id: c.id, tool: c.tool, args: c.args ?? {} }));
+    for (const f of run.replanFailures) run.handed.add(f.index);
+    run.replanFailures = [];
+    for (const c of run.calls) {
+      if (c.status === 'blocked' && c.error?.code === 'awaiting_replan') {
+        c.superseded = true;
+        transition(c, 'cancelled');
+        c.error = callError('superseded', `${c.id} was superseded by a replan`);
+        emit(s, 'call.cancelled', run, c, { reason: c.error });
+      }
+    }
+    addCalls(s, run, list, 'run.replanned');
+    return this.flush();
+  }
+
+  // ---- views for the shell -------------------------------------------------------------------
+
+  runStatus(runId: string): RunStatus | undefined {
+    return this.state.runs.get(runId)?.status;
+  }
+
+  /** Forgets an ended run (the shell keeps its events); a run that may still change is kept. */
+  evict(runId: string): void {
+    const run = this.state.runs.get(runId);
+    if (!run || !isRunEnded(run.status) || run.status === 'needs_replan') return;
+    forgetRun(this.state, run);
+  }
+
+  activeRuns(tenant?: string): number {
+    let n = 0;
+    for (const r of this.state.runs.values()) if (!isRunEnded(r.status) && (tenant === undefined || r.tenant === tenant)) n++;
+    return n;
+  }
+
+  limitUsage(): LimitUsage[] {
+    return this.state.limiter.usage();
+  }
+
+  estimates(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [tool, st] of [...this.state.learned].sort(([a], [b]) => (a < b ? -1 : 1))) out[tool] = Math.round(st.mean * 1000) / 1000;
+    return out;
+  }
+
+  // ---- plumbing ------------------------------------------------------------------------------
+
+  private flush(): Output {
+    const s = this.state;
+    dispatch(s);
+    finishRuns(s);
+    // Ending a run can start compensations but never frees a limit, so one more pass is enough.
+    const out = s.out;
+    s.out = emptyOutput();
+    return out;
+  }
+
+  private learn(tool: string, ms: number): void {
+    let st = this.state.learned.get(tool);
+    if (!st) this.state.learned.set(tool, (st = { n: 0, mean: 0 }));
+    st.n++;
+    st.mean += (ms - st.mean) / st.n;
+  }
+}

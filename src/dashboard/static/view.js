@@ -1,0 +1,177 @@
+// Generated from src/core/view.ts by scripts/dashboard-view.mjs: do not edit (a unit test checks that
+// this copy is up to date). The dashboard folds a run's events with the server's own projection.
+// The last instant made into text: a run's events mostly share their millisecond.
+let lastAt = NaN;
+let lastIso = '';
+export function iso(at) {
+    if (at !== lastAt) {
+        lastIso = new Date(at).toISOString();
+        lastAt = at;
+    }
+    return lastIso;
+}
+export class RunProjection {
+    view;
+    edges = [];
+    generations = [];
+    byId = new Map();
+    /** Starts from the run's first event, `run.created`. */
+    constructor(created) {
+        if (created.type !== 'run.created')
+            throw new Error(`a run's first event must be run.created, got ${created.type}`);
+        const d = created.data;
+        this.view = {
+            id: created.runId,
+            tenant: d.tenant,
+            status: 'running',
+            failure: d.failure,
+            tags: d.tags,
+            createdAt: iso(created.at),
+            endedAt: null,
+            calls: [],
+            diagnostics: [],
+            ...(d.open ? { stream: 'open' } : {}),
+        };
+        this.addCalls(d.calls);
+    }
+    static of(events) {
+        const p = new RunProjection(events[0]);
+        for (let i = 1; i < events.length; i++)
+            p.apply(events[i]);
+        return p;
+    }
+    call(id) {
+        return this.byId.get(id);
+    }
+    graph() {
+        return {
+            nodes: this.view.calls.map((c) => ({ id: c.id, tool: c.tool, status: c.status })),
+            edges: this.edges,
+            generations: this.generations,
+        };
+    }
+    apply(e) {
+        switch (e.type) {
+            case 'run.created':
+                return;
+            case 'run.replanned':
+                this.addCalls(e.data.calls);
+                this.view.status = 'running';
+                this.view.endedAt = null;
+                delete this.view.replanContext;
+                this.generations = e.data.generations;
+                return this.addStep(e.data);
+            case 'run.started':
+                this.generations = e.data.generations;
+                return this.addStep(e.data);
+            case 'run.calls_added':
+                this.addCalls(e.data.calls);
+                return this.addStep(e.data);
+            case 'run.sealed':
+                this.view.stream = 'sealed';
+                this.generations = e.data.generations;
+                return this.addStep(e.data);
+            case 'run.needs_replan':
+                this.view.replanContext = e.data.replanContext;
+                return;
+            case 'run.completed':
+                this.view.status = e.data.status;
+                if (e.data.diagnostics)
+                    this.view.diagnostics.push(...e.data.diagnostics);
+                this.view.endedAt = iso(e.at);
+                return;
+            default: {
+                const c = e.callId !== undefined ? this.byId.get(e.callId) : undefined;
+                if (c)
+                    applyCallEvent(c, e);
+            }
+        }
+    }
+    addStep(d) {
+        for (const edge of d.edges) {
+            this.edges.push(edge);
+            this.byId.get(edge.to)?.dependsOn.push(edge.from);
+        }
+        this.view.diagnostics.push(...d.diagnostics);
+    }
+    addCalls(calls) {
+        for (const call of calls) {
+            const v = {
+                id: call.id,
+                tool: call.tool,
+                args: call.args ?? {},
+                status: 'pending',
+                dependsOn: [],
+                attempts: 0,
+                output: null,
+                error: null,
+                blockedBy: null,
+                startedAt: null,
+                endedAt: null,
+            };
+            this.view.calls.push(v);
+            this.byId.set(v.id, v);
+        }
+    }
+}
+function applyCallEvent(c, e) {
+    switch (e.type) {
+        case 'call.ready':
+            c.status = 'ready';
+            return;
+        case 'call.awaiting_review':
+            c.status = 'awaiting_review';
+            c.review = { reason: e.data.reason };
+            c.resolvedArgs = e.data.args;
+            return;
+        case 'call.started':
+            c.status = 'running';
+            c.attempts = e.data.attempt;
+            c.startedAt ??= iso(e.at);
+            c.resolvedArgs = e.data.args;
+            return;
+        case 'call.retry_scheduled':
+            c.status = 'pending';
+            c.error = e.data.error;
+            return;
+        case 'call.succeeded':
+            c.status = 'succeeded';
+            c.output = e.data.output;
+            c.error = null;
+            c.endedAt = iso(e.at);
+            return;
+        case 'call.failed':
+            c.status = 'failed';
+            c.error = e.data.error;
+            c.endedAt = iso(e.at);
+            return;
+        case 'call.blocked':
+            c.status = 'blocked';
+            c.blockedBy = e.data.blockedBy;
+            c.endedAt = iso(e.at);
+            return;
+        case 'call.cancelled':
+            c.status = 'cancelled';
+            c.error = e.data.reason;
+            c.endedAt = iso(e.at);
+            return;
+        case 'call.compensated': {
+            const d = e.data;
+            c.compensation = d.status === 'succeeded' ? { status: d.status, ...(d.output !== undefined ? { output: d.output } : {}) } : { status: d.status, error: d.error };
+            return;
+        }
+        case 'review.decided': {
+            const d = e.data;
+            if (!c.review)
+                return;
+            c.review.decision = d.decision;
+            if (d.decision !== 'reject')
+                c.status = 'pending';
+            if (d.comment !== undefined)
+                c.review.comment = d.comment;
+            if (d.args)
+                c.resolvedArgs = d.args;
+            return;
+        }
+    }
+}
