@@ -538,12 +538,12 @@ describe('health, metrics, docs', () => {
     }
   });
 
-  it('GET /docs is HTML', async () => {
+  it('GET /docs is the API reference page (Swagger UI)', async () => {
     const res = await api.get('/docs');
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/html/);
     expect(res.text).toMatch(/<html/i);
-    expect(res.text).toContain('/v1/runs');
+    expect(res.text).toContain('swagger-ui');
   });
 });
 

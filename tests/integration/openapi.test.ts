@@ -1,7 +1,7 @@
 /**
  * The API's description (DESIGN §7): `openapi.yaml` at the repo root is exactly what
- * `GET /openapi.json` serves, it lists every route of §7, and `/docs` is an HTML page that lists
- * them too. The YAML is written by `npm run openapi` (scripts/openapi.ts); when this test says the two
+ * `GET /openapi.json` serves, it lists every route of §7, and `/docs` is Swagger UI on that document,
+ * served from the package's own files. The YAML is written by `npm run openapi` (scripts/openapi.ts); when this test says the two
  * differ, run that.
  */
 import { readFileSync } from 'node:fs';
@@ -111,18 +111,28 @@ describe('openapi.yaml, /openapi.json and /docs', () => {
     expect(undocumented).toEqual([]);
   });
 
-  it('/docs is an HTML page that lists every documented route', async () => {
+  it('/docs is Swagger UI, served from local files, on the same document with this server first', async () => {
     const res = await fetch(`${base}/docs`);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/html/);
     const html = await res.text();
-    expect(html).toMatch(/^<!doctype html>/i);
-    expect(html).toContain('</html>');
-    const doc = (await (await fetch(`${base}/openapi.json`)).json()) as Doc;
-    for (const [path, ops] of Object.entries(doc.paths)) {
-      for (const method of Object.keys(ops)) expect(html, `${method} ${path}`).toContain(`<code>${method.toUpperCase()} ${path}</code>`);
+    expect(html).toMatch(/<!doctype html>/i);
+    expect(html).toContain('<title>toolgraph API</title>');
+    // Every script and stylesheet is the server's own (works offline, no CDN).
+    const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1] as string);
+    expect(assets.some((a) => a.includes('swagger-ui-bundle.js'))).toBe(true);
+    expect(assets.filter((a) => /^(https?:)?\/\//.test(a))).toEqual([]);
+    for (const asset of assets.filter((a) => /\.(js|css)$/.test(a))) {
+      const r = await fetch(new URL(asset, `${base}/docs/`));
+      expect(r.status, asset).toBe(200);
     }
-    for (const [method, path] of SECTION_7) expect(html).toContain(`${method.toUpperCase()} ${path}`);
-    expect(html).toContain('href="/openapi.json"');
+    const init = await (await fetch(`${base}/docs/static/swagger-initializer.js`)).text();
+    expect(init).toContain('SwaggerUIBundle');
+    // The page's document is /openapi.json's, with the serving host as the first "try it out" server.
+    const served = (await (await fetch(`${base}/openapi.json`)).json()) as Doc & { servers: { url: string }[] };
+    const ui = (await (await fetch(`${base}/docs/json`)).json()) as Doc & { servers: { url: string }[] };
+    expect(ui.paths).toEqual(served.paths);
+    expect(ui.servers.map((s) => s.url)).toEqual(['/', ...served.servers.map((s) => s.url)]);
+    for (const [method, path] of SECTION_7) expect(ui.paths[path]?.[method], `${method} ${path}`).toBeDefined();
   });
 });

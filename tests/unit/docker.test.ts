@@ -1,5 +1,5 @@
 /**
- * No Docker engine runs here, so the image is checked the ways that need none: the Dockerfile passes
+ * Static checks of the container files (CI also builds and runs them: scripts/docker-ci.sh): the Dockerfile passes
  * dockerfile-utils' linter and has the properties we promise (multi-stage, non-root, HEALTHCHECK,
  * better-sqlite3 built inside), and docker-compose.yml validates against the Compose specification's
  * JSON schema, with a named volume for the database and the config mounted.
@@ -66,5 +66,23 @@ describe('docker-compose.yml', () => {
     expect(Object.keys(compose.volumes)).toContain('toolgraph-data');
     expect(svc.volumes).toContain('toolgraph-data:/data');
     expect(svc.volumes.some((v: string) => v.endsWith(':/config/toolgraph.yaml:ro'))).toBe(true);
+  });
+});
+
+describe('stopping and the build context', () => {
+  it("drains for less than docker stop's 10 s, and compose's grace period is longer still", () => {
+    const drainMs = Number(/"--drain-ms", "(\d+)"/.exec(dockerfile)?.[1]);
+    expect(drainMs).toBeGreaterThan(0);
+    expect(drainMs).toBeLessThan(10_000);
+    const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as { services: { toolgraph: { stop_grace_period: string } } };
+    const grace = /^(\d+)s$/.exec(compose.services.toolgraph.stop_grace_period);
+    expect(Number(grace?.[1]) * 1000).toBeGreaterThan(drainMs);
+  });
+
+  it('.dockerignore keeps the checkout-only folders out of the build context', () => {
+    const ignored = readFileSync('.dockerignore', 'utf8').split('\n').map((l) => l.trim());
+    for (const dir of ['.git', 'node_modules', 'dist', 'data', '.tmp', 'tests']) expect(ignored, dir).toContain(dir);
+    // and what the build copies is not ignored
+    for (const needed of ['src', 'bin', 'scripts', 'package.json', 'package-lock.json']) expect(ignored, needed).not.toContain(needed);
   });
 });

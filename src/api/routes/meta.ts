@@ -1,8 +1,12 @@
-/** Health, metrics, and the API's own description: `/openapi.json` and a readable `/docs`. */
+/**
+ * Health, metrics, and the API's own description: `/openapi.json` and, at `/docs`, the interactive
+ * reference (Swagger UI, served from the package's own files: no CDN), where a request can be tried.
+ */
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import { authenticate, requireOperator } from '../auth.js';
 import { openApiDocument } from '../openapi.js';
-import { docsPage } from '../docs.js';
 import type { AppContext } from '../context.js';
 
 export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -29,6 +33,14 @@ export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   const doc = openApiDocument();
   app.get('/openapi.json', async () => doc);
-  const page = docsPage(doc);
-  app.get('/docs', async (_req, reply) => reply.type('text/html; charset=utf-8').send(page));
+  // Static mode: the document is ours (generated from the zod schemas), not rebuilt from the routes.
+  void app.register(swagger, { mode: 'static', specification: { document: doc as never } });
+  void app.register(swaggerUi, {
+    routePrefix: '/docs',
+    theme: { title: 'toolgraph API' },
+    uiConfig: { deepLinking: true, tryItOutEnabled: true, persistAuthorization: true },
+    // "Try it out" sends requests to the server that serves the page first, wherever it listens.
+    transformSpecification: (spec) => ({ ...spec, servers: [{ url: '/', description: 'this server' }, ...((spec as { servers?: unknown[] }).servers ?? [])] }),
+    transformSpecificationClone: true,
+  });
 }
