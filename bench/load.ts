@@ -79,13 +79,13 @@ function percentile(sorted: number[], p: number): number {
 }
 
 /** Counts the runs tagged bench:load by status, straight from a store. */
-function storedStatuses(store: Store): Record<string, number> {
+async function storedStatuses(store: Store): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   let cursor: string | undefined;
   do {
-    const page = store.list({ limit: 200, tags: [['bench', 'load']], ...(cursor ? { cursor } : {}) });
-    for (const r of page.items) out[r.status] = (out[r.status] ?? 0) + 1;
-    cursor = page.nextCursor ?? undefined;
+    const page = await store.list({ limit: 200, tags: [['bench', 'load']], ...(cursor ? { cursor } : {}) });
+    for (const r of (await page).items) out[r.status] = (out[r.status] ?? 0) + 1;
+    cursor = (await page).nextCursor ?? undefined;
   } while (cursor);
   return out;
 }
@@ -212,7 +212,7 @@ try {
     results.push(await bench('sqlite (durable)', openSqliteStore(file)));
     // Durable: the file, opened again after the server closed it, holds every run, succeeded.
     const reopened = openSqliteStore(file);
-    const counts = storedStatuses(reopened);
+    const counts = await storedStatuses(reopened);
     reopened.close();
     if (counts.succeeded !== RUNS + CLIENTS || Object.keys(counts).length !== 1) throw new Error(`the database holds ${JSON.stringify(counts)}, expected ${RUNS + CLIENTS} succeeded runs`);
   }

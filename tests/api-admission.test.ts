@@ -98,7 +98,7 @@ describe('Idempotency-Key', () => {
     const { buildServer } = await import('../src/api/server.js');
     const store2 = openSqliteStore(api.dbFile);
     const service2 = new Service({ config: api.config, store: store2 });
-    service2.recover();
+    await service2.recover();
     const app2 = buildServer({ service: service2 });
     try {
       const res = await app2.inject({ method: 'POST', url: '/v1/runs', headers: { 'idempotency-key': 'durable', 'content-type': 'application/json' }, payload: JSON.stringify(body) });

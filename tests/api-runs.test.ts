@@ -339,7 +339,7 @@ describe('GET /v1/runs/{id} and its graph', () => {
     const { buildServer } = await import('../src/api/server.js');
     const store2 = openSqliteStore(api.dbFile);
     const service2 = new Service({ config: api.config, store: store2 });
-    service2.recover();
+    await service2.recover();
     const app2 = buildServer({ service: service2 });
     try {
       const res = await app2.inject({ method: 'GET', url: `/v1/runs/${body.id}` });

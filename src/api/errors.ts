@@ -16,6 +16,7 @@ export const API_ERRORS = {
   unsupported_media_type: 415,
   too_many_runs: 429,
   shutting_down: 503,
+  store_unavailable: 503,
 } as const;
 
 export type ApiErrorCode = keyof typeof API_ERRORS;
@@ -37,3 +38,6 @@ export class ApiError extends Error {
 export function errorBody(code: string, message: string, details?: unknown) {
   return { error: details === undefined ? { code, message } : { code, message, details } };
 }
+
+/** `Retry-After` (seconds) of a `503 store_unavailable`: the engine tries the store again every second. */
+export const STORE_RETRY_AFTER = '1';

@@ -6,7 +6,8 @@
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { authenticate, type Principal } from './auth.js';
-import { ApiError, errorBody } from './errors.js';
+import { isStoreUnavailable } from '../store/errors.js';
+import { ApiError, errorBody, STORE_RETRY_AFTER } from './errors.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { metaRoutes } from './routes/meta.js';
 import { reviewRoutes } from './routes/reviews.js';
@@ -146,6 +147,7 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
       for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
       return reply.status(err.status).send(errorBody(err.code, err.message, err.details));
     }
+    if (isStoreUnavailable(err)) return reply.status(503).header('retry-after', STORE_RETRY_AFTER).send(errorBody('store_unavailable', 'the store cannot be reached now; retry later'));
     const known = err.code ? FASTIFY_CODES[err.code] : undefined;
     if (known) return reply.status(known[0]).send(errorBody(known[1], err.message));
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {

@@ -13,7 +13,7 @@ import { Engine, isEnded, type SubmitRequest } from '../engine/engine.js';
 import type { Executor } from '../executors/types.js';
 import type { Store } from '../store/types.js';
 import { canSee, tenantFor, type Principal } from './auth.js';
-import { ApiError } from './errors.js';
+import { ApiError, STORE_RETRY_AFTER } from './errors.js';
 
 export interface ServiceOptions {
   config: Config;
@@ -75,30 +75,31 @@ export class Service {
   }
 
   /** Resumes every run the store says is unfinished, and keeps needs_replan runs ready for a replan. */
-  recover(): { resumed: number } {
-    const ids = new Set(this.store.unfinished());
+  async recover(): Promise<{ resumed: number }> {
+    const ids = new Set(await this.store.unfinished());
     let cursor: string | undefined;
     do {
-      const page = this.store.list({ status: ['needs_replan'], limit: 200, ...(cursor ? { cursor } : {}) });
+      const page = await this.store.list({ status: ['needs_replan'], limit: 200, ...(cursor ? { cursor } : {}) });
       for (const r of page.items) ids.add(r.id);
       cursor = page.nextCursor ?? undefined;
     } while (cursor);
-    for (const id of ids) this.engine.restore(this.store.events(id));
+    for (const id of ids) await this.engine.restore(await this.store.events(id));
     return { resumed: ids.size };
   }
 
-  /** Admits and submits a run, stored before this returns (in a commit of its own). */
-  submit(p: Principal, body: SubmitBody, idempotencyKey?: string): { run: RunView; created: boolean } {
+  /** Admits and submits a run, stored before this resolves (in a commit of its own). */
+  async submit(p: Principal, body: SubmitBody, idempotencyKey?: string): Promise<{ run: RunView; created: boolean }> {
     const tenant = tenantFor(p, body.tenant);
+    this.writable();
     if (idempotencyKey !== undefined) {
       // A grouped submission with this key may be waiting for its commit: store it first, so the
       // lookup below finds it.
-      this.engine.commitQueued();
-      const existing = this.store.findByIdempotencyKey(tenant, idempotencyKey);
-      if (existing) return { run: this.view(p, existing), created: false };
+      await this.engine.commitQueued();
+      const existing = await this.store.findByIdempotencyKey(tenant, idempotencyKey);
+      if (existing) return { run: await this.view(p, existing), created: false };
     }
     this.admit(tenant, body);
-    return { run: this.engine.submit(this.request(tenant, body, idempotencyKey)), created: true };
+    return { run: await this.engine.submit(this.request(tenant, body, idempotencyKey)), created: true };
   }
 
   /**
@@ -108,14 +109,18 @@ export class Service {
    */
   async submitGrouped(p: Principal, body: SubmitBody, idempotencyKey?: string): Promise<{ run: RunView; created: boolean }> {
     const tenant = tenantFor(p, body.tenant);
+    this.writable();
     if (idempotencyKey === undefined) {
       this.admit(tenant, body);
       return { run: await this.engine.submitGrouped(this.request(tenant, body)), created: true };
     }
     const key = `${tenant}\u0000${idempotencyKey}`;
     const pending = this.pendingKeys.get(key);
-    const existing = this.store.findByIdempotencyKey(tenant, idempotencyKey) ?? (pending && (await pending).id);
-    if (existing) return { run: this.view(p, existing), created: false };
+    const existing = (await this.store.findByIdempotencyKey(tenant, idempotencyKey)) ?? (pending && (await pending).id);
+    if (existing) return { run: await this.view(p, existing), created: false };
+    // The key may have been taken while the store was asked.
+    const raced = this.pendingKeys.get(key);
+    if (raced) return { run: await this.view(p, (await raced).id), created: false };
     this.admit(tenant, body);
     const submitted = this.engine.submitGrouped(this.request(tenant, body, idempotencyKey));
     this.pendingKeys.set(key, submitted);
@@ -124,6 +129,16 @@ export class Service {
     } finally {
       // Stored by now (or refused): the store answers for the key from here on.
       this.pendingKeys.delete(key);
+    }
+  }
+
+  /**
+   * A write while the store is away is refused before it changes anything (503 with `Retry-After`):
+   * the engine still holds what it could not store, and stores it once the store is back.
+   */
+  private writable(): void {
+    if (this.engine.storeUnavailable() !== undefined) {
+      throw new ApiError('store_unavailable', 'the store cannot be reached now; nothing was changed; retry later', undefined, { 'retry-after': STORE_RETRY_AFTER });
     }
   }
 
@@ -151,32 +166,34 @@ export class Service {
   }
 
   /** Appends calls to an open run (409 once it is sealed or over). */
-  append(p: Principal, runId: string, calls: CallInput[]): RunView {
-    const view = this.view(p, runId);
+  async append(p: Principal, runId: string, calls: CallInput[]): Promise<RunView> {
+    const view = await this.view(p, runId);
     if (view.stream === undefined) throw new ApiError('conflict', `run ${runId} was not opened with "open": true`);
     if (view.stream === 'sealed') throw new ApiError('conflict', `run ${runId} is sealed; it takes no more calls`);
     if (isEnded(view.status)) throw new ApiError('conflict', `run ${runId} is ${view.status}; it takes no more calls`);
     const max = this.config.limits.maxCallsPerRun;
     if (view.calls.length + calls.length > max) throw new ApiError('payload_too_large', `a run takes at most ${max} calls (limits.maxCallsPerRun)`);
+    this.writable();
     return this.mapSchedulerErrors(() => this.engine.append(runId, calls));
   }
 
   /** Seals an open run; sealing a sealed run changes nothing. */
-  seal(p: Principal, runId: string): RunView {
-    const view = this.view(p, runId);
+  async seal(p: Principal, runId: string): Promise<RunView> {
+    const view = await this.view(p, runId);
     if (view.stream === undefined) throw new ApiError('conflict', `run ${runId} was not opened with "open": true`);
     if (view.stream === 'sealed' || isEnded(view.status)) return view;
+    this.writable();
     return this.mapSchedulerErrors(() => this.engine.seal(runId));
   }
 
   /** The run as the principal may see it; 404 for a run of another tenant, as for a missing one. */
-  view(p: Principal, runId: string): RunView {
-    return this.projection(p, runId).view;
+  async view(p: Principal, runId: string): Promise<RunView> {
+    return (await this.projection(p, runId)).view;
   }
 
-  projection(p: Principal, runId: string): RunProjection {
+  async projection(p: Principal, runId: string): Promise<RunProjection> {
     const live = this.engine.projection(runId);
-    const projection = live ?? this.stored(runId);
+    const projection = live ?? (await this.stored(runId));
     if (!projection || !canSee(p, projection.view.tenant)) throw new ApiError('not_found', `no run ${runId}`);
     return projection;
   }
@@ -186,7 +203,7 @@ export class Service {
    * stands.
    */
   async wait(p: Principal, runId: string, waitMs: number, until?: (view: RunView) => boolean): Promise<RunView> {
-    const view = this.view(p, runId);
+    const view = await this.view(p, runId);
     if (waitMs <= 0 || isEnded(view.status) || !this.engine.has(runId) || until?.(view)) return view;
     if (!until) return (await this.engine.wait(runId, waitMs)) ?? view;
     return new Promise<RunView>((resolve) => {
@@ -203,46 +220,51 @@ export class Service {
     });
   }
 
-  events(p: Principal, runId: string, afterSeq: number): RunEvent[] {
-    this.projection(p, runId);
+  async events(p: Principal, runId: string, afterSeq: number): Promise<RunEvent[]> {
+    await this.projection(p, runId);
     return this.store.events(runId, afterSeq);
   }
 
-  cancel(p: Principal, runId: string): RunView {
-    const view = this.view(p, runId);
-    if (!isEnded(view.status)) this.mapSchedulerErrors(() => this.engine.cancel(runId));
+  async cancel(p: Principal, runId: string): Promise<RunView> {
+    const view = await this.view(p, runId);
+    if (!isEnded(view.status)) {
+      this.writable();
+      await this.mapSchedulerErrors(() => this.engine.cancel(runId));
+    }
     return this.view(p, runId);
   }
 
-  replan(p: Principal, runId: string, calls: CallInput[]): RunView {
-    const view = this.view(p, runId);
+  async replan(p: Principal, runId: string, calls: CallInput[]): Promise<RunView> {
+    const view = await this.view(p, runId);
     if (view.status !== 'needs_replan') throw new ApiError('conflict', `run ${runId} is ${view.status}; only a needs_replan run takes a replan`);
     const max = this.config.limits.maxCallsPerRun;
     if (view.calls.length + calls.length > max) throw new ApiError('payload_too_large', `a run takes at most ${max} calls (limits.maxCallsPerRun)`);
+    this.writable();
     return this.mapSchedulerErrors(() => this.engine.replan(runId, calls));
   }
 
-  review(p: Principal, reviewId: string, d: Omit<ReviewDecision, 'runId' | 'callId'>): RunView {
-    const r = this.store.review(reviewId);
+  async review(p: Principal, reviewId: string, d: Omit<ReviewDecision, 'runId' | 'callId'>): Promise<RunView> {
+    const r = await this.store.review(reviewId);
     if (!r || !canSee(p, r.tenant)) throw new ApiError('not_found', `no review ${reviewId}`);
     if (r.status !== 'pending') throw new ApiError('conflict', `review ${reviewId} was decided already (${r.decision})`);
     if (!this.engine.has(r.runId)) throw new ApiError('conflict', `run ${r.runId} is not active`);
+    this.writable();
     return this.mapSchedulerErrors(() => this.engine.review({ ...d, runId: r.runId, callId: r.callId }));
   }
 
-  private stored(runId: string): RunProjection | undefined {
+  private async stored(runId: string): Promise<RunProjection | undefined> {
     const cached = this.cache.get(runId);
     if (cached) return cached;
-    const events = this.store.events(runId);
+    const events = await this.store.events(runId);
     if (events.length === 0) return undefined;
     const p = RunProjection.of(events);
     if (isEnded(p.view.status)) this.cache.set(runId, p);
     return p;
   }
 
-  private mapSchedulerErrors<T>(f: () => T): T {
+  private async mapSchedulerErrors<T>(f: () => Promise<T>): Promise<T> {
     try {
-      return f();
+      return await f();
     } catch (e) {
       if (e instanceof SchedulerError) {
         const code = e.code === 'invalid_args' ? 'invalid_args' : e.code === 'conflict' ? 'conflict' : 'not_found';

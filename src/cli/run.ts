@@ -42,7 +42,7 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
           callId,
           decision: values.approve ? 'approve' : 'reject',
           comment: values.approve ? 'approved by toolgraph run --approve' : 'no reviewer in toolgraph run (pass --approve to approve)',
-        }),
+        }).catch(() => {}),
       );
     }
     if (io.isTTY) progress.update(e, view);
@@ -51,7 +51,7 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
       if (line) io.err(`${line}\n`);
     }
   });
-  const started = engine.submit({
+  const started = await engine.submit({
     calls: batch.calls,
     tenant: batch.tenant ?? 'default',
     ...(failure ?? batch.failure ? { failure: (failure ?? batch.failure) as FailureMode } : {}),

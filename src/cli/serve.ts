@@ -41,12 +41,12 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   const service = new Service({ config, store });
   let resumed: number;
   try {
-    ({ resumed } = service.recover());
+    ({ resumed } = await service.recover());
   } catch (e) {
     // A run the engine cannot take back (a stored log it does not understand): say which, without a
     // stack trace, and leave the database as it is for the next start.
     await service.engine.close();
-    store.close();
+    await store.close();
     throw new UsageError(`${dbFile}: cannot resume the unfinished runs: ${(e as Error).message}`);
   }
   const { dashboardRoutes } = await import('../dashboard/routes.js').catch(() => ({ dashboardRoutes: undefined }));
@@ -54,7 +54,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   try {
     await app.listen({ host, port });
   } catch (e) {
-    store.close();
+    await store.close();
     throw new UsageError(`cannot listen on ${host}:${port}: ${(e as Error).message}`);
   }
   const address = app.server.address();
@@ -71,7 +71,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
       const closing = app.close();
       await service.engine.close({ drainMs });
       await closing;
-      store.close();
+      await store.close();
       logger.info('stopped');
       resolve(0);
     };

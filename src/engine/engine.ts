@@ -7,11 +7,12 @@
  * listeners, then abort and start attempts. So nothing is visible, and no dependent tool call starts,
  * before the state change behind it is stored.
  *
- * Outputs wait in a queue for the sink, and one commit stores everything queued (group commit): the
- * attempts that ended in one turn of the event loop, and the runs submitted with `submitGrouped` in
- * that turn, share one transaction, so with a durable store many runs share one fsync. The other
- * inputs commit at once, together with whatever is queued before them, so the store sees every run's
- * events in seq order.
+ * Outputs go through the commit pipeline (commit-pipeline.ts), and one commit stores everything queued
+ * (group commit): the attempts that ended in one turn of the event loop, and the runs submitted with
+ * `submitGrouped` in that turn, share one transaction, so with a durable store many runs share one
+ * fsync. Commands (submit, append, seal, cancel, replan, review) are sent at once, together with
+ * whatever is queued before them, and resolve once stored, so the store sees every run's events in
+ * seq order and a caller's answer is durable.
  *
  * One exception to "start after the commit": a grouped submission starts its idempotent calls at once,
  * before their `call.started` is stored (see `startsEarly`). DESIGN §8 allows it: a call that was
@@ -21,7 +22,6 @@
  *
  * One engine holds many runs at once; limits apply across all of them.
  */
-import { randomUUID } from 'node:crypto';
 import type { CallInput, RunStatus } from '../core/calls.js';
 import { callError } from '../core/errors.js';
 import type { CoreEvent, RunEvent } from '../core/events.js';
@@ -30,15 +30,14 @@ import type { FailureMode } from '../core/tool.js';
 import { RunProjection, type CallView, type RunView } from '../core/view.js';
 import type { Config } from '../config/types.js';
 import { createExecutors } from '../executors/index.js';
-import type { PendingAppend } from '../store/types.js';
-import type { ExecuteRequest, Executor } from '../executors/types.js';
+import type { Executor } from '../executors/types.js';
+import { Attempt, attemptKey, merge, newRunId, startsEarly, strip, tell, type RunListener } from './attempt.js';
+import { CommitPipeline, type Commit, type EventLog } from './commit-pipeline.js';
 
-/** Where events go before anything else sees them; a store makes them durable. */
-export interface EventSink {
-  append(events: readonly RunEvent[]): void;
-  /** Optional: `append` with the commit on another thread (see `Store.appendAsync`); the group commit uses it. */
-  appendAsync?(events: readonly RunEvent[]): PendingAppend;
-}
+export { newRunId, type RunListener } from './attempt.js';
+
+/** Where events go before anything else sees them; a store makes them durable (see `EventLog`). */
+export type EventSink = EventLog;
 
 export interface EngineOptions {
   config: Config;
@@ -54,6 +53,12 @@ export interface EngineOptions {
    * at any rate of runs (a view is a few KB); a store still has every run.
    */
   retainEndedRuns?: number;
+  /**
+   * Told when the store refuses events that no caller waits for (an attempt's end): the engine and the
+   * store then disagree. Default: throws it out of the event loop (the process ends, and the next start
+   * resumes from what the store holds).
+   */
+  onFault?: (err: unknown) => void;
 }
 
 export interface SubmitRequest {
@@ -71,16 +76,13 @@ export interface SubmitRequest {
 /** A streamed run as the library offers it: add calls as the model writes them, then seal. */
 export interface OpenRun {
   readonly id: string;
-  /** Adds calls in model order; each starts as soon as it is safe. */
-  add(...calls: CallInput[]): RunView;
+  /** Adds calls in model order; each starts as soon as it is safe. Resolves once they are stored. */
+  add(...calls: CallInput[]): Promise<RunView>;
   /** No more calls: what still waits on a later call is planned now. */
-  seal(): RunView;
+  seal(): Promise<RunView>;
   /** Resolves with the run when it ends. */
   done(): Promise<RunView>;
 }
-
-/** `call`: the view of the event's call, when it has one (so a listener need not search `view.calls`). */
-export type RunListener = (event: RunEvent, view: RunView, call: CallView | undefined) => void;
 
 interface LiveRun {
   projection: RunProjection;
@@ -88,27 +90,6 @@ interface LiveRun {
   listeners: Set<RunListener>;
   waiters: Set<() => void>;
   endedAt?: number;
-}
-
-/** A group commit in flight (see `commitGrouped`): its outputs, and, once known, whether they are stored. */
-interface Writing {
-  batch: Queued[];
-  pending: PendingAppend;
-  settled?: { err?: unknown };
-}
-
-/** A scheduler output waiting for the next commit, its events numbered. */
-interface Queued {
-  events: RunEvent[];
-  /** Started once the events are stored. */
-  starts: readonly StartAttempt[];
-  aborts: readonly AbortAttempt[];
-  /** For a grouped submission: the run it creates (see `disown`). */
-  creates?: string;
-  /** For a grouped submission: the attempts started before the commit (see `startsEarly`). */
-  early?: readonly StartAttempt[];
-  /** For a grouped step: told when its events are stored, or that they could not be. */
-  committed?: { resolve: () => void; reject: (err: unknown) => void };
 }
 
 interface EndedEntry {
@@ -124,26 +105,30 @@ export function isEnded(status: RunStatus): boolean {
   return ENDED.has(status);
 }
 
+const NOTHING: Output = { events: [], starts: [], aborts: [] };
+
+/** Resolves when `p` does, or after `ms`, whichever comes first. */
+function within(p: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer));
+}
+
 export class Engine {
   readonly config: Config;
   private readonly scheduler: Scheduler;
   private readonly executor: Executor;
   private readonly ownsExecutor: boolean;
-  private readonly sink: EventSink | undefined;
   private readonly clock: () => number;
   private readonly retainEndedMs: number;
   private readonly retainEndedRuns: number;
   private readonly runs = new Map<string, LiveRun>();
   /** Runs whose first event is numbered but not yet stored: not visible until it is (see `publish`). */
   private readonly unborn = new Map<string, LiveRun>();
-  /** Outputs waiting for the next commit, in the order the scheduler produced them. */
-  private readonly queue: Queued[] = [];
+  private readonly pipeline: CommitPipeline;
   private flushScheduled = false;
   private flushSoonScheduled = false;
   /** Attempts started early (see `startsEarly`) that have not ended: see `flushSoon`. */
   private earlyRunning = 0;
-  /** The group commits the sink is writing on its own thread, oldest first (see `commitGrouped`). */
-  private readonly writing: Writing[] = [];
   private readonly inflight = new Map<string, Attempt>();
   /** Attempts that ended and wait for the next group commit (see `flush`). */
   private readonly ended: AttemptEnded[] = [];
@@ -169,17 +154,33 @@ export class Engine {
     });
     this.ownsExecutor = !opts.executor;
     this.executor = opts.executor ?? createExecutors();
-    this.sink = opts.sink;
+    this.pipeline = new CommitPipeline(opts.sink, {
+      apply: (c) => this.apply(c),
+      settled: (landed) => {
+        this.arm();
+        if (landed) this.scheduleFlush();
+      },
+      refused: (runId, held) => this.disown(runId, held),
+      fault:
+        opts.onFault ??
+        ((err) =>
+          setImmediate(() => {
+            throw err;
+          })),
+    });
     this.clock = opts.clock ?? Date.now;
     this.retainEndedMs = opts.retainEndedMs ?? 10 * 60_000;
     this.retainEndedRuns = opts.retainEndedRuns ?? 10_000;
   }
 
-  /** Submits a batch; returns the run's view as it stands once the first calls have started. */
-  submit(req: SubmitRequest): RunView {
+  /**
+   * Submits a batch in a commit of its own (sent at once); resolves with the run's view once it is
+   * stored and its first calls have started. Rejects if the store refuses it.
+   */
+  async submit(req: SubmitRequest): Promise<RunView> {
     const runId = req.runId ?? newRunId();
-    this.enqueue(this.submission(runId, req)(this.clock()), { creates: runId });
-    this.commit();
+    const out = this.submission(runId, req);
+    await this.command(out, { creates: runId });
     return this.get(runId) as RunView;
   }
 
@@ -192,9 +193,9 @@ export class Engine {
    */
   async submitGrouped(req: SubmitRequest): Promise<RunView> {
     const runId = req.runId ?? newRunId();
-    const out = this.submission(runId, req)(this.clock());
+    const out = this.submission(runId, req);
     await new Promise<void>((resolve, reject) => {
-      this.enqueue(out, { creates: runId, committed: { resolve, reject } });
+      this.enqueue(out(this.clock()), { creates: runId, committed: { resolve, reject }, early: true });
       this.scheduleFlush();
       if (this.earlyRunning === 0) this.flushSoon();
     });
@@ -215,19 +216,19 @@ export class Engine {
       });
   }
 
-  /** Appends calls to an open run. */
-  append(runId: string, calls: readonly CallInput[]): RunView {
+  /** Appends calls to an open run; resolves once they are stored. */
+  async append(runId: string, calls: readonly CallInput[]): Promise<RunView> {
     const ended = this.endedRun(runId);
     if (ended) throw new SchedulerError('conflict', `run ${runId} has ended (${ended.status}); it takes no more calls`);
-    this.step((now) => this.scheduler.append(now, runId, calls));
+    await this.command((now) => this.scheduler.append(now, runId, calls));
     return this.get(runId) as RunView;
   }
 
   /** Seals an open run. */
-  seal(runId: string): RunView {
+  async seal(runId: string): Promise<RunView> {
     const ended = this.endedRun(runId);
     if (ended) return ended;
-    this.step((now) => this.scheduler.seal(now, runId));
+    await this.command((now) => this.scheduler.seal(now, runId));
     return this.get(runId) as RunView;
   }
 
@@ -236,27 +237,33 @@ export class Engine {
    *
    * @example
    * const run = engine.open();
-   * run.add({ id: 'a', tool: 'read_file', args: { path: '/x' } }); // starts now
-   * run.add({ id: 'b', tool: 'write_file', args: { path: '/x', content: '${a.output.path}' } });
-   * run.seal();
+   * await run.add({ id: 'a', tool: 'read_file', args: { path: '/x' } }); // starts now
+   * await run.add({ id: 'b', tool: 'write_file', args: { path: '/x', content: '${a.output.path}' } });
+   * await run.seal();
    * const result = await run.done();
    */
   open(req: Omit<SubmitRequest, 'open' | 'calls'> & { calls?: CallInput[] } = {}): OpenRun {
-    const view = this.submit({ ...req, calls: req.calls ?? [], open: true });
-    const id = view.id;
+    const id = req.runId ?? newRunId();
+    const opened = this.submit({ ...req, runId: id, calls: req.calls ?? [], open: true });
+    // Whoever uses the run hears of a refusal from add, seal or done.
+    opened.catch(() => {});
     return {
       id,
       add: (...calls) => this.append(id, calls),
       seal: () => this.seal(id),
-      done: async () => (await this.wait(id)) as RunView,
+      done: async () => {
+        await opened;
+        return (await this.wait(id)) as RunView;
+      },
     };
   }
 
   /**
    * Takes back a run from its stored events after a restart: finished calls keep their outcomes,
-   * running idempotent calls run again, other running calls fail with `interrupted`.
+   * running idempotent calls run again, other running calls fail with `interrupted`. Resolves once
+   * what that changes is stored.
    */
-  restore(events: readonly RunEvent[]): RunView {
+  async restore(events: readonly RunEvent[]): Promise<RunView> {
     const first = events[0];
     if (!first) throw new Error('cannot restore a run from no events');
     const live: LiveRun = { projection: RunProjection.of(events), seq: (events[events.length - 1] as RunEvent).seq, listeners: new Set(), waiters: new Set() };
@@ -270,14 +277,21 @@ export class Engine {
       this.runs.delete(first.runId);
       throw new Error(`cannot resume run ${first.runId}: ${(e as Error).message}`, { cause: e });
     }
-    this.enqueue(out);
-    this.commit();
+    await this.command(() => out);
     return live.projection.view;
   }
 
-  /** Stores (and then publishes and starts) what waits for the group commit, now. */
-  commitQueued(): void {
-    this.commit();
+  /** Stores (and then publishes and starts) what waits for the group commit, now; resolves once it is. */
+  async commitQueued(): Promise<void> {
+    await this.command(() => NOTHING);
+  }
+
+  /**
+   * The error that says the store is away, while it is (the engine keeps what it could not store and
+   * tries again); `undefined` when the store writes.
+   */
+  storeUnavailable(): unknown {
+    return this.pipeline.unavailable;
   }
 
   /** Whether the engine holds this run (live, or ended recently). */
@@ -310,23 +324,23 @@ export class Engine {
     });
   }
 
-  /** Cancels a run; nothing happens to a run that has ended. */
-  cancel(runId: string): void {
+  /** Cancels a run; nothing happens to a run that has ended. Resolves once the cancel is stored. */
+  async cancel(runId: string): Promise<void> {
     if (this.endedRun(runId)) return;
-    this.step((now) => this.scheduler.cancel(now, runId));
+    await this.command((now) => this.scheduler.cancel(now, runId));
   }
 
-  replan(runId: string, calls: readonly CallInput[]): RunView {
+  async replan(runId: string, calls: readonly CallInput[]): Promise<RunView> {
     const ended = this.endedRun(runId);
     if (ended) throw new SchedulerError('conflict', `run ${runId} is ${ended.status}, not needs_replan`);
-    this.step((now) => this.scheduler.replan(now, runId, calls));
+    await this.command((now) => this.scheduler.replan(now, runId, calls));
     return this.get(runId) as RunView;
   }
 
-  review(decision: ReviewDecision): RunView {
+  async review(decision: ReviewDecision): Promise<RunView> {
     const ended = this.endedRun(decision.runId);
     if (ended) throw new SchedulerError('conflict', `run ${decision.runId} has ended (${ended.status}); call ${decision.callId} awaits no review`);
-    this.step((now) => this.scheduler.decideReview(now, decision));
+    await this.command((now) => this.scheduler.decideReview(now, decision));
     return this.get(decision.runId) as RunView;
   }
 
@@ -386,9 +400,11 @@ export class Engine {
       });
       this.idle = undefined;
     }
-    // Grouped submissions still queued are stored before the engine stops (they start nothing now:
-    // the next start resumes them, as it does every call that was running).
-    this.commit();
+    // What is queued (grouped submissions, ends) is stored before the engine stops; they start nothing
+    // now: the next start resumes them, as it does every call that was running. A store that is away
+    // gets a while to come back; what it then still lacks is resumed like after a crash.
+    this.pipeline.send();
+    await within(this.pipeline.drained(), Math.max(5000, opts.drainMs ?? 0));
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
@@ -401,28 +417,35 @@ export class Engine {
 
   // ---- the loop ------------------------------------------------------------------------------
 
-  /** Feeds the scheduler and commits at once (with whatever was queued before); throws if the store refuses. */
-  private step(input: (now: number) => Output): void {
-    this.enqueue(input(this.clock()));
-    this.commit();
+  /**
+   * Feeds the scheduler and sends its output at once (after whatever is queued); resolves once it is
+   * stored, rejects if the store refuses it (or the scheduler the input).
+   */
+  private command(input: (now: number) => Output, submission: Pick<Commit, 'creates'> = {}): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.enqueue(input(this.clock()), { ...submission, committed: { resolve, reject } });
+      this.pipeline.send();
+    });
   }
 
   /**
    * Numbers the output's events and queues it for the next commit. `creates`: the output submits that
-   * run (see `disown`). A grouped submission (`committed`) starts its early attempts now, as its commit
+   * run (see `disown`). A grouped submission (`early`) starts its early attempts now, as its commit
    * is still to come (see `startsEarly`); everything else starts once stored.
    */
-  private enqueue(out: Output, submission: Pick<Queued, 'creates' | 'committed'> = {}): void {
-    const q: Queued = { events: out.events.map((e) => this.number(e)), starts: out.starts, aborts: out.aborts, ...submission };
+  private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed'> & { early?: boolean } = {}): void {
+    const q: Commit = { events: out.events.map((e) => this.number(e)), starts: out.starts, aborts: out.aborts };
+    if (submission.creates !== undefined) q.creates = submission.creates;
+    if (submission.committed) q.committed = submission.committed;
     const runId = submission.creates;
-    if (submission.committed && runId !== undefined) {
+    if (submission.early && runId !== undefined) {
       const early = out.starts.filter((s) => startsEarly(s, runId));
       if (early.length > 0) {
         q.early = early;
         q.starts = out.starts.filter((s) => !early.includes(s));
       }
     }
-    this.queue.push(q);
+    this.pipeline.push(q);
     for (const s of q.early ?? []) this.launch(s, true);
   }
 
@@ -435,13 +458,12 @@ export class Engine {
 
   /**
    * A flush as soon as the current callback is done, for a grouped submission whose early attempts
-   * have all ended (a run of instant tools): with a sink that writes on its own thread, its commit then
-   * starts at once, while this thread goes on with the other requests of the turn (their commits follow
-   * it, see `commitGrouped`), instead of after all of them. Without such a sink, flushes stay one per
-   * turn, so that runs share a commit.
+   * have all ended (a run of instant tools): its commit then starts at once, while this thread goes on
+   * with the other requests of the turn (their commits follow it), instead of after all of them.
+   * Without a store, flushes stay one per turn.
    */
   private flushSoon(): void {
-    if (this.flushSoonScheduled || !this.sink?.appendAsync) return;
+    if (this.flushSoonScheduled || !this.pipeline.async) return;
     this.flushSoonScheduled = true;
     queueMicrotask(() => {
       this.flushSoonScheduled = false;
@@ -451,9 +473,9 @@ export class Engine {
 
   /**
    * Group commit: the attempts that ended since the last turn go through the scheduler together, and
-   * their events are stored in one transaction with the grouped submissions of this turn, before any
-   * of them is published or any dependent call starts. Durability then costs one commit per turn, not
-   * per call or per run.
+   * their events are sent in one batch with the grouped submissions of this turn, before any of them
+   * is published or any dependent call starts. Durability then costs one commit per turn, not per call
+   * or per run.
    */
   private flush(): void {
     this.flushScheduled = false;
@@ -464,144 +486,16 @@ export class Engine {
       for (const e of ends) merge(merged, this.scheduler.attemptEnded(now, e));
       this.enqueue(merged);
     }
-    this.commitGrouped();
+    this.pipeline.send();
     if (this.inflight.size === 0) this.idle?.();
   }
 
-  /**
-   * Stores every queued event now (after the group commits under way, if any, which hold earlier
-   * outputs), then publishes them and starts and aborts attempts (see `apply`).
-   */
-  private commit(): void {
-    this.settleWriting();
-    const batch = this.queue.splice(0);
-    if (batch.length > 0) this.apply(batch, this.store(batch));
-  }
-
-  /**
-   * The group commit of a turn. With a sink that can write on another thread (`appendAsync`), the
-   * commit and its fsync happen there while this thread goes on; and the next turn's group commit does
-   * not wait for it, but is handed over at once, stored after it (in the same transaction, if it is
-   * still waiting: the sink's thread takes what waits together). So neither thread waits for the
-   * other. Each is applied (published, its attempts started, its submissions resolved) only once it
-   * and every one before it is stored, in order (see `drainWriting`). Without such a sink, this is
-   * `commit`.
-   */
-  private commitGrouped(): void {
-    const sink = this.sink;
-    if (!sink?.appendAsync) return this.commit();
-    if (this.queue.length === 0) return;
-    const batch = this.queue.splice(0);
-    const w: Writing = { batch, pending: sink.appendAsync(batch.flatMap((q) => q.events)) };
-    this.writing.push(w);
-    // The next group commit goes at the end of a turn (scheduleFlush), not at once: attempts that this
-    // one starts and that end at once (a no-op tool) then go in it, rather than in one of their own.
-    w.pending.done.then(
-      () => this.landed(w, {}),
-      (err: unknown) => this.landed(w, { err }),
-    );
-  }
-
-  private landed(w: Writing, outcome: { err?: unknown }): void {
-    w.settled ??= outcome;
-    this.drainWriting();
-    this.scheduleFlush();
-  }
-
-  /**
-   * Applies the group commits at the head of the line that are stored, in order. Once the head one
-   * failed, every one after it is settled first (the sink refuses those stored on top of it), then all
-   * are applied in order, the failed ones stored again output by output (see `settleWriting`).
-   */
-  private drainWriting(): void {
-    while (this.writing.length > 0) {
-      const head = this.writing[0] as Writing;
-      if (!head.settled) return;
-      if (head.settled.err !== undefined) return this.settleWriting();
-      this.writing.shift();
-      this.apply(head.batch, []);
-    }
-  }
-
-  /**
-   * Blocks until every group commit under way is settled, and applies them in order. Nothing of a
-   * failed one was stored: its outputs are stored one by one, so that only a bad one fails (those of
-   * later failed ones too, since they may hold events of a run the bad one submitted).
-   */
-  private settleWriting(): void {
-    if (this.writing.length === 0) return;
-    for (const w of this.writing) {
-      if (w.settled) continue;
-      try {
-        w.pending.wait();
-        w.settled = {};
-      } catch (err) {
-        w.settled = { err };
-      }
-    }
-    const ws = this.writing.splice(0);
-    ws.forEach((w, i) => {
-      if (w.settled?.err === undefined) return this.apply(w.batch, []);
-      const later = ws.slice(i + 1).flatMap((x) => (x.settled?.err === undefined ? [] : x.batch));
-      this.apply(w.batch, this.storeEach(w.batch, later));
-    });
-  }
-
-  /**
-   * Publishes the stored outputs' events and starts and aborts their attempts, output by output in the
-   * order they were queued. A grouped step learns here whether it was stored; a failure of any other
-   * step is thrown (to the caller of a direct step; out of a group commit it ends the process, which
-   * then resumes from what the store holds).
-   */
-  private apply(batch: readonly Queued[], errors: readonly unknown[]): void {
-    let thrown: { err: unknown } | undefined;
-    batch.forEach((q, i) => {
-      const err = errors[i];
-      if (err === undefined) {
-        for (const e of q.events) this.publish(e);
-        // Starts before aborts: in a group commit a later step may abort what an earlier one started.
-        if (!this.closed) for (const s of q.starts) this.launch(s);
-        for (const a of q.aborts) this.inflight.get(attemptKey(a.runId, a.callId, a.attempt, 'call'))?.abort(a.reason);
-        q.committed?.resolve();
-      } else if (q.committed) q.committed.reject(err);
-      else thrown ??= { err };
-    });
-    this.arm();
-    if (thrown) throw thrown.err;
-  }
-
-  /**
-   * Hands the batch's events to the sink in one transaction; if that fails, output by output (see
-   * `storeEach`). Returns each output's error, if it has one.
-   */
-  private store(batch: readonly Queued[]): unknown[] {
-    if (batch.length > 1) {
-      try {
-        this.toSink(batch.flatMap((q) => q.events));
-        return [];
-      } catch {
-        // Stored output by output below, so that only the bad one fails.
-      }
-    }
-    return this.storeEach(batch);
-  }
-
-  /**
-   * Stores outputs one by one, so that one bad output (a duplicate idempotency key, say) fails alone, not
-   * the runs that shared its commit. A refused submission takes its run with it (see `disown`), out of
-   * the outputs after it too (`later`: those of later group commits still to be stored again), which
-   * would otherwise fail for want of their run.
-   */
-  private storeEach(batch: readonly Queued[], later: readonly Queued[] = []): unknown[] {
-    return batch.map((q, i) => {
-      try {
-        this.toSink(q.events);
-        return undefined;
-      } catch (err) {
-        if (q.creates !== undefined) this.disown(q.creates, [q, ...batch.slice(i + 1), ...later, ...this.queue]);
-        return err;
-      }
-    });
+  /** A stored commit: publishes its events, then starts and aborts its attempts. */
+  private apply(q: Commit): void {
+    for (const e of q.events) this.publish(e);
+    // Starts before aborts: in a group commit a later step may abort what an earlier one started.
+    if (!this.closed) for (const s of q.starts) this.launch(s);
+    for (const a of q.aborts) this.inflight.get(attemptKey(a.runId, a.callId, a.attempt, 'call'))?.abort(a.reason);
   }
 
   /**
@@ -613,7 +507,7 @@ export class Engine {
    * held outputs started) ends as cancelled; what that changes for other runs (a limit slot freed, say)
    * is queued like any output.
    */
-  private disown(runId: string, held: readonly Queued[]): void {
+  private disown(runId: string, held: readonly Commit[]): void {
     this.unborn.delete(runId);
     const reason = callError('cancelled', `the store refused run ${runId}`);
     const refused: AttemptResult = { ok: false, error: reason, retryable: false };
@@ -642,10 +536,6 @@ export class Engine {
       this.enqueue(rest);
       this.scheduleFlush();
     }
-  }
-
-  private toSink(events: RunEvent[]): void {
-    if (events.length > 0) this.sink?.append(events);
   }
 
   private number(e: CoreEvent): RunEvent {
@@ -728,7 +618,8 @@ export class Engine {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.timerAt = undefined;
-      this.step((now) => this.scheduler.tick(Math.max(now, at)));
+      this.enqueue(this.scheduler.tick(Math.max(this.clock(), at)));
+      this.pipeline.send();
     }, Math.max(0, at - this.clock()));
   }
 
@@ -760,98 +651,4 @@ export class Engine {
       this.endedHead = 0;
     }
   }
-}
-
-/**
- * A running attempt, as the executor gets it (an `ExecuteRequest`) and as the engine aborts it. Its
- * AbortController is made only when the executor first reads `signal`: an instant tool (the builtin
- * `echo`) never does, and an AbortController is one of the dearest things a launch would make. An abort
- * before that is kept, and the signal is born aborted with the same reason.
- */
-class Attempt implements ExecuteRequest {
-  readonly runId: string;
-  readonly callId: string;
-  readonly tool: StartAttempt['tool'];
-  readonly args: Record<string, unknown>;
-  readonly attempt: number;
-  readonly timeoutMs: number;
-  /** Started early and still counted in `earlyRunning` (see `Engine.flushSoon`). */
-  early = false;
-  private controller: AbortController | undefined;
-  private fired: { reason: unknown } | undefined;
-
-  constructor(s: StartAttempt) {
-    this.runId = s.runId;
-    this.callId = s.callId;
-    this.tool = s.tool;
-    this.args = s.args;
-    this.attempt = s.attempt;
-    this.timeoutMs = s.timeoutMs;
-  }
-
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.fired) this.controller.abort(this.fired.reason);
-    }
-    return this.controller.signal;
-  }
-
-  aborted(): boolean {
-    return this.fired !== undefined;
-  }
-
-  abort(reason?: unknown): void {
-    if (this.fired) return;
-    this.fired = { reason };
-    this.controller?.abort(reason);
-  }
-}
-
-/**
- * Whether a grouped submission starts this attempt before its `call.started` is stored: a call (not a
- * compensation) of the run just submitted, whose tool is idempotent. Such a call has no predecessor in
- * its run yet (it is ready at submission), and a crash before the commit loses nothing (the run was
- * never accepted; once it is, a running idempotent call is re-run on restart). A non-idempotent call
- * keeps write-ahead: its effect must never happen without its `call.started` stored first.
- */
-function startsEarly(s: StartAttempt, runId: string): boolean {
-  return s.kind === 'call' && s.runId === runId && s.tool.idempotent;
-}
-
-function merge(into: Output, out: Output): void {
-  into.events.push(...out.events);
-  into.starts.push(...out.starts);
-  into.aborts.push(...out.aborts);
-}
-
-/** Takes a run's events, starts and aborts out of an output; returns the starts taken (early ones too). */
-function strip<E extends { runId: string }>(
-  q: { events: E[]; starts: readonly StartAttempt[]; aborts: readonly AbortAttempt[]; early?: readonly StartAttempt[] },
-  runId: string,
-): StartAttempt[] {
-  const taken = [...(q.early ?? []), ...q.starts].filter((s) => s.runId === runId);
-  q.events = q.events.filter((e) => e.runId !== runId);
-  q.starts = q.starts.filter((s) => s.runId !== runId);
-  q.aborts = q.aborts.filter((a) => a.runId !== runId);
-  if (q.early) q.early = q.early.filter((s) => s.runId !== runId);
-  return taken;
-}
-
-function attemptKey(runId: string, callId: string, attempt: number, kind: 'call' | 'compensation'): string {
-  return `${kind}/${runId}/${callId}/${attempt}`;
-}
-
-function tell(listener: RunListener, e: RunEvent, view: RunView, call: CallView | undefined): void {
-  try {
-    listener(e, view, call);
-  } catch {
-    // A listener cannot throw into the engine.
-  }
-}
-
-export function newRunId(): string {
-  // The first 20 hex digits of a random UUID (which is 8-4-4-4-12), without a regex per run.
-  const u = randomUUID();
-  return `run_${u.slice(0, 8)}${u.slice(9, 13)}${u.slice(14, 18)}${u.slice(19, 23)}`;
 }

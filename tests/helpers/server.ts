@@ -74,7 +74,7 @@ export async function startApi(opts: StartOptions): Promise<Api> {
   const config = parseConfig(opts.yaml, 'test.yaml', { env: {}, baseDir: dir });
   const store = openSqliteStore(dbFile);
   const service = new Service({ config, store });
-  service.recover();
+  await service.recover();
   const app = buildServer({ service, ...(opts.heartbeatMs !== undefined ? { heartbeatMs: opts.heartbeatMs } : {}) });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

@@ -98,7 +98,7 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
       return [t.slice(0, i), t.slice(i + 1)] as [string, string];
     });
     try {
-      return service.store.list({
+      return await service.store.list({
         limit: q.limit,
         ...(tenant !== undefined ? { tenant } : {}),
         ...(q.status ? { status: q.status } : {}),
@@ -119,7 +119,7 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get('/v1/runs/:id/graph', async (req, reply) => {
     const { id } = parse(IdParams, req.params, 'path');
     const { format } = parse(GraphQuery, req.query, 'query');
-    const graph = service.projection(req.principal, id).graph();
+    const graph = (await service.projection(req.principal, id)).graph();
     if (format === 'json') return graph;
     reply.type('text/plain; charset=utf-8');
     return format === 'mermaid' ? toMermaid(graph) : toDot(graph);
@@ -132,13 +132,13 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   app.post('/v1/runs/:id/cancel', async (req, reply) => {
     const { id } = parse(IdParams, req.params, 'path');
-    return reply.status(202).send(service.cancel(req.principal, id));
+    return reply.status(202).send(await service.cancel(req.principal, id));
   });
 
   app.post('/v1/runs/:id/replan', async (req, reply) => {
     const { id } = parse(IdParams, req.params, 'path');
     const body = parse(ReplanBody, req.body ?? {}, 'body');
-    return reply.status(202).send(service.replan(req.principal, id, body.calls));
+    return reply.status(202).send(await service.replan(req.principal, id, body.calls));
   });
 
   app.post('/v1/runs/:id/calls', async (req) => {
@@ -155,12 +155,12 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get('/v1/runs/:id/messages', async (req) => {
     const { id } = parse(IdParams, req.params, 'path');
     const { format } = parse(MessagesQuery, req.query, 'query');
-    const view = service.view(req.principal, id);
+    const view = await service.view(req.principal, id);
     return format === 'openai' ? openAiMessages(view) : anthropicMessages(view);
   });
 
   app.get('/v1/runs/:id/recording', async (req) => {
     const { id } = parse(IdParams, req.params, 'path');
-    return recordingOf(service.events(req.principal, id, 0), service.config);
+    return recordingOf(await service.events(req.principal, id, 0), service.config);
   });
 }
