@@ -121,7 +121,8 @@ class PostgresStore implements Store {
       try {
         await this.write(events);
       } catch (e) {
-        err = e;
+        err = classify(e, this.where);
+        if (err instanceof StoreError && err.code === 'store_unavailable') this.uncertain = true;
       }
       if (err === undefined) {
         for (const w of group) w.resolve();
@@ -139,14 +140,26 @@ class PostgresStore implements Store {
   private async write(events: readonly RunEvent[]): Promise<void> {
     const firstSeqs = new Map<string, number>();
     const reviewed = new Set<string>();
+    // Runs whose first event here is out of place (a run.created not at seq 1, a seq below 1): the
+    // planner must see their stored last seq to say what is wrong, as it does for SQLite.
+    const odd: string[] = [];
     for (const e of events) {
-      if (!firstSeqs.has(e.runId)) firstSeqs.set(e.runId, e.seq);
+      if (!firstSeqs.has(e.runId)) {
+        firstSeqs.set(e.runId, e.seq);
+        if (!Number.isInteger(e.seq) || e.seq < 1 || (e.seq === 1) !== (e.type === 'run.created')) odd.push(e.runId);
+      }
       if (e.type === 'call.awaiting_review' && firstSeqs.get(e.runId) !== 1) reviewed.add(e.runId);
     }
     const known = reviewed.size > 0 ? await this.reviewState([...reviewed]) : undefined;
+    const stored = new Map<string, number>();
+    if (odd.length > 0) {
+      const rows = await this.pool.query<{ id: string; last_seq: number }>('SELECT id, last_seq FROM runs WHERE id = ANY($1::text[])', [odd]);
+      for (const id of odd) stored.set(id, 0);
+      for (const r of rows.rows) stored.set(r.id, r.last_seq);
+    }
     const state: StoredState = {
       // Taken as given; the statement checks it (see postgres-append.ts).
-      lastSeq: (runId) => (firstSeqs.get(runId) ?? 1) - 1,
+      lastSeq: (runId) => stored.get(runId) ?? (firstSeqs.get(runId) ?? 1) - 1,
       tenantOf: (runId) => known?.tenants.get(runId),
       // The unique index refuses a repeated key (see `explain`).
       idempotencyOwner: () => undefined,
