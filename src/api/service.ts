@@ -3,6 +3,7 @@
  * needs — admission (413, 429), idempotency keys, tenant isolation, reading ended runs back from the
  * store, and recovery of unfinished runs on start (DESIGN §8).
  */
+import { hostname } from 'node:os';
 import type { CallInput } from '../core/calls.js';
 import type { RunEvent } from '../core/events.js';
 import { SchedulerError, type ReviewDecision } from '../core/scheduler.js';
@@ -20,6 +21,8 @@ export interface ServiceOptions {
   store: Store;
   executor?: Executor;
   clock?: () => number;
+  /** This process's name among replicas (DESIGN §12); default hostname-pid. */
+  replica?: string;
 }
 
 export interface SubmitBody {
@@ -56,6 +59,7 @@ export class Service {
   readonly config: Config;
   readonly store: Store;
   readonly engine: Engine;
+  readonly replica: string;
   private readonly cache = new ViewCache(200);
   /**
    * Idempotency keys of submissions waiting for their group commit, and the run each will be: the
@@ -66,6 +70,7 @@ export class Service {
   constructor(opts: ServiceOptions) {
     this.config = opts.config;
     this.store = opts.store;
+    this.replica = opts.replica ?? `${hostname()}-${process.pid}`;
     this.engine = new Engine({
       config: opts.config,
       sink: opts.store,

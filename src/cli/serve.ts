@@ -1,6 +1,7 @@
 /**
- * `toolgraph serve [--config FILE] [--host H] [--port N] [--db FILE]` (and `npm start`): the API and
- * the dashboard on one port, with the SQLite store. On start it resumes unfinished runs. On SIGTERM
+ * `toolgraph serve [--config FILE] [--host H] [--port N] [--db FILE|postgres://…] [--replica-id NAME]`
+ * (and `npm start`): the API and the dashboard on one port, with the SQLite store, or PostgreSQL
+ * (`--db`, `TOOLGRAPH_DB`, `store.url`, in that order, above `server.db`; DESIGN §12). On start it resumes unfinished runs. On SIGTERM
  * or SIGINT it stops accepting, lets running calls finish for a while (`--drain-ms`, default 10 s),
  * then exits; whatever is left is resumed by the next start.
  */
@@ -8,7 +9,9 @@ import { pino } from 'pino';
 import { isLoopback } from '../api/auth.js';
 import { buildServer } from '../api/server.js';
 import { Service } from '../api/service.js';
-import { openSqliteStore } from '../store/sqlite.js';
+import { hostname } from 'node:os';
+import { chooseStore, describeChoice, openStore, type StoreChoice } from '../store/select.js';
+import type { Store } from '../store/types.js';
 import { readConfig, UsageError } from './input.js';
 import { parseOptions, type Io } from './main.js';
 
@@ -18,6 +21,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     host: { type: 'string' },
     port: { type: 'string' },
     db: { type: 'string' },
+    'replica-id': { type: 'string' },
     'drain-ms': { type: 'string', default: '10000' },
   });
   if (positionals.length > 0) throw new UsageError(`serve takes no positional arguments, got "${positionals.join(' ')}"`);
@@ -30,15 +34,22 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   if (config.auth.keys.length === 0 && !isLoopback(host)) {
     throw new UsageError(`refusing to listen on ${host} with no auth.keys: open development mode serves loopback addresses only (127.0.0.1, ::1)`);
   }
-  const dbFile = (values.db as string | undefined) ?? config.server.db;
-  const logger = pino({ name: 'toolgraph', level: process.env.LOG_LEVEL ?? 'info' });
-  let store;
+  let choice: StoreChoice;
   try {
-    store = openSqliteStore(dbFile);
+    choice = chooseStore({ flag: values.db as string | undefined, env: process.env.TOOLGRAPH_DB, url: config.store.url, file: config.server.db });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const dbFile = describeChoice(choice);
+  const replica = (values['replica-id'] as string | undefined) ?? `${hostname()}-${process.pid}`;
+  const logger = pino({ name: 'toolgraph', level: process.env.LOG_LEVEL ?? 'info' });
+  let store: Store;
+  try {
+    store = await openStore(choice, { poolSize: config.store.poolSize });
   } catch (e) {
     throw new UsageError(`${dbFile}: cannot open the database: ${(e as Error).message}`);
   }
-  const service = new Service({ config, store });
+  const service = new Service({ config, store, replica });
   let resumed: number;
   try {
     ({ resumed } = await service.recover());
@@ -59,7 +70,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   }
   const address = app.server.address();
   const actualPort = typeof address === 'object' && address ? address.port : port;
-  logger.info({ host, port: actualPort, db: dbFile, config: config.source, resumed, auth: config.auth.keys.length > 0 ? 'keys' : 'open' }, 'toolgraph listening');
+  logger.info({ host, port: actualPort, db: dbFile, store: store.kind, replica, config: config.source, resumed, auth: config.auth.keys.length > 0 ? 'keys' : 'open' }, 'toolgraph listening');
   io.err(`toolgraph serving http://${host.includes(':') ? `[${host}]` : host}:${actualPort} (dashboard at /, API reference at /docs)\n`);
 
   return new Promise<number>((resolve) => {

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import type { Ajv } from 'ajv';
 import type { Defaults, Limits, Policy, Rate, ToolManifest } from '../core/tool.js';
+import { parseStoreValue } from '../store/url.js';
 import type { AuthKey } from './types.js';
 
 /** What the schema needs from outside the file. */
@@ -30,6 +31,7 @@ export interface ConfigFile {
   defaults: Defaults;
   auth: { keys: AuthKey[] };
   server: { host: string; port: number; db: string };
+  store: { url?: string; poolSize: number };
 }
 
 export const BUILTIN_EXECUTORS = ['sleep', 'echo', 'fail'] as const;
@@ -241,6 +243,27 @@ function authSchema(ctx: SchemaContext) {
   return strict({ keys: keys.default([]) });
 }
 
+/** `store.url` (`env:NAME` allowed): a PostgreSQL URL, or a SQLite file; checked like `--db`. */
+function storeSchema(ctx: SchemaContext) {
+  const url = text().transform((u, c) => {
+    const m = ENV_KEY_RE.exec(u);
+    const value = m ? ctx.env[m[1]!] : u;
+    if (value === undefined || value === '') {
+      c.addIssue({ code: 'custom', input: undefined, message: `expected environment variable ${m?.[1]} to be set (url: env:${m?.[1]})` });
+      return z.NEVER;
+    }
+    try {
+      parseStoreValue(value, 'store.url');
+    } catch (e) {
+      // The message names the key already; the value (a password, maybe) is not repeated.
+      c.addIssue({ code: 'custom', input: undefined, message: (e as Error).message.replace(/^store\.url: /, '') });
+      return z.NEVER;
+    }
+    return value;
+  });
+  return strict({ url: url.optional(), poolSize: int(1, 1000).default(10) });
+}
+
 const serverSchema = () =>
   strict({
     host: text().default('127.0.0.1'),
@@ -258,6 +281,7 @@ function rootObject(ctx: SchemaContext) {
     defaults: defaultsSchema().prefault({}),
     auth: authSchema(ctx).prefault({}),
     server: serverSchema().prefault({}),
+    store: storeSchema(ctx).prefault({}),
   });
 }
 
@@ -350,6 +374,7 @@ function toConfigFile(file: ParsedFile): ConfigFile {
     defaults: file.defaults,
     auth: { keys: file.auth.keys },
     server: file.server,
+    store: dropUndefined(file.store),
   };
 }
 

@@ -17,6 +17,8 @@ export interface Config {
   defaults: Defaults;
   auth: { keys: readonly AuthKey[] };
   server: { host: string; port: number; db: string };
+  /** `url`: PostgreSQL (DESIGN §12), above `server.db`; `poolSize`: its most connections. */
+  store: { url?: string; poolSize: number };
   /** The catalog built from `tools`, with compiled Ajv checks. */
   catalog: Catalog;
   /** Where it came from: a file path, or `builtin:demo`. */

@@ -1,5 +1,6 @@
 /**
- * A real toolgraph API for tests: a config parsed from YAML, a SQLite file in a fresh temp dir, the
+ * A real toolgraph API for tests: a config parsed from YAML, a SQLite file in a fresh temp dir (or the
+ * PostgreSQL database `db` names), the
  * Service (recovered), and the Fastify server listening on 127.0.0.1:0. Requests go through global
  * fetch. `close()` stops the server, the engine (aborting held tool requests) and the store, then
  * removes the temp dir.
@@ -16,7 +17,7 @@ import { buildServer } from '../../src/api/server.js';
 import { Service } from '../../src/api/service.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
-import { openSqliteStore } from '../../src/store/sqlite.js';
+import { openStore, parseStoreValue } from '../../src/store/select.js';
 import type { Store } from '../../src/store/types.js';
 import type { ToolServer } from './toolserver.js';
 
@@ -64,15 +65,17 @@ export interface StartOptions {
   heartbeatMs?: number;
   /** Reuse this directory (and its toolgraph.db) instead of a fresh temp dir. */
   dir?: string;
+  /** The store: a `postgres://…` URL (tests/helpers/postgres.ts), or a SQLite file; default `toolgraph.db` in `dir`. */
+  db?: string;
 }
 
 const open: Api[] = [];
 
 export async function startApi(opts: StartOptions): Promise<Api> {
   const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'toolgraph-api-'));
-  const dbFile = path.join(dir, 'toolgraph.db');
+  const dbFile = opts.db ?? path.join(dir, 'toolgraph.db');
   const config = parseConfig(opts.yaml, 'test.yaml', { env: {}, baseDir: dir });
-  const store = openSqliteStore(dbFile);
+  const store = await openStore(parseStoreValue(dbFile, 'db'), { poolSize: 4 });
   const service = new Service({ config, store });
   await service.recover();
   const app = buildServer({ service, ...(opts.heartbeatMs !== undefined ? { heartbeatMs: opts.heartbeatMs } : {}) });
@@ -107,7 +110,7 @@ export async function startApi(opts: StartOptions): Promise<Api> {
     // Aborted attempts settle (unrecorded) once their requests do; wait for that before closing the store.
     const deadline = Date.now() + 5000;
     while (service.engine.runningAttempts() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-    store.close();
+    await store.close();
   };
   const api: Api = {
     url,

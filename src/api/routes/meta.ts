@@ -5,7 +5,20 @@ import { docsPage } from '../docs.js';
 import type { AppContext } from '../server.js';
 
 export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
-  app.get('/healthz', async () => ({ status: 'ok', activeRuns: ctx.service.engine.activeRuns(), runningAttempts: ctx.service.engine.runningAttempts() }));
+  app.get('/healthz', async (_req, reply) => {
+    const { service } = ctx;
+    // Degraded while the engine holds events the store could not take, or the store does not answer.
+    let degraded = service.engine.storeUnavailable() !== undefined;
+    if (!degraded) degraded = await service.store.ping().then(() => false, () => true);
+    if (degraded) reply.status(503);
+    return {
+      status: degraded ? 'degraded' : 'ok',
+      store: service.store.kind,
+      replica: service.replica,
+      activeRuns: service.engine.activeRuns(),
+      runningAttempts: service.engine.runningAttempts(),
+    };
+  });
 
   app.get('/metrics', async (_req, reply) => {
     reply.type(ctx.metrics.registry.contentType);
