@@ -22,88 +22,22 @@
  *
  * One engine holds many runs at once; limits apply across all of them.
  */
-import type { CallInput, RunStatus } from '../core/calls.js';
+import type { CallInput } from '../core/calls.js';
 import { callError } from '../core/errors.js';
-import type { CoreEvent, RunEvent } from '../core/events.js';
-import { Scheduler, SchedulerError, type AbortAttempt, type AttemptEnded, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
-import type { FailureMode } from '../core/tool.js';
-import { RunProjection, type CallView, type RunView } from '../core/view.js';
+import type { RunEvent } from '../core/events.js';
+import { Scheduler, SchedulerError, type AttemptEnded, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
+import type { RunProjection, RunView } from '../core/view.js';
 import type { Config } from '../config/types.js';
 import { createExecutors } from '../executors/index.js';
 import type { Executor } from '../executors/types.js';
-import { Attempt, attemptKey, merge, newRunId, startsEarly, strip, tell, type RunListener } from './attempt.js';
-import { CommitPipeline, type Commit, type EventLog } from './commit-pipeline.js';
+import { Attempt, attemptKey, merge, newRunId, startsEarly, strip, type RunListener } from './attempt.js';
+import { isEnded, RunViews } from './run-views.js';
+import { CommitPipeline, type Commit } from './commit-pipeline.js';
+import type { EngineOptions, OpenRun, SubmitRequest } from './options.js';
 
 export { newRunId, type RunListener } from './attempt.js';
-
-/** Where events go before anything else sees them; a store makes them durable (see `EventLog`). */
-export type EventSink = EventLog;
-
-export interface EngineOptions {
-  config: Config;
-  /** Runs the attempts; default: builtin, http and worker executors. */
-  executor?: Executor;
-  sink?: EventSink;
-  /** Epoch milliseconds; default `Date.now`. */
-  clock?: () => number;
-  /** Keep ended runs' views in memory for this long (ms) so `get` and `wait` find them; default 10 min. */
-  retainEndedMs?: number;
-  /**
-   * And keep at most this many of them (the oldest go first); default 10,000. Memory then stays bounded
-   * at any rate of runs (a view is a few KB); a store still has every run.
-   */
-  retainEndedRuns?: number;
-  /**
-   * Told when the store refuses events that no caller waits for (an attempt's end): the engine and the
-   * store then disagree. Default: throws it out of the event loop (the process ends, and the next start
-   * resumes from what the store holds).
-   */
-  onFault?: (err: unknown) => void;
-}
-
-export interface SubmitRequest {
-  runId?: string;
-  tenant?: string;
-  calls: readonly CallInput[];
-  failure?: FailureMode;
-  tags?: Record<string, string>;
-  /** Stored with the run so that a repeated request finds it (`Idempotency-Key`). */
-  idempotencyKey?: string;
-  /** A streamed run: more calls come with `append` until `seal` (DESIGN §10). */
-  open?: boolean;
-}
-
-/** A streamed run as the library offers it: add calls as the model writes them, then seal. */
-export interface OpenRun {
-  readonly id: string;
-  /** Adds calls in model order; each starts as soon as it is safe. Resolves once they are stored. */
-  add(...calls: CallInput[]): Promise<RunView>;
-  /** No more calls: what still waits on a later call is planned now. */
-  seal(): Promise<RunView>;
-  /** Resolves with the run when it ends. */
-  done(): Promise<RunView>;
-}
-
-interface LiveRun {
-  projection: RunProjection;
-  seq: number;
-  listeners: Set<RunListener>;
-  waiters: Set<() => void>;
-  endedAt?: number;
-}
-
-interface EndedEntry {
-  runId: string;
-  endedAt: number;
-  /** When to look at it: once `retainEndedMs` has passed. */
-  due: number;
-}
-
-const ENDED: ReadonlySet<RunStatus> = new Set(['succeeded', 'partial', 'failed', 'needs_replan', 'deadlocked', 'cancelled']);
-
-export function isEnded(status: RunStatus): boolean {
-  return ENDED.has(status);
-}
+export type { EngineOptions, EventSink, OpenRun, SubmitRequest } from './options.js';
+export { isEnded } from './run-views.js';
 
 const NOTHING: Output = { events: [], starts: [], aborts: [] };
 
@@ -119,11 +53,7 @@ export class Engine {
   private readonly executor: Executor;
   private readonly ownsExecutor: boolean;
   private readonly clock: () => number;
-  private readonly retainEndedMs: number;
-  private readonly retainEndedRuns: number;
-  private readonly runs = new Map<string, LiveRun>();
-  /** Runs whose first event is numbered but not yet stored: not visible until it is (see `publish`). */
-  private readonly unborn = new Map<string, LiveRun>();
+  private readonly views: RunViews;
   private readonly pipeline: CommitPipeline;
   private flushScheduled = false;
   private flushSoonScheduled = false;
@@ -132,7 +62,6 @@ export class Engine {
   private readonly inflight = new Map<string, Attempt>();
   /** Attempts that ended and wait for the next group commit (see `flush`). */
   private readonly ended: AttemptEnded[] = [];
-  private readonly globalListeners = new Set<RunListener>();
   private timer: NodeJS.Timeout | undefined;
   private timerAt: number | undefined;
   /** Set by `close`: no new runs. Running calls still finish, and what they unblock still starts. */
@@ -140,9 +69,6 @@ export class Engine {
   /** Set once `close` has drained: nothing starts, and attempt results are no longer recorded. */
   private closed = false;
   private idle: (() => void) | undefined;
-  /** Ended runs, in the order they ended, from `endedHead` on (see `forgetOldRuns`). */
-  private readonly endedRuns: EndedEntry[] = [];
-  private endedHead = 0;
 
   constructor(opts: EngineOptions) {
     this.config = opts.config;
@@ -169,8 +95,7 @@ export class Engine {
           })),
     });
     this.clock = opts.clock ?? Date.now;
-    this.retainEndedMs = opts.retainEndedMs ?? 10 * 60_000;
-    this.retainEndedRuns = opts.retainEndedRuns ?? 10_000;
+    this.views = new RunViews(opts.retainEndedMs ?? 10 * 60_000, opts.retainEndedRuns ?? 10_000, (runId) => this.scheduler.evict(runId));
   }
 
   /**
@@ -266,19 +191,18 @@ export class Engine {
   async restore(events: readonly RunEvent[]): Promise<RunView> {
     const first = events[0];
     if (!first) throw new Error('cannot restore a run from no events');
-    const live: LiveRun = { projection: RunProjection.of(events), seq: (events[events.length - 1] as RunEvent).seq, listeners: new Set(), waiters: new Set() };
-    this.runs.set(first.runId, live);
+    const view = this.views.adopt(events);
     let out: Output;
     try {
       out = this.scheduler.restore(this.clock(), events);
     } catch (e) {
       // Nothing of the run was emitted or started: forget it, so the engine does not hold a run its
       // scheduler does not know.
-      this.runs.delete(first.runId);
+      this.views.forget(first.runId);
       throw new Error(`cannot resume run ${first.runId}: ${(e as Error).message}`, { cause: e });
     }
     await this.command(() => out);
-    return live.projection.view;
+    return this.views.get(first.runId) ?? view;
   }
 
   /** Stores (and then publishes and starts) what waits for the group commit, now; resolves once it is. */
@@ -296,32 +220,30 @@ export class Engine {
 
   /** Whether the engine holds this run (live, or ended recently). */
   has(runId: string): boolean {
-    return this.runs.has(runId);
+    return this.views.has(runId);
   }
 
   get(runId: string): RunView | undefined {
-    return this.runs.get(runId)?.projection.view;
+    return this.views.get(runId);
   }
 
   projection(runId: string): RunProjection | undefined {
-    return this.runs.get(runId)?.projection;
+    return this.views.projection(runId);
   }
 
   /** Resolves with the run's view when it ends, or as it stands after `timeoutMs`. */
   wait(runId: string, timeoutMs = Infinity): Promise<RunView | undefined> {
-    const live = this.runs.get(runId);
-    if (!live) return Promise.resolve(undefined);
-    if (isEnded(live.projection.view.status) || timeoutMs <= 0) return Promise.resolve(live.projection.view);
-    return new Promise((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
-      const done = () => {
-        if (timer) clearTimeout(timer);
-        live.waiters.delete(done);
-        resolve(live.projection.view);
-      };
-      live.waiters.add(done);
-      if (Number.isFinite(timeoutMs)) timer = setTimeout(done, timeoutMs);
-    });
+    return this.views.wait(runId, timeoutMs);
+  }
+
+  /** Listens to one run's events (after they are durable). Returns an unsubscribe function. */
+  subscribe(runId: string, listener: RunListener): () => void {
+    return this.views.subscribe(runId, listener);
+  }
+
+  /** Listens to every run's events. */
+  onEvent(listener: RunListener): () => void {
+    return this.views.onEvent(listener);
   }
 
   /** Cancels a run; nothing happens to a run that has ended. Resolves once the cancel is stored. */
@@ -351,20 +273,6 @@ export class Engine {
   private endedRun(runId: string): RunView | undefined {
     const view = this.get(runId);
     return view && isEnded(view.status) && view.status !== 'needs_replan' ? view : undefined;
-  }
-
-  /** Listens to one run's events (after they are durable). Returns an unsubscribe function. */
-  subscribe(runId: string, listener: RunListener): () => void {
-    const live = this.runs.get(runId);
-    if (!live) return () => {};
-    live.listeners.add(listener);
-    return () => live.listeners.delete(listener);
-  }
-
-  /** Listens to every run's events. */
-  onEvent(listener: RunListener): () => void {
-    this.globalListeners.add(listener);
-    return () => this.globalListeners.delete(listener);
   }
 
   activeRuns(tenant?: string): number {
@@ -410,7 +318,7 @@ export class Engine {
     this.timer = undefined;
     // Nothing will change any more: whoever waits gets the run as it stands now (a pending wait's
     // timer would otherwise keep the process alive for up to its whole timeout).
-    for (const live of this.runs.values()) for (const w of [...live.waiters]) w();
+    this.views.wakeAll();
     for (const c of this.inflight.values()) c.abort();
     if (this.ownsExecutor) await this.executor.close();
   }
@@ -434,7 +342,7 @@ export class Engine {
    * is still to come (see `startsEarly`); everything else starts once stored.
    */
   private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed'> & { early?: boolean } = {}): void {
-    const q: Commit = { events: out.events.map((e) => this.number(e)), starts: out.starts, aborts: out.aborts };
+    const q: Commit = { events: out.events.map((e) => this.views.number(e)), starts: out.starts, aborts: out.aborts };
     if (submission.creates !== undefined) q.creates = submission.creates;
     if (submission.committed) q.committed = submission.committed;
     const runId = submission.creates;
@@ -492,7 +400,7 @@ export class Engine {
 
   /** A stored commit: publishes its events, then starts and aborts its attempts. */
   private apply(q: Commit): void {
-    for (const e of q.events) this.publish(e);
+    for (const e of q.events) this.views.publish(e);
     // Starts before aborts: in a group commit a later step may abort what an earlier one started.
     if (!this.closed) for (const s of q.starts) this.launch(s);
     for (const a of q.aborts) this.inflight.get(attemptKey(a.runId, a.callId, a.attempt, 'call'))?.abort(a.reason);
@@ -508,7 +416,7 @@ export class Engine {
    * is queued like any output.
    */
   private disown(runId: string, held: readonly Commit[]): void {
-    this.unborn.delete(runId);
+    this.views.forget(runId);
     const reason = callError('cancelled', `the store refused run ${runId}`);
     const refused: AttemptResult = { ok: false, error: reason, retryable: false };
     const toEnd: StartAttempt[] = [];
@@ -535,45 +443,6 @@ export class Engine {
     if (rest.events.length + rest.starts.length + rest.aborts.length > 0) {
       this.enqueue(rest);
       this.scheduleFlush();
-    }
-  }
-
-  private number(e: CoreEvent): RunEvent {
-    let live = this.runs.get(e.runId) ?? this.unborn.get(e.runId);
-    if (!live) {
-      live = { projection: new RunProjection(e), seq: 0, listeners: new Set(), waiters: new Set() };
-      this.unborn.set(e.runId, live);
-    }
-    live.seq += 1;
-    // Field by field, in the order `{ seq, ...e }` gives (a spread was a generic copy, and the dearest
-    // line of a small run).
-    return e.callId === undefined
-      ? { seq: live.seq, type: e.type, runId: e.runId, at: e.at, data: e.data }
-      : { seq: live.seq, type: e.type, runId: e.runId, callId: e.callId, at: e.at, data: e.data };
-  }
-
-  private publish(e: RunEvent): void {
-    let live = this.runs.get(e.runId);
-    if (!live) {
-      // The run's first event is stored: from now on the run is visible.
-      live = this.unborn.get(e.runId) as LiveRun;
-      this.unborn.delete(e.runId);
-      this.runs.set(e.runId, live);
-    }
-    if (e.seq > 1) live.projection.apply(e);
-    const view = live.projection.view;
-    const call = e.callId === undefined ? undefined : live.projection.call(e.callId);
-    for (const l of live.listeners) tell(l, e, view, call);
-    for (const l of this.globalListeners) tell(l, e, view, call);
-    if (e.type === 'run.replanned') delete live.endedAt;
-    if (e.type === 'run.completed') {
-      live.endedAt = e.at;
-      for (const w of [...live.waiters]) w();
-      // The scheduler needs an ended run no more (it keeps a needs_replan one): dropping it at once
-      // keeps its dispatch loop over live runs only. The view stays here for `retainEndedMs`.
-      this.scheduler.evict(e.runId);
-      this.endedRuns.push({ runId: e.runId, endedAt: e.at, due: e.at + this.retainEndedMs });
-      this.forgetOldRuns(e.at);
     }
   }
 
@@ -623,32 +492,4 @@ export class Engine {
     }, Math.max(0, at - this.clock()));
   }
 
-  /**
-   * Forgets the views of runs that ended more than `retainEndedMs` ago, or beyond the newest
-   * `retainEndedRuns`, oldest first, from a queue in the order they ended (so the cost is per forgotten
-   * run, not a scan of every run per completion). A run with listeners is looked at again a period
-   * later; a needs_replan run stays until a replan, after which it is queued again when it ends again.
-   */
-  private forgetOldRuns(now: number): void {
-    const q = this.endedRuns;
-    // Each entry is looked at once per call: one that is put back (listeners) is not looked at again.
-    const end = q.length;
-    while (this.endedHead < end) {
-      const entry = q[this.endedHead] as EndedEntry;
-      if (entry.due >= now && q.length - this.endedHead <= this.retainEndedRuns) break;
-      this.endedHead++;
-      const live = this.runs.get(entry.runId);
-      if (!live || live.endedAt !== entry.endedAt || live.projection.view.status === 'needs_replan') continue;
-      if (live.listeners.size > 0) {
-        q.push({ ...entry, due: now + this.retainEndedMs });
-        continue;
-      }
-      this.runs.delete(entry.runId);
-      this.scheduler.evict(entry.runId);
-    }
-    if (this.endedHead > 1024 && this.endedHead * 2 > q.length) {
-      q.splice(0, this.endedHead);
-      this.endedHead = 0;
-    }
-  }
 }
