@@ -9,7 +9,8 @@
  * The clients run in a worker thread of the same process: sharing the server's event loop, their own
  * work (fetch, JSON) would sit in the measured latency (it roughly tripled the p99 in a trial).
  *
- * Options (environment): RUNS (1000), CLIENTS (50), STORES (`sqlite,memory`).
+ * Options (environment): RUNS (1000), CLIENTS (50), STORES (`sqlite,memory`; `postgres` starts a
+ * throwaway local cluster, fsync on, with tests/helpers/postgres.ts).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -20,7 +21,9 @@ import { buildServer } from '../src/api/server.js';
 import { Service } from '../src/api/service.js';
 import { parseConfig } from '../src/config/load.js';
 import { createMemoryStore } from '../src/store/memory.js';
+import { openPostgresStore } from '../src/store/postgres.js';
 import { openSqliteStore } from '../src/store/sqlite.js';
+import { startPostgres } from '../tests/helpers/postgres.js';
 import type { Store } from '../src/store/types.js';
 
 const RUNS = Number(process.env.RUNS ?? 1000);
@@ -141,7 +144,7 @@ async function bench(name: string, store: Store): Promise<Result> {
   } finally {
     await app.close();
     await service.engine.close();
-    store.close();
+    await store.close();
   }
 }
 
@@ -213,8 +216,21 @@ try {
     // Durable: the file, opened again after the server closed it, holds every run, succeeded.
     const reopened = openSqliteStore(file);
     const counts = await storedStatuses(reopened);
-    reopened.close();
+    await reopened.close();
     if (counts.succeeded !== RUNS + CLIENTS || Object.keys(counts).length !== 1) throw new Error(`the database holds ${JSON.stringify(counts)}, expected ${RUNS + CLIENTS} succeeded runs`);
+  }
+  if (STORES.includes('postgres')) {
+    const cluster = await startPostgres();
+    try {
+      const url = await cluster.createDatabase();
+      results.push(await bench('postgres (durable)', await openPostgresStore({ url })));
+      const reopened = await openPostgresStore({ url });
+      const counts = await storedStatuses(reopened);
+      await reopened.close();
+      if (counts.succeeded !== RUNS + CLIENTS || Object.keys(counts).length !== 1) throw new Error(`the database holds ${JSON.stringify(counts)}, expected ${RUNS + CLIENTS} succeeded runs`);
+    } finally {
+      await cluster.stop();
+    }
   }
   if (STORES.includes('memory')) results.push(await bench('memory', createMemoryStore()));
   const cores = cpus().length;
