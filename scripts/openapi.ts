@@ -1,7 +1,7 @@
 /**
  * Writes `openapi.yaml` at the repo root: the YAML form of the document `GET /openapi.json` serves
  * (`openApiDocument()` in src/api/openapi.ts). Run it after changing the API: `npm run openapi`.
- * tests/openapi.test.ts fails while the file and the served document differ.
+ * tests/integration/openapi.test.ts fails while the file and the served document differ.
  *
  * `--check` writes nothing and exits 1 when the file is missing or out of date (for CI).
  */

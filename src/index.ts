@@ -22,7 +22,8 @@ export function createEngine(opts: CreateEngineOptions = {}): Engine {
 }
 
 export { Engine } from './engine/engine.js';
-export type { EngineOptions, SubmitRequest, EventSink, RunListener } from './engine/engine.js';
+export type { EngineOptions, EventSink, RunListener } from './engine/engine.js';
+export type { SubmitRequest } from './contract/submission.js';
 export { loadConfig, parseConfig, ConfigError } from './config/load.js';
 export type { Config } from './config/types.js';
 export { buildPlan } from './core/plan.js';

@@ -3,7 +3,7 @@
  * the server is in open development mode: every request acts as an operator, for the body's tenant.
  */
 import { timingSafeEqual } from 'node:crypto';
-import type { AuthKey, Role } from '../config/types.js';
+import type { AuthKey, Role } from '../contract/config.js';
 import { ApiError } from './errors.js';
 
 export interface Principal {
@@ -12,7 +12,7 @@ export interface Principal {
   role: Role;
 }
 
-function same(a: string, b: string): boolean {
+function sameSecret(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
@@ -22,7 +22,7 @@ export function authenticate(keys: readonly AuthKey[], header: string | undefine
   if (keys.length === 0) return { role: 'operator' };
   const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
   if (!m) throw new ApiError('unauthorized', header ? 'the Authorization header must be "Bearer <key>"' : 'an Authorization: Bearer <key> header is required', undefined, { 'www-authenticate': 'Bearer' });
-  const found = keys.find((k) => same(k.key, m[1] as string));
+  const found = keys.find((k) => sameSecret(k.key, m[1] as string));
   if (!found) throw new ApiError('unauthorized', 'unknown API key', undefined, { 'www-authenticate': 'Bearer' });
   return { tenant: found.tenant, role: found.role };
 }

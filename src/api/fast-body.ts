@@ -1,14 +1,15 @@
 /**
  * A fast path for the commonest body of `POST /v1/runs`: `{ calls, waitMs?, failure?, tenant? }` with
- * plain calls `{ id, tool, args? }`. zod's `SubmitSchema` costs about as much as planning the run; this
- * checks the same rules by hand, and answers only when the body obviously passes them. Anything else
- * (another key, a value of another type, any doubt) answers `undefined`, and the caller asks zod,
- * which then decides and words the 400. So it may only ever *accept* what zod accepts, with the value
- * zod would give (tests/api-fast-body.test.ts checks both on generated bodies).
+ * plain calls `{ id, tool, args? }`. zod's `SubmitBodySchema` (contract/requests.ts) costs about as
+ * much as planning the run; this checks the same rules by hand, and answers only when the body
+ * obviously passes them. Anything else (another key, a value of another type, any doubt) answers
+ * `undefined`, and the caller asks zod, which then decides and words the 400. So it may only ever
+ * *accept* what zod accepts, with the value zod would give (tests/unit/api-fast-body.test.ts checks both
+ * on generated bodies).
  */
 import type { CallInput } from '../core/calls.js';
 import { FAILURE_MODES, type FailureMode } from '../core/tool.js';
-import { CALL_ID, depthOf, MAX_ARGS_DEPTH, MAX_WAIT_MS, TENANT } from './schemas.js';
+import { CALL_ID, depthOf, MAX_ARGS_DEPTH, MAX_WAIT_MS, TENANT } from '../contract/batch.js';
 
 export interface FastSubmitBody {
   calls: CallInput[];
@@ -24,7 +25,7 @@ function plain(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && Object.getPrototypeOf(v) === Object.prototype;
 }
 
-/** The body as zod's `SubmitSchema` would give it, if it surely passes; else undefined (ask zod). */
+/** The body as zod's `SubmitBodySchema` would give it, if it surely passes; else undefined (ask zod). */
 export function fastSubmitBody(body: unknown): FastSubmitBody | undefined {
   if (!plain(body)) return undefined;
   let calls: CallInput[] | undefined;

@@ -10,31 +10,11 @@
  * `[{ role: "user", content: [{ type: "tool_result", tool_use_id, content, is_error? }] }]`. A
  * failed, blocked or cancelled call is an error result that says why.
  */
-import { z } from 'zod';
 import type { CallInput } from '../core/calls.js';
+import type { AnthropicMessage, OpenAiMessage } from '../contract/model-messages.js';
 import type { CallView, RunView } from '../core/view.js';
 
-const OpenAiToolCall = z.object({
-  id: z.string().min(1),
-  type: z.literal('function').optional(),
-  function: z.object({ name: z.string().min(1), arguments: z.string().optional() }),
-});
-export const OpenAiMessage = z.object({
-  role: z.literal('assistant').optional(),
-  content: z.unknown().optional(),
-  tool_calls: z.array(OpenAiToolCall),
-});
-
-const AnthropicBlock = z.union([
-  z.object({ type: z.literal('tool_use'), id: z.string().min(1), name: z.string().min(1), input: z.record(z.string(), z.unknown()).optional() }),
-  z.object({ type: z.string().refine((t) => t !== 'tool_use', 'a tool_use block needs id, name and input') }).passthrough(),
-]);
-export const AnthropicMessage = z.object({
-  role: z.literal('assistant').optional(),
-  content: z.array(AnthropicBlock),
-});
-
-export function callsFromOpenAi(message: z.infer<typeof OpenAiMessage>): CallInput[] {
+export function callsFromOpenAi(message: OpenAiMessage): CallInput[] {
   return message.tool_calls.map((tc) => {
     const text = tc.function.arguments ?? '{}';
     try {
@@ -49,7 +29,7 @@ export function callsFromOpenAi(message: z.infer<typeof OpenAiMessage>): CallInp
   });
 }
 
-export function callsFromAnthropic(message: z.infer<typeof AnthropicMessage>): CallInput[] {
+export function callsFromAnthropic(message: AnthropicMessage): CallInput[] {
   const calls: CallInput[] = [];
   for (const block of message.content) {
     if (block.type === 'tool_use') {

@@ -5,90 +5,19 @@
  */
 import { z } from 'zod';
 import { CALL_ERROR_CODES } from '../core/errors.js';
-import { EVENT_TYPES } from '../core/events.js';
-import { API_ERRORS } from './errors.js';
-import { ReviewBody, ReviewsQuery } from './routes/reviews.js';
-import { AppendBody, GraphQuery, ListRunsQuery, MessagesQuery, ReplanBody, SubmitSchema } from './routes/runs.js';
-import { InvokeBody } from './routes/tools.js';
-import { BatchSchema, CallErrorSchema, CallStatusSchema, RunStatusSchema } from './schemas.js';
-
-const ErrorBody = z.object({
-  error: z.object({ code: z.enum(Object.keys(API_ERRORS) as [string, ...string[]]), message: z.string(), details: z.unknown().optional() }),
-});
-const Edge = z.object({ from: z.string(), to: z.string(), kind: z.enum(['data', 'policy', 'conflict']), reason: z.string() });
-const Diagnostic = z.object({ code: z.string(), message: z.string(), callId: z.string().optional(), callIds: z.array(z.string()).optional() });
-const Call = z.object({
-  id: z.string(),
-  tool: z.string(),
-  args: z.record(z.string(), z.unknown()),
-  status: CallStatusSchema,
-  dependsOn: z.array(z.string()),
-  attempts: z.number().int(),
-  output: z.unknown(),
-  error: CallErrorSchema.nullable(),
-  blockedBy: CallErrorSchema.nullable(),
-  startedAt: z.string().nullable(),
-  endedAt: z.string().nullable(),
-  resolvedArgs: z.record(z.string(), z.unknown()).optional(),
-  review: z.object({ reason: z.string(), decision: z.string().optional(), comment: z.string().optional() }).optional(),
-  compensation: z.object({ status: z.enum(['succeeded', 'failed']), output: z.unknown().optional(), error: CallErrorSchema.optional() }).optional(),
-});
-export const RunSchema = z.object({
-  id: z.string(),
-  tenant: z.string(),
-  status: RunStatusSchema,
-  failure: z.enum(['fail_fast', 'partial', 'replan']),
-  tags: z.record(z.string(), z.string()),
-  createdAt: z.string(),
-  endedAt: z.string().nullable(),
-  calls: z.array(Call),
-  diagnostics: z.array(Diagnostic),
-  replanContext: z
-    .object({
-      failed: z.array(z.object({ callId: z.string(), error: CallErrorSchema })),
-      waiting: z.array(z.string()),
-      sideEffects: z.array(z.string()),
-    })
-    .optional(),
-});
-const RunSummary = z.object({
-  id: z.string(),
-  tenant: z.string(),
-  status: RunStatusSchema,
-  failure: z.string(),
-  tags: z.record(z.string(), z.string()),
-  createdAt: z.string(),
-  endedAt: z.string().nullable(),
-  callCount: z.number().int(),
-  idempotencyKey: z.string().nullable(),
-});
-const Graph = z.object({
-  nodes: z.array(z.object({ id: z.string(), tool: z.string(), status: CallStatusSchema })),
-  edges: z.array(Edge),
-  generations: z.array(z.array(z.string())),
-});
-const Plan = Graph.extend({ graph: Graph, diagnostics: z.array(Diagnostic) });
-const Event = z.object({
-  seq: z.number().int(),
-  type: z.enum(EVENT_TYPES),
-  runId: z.string(),
-  callId: z.string().optional(),
-  at: z.string(),
-  data: z.record(z.string(), z.unknown()),
-});
-const Review = z.object({
-  id: z.string(),
-  runId: z.string(),
-  callId: z.string(),
-  tenant: z.string(),
-  tool: z.string(),
-  args: z.record(z.string(), z.unknown()),
-  reason: z.string(),
-  status: z.enum(['pending', 'decided']),
-  decision: z.string().nullable(),
-  createdAt: z.string(),
-});
-const Invoked = z.object({ runId: z.string(), status: CallStatusSchema, output: z.unknown(), error: CallErrorSchema.nullable(), durationMs: z.number() });
+import {
+  AppendBodySchema,
+  GraphQuery,
+  InvokeBodySchema,
+  ListRunsQuery,
+  MessagesQuery,
+  PlanBodySchema,
+  ReplanBodySchema,
+  ReviewBodySchema,
+  ReviewsQuery,
+  SubmitBodySchema,
+} from '../contract/requests.js';
+import { ErrorBodySchema, EventSchema, GraphSchema, InvokedSchema, PlanSchema, ReviewSchema, RunSchema, RunSummarySchema } from '../contract/responses.js';
 
 type Schema = z.ZodType;
 
@@ -101,7 +30,7 @@ function content(schema: Schema) {
 }
 
 function errors(...codes: number[]) {
-  return Object.fromEntries(codes.map((c) => [String(c), { description: 'Error', content: content(ErrorBody) }]));
+  return Object.fromEntries(codes.map((c) => [String(c), { description: 'Error', content: content(ErrorBodySchema) }]));
 }
 
 function params(names: string[]) {
@@ -133,20 +62,20 @@ function buildDocument(): Record<string, unknown> {
         summary: 'Submit a batch of tool calls',
         description: 'Plans the batch into a graph and runs it. With waitMs the response waits until the run ends or that time passes.',
         parameters: [idempotencyHeader],
-        requestBody: { required: true, content: content(SubmitSchema) },
+        requestBody: { required: true, content: content(SubmitBodySchema) },
         responses: { ...runResp('201', 'The run, created'), ...runResp('200', 'The run an earlier request with the same Idempotency-Key created'), ...errors(400, 401, 403, 413, 415, 429) },
       },
       get: {
         summary: 'List runs, newest first',
         parameters: query(ListRunsQuery),
-        responses: { '200': { description: 'A page of runs', content: content(z.object({ items: z.array(RunSummary), nextCursor: z.string().nullable() })) }, ...errors(400, 401, 403) },
+        responses: { '200': { description: 'A page of runs', content: content(z.object({ items: z.array(RunSummarySchema), nextCursor: z.string().nullable() })) }, ...errors(400, 401, 403) },
       },
     },
     '/v1/plan': {
       post: {
         summary: 'Plan a batch: the graph and its diagnostics, nothing run',
-        requestBody: { required: true, content: content(BatchSchema) },
-        responses: { '200': { description: 'The plan', content: content(Plan) }, ...errors(400, 401, 403) },
+        requestBody: { required: true, content: content(PlanBodySchema) },
+        responses: { '200': { description: 'The plan', content: content(PlanSchema) }, ...errors(400, 401, 403) },
       },
     },
     '/v1/runs/{id}': {
@@ -156,7 +85,7 @@ function buildDocument(): Record<string, unknown> {
       get: {
         summary: "A run's graph (JSON, or Mermaid/DOT text)",
         parameters: [...params(['id']), ...query(GraphQuery)],
-        responses: { '200': { description: 'The graph', content: { ...content(Graph), 'text/plain': { schema: { type: 'string' } } } }, ...errors(400, 401, 404) },
+        responses: { '200': { description: 'The graph', content: { ...content(GraphSchema), 'text/plain': { schema: { type: 'string' } } } }, ...errors(400, 401, 404) },
       },
     },
     '/v1/runs/{id}/events': {
@@ -164,7 +93,7 @@ function buildDocument(): Record<string, unknown> {
         summary: "A run's events as Server-Sent Events",
         description: "Replays the stored events after Last-Event-ID (or ?from=N), then streams live ones until the run ends. Each event's `id:` is its seq and its data is the event JSON.",
         parameters: [...params(['id']), { name: 'from', in: 'query', required: false, schema: { type: 'integer', minimum: 0 } }, lastEventId],
-        responses: { '200': { description: 'text/event-stream of events', content: { 'text/event-stream': { schema: json(Event) } } }, ...errors(400, 401, 404) },
+        responses: { '200': { description: 'text/event-stream of events', content: { 'text/event-stream': { schema: json(EventSchema) } } }, ...errors(400, 401, 404) },
       },
     },
     '/v1/runs/{id}/cancel': {
@@ -174,7 +103,7 @@ function buildDocument(): Record<string, unknown> {
       post: {
         summary: 'Append calls to a run that needs a replan',
         parameters: params(['id']),
-        requestBody: { required: true, content: content(ReplanBody) },
+        requestBody: { required: true, content: content(ReplanBodySchema) },
         responses: { ...runResp('202', 'Replanned'), ...errors(400, 401, 404, 409, 413) },
       },
     },
@@ -183,7 +112,7 @@ function buildDocument(): Record<string, unknown> {
         summary: 'Append calls to an open (streamed) run',
         description: 'Calls arrive in model order; each starts as soon as it is safe. 409 once the run is sealed.',
         parameters: params(['id']),
-        requestBody: { required: true, content: content(AppendBody) },
+        requestBody: { required: true, content: content(AppendBodySchema) },
         responses: { ...runResp('200', 'The run'), ...errors(400, 401, 404, 409, 413) },
       },
     },
@@ -219,14 +148,14 @@ function buildDocument(): Record<string, unknown> {
       get: {
         summary: 'Calls waiting for (or decided by) a human',
         parameters: query(ReviewsQuery),
-        responses: { '200': { description: 'Reviews', content: content(z.object({ items: z.array(Review) })) }, ...errors(400, 401) },
+        responses: { '200': { description: 'Reviews', content: content(z.object({ items: z.array(ReviewSchema) })) }, ...errors(400, 401) },
       },
     },
     '/v1/reviews/{id}': {
       post: {
         summary: 'Decide a review: approve, reject, or edit the args',
         parameters: params(['id']),
-        requestBody: { required: true, content: content(ReviewBody) },
+        requestBody: { required: true, content: content(ReviewBodySchema) },
         responses: { ...runResp('200', 'The run after the decision'), ...errors(400, 401, 403, 404, 409) },
       },
     },
@@ -237,8 +166,8 @@ function buildDocument(): Record<string, unknown> {
       post: {
         summary: 'Invoke one tool under the same limits and policy',
         parameters: params(['name']),
-        requestBody: { required: false, content: content(InvokeBody) },
-        responses: { '200': { description: 'The outcome', content: content(Invoked) }, ...errors(400, 401, 403, 404, 429) },
+        requestBody: { required: false, content: content(InvokeBodySchema) },
+        responses: { '200': { description: 'The outcome', content: content(InvokedSchema) }, ...errors(400, 401, 403, 404, 429) },
       },
     },
     '/healthz': { get: { summary: 'Liveness', security: [], responses: { '200': { description: 'OK' } } } },
@@ -253,7 +182,7 @@ function buildDocument(): Record<string, unknown> {
     },
     servers: [{ url: 'http://127.0.0.1:8080' }],
     security: [{ bearer: [] }],
-    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } }, schemas: { Run: json(RunSchema), Error: json(ErrorBody), Event: json(Event) } },
+    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } }, schemas: { Run: json(RunSchema), Error: json(ErrorBodySchema), Event: json(EventSchema) } },
     paths,
   };
 }

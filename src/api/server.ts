@@ -6,13 +6,13 @@
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { authenticate, type Principal } from './auth.js';
-import { isStoreUnavailable } from '../store/errors.js';
-import { ApiError, errorBody, STORE_RETRY_AFTER } from './errors.js';
-import { createMetrics, type Metrics } from './metrics.js';
+import type { AppContext } from './context.js';
+import { ApiError, httpErrorOf, type HttpError } from './errors.js';
+import { createMetrics } from './metrics.js';
 import { metaRoutes } from './routes/meta.js';
 import { reviewRoutes } from './routes/reviews.js';
 import { runRoutes } from './routes/runs.js';
-import { streamRoutes } from './routes/stream.js';
+import { runFeedRoutes } from './routes/run-feed.js';
 import { toolRoutes } from './routes/tools.js';
 import type { Service } from './service.js';
 
@@ -30,23 +30,6 @@ export interface ServerOptions {
   /** Extra routes (the dashboard). */
   plugins?: ((app: FastifyInstance, service: Service) => void)[];
 }
-
-export interface AppContext {
-  service: Service;
-  metrics: Metrics;
-  heartbeatMs: number;
-  shuttingDown: () => boolean;
-}
-
-const FASTIFY_CODES: Record<string, [number, string]> = {
-  FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'invalid_json'],
-  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'invalid_json'],
-  FST_ERR_CTP_BODY_TOO_LARGE: [413, 'payload_too_large'],
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'unsupported_media_type'],
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'invalid_request'],
-  FST_ERR_BAD_URL: [400, 'invalid_request'],
-  FST_ERR_ASYNC_CONSTRAINT: [400, 'invalid_request'],
-};
 
 /**
  * JSON.parse that refuses a `__proto__` key anywhere (as Fastify's own parser does by default): zod
@@ -79,6 +62,11 @@ function needsAuth(req: FastifyRequest): boolean {
   return /^\/+v1(\/|$)/i.test(path);
 }
 
+function sendError(reply: FastifyReply, answer: HttpError): FastifyReply {
+  for (const [k, v] of Object.entries(answer.headers)) reply.header(k, v);
+  return reply.status(answer.status).send(answer.body);
+}
+
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 export function buildServer(opts: ServerOptions): FastifyInstance {
@@ -94,7 +82,7 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
     frameworkErrors: (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
       reply.header('x-request-id', req.id);
       const message = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment is too long' : err.message;
-      return reply.status(400).send(errorBody('invalid_request', message));
+      return sendError(reply, httpErrorOf(new ApiError('invalid_request', message)));
     },
   } as Parameters<typeof Fastify>[0]) as unknown as FastifyInstance;
   let closing = false;
@@ -142,36 +130,29 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
     done();
   });
 
-  app.setErrorHandler((err: FastifyError | ApiError, req, reply) => {
-    if (err instanceof ApiError) {
-      for (const [k, v] of Object.entries(err.headers)) reply.header(k, v);
-      return reply.status(err.status).send(errorBody(err.code, err.message, err.details));
-    }
-    if (isStoreUnavailable(err)) return reply.status(503).header('retry-after', STORE_RETRY_AFTER).send(errorBody('store_unavailable', 'the store cannot be reached now; retry later'));
-    const known = err.code ? FASTIFY_CODES[err.code] : undefined;
-    if (known) return reply.status(known[0]).send(errorBody(known[1], err.message));
-    if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
-      return reply.status(err.statusCode).send(errorBody('invalid_request', err.message));
-    }
-    req.log.error({ err }, 'unexpected error');
-    return reply.status(500).send(errorBody('internal', 'an unexpected error occurred; it has been logged'));
+  // The one error handler: every error a route, hook or parser raises is answered from the table of
+  // errors.ts (the scheduler's and the store's too).
+  app.setErrorHandler((err, req, reply) => {
+    const answer = httpErrorOf(err);
+    if (answer.unexpected) req.log.error({ err }, 'unexpected error');
+    return sendError(reply, answer);
   });
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0] as string;
     // A path that exists under other methods is a 405 with the methods it takes, not a 404.
     const allow = METHODS.filter((m) => m !== req.method && app.findRoute({ method: m, url: path }) !== null);
     if (allow.length > 0) {
-      reply.header('allow', allow.join(', '));
-      return reply.status(405).send(errorBody('method_not_allowed', `${req.method} is not allowed on ${path}; use ${allow.join(' or ')}`));
+      const message = `${req.method} is not allowed on ${path}; use ${allow.join(' or ')}`;
+      return sendError(reply, httpErrorOf(new ApiError('method_not_allowed', message, undefined, { allow: allow.join(', ') })));
     }
-    return reply.status(404).send(errorBody('not_found', `no route ${req.method} ${path}`));
+    return sendError(reply, httpErrorOf(new ApiError('not_found', `no route ${req.method} ${path}`)));
   });
 
   metaRoutes(app, ctx);
   runRoutes(app, ctx);
   reviewRoutes(app, ctx);
   toolRoutes(app, ctx);
-  streamRoutes(app, ctx);
+  runFeedRoutes(app, ctx);
   for (const plugin of opts.plugins ?? []) plugin(app, opts.service);
   return app;
 }

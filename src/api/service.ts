@@ -1,18 +1,21 @@
 /**
  * The service behind the HTTP API: the engine, made durable by the store, plus what only a server
- * needs — admission (413, 429), idempotency keys, tenant isolation, reading ended runs back from the
- * store, and recovery of unfinished runs on start (DESIGN §8).
+ * needs — admission (admission.ts: 409, 413, 429), idempotency keys, tenant isolation, reading ended
+ * runs back from the store, and recovery of unfinished runs on start (DESIGN §8). Its errors are
+ * thrown as they are (an `ApiError`, or the scheduler's and the store's own): the one error handler
+ * turns each into its HTTP answer (errors.ts).
  */
 import { hostname } from 'node:os';
 import type { CallInput } from '../core/calls.js';
 import type { RunEvent } from '../core/events.js';
-import { SchedulerError, type ReviewDecision } from '../core/scheduler.js';
+import type { ReviewDecision } from '../core/scheduler.js';
 import { RunProjection, type RunView } from '../core/view.js';
-import type { FailureMode } from '../core/tool.js';
-import type { Config } from '../config/types.js';
-import { Engine, isEnded, type SubmitRequest } from '../engine/engine.js';
+import type { Config } from '../contract/config.js';
+import type { SubmitRequest } from '../contract/submission.js';
+import { Engine, isEnded } from '../engine/engine.js';
 import type { Executor } from '../executors/types.js';
 import type { Store } from '../store/types.js';
+import { admit } from './admission.js';
 import { canSee, tenantFor, type Principal } from './auth.js';
 import { ApiError, STORE_RETRY_AFTER } from './errors.js';
 
@@ -25,17 +28,8 @@ export interface ServiceOptions {
   replica?: string;
 }
 
-export interface SubmitBody {
-  calls: CallInput[];
-  failure?: FailureMode;
-  tags?: Record<string, string>;
-  tenant?: string;
-  /** A streamed run (DESIGN §10). */
-  open?: boolean;
-}
-
 /** Ended runs read back from the store, most recent first out. */
-class ViewCache {
+class EndedRunCache {
   private readonly map = new Map<string, RunProjection>();
 
   constructor(private readonly size: number) {}
@@ -60,7 +54,7 @@ export class Service {
   readonly store: Store;
   readonly engine: Engine;
   readonly replica: string;
-  private readonly cache = new ViewCache(200);
+  private readonly cache = new EndedRunCache(200);
   /**
    * Idempotency keys of submissions waiting for their group commit, and the run each will be: the
    * store cannot know these runs yet, and a repeat of the key must get the same run, not a second one.
@@ -92,19 +86,22 @@ export class Service {
     return { resumed: ids.size };
   }
 
-  /** Admits and submits a run, stored before this resolves (in a commit of its own). */
-  async submit(p: Principal, body: SubmitBody, idempotencyKey?: string): Promise<{ run: RunView; created: boolean }> {
-    const tenant = tenantFor(p, body.tenant);
+  /**
+   * Admits and submits a run, stored before this resolves (in a commit of its own). A request with the
+   * idempotency key of an earlier run gets that run back (`created: false`).
+   */
+  async submit(p: Principal, request: SubmitRequest): Promise<{ run: RunView; created: boolean }> {
+    const s = this.forTenant(p, request);
     this.writable();
-    if (idempotencyKey !== undefined) {
+    if (s.idempotencyKey !== undefined) {
       // A grouped submission with this key may be waiting for its commit: store it first, so the
       // lookup below finds it.
       await this.engine.commitQueued();
-      const existing = await this.store.findByIdempotencyKey(tenant, idempotencyKey);
+      const existing = await this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey);
       if (existing) return { run: await this.view(p, existing), created: false };
     }
-    this.admit(tenant, body);
-    return { run: await this.engine.submit(this.request(tenant, body, idempotencyKey)), created: true };
+    this.admitNew(s);
+    return { run: await this.engine.submit(s), created: true };
   }
 
   /**
@@ -112,22 +109,22 @@ export class Service {
    * submitted in the same turn of the event loop (`Engine.submitGrouped`): what a server under load
    * uses, one fsync for many runs. Resolves once the run is stored.
    */
-  async submitGrouped(p: Principal, body: SubmitBody, idempotencyKey?: string): Promise<{ run: RunView; created: boolean }> {
-    const tenant = tenantFor(p, body.tenant);
+  async submitGrouped(p: Principal, request: SubmitRequest): Promise<{ run: RunView; created: boolean }> {
+    const s = this.forTenant(p, request);
     this.writable();
-    if (idempotencyKey === undefined) {
-      this.admit(tenant, body);
-      return { run: await this.engine.submitGrouped(this.request(tenant, body)), created: true };
+    if (s.idempotencyKey === undefined) {
+      this.admitNew(s);
+      return { run: await this.engine.submitGrouped(s), created: true };
     }
-    const key = `${tenant}\u0000${idempotencyKey}`;
+    const key = `${s.tenant}\u0000${s.idempotencyKey}`;
     const pending = this.pendingKeys.get(key);
-    const existing = (await this.store.findByIdempotencyKey(tenant, idempotencyKey)) ?? (pending && (await pending).id);
+    const existing = (await this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey)) ?? (pending && (await pending).id);
     if (existing) return { run: await this.view(p, existing), created: false };
     // The key may have been taken while the store was asked.
     const raced = this.pendingKeys.get(key);
     if (raced) return { run: await this.view(p, (await raced).id), created: false };
-    this.admit(tenant, body);
-    const submitted = this.engine.submitGrouped(this.request(tenant, body, idempotencyKey));
+    this.admitNew(s);
+    const submitted = this.engine.submitGrouped(s);
     this.pendingKeys.set(key, submitted);
     try {
       return { run: await submitted, created: true };
@@ -147,39 +144,21 @@ export class Service {
     }
   }
 
-  /** The limits a new run must pass: 413 for too many calls, 429 when the tenant has too many runs. */
-  private admit(tenant: string, body: SubmitBody): void {
-    const max = this.config.limits.maxCallsPerRun;
-    if (body.calls.length > max) {
-      throw new ApiError('payload_too_large', `a run takes at most ${max} calls (limits.maxCallsPerRun), got ${body.calls.length}`, { calls: body.calls.length, max });
-    }
-    const cap = this.config.limits.maxActiveRunsPerTenant;
-    if (cap !== undefined && this.engine.activeRuns(tenant) >= cap) {
-      throw new ApiError('too_many_runs', `tenant ${tenant} has ${cap} active runs (limits.maxActiveRunsPerTenant); retry later`, { tenant, active: cap }, { 'retry-after': '1' });
-    }
+  /** The request with the tenant the principal acts for (403 for another tenant than its key's). */
+  private forTenant(p: Principal, request: SubmitRequest): SubmitRequest & { tenant: string } {
+    const tenant = tenantFor(p, request.tenant);
+    return request.tenant === tenant ? (request as SubmitRequest & { tenant: string }) : { ...request, tenant };
   }
 
-  private request(tenant: string, body: SubmitBody, idempotencyKey?: string): SubmitRequest {
-    return {
-      tenant,
-      calls: body.calls,
-      ...(body.failure ? { failure: body.failure } : {}),
-      ...(body.tags ? { tags: body.tags } : {}),
-      ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
-      ...(body.open ? { open: true } : {}),
-    };
+  private admitNew(s: SubmitRequest & { tenant: string }): void {
+    admit({ kind: 'submit', tenant: s.tenant, calls: s.calls, activeRuns: () => this.engine.activeRuns(s.tenant) }, this.config.limits);
   }
 
   /** Appends calls to an open run (409 once it is sealed or over). */
   async append(p: Principal, runId: string, calls: CallInput[]): Promise<RunView> {
-    const view = await this.view(p, runId);
-    if (view.stream === undefined) throw new ApiError('conflict', `run ${runId} was not opened with "open": true`);
-    if (view.stream === 'sealed') throw new ApiError('conflict', `run ${runId} is sealed; it takes no more calls`);
-    if (isEnded(view.status)) throw new ApiError('conflict', `run ${runId} is ${view.status}; it takes no more calls`);
-    const max = this.config.limits.maxCallsPerRun;
-    if (view.calls.length + calls.length > max) throw new ApiError('payload_too_large', `a run takes at most ${max} calls (limits.maxCallsPerRun)`);
+    admit({ kind: 'append', run: await this.view(p, runId), calls }, this.config.limits);
     this.writable();
-    return this.mapSchedulerErrors(() => this.engine.append(runId, calls));
+    return this.engine.append(runId, calls);
   }
 
   /** Seals an open run; sealing a sealed run changes nothing. */
@@ -188,7 +167,7 @@ export class Service {
     if (view.stream === undefined) throw new ApiError('conflict', `run ${runId} was not opened with "open": true`);
     if (view.stream === 'sealed' || isEnded(view.status)) return view;
     this.writable();
-    return this.mapSchedulerErrors(() => this.engine.seal(runId));
+    return this.engine.seal(runId);
   }
 
   /** The run as the principal may see it; 404 for a run of another tenant, as for a missing one. */
@@ -234,18 +213,15 @@ export class Service {
     const view = await this.view(p, runId);
     if (!isEnded(view.status)) {
       this.writable();
-      await this.mapSchedulerErrors(() => this.engine.cancel(runId));
+      await this.engine.cancel(runId);
     }
     return this.view(p, runId);
   }
 
   async replan(p: Principal, runId: string, calls: CallInput[]): Promise<RunView> {
-    const view = await this.view(p, runId);
-    if (view.status !== 'needs_replan') throw new ApiError('conflict', `run ${runId} is ${view.status}; only a needs_replan run takes a replan`);
-    const max = this.config.limits.maxCallsPerRun;
-    if (view.calls.length + calls.length > max) throw new ApiError('payload_too_large', `a run takes at most ${max} calls (limits.maxCallsPerRun)`);
+    admit({ kind: 'replan', run: await this.view(p, runId), calls }, this.config.limits);
     this.writable();
-    return this.mapSchedulerErrors(() => this.engine.replan(runId, calls));
+    return this.engine.replan(runId, calls);
   }
 
   async review(p: Principal, reviewId: string, d: Omit<ReviewDecision, 'runId' | 'callId'>): Promise<RunView> {
@@ -254,7 +230,7 @@ export class Service {
     if (r.status !== 'pending') throw new ApiError('conflict', `review ${reviewId} was decided already (${r.decision})`);
     if (!this.engine.has(r.runId)) throw new ApiError('conflict', `run ${r.runId} is not active`);
     this.writable();
-    return this.mapSchedulerErrors(() => this.engine.review({ ...d, runId: r.runId, callId: r.callId }));
+    return this.engine.review({ ...d, runId: r.runId, callId: r.callId });
   }
 
   private async stored(runId: string): Promise<RunProjection | undefined> {
@@ -265,17 +241,5 @@ export class Service {
     const p = RunProjection.of(events);
     if (isEnded(p.view.status)) this.cache.set(runId, p);
     return p;
-  }
-
-  private async mapSchedulerErrors<T>(f: () => Promise<T>): Promise<T> {
-    try {
-      return await f();
-    } catch (e) {
-      if (e instanceof SchedulerError) {
-        const code = e.code === 'invalid_args' ? 'invalid_args' : e.code === 'conflict' ? 'conflict' : 'not_found';
-        throw new ApiError(code, e.message);
-      }
-      throw e;
-    }
   }
 }

@@ -14,7 +14,7 @@
  *   before the end needs `a + span + b ≤ makespan`;
  * where a set's *span* on `c` lanes is at least its work ÷ c and, since a call is never split, the
  * ⌈k ÷ c⌉ shortest of its k calls end to end. Each step only relaxes the problem (limits are taken one
- * at a time), so the result never exceeds the optimum; `tests/bench.test.ts` checks that against
+ * at a time), so the result never exceeds the optimum; `tests/integration/bench.test.ts` checks that against
  * branch and bound.
  */
 import { tails, topoOrder, type Instance } from './instance.js';

@@ -23,7 +23,9 @@ import { Simulation } from '../core/simulation.js';
 import type { Config } from '../config/types.js';
 import { Engine } from '../engine/engine.js';
 import type { Executor } from '../executors/types.js';
-import { cost, costAsync, intIn, median, rng, settle, type Cost } from './util.js';
+import { intIn, rng } from './random.js';
+import { median } from './stats.js';
+import { cost, costAsync, settle, type Cost } from './timing.js';
 import { benchConfig, MAX_MS, MIN_MS } from './workloads.js';
 
 export interface CoreOptions {

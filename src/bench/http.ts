@@ -21,7 +21,8 @@ import type { CallInput } from '../core/calls.js';
 import type { Executor } from '../executors/types.js';
 import { openSqliteStore } from '../store/sqlite.js';
 import type { Store } from '../store/types.js';
-import { median, quantile, settle } from './util.js';
+import { median, quantile } from './stats.js';
+import { settle } from './timing.js';
 import { benchConfig } from './workloads.js';
 
 export interface HttpOptions {

@@ -18,8 +18,8 @@ import { BASELINES, runBaseline, type Baseline } from './baselines.js';
 import { clairvoyantMakespan, laneMakespan, tightBound } from './bounds.js';
 import { instanceOf, lowerBound, violations, type Bound, type Instance, type Violations } from './instance.js';
 import { decomposedOptimum, optimum, type Decomposed } from './optimum.js';
-import { runEngine, runVirtual } from './toolgraph.js';
-import { settle } from './util.js';
+import { runEngine, runVirtual } from './run-toolgraph.js';
+import { settle } from './timing.js';
 import { LIMITS, workload, type BenchLimits, type Family } from './workloads.js';
 
 export interface MakespanOptions {

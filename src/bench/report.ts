@@ -5,7 +5,7 @@
 import type { CoreResult } from './core.js';
 import type { HttpResult } from './http.js';
 import type { FamilySummary, Target } from './summary.js';
-import { fmt, fmtSpread } from './util.js';
+import { fmt, fmtSpread } from './stats.js';
 import { LIMITS, MAX_MS, MIN_MS } from './workloads.js';
 
 export interface ReportMeta {
@@ -40,7 +40,7 @@ shown beside baselines run in the same process).
 \`npm run bench\` (more seeds); add \`-- --out FILE.json\` for the figures as JSON, \`-- --only
 makespan|core|http\` for one part. Workloads, durations and small instances come from fixed seeds, so
 every run plans the same batches; only timings vary. Profile a part with \`node --cpu-prof
---cpu-prof-dir=prof bin/toolgraph.mjs bench --quick --only core\`, then \`npx tsx bench/hotspots.ts
+--cpu-prof-dir=prof bin/toolgraph.mjs bench --quick --only core\`, then \`npx tsx scripts/hotspots.ts
 prof/*.cpuprofile\`. Code: \`src/bench/\`; analysis and profiles of the missed targets: \`bench/ANALYSIS.md\`.
 `;
 }

@@ -10,7 +10,7 @@ import { runHttp, type HttpOptions, type HttpResult } from './http.js';
 import { runMakespan, type MakespanOptions } from './makespan.js';
 import { renderReport, type ReportMeta } from './report.js';
 import { summarizeFamily, targets, toJson, type FamilySummary } from './summary.js';
-import { settle } from './util.js';
+import { settle } from './timing.js';
 import { benchConfig, FAMILIES } from './workloads.js';
 
 export const PARTS = ['makespan', 'core', 'http'] as const;

@@ -7,7 +7,7 @@ import { BASELINES, type Baseline } from './baselines.js';
 import type { CoreResult } from './core.js';
 import type { HttpResult } from './http.js';
 import type { FamilyResult } from './makespan.js';
-import { median, round, spread, type Spread } from './util.js';
+import { median, round, spread, type Spread } from './stats.js';
 
 export interface FamilySummary {
   name: string;

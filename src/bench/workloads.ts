@@ -19,7 +19,7 @@
 import type { CallInput } from '../core/calls.js';
 import { parseConfig } from '../config/load.js';
 import type { Config } from '../config/types.js';
-import { intIn, pick, rng } from './util.js';
+import { intIn, pick, rng } from './random.js';
 
 export const FAMILIES = ['independent-reads', 'mixed-rw', 'rw-chain', 'fan-out-in', 'random-dag'] as const;
 export type Family = (typeof FAMILIES)[number];

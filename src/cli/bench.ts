@@ -11,7 +11,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PARTS, runSuite, type Part } from '../bench/suite.js';
 import { UsageError } from './input.js';
-import { parseOptions, type Io } from './main.js';
+import { parseOptions, type Io } from './options.js';
 
 /** bench/RESULTS.md at the package root (two levels above src/cli or dist/cli). */
 const DEFAULT_RESULTS = fileURLToPath(new URL('../../bench/RESULTS.md', import.meta.url));

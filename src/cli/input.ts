@@ -3,9 +3,10 @@
  * which the CLI prints as one message naming the file (exit 2), never a stack trace.
  */
 import { readFileSync } from 'node:fs';
-import { BatchSchema, formatIssues, type Batch } from '../api/schemas.js';
+import { BatchSchema, type Batch } from '../contract/batch.js';
+import { formatIssues } from '../contract/issues.js';
 import { ConfigError, loadConfig } from '../config/load.js';
-import type { Config } from '../config/types.js';
+import type { Config } from '../contract/config.js';
 
 export class UsageError extends Error {}
 

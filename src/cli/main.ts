@@ -3,10 +3,12 @@
  * that did not succeed or a plan with diagnostics, 2 bad input (with a message naming the file and the
  * problem, never a stack trace).
  */
-import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { planCommand } from './plan.js';
 import { runCommand } from './run.js';
 import { UsageError } from './input.js';
+import { defaultIo, type Io } from './options.js';
+
+export type { Io };
 
 const USAGE = `toolgraph — run an LLM agent's tool calls safely in parallel
 
@@ -19,21 +21,9 @@ Usage:
 
 Without --config, a demo catalog of builtin tools is used.`;
 
-export interface Io {
-  out: (s: string) => void;
-  err: (s: string) => void;
-  isTTY: boolean;
-}
-
-const defaultIo: Io = {
-  out: (s) => process.stdout.write(s),
-  err: (s) => process.stderr.write(s),
-  isTTY: Boolean(process.stdout.isTTY),
-};
-
 type Command = (args: string[], io: Io) => Promise<number>;
 
-async function lazy(module: string, name: string): Promise<Command> {
+async function loadCommand(module: string, name: string): Promise<Command> {
   const m = (await import(module)) as Record<string, Command>;
   return m[name] as Command;
 }
@@ -41,9 +31,9 @@ async function lazy(module: string, name: string): Promise<Command> {
 const COMMANDS: Record<string, () => Promise<Command>> = {
   plan: async () => planCommand,
   run: async () => runCommand,
-  serve: () => lazy('./serve.js', 'serveCommand'),
-  replay: () => lazy('./replay.js', 'replayCommand'),
-  bench: () => lazy('./bench.js', 'benchCommand'),
+  serve: () => loadCommand('./serve.js', 'serveCommand'),
+  replay: () => loadCommand('./replay.js', 'replayCommand'),
+  bench: () => loadCommand('./bench.js', 'benchCommand'),
 };
 
 export async function main(argv: string[], io: Io = defaultIo): Promise<number> {
@@ -65,20 +55,5 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       return 2;
     }
     throw e;
-  }
-}
-
-/** `parseArgs` with its errors turned into usage errors. */
-export interface ParsedOptions {
-  values: Record<string, string | boolean | undefined>;
-  positionals: string[];
-}
-
-export function parseOptions(args: string[], options: NonNullable<ParseArgsConfig['options']>): ParsedOptions {
-  try {
-    const { values, positionals } = parseArgs({ args, options, allowPositionals: true, strict: true });
-    return { values: values as ParsedOptions['values'], positionals };
-  } catch (e) {
-    throw new UsageError((e as Error).message);
   }
 }

@@ -3,7 +3,7 @@ import { buildPlan } from '../core/plan.js';
 import { planView } from '../engine/plan-view.js';
 import { toDot, toMermaid } from '../core/render.js';
 import { readBatch, readConfig, UsageError } from './input.js';
-import { parseOptions, type Io } from './main.js';
+import { parseOptions, type Io } from './options.js';
 
 export async function planCommand(args: string[], io: Io): Promise<number> {
   const { values, positionals } = parseOptions(args, {

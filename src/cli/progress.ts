@@ -1,7 +1,7 @@
 /** Progress and results for `toolgraph run`: a live line on a terminal, plain lines otherwise, a table. */
 import type { RunEvent } from '../core/events.js';
 import type { CallView, RunView } from '../core/view.js';
-import type { Io } from './main.js';
+import type { Io } from './options.js';
 
 export function progressLine(e: RunEvent, view: RunView): string | undefined {
   const t = `+${String(e.at - Date.parse(view.createdAt)).padStart(5)}ms`;

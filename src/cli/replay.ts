@@ -17,10 +17,10 @@ import { expandPaths } from '../replay/load.js';
 import { jsonReport, junitXml, resultText, summaryTable, totalsLine, totalsOf } from '../replay/report.js';
 import { RecordingError } from '../replay/schema.js';
 import { readConfig, UsageError } from './input.js';
-import { parseOptions, type Io } from './main.js';
+import { parseOptions, type Io } from './options.js';
 
 /** A progress bar redrawn in place on a terminal; nothing otherwise (the report says it all). */
-class Bar {
+class ProgressBar {
   private drawn = false;
 
   constructor(
@@ -67,7 +67,7 @@ export async function replayCommand(args: string[], io: Io): Promise<number> {
     throw e;
   }
 
-  const bar = new Bar(io, files.length);
+  const bar = new ProgressBar(io, files.length);
   const results: RecordingResult[] = [];
   for (const file of files) {
     bar.update(results.length, file);

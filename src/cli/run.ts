@@ -6,13 +6,13 @@
  * There is no reviewer in process: calls that wait for review are rejected, or approved with --approve.
  */
 import { writeFileSync } from 'node:fs';
-import type { FailureMode } from '../core/tool.js';
 import type { RunEvent } from '../core/events.js';
 import type { RunView } from '../core/view.js';
+import { FailureSchema } from '../contract/batch.js';
 import { Engine } from '../engine/engine.js';
 import { recordingOf } from '../replay/recording.js';
 import { readBatch, readConfig, UsageError } from './input.js';
-import { parseOptions, type Io } from './main.js';
+import { parseOptions, type Io } from './options.js';
 import { progressLine, Progress, resultsTable } from './progress.js';
 
 export async function runCommand(args: string[], io: Io): Promise<number> {
@@ -24,12 +24,11 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
     approve: { type: 'boolean', default: false },
   });
   if (positionals.length !== 1) throw new UsageError('run takes exactly one BATCH.json');
-  const failure = values.failure as string | undefined;
-  if (failure !== undefined && !['fail_fast', 'partial', 'replan'].includes(failure)) {
-    throw new UsageError(`--failure must be fail_fast, partial or replan, got "${failure}"`);
-  }
+  const flag = FailureSchema.optional().safeParse(values.failure);
+  if (!flag.success) throw new UsageError(`--failure must be fail_fast, partial or replan, got "${String(values.failure)}"`);
   const config = readConfig(values.config as string | undefined);
   const batch = readBatch(positionals[0] as string);
+  const failure = flag.data ?? batch.failure;
   const events: RunEvent[] = [];
   const engine = new Engine({ config, sink: { append: (es) => void events.push(...es) } });
   const progress = new Progress(io);
@@ -54,7 +53,7 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
   const started = await engine.submit({
     calls: batch.calls,
     tenant: batch.tenant ?? 'default',
-    ...(failure ?? batch.failure ? { failure: (failure ?? batch.failure) as FailureMode } : {}),
+    ...(failure ? { failure } : {}),
     ...(batch.tags ? { tags: batch.tags } : {}),
   });
   const view = (await engine.wait(started.id)) as RunView;

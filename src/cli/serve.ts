@@ -13,7 +13,7 @@ import { hostname } from 'node:os';
 import { chooseStore, describeChoice, openStore, type StoreChoice } from '../store/select.js';
 import type { Store } from '../store/types.js';
 import { readConfig, UsageError } from './input.js';
-import { parseOptions, type Io } from './main.js';
+import { parseOptions, type Io } from './options.js';
 
 export async function serveCommand(args: string[], io: Io): Promise<number> {
   const { values, positionals } = parseOptions(args, {

@@ -9,12 +9,11 @@
  * for await (const e of tg.events(run.id)) console.log(e.seq, e.type);
  */
 import type { z } from 'zod';
-import type { RunSchema } from '../api/openapi.js';
-import type { BatchSchema } from '../api/schemas.js';
 import type { CallInput } from '../core/calls.js';
 import type { Edge, Diagnostic, CallStatus, RunStatus } from '../core/calls.js';
 import type { EventType } from '../core/events.js';
-import type { ReviewRecord, RunRecord } from '../store/types.js';
+import type { BatchSchema } from '../contract/batch.js';
+import type { ReviewSchema, RunSchema, RunSummarySchema } from '../contract/responses.js';
 
 export type Batch = z.input<typeof BatchSchema>;
 export type Run = z.infer<typeof RunSchema>;
@@ -30,10 +29,10 @@ export interface RunEvent {
 }
 
 /** An item of `GET /v1/runs`: what the store keeps of a run. */
-export type RunSummary = RunRecord;
+export type RunSummary = z.infer<typeof RunSummarySchema>;
 
 /** An item of `GET /v1/reviews`. */
-export type Review = Omit<ReviewRecord, 'decidedAt'>;
+export type Review = z.infer<typeof ReviewSchema>;
 
 export interface ClientOptions {
   /** e.g. `http://127.0.0.1:8080` */

@@ -1,10 +1,11 @@
 /**
  * The operators' dashboard, served at `/` by `toolgraph serve` (static files, no build step): plain
- * HTML, CSS and ES modules from ./static, read once at start. `index.html` is served at `/`, every
- * other file at `/assets/<name>`. The page talks to the same `/v1` API as any client (with the
+ * HTML, CSS and ES modules from ./static and its folders, read once at start. `index.html` is served
+ * at `/`, every other file at `/assets/<path>` (`/assets/app.js`, `/assets/pages/run.js`). The page talks to the same `/v1` API as any client (with the
  * operator key the browser session holds, when auth is on).
  */
 import { readdirSync, readFileSync } from 'node:fs';
+import { sep } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 
 const STATIC_DIR = new URL('./static/', import.meta.url);
@@ -21,7 +22,9 @@ const TYPES: Record<string, string> = {
 const CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 export function dashboardRoutes(app: FastifyInstance): void {
-  const files = readdirSync(STATIC_DIR).filter((name) => TYPES[name.split('.').pop() as string] !== undefined);
+  const files = (readdirSync(STATIC_DIR, { recursive: true }) as string[])
+    .map((name) => name.split(sep).join('/'))
+    .filter((name) => TYPES[name.split('.').pop() as string] !== undefined);
   for (const name of files) {
     const body = readFileSync(new URL(name, STATIC_DIR));
     const type = TYPES[name.split('.').pop() as string] as string;

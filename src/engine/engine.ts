@@ -27,16 +27,18 @@ import { callError } from '../core/errors.js';
 import type { RunEvent } from '../core/events.js';
 import { Scheduler, SchedulerError, type AttemptEnded, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
 import type { RunProjection, RunView } from '../core/view.js';
-import type { Config } from '../config/types.js';
+import type { Config } from '../contract/config.js';
 import { createExecutors } from '../executors/index.js';
 import type { Executor } from '../executors/types.js';
 import { Attempt, attemptKey, merge, newRunId, startsEarly, strip, type RunListener } from './attempt.js';
 import { isEnded, RunViews } from './run-views.js';
 import { CommitPipeline, type Commit } from './commit-pipeline.js';
-import type { EngineOptions, OpenRun, SubmitRequest } from './options.js';
+import type { SubmitRequest } from '../contract/submission.js';
+import type { EngineOptions, OpenRun } from './options.js';
 
 export { newRunId, type RunListener } from './attempt.js';
-export type { EngineOptions, EventSink, OpenRun, SubmitRequest } from './options.js';
+export type { EngineOptions, EventSink, OpenRun } from './options.js';
+export type { SubmitRequest } from '../contract/submission.js';
 export { isEnded } from './run-views.js';
 
 const NOTHING: Output = { events: [], starts: [], aborts: [] };

@@ -1,8 +1,7 @@
 /** The engine's options and the shapes of what it takes and gives. */
 import type { CallInput } from '../core/calls.js';
-import type { FailureMode } from '../core/tool.js';
 import type { RunView } from '../core/view.js';
-import type { Config } from '../config/types.js';
+import type { Config } from '../contract/config.js';
 import type { Executor } from '../executors/types.js';
 import type { EventLog } from './commit-pipeline.js';
 
@@ -31,17 +30,6 @@ export interface EngineOptions {
   onFault?: (err: unknown) => void;
 }
 
-export interface SubmitRequest {
-  runId?: string;
-  tenant?: string;
-  calls: readonly CallInput[];
-  failure?: FailureMode;
-  tags?: Record<string, string>;
-  /** Stored with the run so that a repeated request finds it (`Idempotency-Key`). */
-  idempotencyKey?: string;
-  /** A streamed run: more calls come with `append` until `seal` (DESIGN §10). */
-  open?: boolean;
-}
 
 /** A streamed run as the library offers it: add calls as the model writes them, then seal. */
 export interface OpenRun {

@@ -8,7 +8,8 @@ import type { RunStatus } from '../core/calls.js';
 import { createAjv } from '../config/catalog.js';
 import { compareRuns, type Divergence, type FirstDifference } from './compare.js';
 import { readRecording } from './load.js';
-import type { Recording, RecordingConfig } from './recording.js';
+import type { Recording } from '../contract/recording.js';
+import type { RecordingConfig } from './recording.js';
 import { replayRecording } from './replay.js';
 import { RecordingError } from './schema.js';
 

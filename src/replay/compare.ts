@@ -11,7 +11,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { CallStatus, RunStatus } from '../core/calls.js';
 import { formatPath } from '../config/load.js';
-import type { RecordedAttempt, RecordedCallResult, Recording } from './recording.js';
+import type { RecordedAttempt, RecordedCallResult, Recording } from '../contract/recording.js';
 import { NOT_RECORDED } from './replay.js';
 
 /** One start: a call's attempt, or a compensation's. */

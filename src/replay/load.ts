@@ -8,7 +8,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Ajv } from 'ajv';
 import { formatPath } from '../config/load.js';
-import type { Recording } from './recording.js';
+import type { Recording } from '../contract/recording.js';
 import { parseRecording, RecordingError } from './schema.js';
 
 function errnoWords(e: unknown): string {

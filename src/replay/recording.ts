@@ -7,58 +7,12 @@
  * `recordingOf` is also how replay describes what it did: it folds the replay's (virtual-time) events
  * the same way, so recorded and replayed runs are compared as two documents of one shape.
  */
-import type { CallInput, CallStatus, RunStatus } from '../core/calls.js';
+import type { CallInput } from '../core/calls.js';
 import type { CallError } from '../core/errors.js';
 import type { CoreEvent } from '../core/events.js';
 import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from '../core/tool.js';
-import { RunProjection, type CompensationView } from '../core/view.js';
-
-export const RECORDING_FORMAT = 'toolgraph.recording/v1';
-
-export interface RecordedAttempt {
-  callId: string;
-  attempt: number;
-  /** When the call last became ready before this attempt (it may then wait for a limit). */
-  readyMs?: number;
-  startMs: number;
-  endMs: number;
-  ok: boolean;
-  output?: unknown;
-  error?: CallError;
-  /** Whether the failure was retryable (decides whether replay retries it). */
-  retryable?: boolean;
-  retryAfterMs?: number;
-  /** When the retry after this failed attempt was due (its backoff ended); the retry may start later. */
-  retryAtMs?: number;
-  /** A compensation's attempt rather than the call's own. */
-  compensation?: boolean;
-}
-
-export interface RecordedCallResult {
-  id: string;
-  status: CallStatus;
-  output?: unknown;
-  error?: CallError;
-  compensation?: CompensationView;
-}
-
-export interface Recording {
-  format: typeof RECORDING_FORMAT;
-  run: { id: string; tenant: string; failure: FailureMode; tags: Record<string, string> };
-  config: { tools: ToolManifest[]; policy: Policy; limits: Limits; defaults?: Defaults };
-  calls: (CallInput & { atMs?: number })[];
-  sealedAtMs?: number;
-  /** Mean duration per tool that ranked the ready calls when the run started. */
-  estimates?: Record<string, number>;
-  replans: { atMs: number; calls: CallInput[] }[];
-  reviews: { callId: string; atMs: number; decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string }[];
-  /** When the run was cancelled, if it was. */
-  cancelledAtMs?: number;
-  /** Attempts that ended, in the order they started (a compensation's when it ended). */
-  attempts: RecordedAttempt[];
-  /** The run's outcome; `endMs` is when it (last) completed: the makespan. */
-  result: { status: RunStatus; endMs?: number; calls: RecordedCallResult[] };
-}
+import { RunProjection } from '../core/view.js';
+import { RECORDING_FORMAT, type RecordedAttempt, type Recording } from '../contract/recording.js';
 
 /** What a recording needs from a config (a loaded `Config` is one). */
 export interface RecordingConfig {

@@ -27,7 +27,8 @@ import { Scheduler, type AttemptResult, type Output, type StartAttempt } from '.
 import { Simulation, type SimulatedAttempt } from '../core/simulation.js';
 import type { Defaults } from '../core/tool.js';
 import { createAjv, createCatalog } from '../config/catalog.js';
-import { recordingOf, type RecordedAttempt, type Recording, type RecordingConfig } from './recording.js';
+import type { RecordedAttempt, Recording } from '../contract/recording.js';
+import { recordingOf, type RecordingConfig } from './recording.js';
 import { internInputs } from './schema.js';
 
 /** The `details.replay` of an attempt that replay had to end because the recording lacks it. */

@@ -1,18 +1,17 @@
 /**
- * The zod schema of a recording document (DESIGN §8) and `parseRecording`, which turns any JSON value
- * into a valid `Recording` or a `RecordingError` listing every problem as `JSON path: what was
- * expected, got what was found` (e.g. `attempts[3].endMs: expected a number ≥ startMs (12), got 5`).
+ * `parseRecording`, which turns any JSON value into a valid `Recording` or a `RecordingError` listing
+ * every problem as `JSON path: what was expected, got what was found` (e.g. `attempts[3].endMs:
+ * expected a number ≥ startMs (12), got 5`).
  *
- * The `config` section holds *normalized* manifests, policy and limits (rates as `{ tokens, perMs }`,
- * defaults applied), so it has its own schema rather than the config file's. Input schemas are
- * compiled here too, so a broken one is reported at its path instead of failing later.
+ * The document's shape is `RecordingSchema` (contract/recording.ts); here are the checks across its
+ * fields. Input schemas are compiled here too, so a broken one is reported at its path instead of
+ * failing later.
  */
 import type { Ajv } from 'ajv';
-import { z } from 'zod';
-import { CallErrorSchema, CallSchema, CallStatusSchema, FailureSchema, RunStatusSchema } from '../api/schemas.js';
+import type { z } from 'zod';
 import { createAjv } from '../config/catalog.js';
 import { formatPath } from '../config/load.js';
-import { RECORDING_FORMAT, type Recording } from './recording.js';
+import { RECORDING_FORMAT, RecordingSchema, type Recording } from '../contract/recording.js';
 
 /** A recording that cannot be replayed: `problems` holds one `path: problem` line each. */
 export class RecordingError extends Error {
@@ -28,117 +27,7 @@ export class RecordingError extends Error {
   }
 }
 
-const int0 = z.int().min(0);
-const int1 = z.int().min(1);
-const ms = z.number().min(0);
-const names = z.array(z.string().min(1));
-const obj = z.record(z.string(), z.unknown());
-const rate = z.strictObject({ tokens: int1, perMs: int1 });
-
-const executor = z.discriminatedUnion('kind', [
-  z.strictObject({ kind: z.literal('builtin'), name: z.enum(['sleep', 'echo', 'fail']) }),
-  z.strictObject({ kind: z.literal('http'), url: z.string().min(1), headers: z.record(z.string(), z.string()).optional() }),
-  z.strictObject({ kind: z.literal('worker'), module: z.string().min(1) }),
-]);
-
-const manifest = z.strictObject({
-  name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected a tool name of 1–64 characters [A-Za-z0-9_.-]'),
-  description: z.string().optional(),
-  input: obj.optional(),
-  reads: z.array(z.string()).optional(),
-  writes: z.array(z.string()).optional(),
-  scope: z.enum(['run', 'tenant', 'global']),
-  risk: z.enum(['read', 'write', 'dangerous']),
-  idempotent: z.boolean(),
-  timeoutMs: int1,
-  retry: z.strictObject({ attempts: int1, backoffMs: int0, maxBackoffMs: int0 }).optional(),
-  concurrency: int1.optional(),
-  rate: rate.optional(),
-  failure: z.literal('fail_fast').optional(),
-  after: names.default([]),
-  requires: names.default([]),
-  compensate: z.strictObject({ tool: z.string().min(1), args: obj }).optional(),
-  executor,
-});
-
-const policy = z.strictObject({
-  rules: z
-    .array(
-      z.strictObject({
-        match: z.strictObject({ tool: z.string().optional(), risk: z.enum(['read', 'write', 'dangerous']).optional(), tenant: z.string().optional() }),
-        after: names.optional(),
-        requires: names.optional(),
-        review: z.boolean().optional(),
-        deny: z.string().optional(),
-        allow: z.boolean().optional(),
-      }),
-    )
-    .default([]),
-});
-
-const limits = z.strictObject({
-  global: int1.optional(),
-  perRun: int1.optional(),
-  maxActiveRunsPerTenant: int1.optional(),
-  maxCallsPerRun: int1.default(1000),
-  tenant: z.record(z.string(), int1).default({}),
-  tool: z.record(z.string(), int1).default({}),
-  resource: z.record(z.string(), int1).default({}),
-  rate: z.strictObject({ tenant: z.record(z.string(), rate).default({}) }).prefault({}),
-});
-
-const defaults = z.strictObject({
-  timeoutMs: int1.default(60_000),
-  failure: FailureSchema.default('partial'),
-  openRunTimeoutMs: int1.default(30_000),
-});
-
-const attempt = z.strictObject({
-  callId: z.string().min(1),
-  attempt: int1,
-  readyMs: ms.optional(),
-  startMs: ms,
-  endMs: ms,
-  ok: z.boolean(),
-  output: z.unknown().optional(),
-  error: CallErrorSchema.optional(),
-  retryable: z.boolean().optional(),
-  retryAfterMs: ms.optional(),
-  retryAtMs: ms.optional(),
-  compensation: z.boolean().optional(),
-});
-
-const compensationView = z.strictObject({ status: z.enum(['succeeded', 'failed']), output: z.unknown().optional(), error: CallErrorSchema.optional() });
-
-const recordingSchema = z.strictObject({
-  format: z.literal(RECORDING_FORMAT),
-  run: z.strictObject({ id: z.string().min(1), tenant: z.string().min(1), failure: FailureSchema, tags: z.record(z.string(), z.string()).default({}) }),
-  config: z.strictObject({ tools: z.array(manifest), policy: policy.prefault({}), limits: limits.prefault({}), defaults: defaults.prefault({}) }),
-  calls: z.array(CallSchema.extend({ atMs: ms.optional(), invalid: z.string().optional() })),
-  sealedAtMs: ms.optional(),
-  estimates: z.record(z.string(), z.number().min(0)).optional(),
-  replans: z.array(z.strictObject({ atMs: ms, calls: z.array(CallSchema.extend({ invalid: z.string().optional() })) })).default([]),
-  reviews: z
-    .array(
-      z.strictObject({
-        callId: z.string().min(1),
-        atMs: ms,
-        decision: z.enum(['approve', 'reject', 'edit']),
-        args: obj.optional(),
-        comment: z.string().optional(),
-      }),
-    )
-    .default([]),
-  cancelledAtMs: ms.optional(),
-  attempts: z.array(attempt),
-  result: z.strictObject({
-    status: RunStatusSchema,
-    endMs: ms.optional(),
-    calls: z.array(z.strictObject({ id: z.string().min(1), status: CallStatusSchema, output: z.unknown().optional(), error: CallErrorSchema.optional(), compensation: compensationView.optional() })),
-  }),
-});
-
-type Parsed = z.output<typeof recordingSchema>;
+type Parsed = z.output<typeof RecordingSchema>;
 type Path = (string | number)[];
 
 const interned = new WeakMap<Ajv, Map<string, Record<string, unknown>>>();
@@ -255,7 +144,7 @@ export function parseRecording(raw: unknown, source: string, ajv: Ajv = createAj
     // Another version (or not a recording at all): the rest of the document means nothing to us.
     throw new RecordingError(source, [`format: expected "${RECORDING_FORMAT}", got ${show(format)}`]);
   }
-  const parsed = recordingSchema.safeParse(raw, { reportInput: true });
+  const parsed = RecordingSchema.safeParse(raw, { reportInput: true });
   if (!parsed.success) throw new RecordingError(source, parsed.error.issues.flatMap(describe));
   parsed.data.config.tools = internInputs(parsed.data.config.tools, ajv);
   const problems = crossCheck(parsed.data, ajv);

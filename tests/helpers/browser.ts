@@ -85,7 +85,7 @@ export async function startDashboard(yaml: string): Promise<DashboardServer> {
     async close() {
       await app.close();
       await service.engine.close();
-      store.close();
+      await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -6,6 +6,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
+/** Probing until a child is where a test wants it (tests/helpers/wait.ts). */
+export { until } from './wait.js';
+
 export const BIN = fileURLToPath(new URL('../../bin/toolgraph.mjs', import.meta.url));
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -87,23 +90,4 @@ export function startServer(opts: StartOptions): Promise<ServerChild> {
     });
     void exited.then(({ code, signal }) => fail(new Error(`the server exited (code ${code}, signal ${signal}) before listening; output:\n${out}`)));
   });
-}
-
-/**
- * Calls `probe` until it returns a value other than `undefined`, or throws when `timeoutMs` passes.
- * The wait between probes is short: this replaces sleeping for a guessed time.
- */
-export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000, everyMs = 25): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
 }

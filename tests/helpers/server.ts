@@ -5,8 +5,10 @@
  * fetch. `close()` stops the server, the engine (aborting held tool requests) and the store, then
  * removes the temp dir.
  *
- * Also: `sse()`, a small Server-Sent Events reader over fetch, and `catalogYaml()`, a catalog of http
- * tools served by a ToolServer (tests/helpers/toolserver.ts) plus builtin ones.
+ * Also: `startToolApi()`, the usual setup of the API tests (a ToolServer, and an Api whose catalog calls
+ * it); `reopen()`, a second server in process on an Api's SQLite file; `expectApiError()`; `sse()`, a
+ * small Server-Sent Events reader over fetch; and `catalogYaml()`, a catalog of http tools served by a
+ * ToolServer (tests/helpers/toolserver.ts) plus builtin ones.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,7 +21,8 @@ import { parseConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
 import { openStore, parseStoreValue } from '../../src/store/select.js';
 import type { Store } from '../../src/store/types.js';
-import type { ToolServer } from './toolserver.js';
+import { expect } from 'vitest';
+import { ToolServer } from './toolserver.js';
 
 export interface ApiResponse<T = any> {
   status: number;
@@ -70,15 +73,22 @@ export interface StartOptions {
 }
 
 const open: Api[] = [];
+const toolServers: ToolServer[] = [];
+
+/** The server of a config on a SQLite file, its service recovered; not listening. */
+async function serverOn(config: Config, dbFile: string, heartbeatMs?: number): Promise<{ store: Store; service: Service; app: FastifyInstance }> {
+  const store = await openStore(parseStoreValue(dbFile, 'db'), { poolSize: 4 });
+  const service = new Service({ config, store });
+  await service.recover();
+  const app = buildServer({ service, ...(heartbeatMs !== undefined ? { heartbeatMs } : {}) });
+  return { store, service, app };
+}
 
 export async function startApi(opts: StartOptions): Promise<Api> {
   const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'toolgraph-api-'));
   const dbFile = opts.db ?? path.join(dir, 'toolgraph.db');
   const config = parseConfig(opts.yaml, 'test.yaml', { env: {}, baseDir: dir });
-  const store = await openStore(parseStoreValue(dbFile, 'db'), { poolSize: 4 });
-  const service = new Service({ config, store });
-  await service.recover();
-  const app = buildServer({ service, ...(opts.heartbeatMs !== undefined ? { heartbeatMs: opts.heartbeatMs } : {}) });
+  const { store, service, app } = await serverOn(config, dbFile, opts.heartbeatMs);
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
@@ -143,10 +153,42 @@ export async function startApi(opts: StartOptions): Promise<Api> {
   return api;
 }
 
-/** Closes every Api started since the last call (for afterEach). */
+/** Closes every Api, then every ToolServer of `startToolApi`, started since the last call (for afterEach). */
 export async function closeAll(): Promise<void> {
   const list = open.splice(0);
   for (const api of list) await api.close();
+  for (const ts of toolServers.splice(0)) await ts.close();
+}
+
+/** A ToolServer and an Api whose catalog (`catalogYaml`) calls it; `closeAll()` stops both. */
+export async function startToolApi(o: CatalogOptions = {}): Promise<{ ts: ToolServer; api: Api }> {
+  const ts = await ToolServer.start();
+  toolServers.push(ts);
+  const api = await startApi({ yaml: catalogYaml(ts, o) });
+  return { ts, api };
+}
+
+/**
+ * A second server, in process and not listening (use `app.inject`), on the SQLite file of `api`
+ * (which keeps running): what a restarted server would read. `close()` stops it.
+ */
+export async function reopen(api: Api): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
+  const { store, service, app } = await serverOn(api.config, api.dbFile);
+  return {
+    app,
+    async close() {
+      await app.close();
+      await service.engine.close();
+      await store.close();
+    },
+  };
+}
+
+/** An API error answer: this status and `{ error: { code, message } }` with this code and a message. */
+export function expectApiError(res: { status: number; body: any }, status: number, code: string): void {
+  expect(res.status, JSON.stringify(res.body)).toBe(status);
+  expect(res.body).toMatchObject({ error: { code, message: expect.any(String) } });
+  expect(res.body.error.message.length).toBeGreaterThan(0);
 }
 
 /**

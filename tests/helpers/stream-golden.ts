@@ -1,7 +1,7 @@
 /**
  * Golden traces of streamed runs (DESIGN §10): seeded random scenarios, and everything the core says
  * about each, serialized, so that a change meant to make streaming cheaper can be shown to change no
- * result (tests/stream-golden.test.ts compares a hash per scenario with tests/fixtures/stream-golden.json).
+ * result (tests/unit/stream-golden.test.ts compares a hash per scenario with tests/fixtures/stream-golden.json).
  *
  * A scenario: a few tools (resources with wildcards and prefixes, unknown effects, pure; `after`,
  * `requires`, dangerous, fail-fast, retries, input schemas), policy rules (deny, review, after,

@@ -5,16 +5,15 @@
  * more than a few MB pile up is disconnected (it can resume with Last-Event-ID) so it slows nobody.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { z } from 'zod';
 import type { RunEvent } from '../../core/events.js';
 import { iso } from '../../core/view.js';
 import { isEnded } from '../../engine/engine.js';
+import { EventsQuery } from '../../contract/requests.js';
+import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 import { openEventStream } from '../sse.js';
-import type { AppContext } from '../server.js';
-import { parse } from '../validate.js';
+import { parseRequestPart } from '../request-part.js';
 
-const EventsQuery = z.strictObject({ from: z.coerce.number().int().min(0).optional() });
 const MAX_BUFFERED = 4 * 1024 * 1024;
 
 /** The wire form of an event: `at` as an ISO time. */
@@ -22,8 +21,8 @@ export function eventJson(e: RunEvent) {
   return { seq: e.seq, type: e.type, runId: e.runId, ...(e.callId !== undefined ? { callId: e.callId } : {}), at: iso(e.at), data: e.data };
 }
 
-export async function eventStream(ctx: AppContext, req: FastifyRequest, reply: FastifyReply, runId: string): Promise<void> {
-  const { from } = parse(EventsQuery, req.query, 'query');
+export async function serveRunEvents(ctx: AppContext, req: FastifyRequest, reply: FastifyReply, runId: string): Promise<void> {
+  const { from } = parseRequestPart(EventsQuery, req.query, 'query');
   const header = req.headers['last-event-id'];
   let after = from ?? 0;
   if (header !== undefined) {

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { openApiDocument } from '../openapi.js';
 import { docsPage } from '../docs.js';
-import type { AppContext } from '../server.js';
+import type { AppContext } from '../context.js';
 
 export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get('/healthz', async (_req, reply) => {

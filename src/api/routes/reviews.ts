@@ -1,27 +1,16 @@
 /** Reviews: the calls waiting for a human, and the decisions (DESIGN §5, §7). */
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
+import { ReviewBodySchema, ReviewIdParams, ReviewsQuery } from '../../contract/requests.js';
 import { requireOperator } from '../auth.js';
+import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
-import { ArgsSchema } from '../schemas.js';
-import type { AppContext } from '../server.js';
-import { parse } from '../validate.js';
-
-export const ReviewsQuery = z.strictObject({
-  status: z.enum(['pending', 'decided']).default('pending'),
-  runId: z.string().min(1).max(200).optional(),
-});
-export const ReviewBody = z.strictObject({
-  decision: z.enum(['approve', 'reject', 'edit']),
-  args: ArgsSchema.optional(),
-  comment: z.string().max(2000).optional(),
-});
+import { parseRequestPart } from '../request-part.js';
 
 export function reviewRoutes(app: FastifyInstance, ctx: AppContext): void {
   const { service } = ctx;
 
   app.get('/v1/reviews', async (req) => {
-    const q = parse(ReviewsQuery, req.query, 'query');
+    const q = parseRequestPart(ReviewsQuery, req.query, 'query');
     const p = req.principal;
     const items = await service.store.reviews({
       status: q.status,
@@ -46,8 +35,8 @@ export function reviewRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   app.post('/v1/reviews/:id', async (req) => {
     requireOperator(req.principal);
-    const { id } = parse(z.object({ id: z.string().min(1).max(500) }), req.params, 'path');
-    const body = parse(ReviewBody, req.body ?? {}, 'body');
+    const { id } = parseRequestPart(ReviewIdParams, req.params, 'path');
+    const body = parseRequestPart(ReviewBodySchema, req.body ?? {}, 'body');
     if (body.decision === 'edit' && !body.args) throw new ApiError('invalid_request', 'an edit needs args: the new args of the call');
     if (body.decision !== 'edit' && body.args) throw new ApiError('invalid_request', `args go with decision "edit", not "${body.decision}"`);
     return service.review(req.principal, id, {

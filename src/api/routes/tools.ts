@@ -1,13 +1,11 @@
 /** The catalog, and invoking one tool directly under the same limits and policy (DESIGN §7). */
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import type { ToolManifest } from '../../core/tool.js';
+import { InvokeBodySchema, ToolNameParams } from '../../contract/requests.js';
+import { tenantFor } from '../auth.js';
+import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
-import { ArgsSchema, TenantSchema } from '../schemas.js';
-import type { AppContext } from '../server.js';
-import { parse } from '../validate.js';
-
-export const InvokeBody = z.strictObject({ args: ArgsSchema.default({}), tenant: TenantSchema.optional() });
+import { parseRequestPart } from '../request-part.js';
 
 /** What the catalog shows of a tool: everything but executor secrets (header values). */
 export function publicTool(t: ToolManifest) {
@@ -22,15 +20,15 @@ export function toolRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   app.post('/v1/tools/:name/invoke', async (req) => {
     if (ctx.shuttingDown()) throw new ApiError('shutting_down', 'the server is shutting down');
-    const { name } = parse(z.object({ name: z.string().min(1).max(200) }), req.params, 'path');
+    const { name } = parseRequestPart(ToolNameParams, req.params, 'path');
     const tool = service.config.catalog.get(name);
     if (!tool) throw new ApiError('not_found', `no tool named ${name} in the catalog`);
-    const body = parse(InvokeBody, req.body ?? {}, 'body');
+    const body = parseRequestPart(InvokeBodySchema, req.body ?? {}, 'body');
     const started = Date.now();
     const { run } = await service.submitGrouped(req.principal, {
+      tenant: tenantFor(req.principal, body.tenant),
       calls: [{ id: 'invoke', tool: name, args: body.args }],
       tags: { invoke: name },
-      ...(body.tenant !== undefined ? { tenant: body.tenant } : {}),
     });
     const budget = Math.min(10 * 60_000, tool.timeoutMs * (tool.retry?.attempts ?? 1) + (tool.retry?.maxBackoffMs ?? 0) * 2 + 1000);
     // A call that waits for a human review is answered at once (status awaiting_review, with the

@@ -1,0 +1,32 @@
+/**
+ * From the body of `POST /v1/runs` to the one `SubmitRequest` the service and the engine take: the
+ * calls in whatever form they came (a batch, or the model's own message, DESIGN §11), the tenant the
+ * key may act for, and the idempotency key.
+ */
+import type { CallInput } from '../core/calls.js';
+import { CallsSchema } from '../contract/batch.js';
+import type { SubmitBody } from '../contract/requests.js';
+import type { SubmitRequest } from '../contract/submission.js';
+import { tenantFor, type Principal } from './auth.js';
+import { callsFromAnthropic, callsFromOpenAi } from './formats.js';
+import { parseRequestPart } from './request-part.js';
+
+/** The calls of a submit body, whatever form they came in; ids unique (a 400 otherwise). */
+function callsOf(body: SubmitBody): CallInput[] {
+  const calls: CallInput[] | undefined = body.openai ? callsFromOpenAi(body.openai) : body.anthropic ? callsFromAnthropic(body.anthropic) : body.calls;
+  if (!calls) return [];
+  if (body.openai || body.anthropic) parseRequestPart(CallsSchema, calls.map(({ invalid: _invalid, ...c }) => c), body.openai ? 'openai tool_calls' : 'anthropic tool_use blocks');
+  return calls;
+}
+
+export function submissionOf(p: Principal, body: SubmitBody, idempotencyKey: string | undefined): SubmitRequest {
+  const calls = callsOf(body);
+  return {
+    tenant: tenantFor(p, body.tenant),
+    calls,
+    ...(body.failure ? { failure: body.failure } : {}),
+    ...(body.tags ? { tags: body.tags } : {}),
+    ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+    ...(body.open ? { open: true } : {}),
+  };
+}

@@ -1,0 +1,173 @@
+/**
+ * The recording format (DESIGN §8): one self-contained JSON document per run — the batch, the config
+ * that mattered, every attempt with its time and outcome, reviews, replans, a cancel, and the result.
+ * Times are ms from the run's `run.created`. `recordingOf` (replay/recording.ts) derives one from a
+ * run's events; `parseRecording` (replay/schema.ts) reads one back.
+ *
+ * The `config` section holds *normalized* manifests, policy and limits (rates as `{ tokens, perMs }`,
+ * defaults applied), so it has its own schema rather than the config file's.
+ */
+import { z } from 'zod';
+import type { CallInput, CallStatus, RunStatus } from '../core/calls.js';
+import type { CallError } from '../core/errors.js';
+import type { Defaults, FailureMode, Limits, Policy, ToolManifest } from '../core/tool.js';
+import type { CompensationView } from '../core/view.js';
+import { CallErrorSchema, CallSchema, CallStatusSchema, FailureSchema, RunStatusSchema } from './batch.js';
+
+export const RECORDING_FORMAT = 'toolgraph.recording/v1';
+
+export interface RecordedAttempt {
+  callId: string;
+  attempt: number;
+  /** When the call last became ready before this attempt (it may then wait for a limit). */
+  readyMs?: number;
+  startMs: number;
+  endMs: number;
+  ok: boolean;
+  output?: unknown;
+  error?: CallError;
+  /** Whether the failure was retryable (decides whether replay retries it). */
+  retryable?: boolean;
+  retryAfterMs?: number;
+  /** When the retry after this failed attempt was due (its backoff ended); the retry may start later. */
+  retryAtMs?: number;
+  /** A compensation's attempt rather than the call's own. */
+  compensation?: boolean;
+}
+
+export interface RecordedCallResult {
+  id: string;
+  status: CallStatus;
+  output?: unknown;
+  error?: CallError;
+  compensation?: CompensationView;
+}
+
+export interface Recording {
+  format: typeof RECORDING_FORMAT;
+  run: { id: string; tenant: string; failure: FailureMode; tags: Record<string, string> };
+  config: { tools: ToolManifest[]; policy: Policy; limits: Limits; defaults?: Defaults };
+  calls: (CallInput & { atMs?: number })[];
+  sealedAtMs?: number;
+  /** Mean duration per tool that ranked the ready calls when the run started. */
+  estimates?: Record<string, number>;
+  replans: { atMs: number; calls: CallInput[] }[];
+  reviews: { callId: string; atMs: number; decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string }[];
+  /** When the run was cancelled, if it was. */
+  cancelledAtMs?: number;
+  /** Attempts that ended, in the order they started (a compensation's when it ended). */
+  attempts: RecordedAttempt[];
+  /** The run's outcome; `endMs` is when it (last) completed: the makespan. */
+  result: { status: RunStatus; endMs?: number; calls: RecordedCallResult[] };
+}
+
+const int0 = z.int().min(0);
+const int1 = z.int().min(1);
+const ms = z.number().min(0);
+const names = z.array(z.string().min(1));
+const obj = z.record(z.string(), z.unknown());
+const rate = z.strictObject({ tokens: int1, perMs: int1 });
+
+const executor = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('builtin'), name: z.enum(['sleep', 'echo', 'fail']) }),
+  z.strictObject({ kind: z.literal('http'), url: z.string().min(1), headers: z.record(z.string(), z.string()).optional() }),
+  z.strictObject({ kind: z.literal('worker'), module: z.string().min(1) }),
+]);
+
+const manifest = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected a tool name of 1–64 characters [A-Za-z0-9_.-]'),
+  description: z.string().optional(),
+  input: obj.optional(),
+  reads: z.array(z.string()).optional(),
+  writes: z.array(z.string()).optional(),
+  scope: z.enum(['run', 'tenant', 'global']),
+  risk: z.enum(['read', 'write', 'dangerous']),
+  idempotent: z.boolean(),
+  timeoutMs: int1,
+  retry: z.strictObject({ attempts: int1, backoffMs: int0, maxBackoffMs: int0 }).optional(),
+  concurrency: int1.optional(),
+  rate: rate.optional(),
+  failure: z.literal('fail_fast').optional(),
+  after: names.default([]),
+  requires: names.default([]),
+  compensate: z.strictObject({ tool: z.string().min(1), args: obj }).optional(),
+  executor,
+});
+
+const policy = z.strictObject({
+  rules: z
+    .array(
+      z.strictObject({
+        match: z.strictObject({ tool: z.string().optional(), risk: z.enum(['read', 'write', 'dangerous']).optional(), tenant: z.string().optional() }),
+        after: names.optional(),
+        requires: names.optional(),
+        review: z.boolean().optional(),
+        deny: z.string().optional(),
+        allow: z.boolean().optional(),
+      }),
+    )
+    .default([]),
+});
+
+const limits = z.strictObject({
+  global: int1.optional(),
+  perRun: int1.optional(),
+  maxActiveRunsPerTenant: int1.optional(),
+  maxCallsPerRun: int1.default(1000),
+  tenant: z.record(z.string(), int1).default({}),
+  tool: z.record(z.string(), int1).default({}),
+  resource: z.record(z.string(), int1).default({}),
+  rate: z.strictObject({ tenant: z.record(z.string(), rate).default({}) }).prefault({}),
+});
+
+const defaults = z.strictObject({
+  timeoutMs: int1.default(60_000),
+  failure: FailureSchema.default('partial'),
+  openRunTimeoutMs: int1.default(30_000),
+});
+
+const attempt = z.strictObject({
+  callId: z.string().min(1),
+  attempt: int1,
+  readyMs: ms.optional(),
+  startMs: ms,
+  endMs: ms,
+  ok: z.boolean(),
+  output: z.unknown().optional(),
+  error: CallErrorSchema.optional(),
+  retryable: z.boolean().optional(),
+  retryAfterMs: ms.optional(),
+  retryAtMs: ms.optional(),
+  compensation: z.boolean().optional(),
+});
+
+const compensationView = z.strictObject({ status: z.enum(['succeeded', 'failed']), output: z.unknown().optional(), error: CallErrorSchema.optional() });
+
+/** The zod schema of a recording document: what `parseRecording` (replay/schema.ts) accepts. */
+export const RecordingSchema = z.strictObject({
+  format: z.literal(RECORDING_FORMAT),
+  run: z.strictObject({ id: z.string().min(1), tenant: z.string().min(1), failure: FailureSchema, tags: z.record(z.string(), z.string()).default({}) }),
+  config: z.strictObject({ tools: z.array(manifest), policy: policy.prefault({}), limits: limits.prefault({}), defaults: defaults.prefault({}) }),
+  calls: z.array(CallSchema.extend({ atMs: ms.optional(), invalid: z.string().optional() })),
+  sealedAtMs: ms.optional(),
+  estimates: z.record(z.string(), z.number().min(0)).optional(),
+  replans: z.array(z.strictObject({ atMs: ms, calls: z.array(CallSchema.extend({ invalid: z.string().optional() })) })).default([]),
+  reviews: z
+    .array(
+      z.strictObject({
+        callId: z.string().min(1),
+        atMs: ms,
+        decision: z.enum(['approve', 'reject', 'edit']),
+        args: obj.optional(),
+        comment: z.string().optional(),
+      }),
+    )
+    .default([]),
+  cancelledAtMs: ms.optional(),
+  attempts: z.array(attempt),
+  result: z.strictObject({
+    status: RunStatusSchema,
+    endMs: ms.optional(),
+    calls: z.array(z.strictObject({ id: z.string().min(1), status: CallStatusSchema, output: z.unknown().optional(), error: CallErrorSchema.optional(), compensation: compensationView.optional() })),
+  }),
+});

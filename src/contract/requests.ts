@@ -1,0 +1,67 @@
+/**
+ * What the HTTP API takes (DESIGN §7): the bodies, queries, path parameters and headers of every
+ * route, in zod. The routes parse with these, and the OpenAPI document is generated from them.
+ */
+import { z } from 'zod';
+import { RUN_STATUSES } from '../core/calls.js';
+import { ArgsSchema, BatchSchema, CallsSchema, TenantSchema } from './batch.js';
+import { AnthropicMessageSchema, OpenAiMessageSchema } from './model-messages.js';
+
+/** `{id}` in a run's path. */
+export const RunIdParams = z.object({ id: z.string().min(1).max(200) });
+/** `{id}` in a review's path. */
+export const ReviewIdParams = z.object({ id: z.string().min(1).max(500) });
+/** `{name}` in a tool's path. */
+export const ToolNameParams = z.object({ name: z.string().min(1).max(200) });
+/** The `Idempotency-Key` header of `POST /v1/runs`. */
+export const IdempotencyKeyHeader = z.string().min(1).max(255).optional();
+
+/** A query parameter that may be given once or repeated: always a list once parsed. */
+const repeatable = <T extends z.ZodType>(s: T) => z.union([s, z.array(s)]).transform((v) => (Array.isArray(v) ? v : [v]) as z.infer<T>[]);
+
+/**
+ * The body of `POST /v1/runs`: a batch (`calls`), or the model's own message (`openai` or
+ * `anthropic`, DESIGN §11), and `open: true` for a streamed run (DESIGN §10).
+ */
+export const SubmitBodySchema = BatchSchema.extend({
+  calls: CallsSchema.optional(),
+  open: z.boolean().optional(),
+  openai: OpenAiMessageSchema.optional(),
+  anthropic: AnthropicMessageSchema.optional(),
+}).superRefine((b, ctx) => {
+  const sources = [b.calls, b.openai, b.anthropic].filter((x) => x !== undefined).length;
+  if (sources > 1) ctx.addIssue({ code: 'custom', path: [], message: 'give one of calls, openai or anthropic, not several' });
+  if (sources === 0 && !b.open) ctx.addIssue({ code: 'custom', path: ['calls'], message: 'calls are required (or openai, or anthropic, or open: true)' });
+});
+export type SubmitBody = z.infer<typeof SubmitBodySchema>;
+
+/** The body of `POST /v1/plan`: a batch. */
+export const PlanBodySchema = BatchSchema;
+
+export const ListRunsQuery = z.strictObject({
+  status: repeatable(z.enum(RUN_STATUSES)).optional(),
+  tag: repeatable(z.string().regex(/^[^:]+:.*$/, 'a tag filter is key:value')).optional(),
+  tenant: TenantSchema.optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  cursor: z.string().min(1).max(500).optional(),
+});
+export const GraphQuery = z.strictObject({ format: z.enum(['json', 'mermaid', 'dot']).default('json') });
+export const EventsQuery = z.strictObject({ from: z.coerce.number().int().min(0).optional() });
+export const MessagesQuery = z.strictObject({ format: z.enum(['openai', 'anthropic']) });
+/** `GET /v1/stream`. */
+export const StreamQuery = z.strictObject({ tenant: TenantSchema.optional() });
+
+export const ReplanBodySchema = z.strictObject({ calls: CallsSchema.min(1) });
+export const AppendBodySchema = z.strictObject({ calls: CallsSchema.min(1) });
+
+export const ReviewsQuery = z.strictObject({
+  status: z.enum(['pending', 'decided']).default('pending'),
+  runId: z.string().min(1).max(200).optional(),
+});
+export const ReviewBodySchema = z.strictObject({
+  decision: z.enum(['approve', 'reject', 'edit']),
+  args: ArgsSchema.optional(),
+  comment: z.string().max(2000).optional(),
+});
+
+export const InvokeBodySchema = z.strictObject({ args: ArgsSchema.default({}), tenant: TenantSchema.optional() });

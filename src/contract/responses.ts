@@ -1,0 +1,87 @@
+/**
+ * What the HTTP API answers (DESIGN §7), in zod: a run, a page of runs, a graph or plan, an event, a
+ * review, an error. The OpenAPI document is generated from these, and the client takes its types
+ * from them.
+ */
+import { z } from 'zod';
+import { EVENT_TYPES } from '../core/events.js';
+import { CallErrorSchema, CallStatusSchema, FailureSchema, RunStatusSchema } from './batch.js';
+import { API_ERRORS } from './errors.js';
+
+export const ErrorBodySchema = z.object({
+  error: z.object({ code: z.enum(Object.keys(API_ERRORS) as [string, ...string[]]), message: z.string(), details: z.unknown().optional() }),
+});
+const EdgeSchema = z.object({ from: z.string(), to: z.string(), kind: z.enum(['data', 'policy', 'conflict']), reason: z.string() });
+const DiagnosticSchema = z.object({ code: z.string(), message: z.string(), callId: z.string().optional(), callIds: z.array(z.string()).optional() });
+const CallViewSchema = z.object({
+  id: z.string(),
+  tool: z.string(),
+  args: z.record(z.string(), z.unknown()),
+  status: CallStatusSchema,
+  dependsOn: z.array(z.string()),
+  attempts: z.number().int(),
+  output: z.unknown(),
+  error: CallErrorSchema.nullable(),
+  blockedBy: CallErrorSchema.nullable(),
+  startedAt: z.string().nullable(),
+  endedAt: z.string().nullable(),
+  resolvedArgs: z.record(z.string(), z.unknown()).optional(),
+  review: z.object({ reason: z.string(), decision: z.string().optional(), comment: z.string().optional() }).optional(),
+  compensation: z.object({ status: z.enum(['succeeded', 'failed']), output: z.unknown().optional(), error: CallErrorSchema.optional() }).optional(),
+});
+export const RunSchema = z.object({
+  id: z.string(),
+  tenant: z.string(),
+  status: RunStatusSchema,
+  failure: FailureSchema,
+  tags: z.record(z.string(), z.string()),
+  createdAt: z.string(),
+  endedAt: z.string().nullable(),
+  calls: z.array(CallViewSchema),
+  diagnostics: z.array(DiagnosticSchema),
+  replanContext: z
+    .object({
+      failed: z.array(z.object({ callId: z.string(), error: CallErrorSchema })),
+      waiting: z.array(z.string()),
+      sideEffects: z.array(z.string()),
+    })
+    .optional(),
+});
+export const RunSummarySchema = z.object({
+  id: z.string(),
+  tenant: z.string(),
+  status: RunStatusSchema,
+  failure: FailureSchema,
+  tags: z.record(z.string(), z.string()),
+  createdAt: z.string(),
+  endedAt: z.string().nullable(),
+  callCount: z.number().int(),
+  idempotencyKey: z.string().nullable(),
+});
+export const GraphSchema = z.object({
+  nodes: z.array(z.object({ id: z.string(), tool: z.string(), status: CallStatusSchema })),
+  edges: z.array(EdgeSchema),
+  generations: z.array(z.array(z.string())),
+});
+export const PlanSchema = GraphSchema.extend({ graph: GraphSchema, diagnostics: z.array(DiagnosticSchema) });
+export const EventSchema = z.object({
+  seq: z.number().int(),
+  type: z.enum(EVENT_TYPES),
+  runId: z.string(),
+  callId: z.string().optional(),
+  at: z.string(),
+  data: z.record(z.string(), z.unknown()),
+});
+export const ReviewSchema = z.object({
+  id: z.string(),
+  runId: z.string(),
+  callId: z.string(),
+  tenant: z.string(),
+  tool: z.string(),
+  args: z.record(z.string(), z.unknown()),
+  reason: z.string(),
+  status: z.enum(['pending', 'decided']),
+  decision: z.string().nullable(),
+  createdAt: z.string(),
+});
+export const InvokedSchema = z.object({ runId: z.string(), status: CallStatusSchema, output: z.unknown(), error: CallErrorSchema.nullable(), durationMs: z.number() });

@@ -1,0 +1,21 @@
+/**
+ * A run to start, as the engine takes it. Built once — from a request body by the API's route, from a
+ * batch file by the CLI, by a library caller — and handed unchanged through admission to the engine.
+ */
+import type { CallInput } from '../core/calls.js';
+import type { FailureMode } from '../core/tool.js';
+
+export interface SubmitRequest {
+  /** Default: a new id. */
+  runId?: string;
+  /** Default: `default`. The API always sets it: the tenant of the key, or the one the body names. */
+  tenant?: string;
+  calls: readonly CallInput[];
+  /** Default: the config's `defaults.failure`. */
+  failure?: FailureMode;
+  tags?: Record<string, string>;
+  /** Stored with the run so that a repeated request finds it (`Idempotency-Key`). */
+  idempotencyKey?: string;
+  /** A streamed run: more calls come with `append` until `seal` (DESIGN §10). */
+  open?: boolean;
+}

@@ -1,0 +1,23 @@
+// The run page's "why calls are not done" panel: blocked calls, calls awaiting review, ready calls
+// waiting for a limit and failed calls, each with its reason and the call it waits on.
+
+import { callButton } from '../dom.js';
+import { badge, esc, label } from '../util.js';
+
+/** Fills `section` (the .stuck element) from model `m`; hidden when no call is stuck. */
+export function renderStuck(section, m) {
+  const groups = { blocked: [], awaiting_review: [], ready: [], failed: [] };
+  for (const c of m.calls) if (groups[c.status]) groups[c.status].push(c);
+  const item = (c) => {
+    const r = m.reason(c);
+    const on = r?.on && r.on !== c.id ? ` · <span class="waits">waits on ${callButton(r.on)}${m.call(r.on) ? ` (${esc(label(m.call(r.on).status))})` : ''}</span>` : '';
+    return `<li data-call="${esc(c.id)}">${callButton(c.id)} — <span class="code">${esc(r?.code ?? c.status)}</span>: <span class="reason-text">${esc(r?.text ?? '')}</span>${on}</li>`;
+  };
+  const titles = { blocked: 'Blocked', awaiting_review: 'Awaiting review', ready: 'Ready, waiting for a limit', failed: 'Failed' };
+  const html = Object.entries(groups)
+    .filter(([, list]) => list.length)
+    .map(([s, list]) => `<div class="stuck-group st-${s}"><h3>${badge(s)} ${titles[s]} <span class="muted">(${list.length})</span></h3><ul>${list.slice(0, 30).map(item).join('')}</ul>${list.length > 30 ? `<p class="muted">and ${list.length - 30} more</p>` : ''}</div>`)
+    .join('');
+  section.hidden = !html;
+  section.querySelector('.stuck-body').innerHTML = html;
+}

@@ -1,0 +1,113 @@
+/**
+ * The typed client against a real server (in process, SQLite, 127.0.0.1:0): submit and wait, event
+ * streams that resume by themselves when the connection is cut, and 429 answers retried after
+ * Retry-After (the run that fills the tenant's slot holds its call at a ToolServer until released).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { ToolgraphClient, ToolgraphError, type RunEvent } from '../../src/client/index.js';
+import { closeAll, startApi, startToolApi } from '../helpers/server.js';
+
+const YAML = `
+tools:
+  - { name: sleep, reads: [], writes: [], idempotent: true, executor: { kind: builtin, name: sleep } }
+  - { name: echo, reads: [], writes: [], idempotent: true, executor: { kind: builtin, name: echo } }
+limits: { maxActiveRunsPerTenant: 1 }
+`;
+
+afterEach(closeAll);
+
+describe('ToolgraphClient', () => {
+  it('submits and waits until the run ends, results in submission order', async () => {
+    const api = await startApi({ yaml: YAML });
+    const tg = new ToolgraphClient({ baseUrl: api.url });
+    const run = await tg.submit(
+      { calls: [{ id: 'slow', tool: 'sleep', args: { ms: 150 } }, { id: 'fast', tool: 'echo', args: { x: '${slow.output.ms}' } }] },
+      { wait: true },
+    );
+    expect(run.status).toBe('succeeded');
+    expect(run.calls.map((c) => [c.id, c.output])).toEqual([
+      ['slow', { ms: 150 }],
+      ['fast', { x: 150 }],
+    ]);
+  });
+
+  it('throws a ToolgraphError with the code and status of an error answer', async () => {
+    const api = await startApi({ yaml: YAML });
+    const tg = new ToolgraphClient({ baseUrl: api.url });
+    const err = await tg.get('run_nope').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ToolgraphError);
+    expect(err).toMatchObject({ status: 404, code: 'not_found' });
+  });
+
+  it('resumes an event stream after the connection is cut: every event once, in order', async () => {
+    const api = await startApi({ yaml: YAML });
+    const tg = new ToolgraphClient({ baseUrl: api.url, retryBaseMs: 10 });
+    const calls = Array.from({ length: 6 }, (_, i) => ({ id: `s${i}`, tool: 'sleep', args: { ms: 40 * (i + 1) } }));
+    const run = await tg.submit({ calls });
+    const seen: RunEvent[] = [];
+    let cuts = 0;
+    for await (const e of tg.events(run.id)) {
+      seen.push(e);
+      // Cut every open connection (the stream's too) after the first and the fourth call.succeeded.
+      if (e.type === 'call.succeeded' && (e.callId === 's0' || e.callId === 's3')) {
+        api.app.server.closeAllConnections();
+        cuts++;
+      }
+    }
+    expect(cuts).toBe(2);
+    const seqs = seen.map((e) => e.seq);
+    expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
+    expect(seen.at(-1)?.type).toBe('run.completed');
+    const stored = await api.get(`/v1/runs/${run.id}/events`);
+    expect(stored.text.match(/^id: /gm)?.length).toBe(seqs.length);
+  });
+
+  it('starts from a given seq', async () => {
+    const api = await startApi({ yaml: YAML });
+    const tg = new ToolgraphClient({ baseUrl: api.url });
+    const run = await tg.submit({ calls: [{ id: 'a', tool: 'echo' }] }, { wait: true });
+    const all: number[] = [];
+    for await (const e of tg.events(run.id, { from: 3 })) all.push(e.seq);
+    expect(all[0]).toBe(4);
+    expect(all.at(-1)).toBeGreaterThan(4);
+  });
+
+  it('retries a 429 after Retry-After, then succeeds once the tenant has room', async () => {
+    const { ts, api } = await startToolApi({ limits: '{ maxActiveRunsPerTenant: 1 }' });
+    // The first run holds its call at the tool server until the client has been refused once.
+    const answers: number[] = [];
+    let onAnswer = (_status: number) => {};
+    const watched: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      answers.push(res.status);
+      onAnswer(res.status);
+      return res;
+    };
+    const tg = new ToolgraphClient({ baseUrl: api.url, fetch: watched });
+    const first = await tg.submit({ calls: [{ id: 'hold', tool: 'work', args: { hold: true } }] });
+    expect(first.status).toBe('running');
+    const held = await ts.call('hold', first.id);
+    // The raw API refuses a second active run now...
+    const refused = await api.post('/v1/runs', { calls: [{ id: 'b', tool: 'echo' }] });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    // ...and the client waits as told and gets through once the first run has ended.
+    answers.length = 0;
+    onAnswer = (status) => {
+      if (status === 429 && !held.answered) held.respond();
+    };
+    const t0 = Date.now();
+    const second = await tg.submit({ calls: [{ id: 'b', tool: 'echo' }] }, { wait: true });
+    expect(second.status).toBe('succeeded');
+    expect(answers[0]).toBe(429);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
+    expect((await tg.get(first.id)).status).toBe('succeeded');
+  });
+
+  it('gives up on 429 after maxRetries', async () => {
+    const { api } = await startToolApi({ limits: '{ maxActiveRunsPerTenant: 1 }' });
+    const tg = new ToolgraphClient({ baseUrl: api.url, maxRetries: 0 });
+    await tg.submit({ calls: [{ id: 'hold', tool: 'work', args: { hold: true } }] });
+    await expect(tg.submit({ calls: [{ id: 'b', tool: 'echo' }] })).rejects.toMatchObject({ status: 429, code: 'too_many_runs' });
+  });
+});
