@@ -10,7 +10,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import type { Ajv } from 'ajv';
 import type { Defaults, Limits, Policy, Rate, ToolManifest } from '../core/tool.js';
-import { parseStoreValue } from '../store/url.js';
+import { parseStoreValue } from './store-url.js';
 import type { AuthKey } from './types.js';
 
 /** What the schema needs from outside the file. */

@@ -6,9 +6,9 @@
 import { openPostgresStore } from './postgres.js';
 import { openSqliteStore } from './sqlite.js';
 import type { Store } from './types.js';
-import { parseStoreValue, type StoreChoice } from './url.js';
+import { parseStoreValue, type StoreChoice } from '../config/store-url.js';
 
-export { parseStoreValue, type StoreChoice } from './url.js';
+export { parseStoreValue, type StoreChoice } from '../config/store-url.js';
 
 export function chooseStore(opts: { flag?: string | undefined; env?: string | undefined; url?: string | undefined; file: string }): StoreChoice {
   if (opts.flag !== undefined && opts.flag !== '') return parseStoreValue(opts.flag, '--db');
