@@ -49,11 +49,11 @@ export async function recordLive(config: Config, batch: LiveBatch, script: LiveS
   const events: RunEvent[] = [];
   const engine = new Engine({ config, sink: { append: (es) => void events.push(...es) } });
   const timers = new Set<NodeJS.Timeout>();
-  const later = (ms: number, f: () => void) => {
+  const later = (ms: number, f: () => unknown) => {
     const t = setTimeout(() => {
       timers.delete(t);
       try {
-        f();
+        void Promise.resolve(f()).catch(() => {});
       } catch {
         // The run moved on (a review of a call that was cancelled meanwhile): nothing to decide.
       }
@@ -67,7 +67,7 @@ export async function recordLive(config: Config, batch: LiveBatch, script: LiveS
     later(delayMs, () => engine.review({ runId: e.runId, callId, ...decision }));
   });
   try {
-    const run = engine.submit({
+    const run = await engine.submit({
       ...(batch.runId ? { runId: batch.runId } : {}),
       tenant: batch.tenant ?? 'default',
       calls: batch.calls,
@@ -80,7 +80,7 @@ export async function recordLive(config: Config, batch: LiveBatch, script: LiveS
     while (view.status === 'needs_replan' && replans.length > 0) {
       const next = replans.shift() as { delayMs?: number; calls: CallInput[] };
       await sleep(next.delayMs ?? 0);
-      engine.replan(run.id, next.calls);
+      await engine.replan(run.id, next.calls);
       view = (await engine.wait(run.id)) as RunView;
     }
     return { recording: recordingOf(events, config), view, events };

@@ -4,7 +4,7 @@
  * @example
  * import { createEngine } from 'toolgraph';
  * const engine = createEngine();                       // the demo catalog; or { config: 'toolgraph.yaml' }
- * const run = engine.submit({ calls: [{ id: 'a', tool: 'echo', args: { x: 1 } }] });
+ * const run = await engine.submit({ calls: [{ id: 'a', tool: 'echo', args: { x: 1 } }] });
  * const result = await engine.wait(run.id);            // calls in submission order
  */
 import { loadConfig } from './config/load.js';

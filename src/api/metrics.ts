@@ -19,9 +19,10 @@ export function createMetrics(service: Service): Metrics {
     help: 'Runs in the store, by status',
     labelNames: ['status'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const counts = await store.countsByStatus();
       this.reset();
-      for (const [status, n] of Object.entries(store.countsByStatus())) this.set({ status }, n);
+      for (const [status, n] of Object.entries(counts)) this.set({ status }, n);
     },
   });
   const completed = new Counter({ name: 'toolgraph_runs_completed_total', help: 'Runs that ended, by status', labelNames: ['status'], registers: [registry] });

@@ -5,6 +5,7 @@
  * thrown as they are (an `ApiError`, or the scheduler's and the store's own): the one error handler
  * turns each into its HTTP answer (errors.ts).
  */
+import { hostname } from 'node:os';
 import type { CallInput } from '../core/calls.js';
 import type { RunEvent } from '../core/events.js';
 import type { ReviewDecision } from '../core/scheduler.js';
@@ -18,7 +19,7 @@ import type { Store } from '../store/types.js';
 import type { Tracing } from '../telemetry/index.js';
 import { admit } from './admission.js';
 import { canSee, tenantFor, type Principal } from './auth.js';
-import { ApiError } from './errors.js';
+import { ApiError, STORE_RETRY_AFTER } from './errors.js';
 
 export interface ServiceOptions {
   config: Config;
@@ -27,6 +28,8 @@ export interface ServiceOptions {
   clock?: () => number;
   /** Traces of runs and attempts (DESIGN §15); see `tracingFromEnv`. */
   tracing?: Tracing;
+  /** This process's name among replicas (DESIGN §12); default hostname-pid. */
+  replica?: string;
 }
 
 /** Ended runs read back from the store, most recent first out. */
@@ -55,6 +58,7 @@ export class Service {
   readonly store: Store;
   readonly engine: Engine;
   private readonly clock: () => number;
+  readonly replica: string;
   private readonly cache = new EndedRunCache(200);
   /**
    * Idempotency keys of submissions waiting for their group commit, and the run each will be: the
@@ -68,6 +72,7 @@ export class Service {
     this.store = opts.store;
     this.clock = opts.clock ?? Date.now;
     const tracing = (this.tracing = opts.tracing);
+    this.replica = opts.replica ?? `${hostname()}-${process.pid}`;
     this.engine = new Engine({
       config: opts.config,
       sink: opts.store,
@@ -83,11 +88,11 @@ export class Service {
    * run the engine cannot take back never stops the start (DESIGN §4): it ends `failed`, its calls
    * `unrecoverable`, after its kept events, and is listed with the reason for the log.
    */
-  recover(): { resumed: number; unrecoverable: { runId: string; reason: string }[] } {
-    const ids = new Set(this.store.unfinished());
+  async recover(): Promise<{ resumed: number; unrecoverable: { runId: string; reason: string }[] }> {
+    const ids = new Set(await this.store.unfinished());
     let cursor: string | undefined;
     do {
-      const page = this.store.list({ status: ['needs_replan'], limit: 200, ...(cursor ? { cursor } : {}) });
+      const page = await this.store.list({ status: ['needs_replan'], limit: 200, ...(cursor ? { cursor } : {}) });
       for (const r of page.items) ids.add(r.id);
       cursor = page.nextCursor ?? undefined;
     } while (cursor);
@@ -95,12 +100,12 @@ export class Service {
     for (const id of ids) {
       let events: RunEvent[] = [];
       try {
-        events = this.store.events(id);
-        this.engine.restore(events);
+        events = await this.store.events(id);
+        await this.engine.restore(events);
       } catch (e) {
         const reason = (e as Error).message;
         try {
-          this.store.append(unrecoverableEnd(events, reason, this.clock()));
+          await this.store.append(unrecoverableEnd(events, reason, this.clock()));
           unrecoverable.push({ runId: id, reason });
         } catch (e2) {
           // Left as it is, for the next start to try again; the server starts all the same.
@@ -112,21 +117,22 @@ export class Service {
   }
 
   /**
-   * Admits and submits a run, stored before this returns (in a commit of its own). A request with the
+   * Admits and submits a run, stored before this resolves (in a commit of its own). A request with the
    * idempotency key of an earlier run gets that run back (`created: false`). With tracing on, a
    * `traceparent` (W3C) makes the run's span its child.
    */
-  submit(p: Principal, request: SubmitRequest, traceparent?: string): { run: RunView; created: boolean } {
+  async submit(p: Principal, request: SubmitRequest, traceparent?: string): Promise<{ run: RunView; created: boolean }> {
     const s = this.forTenant(p, request);
+    this.writable();
     if (s.idempotencyKey !== undefined) {
       // A grouped submission with this key may be waiting for its commit: store it first, so the
       // lookup below finds it.
-      this.engine.commitQueued();
-      const existing = this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey);
-      if (existing) return { run: this.view(p, existing), created: false };
+      await this.engine.commitQueued();
+      const existing = await this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey);
+      if (existing) return { run: await this.view(p, existing), created: false };
     }
     this.admitNew(s);
-    return { run: this.engine.submit(this.traced(s, traceparent)), created: true };
+    return { run: await this.engine.submit(this.traced(s, traceparent)), created: true };
   }
 
   /**
@@ -136,14 +142,18 @@ export class Service {
    */
   async submitGrouped(p: Principal, request: SubmitRequest, traceparent?: string): Promise<{ run: RunView; created: boolean }> {
     const s = this.forTenant(p, request);
+    this.writable();
     if (s.idempotencyKey === undefined) {
       this.admitNew(s);
       return { run: await this.engine.submitGrouped(this.traced(s, traceparent)), created: true };
     }
     const key = `${s.tenant}\u0000${s.idempotencyKey}`;
     const pending = this.pendingKeys.get(key);
-    const existing = this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey) ?? (pending && (await pending).id);
-    if (existing) return { run: this.view(p, existing), created: false };
+    const existing = (await this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey)) ?? (pending && (await pending).id);
+    if (existing) return { run: await this.view(p, existing), created: false };
+    // The key may have been taken while the store was asked.
+    const raced = this.pendingKeys.get(key);
+    if (raced) return { run: await this.view(p, (await raced).id), created: false };
     this.admitNew(s);
     const submitted = this.engine.submitGrouped(this.traced(s, traceparent));
     this.pendingKeys.set(key, submitted);
@@ -152,6 +162,16 @@ export class Service {
     } finally {
       // Stored by now (or refused): the store answers for the key from here on.
       this.pendingKeys.delete(key);
+    }
+  }
+
+  /**
+   * A write while the store is away is refused before it changes anything (503 with `Retry-After`):
+   * the engine still holds what it could not store, and stores it once the store is back.
+   */
+  private writable(): void {
+    if (this.engine.storeUnavailable() !== undefined) {
+      throw new ApiError('store_unavailable', 'the store cannot be reached now; nothing was changed; retry later', undefined, { 'retry-after': STORE_RETRY_AFTER });
     }
   }
 
@@ -172,27 +192,29 @@ export class Service {
   }
 
   /** Appends calls to an open run (409 once it is sealed or over). */
-  append(p: Principal, runId: string, calls: CallInput[]): RunView {
-    admit({ kind: 'append', run: this.view(p, runId), calls }, this.config.limits);
+  async append(p: Principal, runId: string, calls: CallInput[]): Promise<RunView> {
+    admit({ kind: 'append', run: await this.view(p, runId), calls }, this.config.limits);
+    this.writable();
     return this.engine.append(runId, calls);
   }
 
   /** Seals an open run; sealing a sealed run changes nothing. */
-  seal(p: Principal, runId: string): RunView {
-    const view = this.view(p, runId);
+  async seal(p: Principal, runId: string): Promise<RunView> {
+    const view = await this.view(p, runId);
     if (view.stream === undefined) throw new ApiError('conflict', `run ${runId} was not opened with "open": true`);
     if (view.stream === 'sealed' || isEnded(view.status)) return view;
+    this.writable();
     return this.engine.seal(runId);
   }
 
   /** The run as the principal may see it; 404 for a run of another tenant, as for a missing one. */
-  view(p: Principal, runId: string): RunView {
-    return this.projection(p, runId).view;
+  async view(p: Principal, runId: string): Promise<RunView> {
+    return (await this.projection(p, runId)).view;
   }
 
-  projection(p: Principal, runId: string): RunProjection {
+  async projection(p: Principal, runId: string): Promise<RunProjection> {
     const live = this.engine.projection(runId);
-    const projection = live ?? this.stored(runId);
+    const projection = live ?? (await this.stored(runId));
     if (!projection || !canSee(p, projection.view.tenant)) throw new ApiError('not_found', `no run ${runId}`);
     return projection;
   }
@@ -202,7 +224,7 @@ export class Service {
    * stands.
    */
   async wait(p: Principal, runId: string, waitMs: number, until?: (view: RunView) => boolean): Promise<RunView> {
-    const view = this.view(p, runId);
+    const view = await this.view(p, runId);
     if (waitMs <= 0 || isEnded(view.status) || !this.engine.has(runId) || until?.(view)) return view;
     if (!until) return (await this.engine.wait(runId, waitMs)) ?? view;
     return new Promise<RunView>((resolve) => {
@@ -219,34 +241,39 @@ export class Service {
     });
   }
 
-  events(p: Principal, runId: string, afterSeq: number): RunEvent[] {
-    this.projection(p, runId);
+  async events(p: Principal, runId: string, afterSeq: number): Promise<RunEvent[]> {
+    await this.projection(p, runId);
     return this.store.events(runId, afterSeq);
   }
 
-  cancel(p: Principal, runId: string): RunView {
-    const view = this.view(p, runId);
-    if (!isEnded(view.status)) this.engine.cancel(runId);
+  async cancel(p: Principal, runId: string): Promise<RunView> {
+    const view = await this.view(p, runId);
+    if (!isEnded(view.status)) {
+      this.writable();
+      await this.engine.cancel(runId);
+    }
     return this.view(p, runId);
   }
 
-  replan(p: Principal, runId: string, calls: CallInput[]): RunView {
-    admit({ kind: 'replan', run: this.view(p, runId), calls }, this.config.limits);
+  async replan(p: Principal, runId: string, calls: CallInput[]): Promise<RunView> {
+    admit({ kind: 'replan', run: await this.view(p, runId), calls }, this.config.limits);
+    this.writable();
     return this.engine.replan(runId, calls);
   }
 
-  review(p: Principal, reviewId: string, d: Omit<ReviewDecision, 'runId' | 'callId'>): RunView {
-    const r = this.store.review(reviewId);
+  async review(p: Principal, reviewId: string, d: Omit<ReviewDecision, 'runId' | 'callId'>): Promise<RunView> {
+    const r = await this.store.review(reviewId);
     if (!r || !canSee(p, r.tenant)) throw new ApiError('not_found', `no review ${reviewId}`);
     if (r.status !== 'pending') throw new ApiError('conflict', `review ${reviewId} was decided already (${r.decision})`);
     if (!this.engine.has(r.runId)) throw new ApiError('conflict', `run ${r.runId} is not active`);
+    this.writable();
     return this.engine.review({ ...d, runId: r.runId, callId: r.callId });
   }
 
-  private stored(runId: string): RunProjection | undefined {
+  private async stored(runId: string): Promise<RunProjection | undefined> {
     const cached = this.cache.get(runId);
     if (cached) return cached;
-    const events = this.store.events(runId);
+    const events = await this.store.events(runId);
     if (events.length === 0) return undefined;
     const p = RunProjection.of(events);
     if (isEnded(p.view.status)) this.cache.set(runId, p);

@@ -193,7 +193,7 @@ export async function measureEngine(o: CoreOptions, executor: Executor): Promise
   const bare = (calls: CallInput[]) =>
     Promise.all(calls.map((c) => executor.execute({ runId: 'bare', callId: c.id, tool: echo, args: c.args ?? {}, attempt: 1, signal: new AbortController().signal, timeoutMs: 60_000 })));
   const engineRun = async (engine: Engine, calls: CallInput[]) => {
-    const { id } = engine.submit({ calls, tenant: 'bench' });
+    const { id } = await engine.submit({ calls, tenant: 'bench' });
     const v = await engine.wait(id);
     if (v?.status !== 'succeeded') throw new Error(`engine bench: run ended ${v?.status}`);
   };

@@ -20,6 +20,7 @@ import { Service } from '../api/service.js';
 import type { CallInput } from '../core/calls.js';
 import type { Executor } from '../executors/types.js';
 import { openSqliteStore } from '../store/sqlite.js';
+import type { Store } from '../store/types.js';
 import { median, quantile } from './stats.js';
 import { settle } from './timing.js';
 import { benchConfig } from './workloads.js';
@@ -107,10 +108,13 @@ async function load(target: string, clients: number, durationMs: number, check: 
 
 const succeeded = (expect: number): Check => (status, body) => status === expect && (body as { status?: string }).status === 'succeeded' && (body as { calls?: unknown[] }).calls?.length === 5;
 
-/** `dbDir`: where the SQLite file goes (default: the OS temp dir, on disk here; /dev/shm is RAM). */
-export async function runHttp(o: HttpOptions, executor: Executor, dbDir: string = tmpdir()): Promise<HttpResult> {
+/**
+ * `dbDir`: where the SQLite file goes (default: the OS temp dir, on disk here; /dev/shm is RAM);
+ * `given`: another store to use instead (bench/postgres.ts), closed by the caller.
+ */
+export async function runHttp(o: HttpOptions, executor: Executor, dbDir: string = tmpdir(), given?: Store): Promise<HttpResult> {
   const dir = mkdtempSync(join(dbDir, 'toolgraph-bench-'));
-  const store = openSqliteStore(join(dir, 'bench.db'));
+  const store = given ?? openSqliteStore(join(dir, 'bench.db'));
   const config = benchConfig({ tool: {}, maxCallsPerRun: 1000 });
   const service = new Service({ config, store, executor });
   const app = buildServer({ service });
@@ -170,7 +174,7 @@ export async function runHttp(o: HttpOptions, executor: Executor, dbDir: string 
     await app.close();
     await bare.close();
     await service.engine.close();
-    store.close();
+    if (!given) await store.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }

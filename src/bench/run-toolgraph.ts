@@ -54,7 +54,7 @@ export async function runEngine(calls: readonly CallInput[], config: Config, exe
   const engine = new Engine({ config, executor, sink: { append: (es) => void events.push(...es) } });
   try {
     const t0 = performance.now();
-    const { id } = engine.submit({ calls, tenant: 'bench' });
+    const { id } = await engine.submit({ calls, tenant: 'bench' });
     const view = await engine.wait(id);
     const makespanMs = performance.now() - t0;
     if (view?.status !== 'succeeded') throw new Error(`toolgraph run ended ${view?.status}`);

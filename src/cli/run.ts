@@ -52,7 +52,7 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
           callId,
           decision: values.approve ? 'approve' : 'reject',
           comment: values.approve ? 'approved by toolgraph run --approve' : 'no reviewer in toolgraph run (pass --approve to approve)',
-        }),
+        }).catch(() => {}),
       );
     }
     if (io.isTTY) progress.update(e, view);
@@ -61,7 +61,7 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
       if (line) io.err(`${line}\n`);
     }
   });
-  const started = engine.submit({
+  const started = await engine.submit({
     ...(runId !== undefined ? { runId } : {}),
     calls: batch.calls,
     tenant: batch.tenant ?? 'default',

@@ -1,6 +1,7 @@
 /**
- * `toolgraph serve [--config FILE] [--host H] [--port N] [--db FILE]` (and `npm start`): the API and
- * the dashboard on one port, with the SQLite store. On start it resumes unfinished runs. On SIGTERM
+ * `toolgraph serve [--config FILE] [--host H] [--port N] [--db FILE|postgres://…] [--replica-id NAME]`
+ * (and `npm start`): the API and the dashboard on one port, with the SQLite store, or PostgreSQL
+ * (`--db`, `TOOLGRAPH_DB`, `store.url`, in that order, above `server.db`; DESIGN §12). On start it resumes unfinished runs. On SIGTERM
  * or SIGINT it stops accepting, lets running calls finish for a while (`--drain-ms`, default 10 s),
  * then exits; whatever is left is resumed by the next start.
  */
@@ -8,8 +9,10 @@ import { pino } from 'pino';
 import { isLoopback } from '../api/auth.js';
 import { buildServer } from '../api/server.js';
 import { Service } from '../api/service.js';
-import { openSqliteStore } from '../store/sqlite.js';
 import { tracingFromEnv, TracingConfigError } from '../telemetry/index.js';
+import { hostname } from 'node:os';
+import { chooseStore, describeChoice, openStore, type StoreChoice } from '../store/select.js';
+import type { Store } from '../store/types.js';
 import { readConfig, UsageError } from './input.js';
 import { parseOptions, type Io } from './options.js';
 import { startCliMcp } from './mcp.js';
@@ -20,6 +23,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     host: { type: 'string' },
     port: { type: 'string' },
     db: { type: 'string' },
+    'replica-id': { type: 'string' },
     'drain-ms': { type: 'string', default: '10000' },
   });
   if (positionals.length > 0) throw new UsageError(`serve takes no positional arguments, got "${positionals.join(' ')}"`);
@@ -34,10 +38,18 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   if (config.auth.keys.length === 0 && !isLoopback(host)) {
     throw new UsageError(`refusing to listen on ${host} with no auth.keys: open development mode serves loopback addresses only (127.0.0.1, ::1)`);
   }
-  const dbFile = (values.db as string | undefined) ?? config.server.db;
-  let store;
+  let choice: StoreChoice;
   try {
-    store = openSqliteStore(dbFile);
+    choice = chooseStore({ flag: values.db as string | undefined, env: process.env.TOOLGRAPH_DB, url: config.store.url, file: config.server.db });
+  } catch (e) {
+    await mcp.close();
+    throw new UsageError((e as Error).message);
+  }
+  const dbFile = describeChoice(choice);
+  const replica = (values['replica-id'] as string | undefined) ?? `${hostname()}-${process.pid}`;
+  let store: Store;
+  try {
+    store = await openStore(choice, { poolSize: config.store.poolSize });
   } catch (e) {
     await mcp.close();
     throw new UsageError(`${dbFile}: cannot open the database: ${(e as Error).message}`);
@@ -45,15 +57,15 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   // Traces (DESIGN §15) only with an OTLP endpoint in the environment; otherwise nothing of OpenTelemetry loads.
   const onExportError = (message: string, failures: number) => logger.warn({ failures, err: message }, 'traces: export to the OTLP endpoint failed');
   const tracing = await tracingFromEnv(process.env, { onExportError }).catch(async (e: unknown) => {
-    store.close();
+    await store.close();
     await mcp.close();
     throw e instanceof TracingConfigError ? new UsageError(e.message) : e;
   });
-  const service = new Service({ config, store, ...(mcp.executor ? { executor: mcp.executor } : {}), ...(tracing ? { tracing } : {}) });
+  const service = new Service({ config, store, ...(mcp.executor ? { executor: mcp.executor } : {}), ...(tracing ? { tracing } : {}), replica });
   let resumed: number;
   try {
     let unrecoverable: { runId: string; reason: string }[];
-    ({ resumed, unrecoverable } = service.recover());
+    ({ resumed, unrecoverable } = await service.recover());
     // A run that cannot be taken back ended `failed` (DESIGN §4); the server starts all the same.
     for (const u of unrecoverable) logger.error({ runId: u.runId, reason: u.reason }, 'a run could not be recovered: it ended failed (unrecoverable), its events kept');
   } catch (e) {
@@ -61,7 +73,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     await service.engine.close();
     await mcp.close();
     await tracing?.shutdown();
-    store.close();
+    await store.close();
     throw new UsageError(`${dbFile}: cannot resume the unfinished runs: ${(e as Error).message}`);
   }
   const { dashboardRoutes } = await import('../dashboard/routes.js').catch(() => ({ dashboardRoutes: undefined }));
@@ -71,12 +83,12 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   } catch (e) {
     await mcp.close();
     await tracing?.shutdown();
-    store.close();
+    await store.close();
     throw new UsageError(`cannot listen on ${host}:${port}: ${(e as Error).message}`);
   }
   const address = app.server.address();
   const actualPort = typeof address === 'object' && address ? address.port : port;
-  logger.info({ host, port: actualPort, db: dbFile, config: config.source, resumed, auth: config.auth.keys.length > 0 ? 'keys' : 'open', traces: tracing ? 'otlp' : 'off' }, 'toolgraph listening');
+  logger.info({ host, port: actualPort, db: dbFile, config: config.source, store: store.kind, replica, resumed, auth: config.auth.keys.length > 0 ? 'keys' : 'open', traces: tracing ? 'otlp' : 'off' }, 'toolgraph listening');
   io.err(`toolgraph serving http://${host.includes(':') ? `[${host}]` : host}:${actualPort} (dashboard at /, API reference at /docs)\n`);
 
   return new Promise<number>((resolve) => {
@@ -91,7 +103,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
       await closing;
       // The last spans go out, for 2 s at most (a dead collector does not hold the exit).
       await tracing?.shutdown();
-      store.close();
+      await store.close();
       logger.info('stopped');
       resolve(0);
     };

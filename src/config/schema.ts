@@ -10,6 +10,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import type { Ajv } from 'ajv';
 import type { Defaults, Limits, Policy, Rate, ToolManifest } from '../core/tool.js';
+import { parseStoreValue } from './store-url.js';
 import type { AuthKey } from './types.js';
 import { DEFAULT_MAX_ARGS_BYTES, DEFAULT_MAX_OUTPUT_BYTES } from '../core/size.js';
 import { compileSchema } from './catalog.js';
@@ -34,6 +35,7 @@ export interface ConfigFile {
   auth: { keys: AuthKey[] };
   server: { host: string; port: number; db: string };
   mcp: McpSection;
+  store: { url?: string; poolSize: number };
 }
 
 /** `limits.maxOutputBytes` when the file does not set it (4 MiB, DESIGN §4). */
@@ -255,6 +257,27 @@ function authSchema(ctx: SchemaContext) {
   return strict({ keys: keys.default([]) });
 }
 
+/** `store.url` (`env:NAME` allowed): a PostgreSQL URL, or a SQLite file; checked like `--db`. */
+function storeSchema(ctx: SchemaContext) {
+  const url = text().transform((u, c) => {
+    const m = ENV_KEY_RE.exec(u);
+    const value = m ? ctx.env[m[1]!] : u;
+    if (value === undefined || value === '') {
+      c.addIssue({ code: 'custom', input: undefined, message: `expected environment variable ${m?.[1]} to be set (url: env:${m?.[1]})` });
+      return z.NEVER;
+    }
+    try {
+      parseStoreValue(value, 'store.url');
+    } catch (e) {
+      // The message names the key already; the value (a password, maybe) is not repeated.
+      c.addIssue({ code: 'custom', input: undefined, message: (e as Error).message.replace(/^store\.url: /, '') });
+      return z.NEVER;
+    }
+    return value;
+  });
+  return strict({ url: url.optional(), poolSize: int(1, 1000).default(10) });
+}
+
 const serverSchema = () =>
   strict({
     host: text().default('127.0.0.1'),
@@ -273,6 +296,7 @@ function rootObject(ctx: SchemaContext) {
     auth: authSchema(ctx).prefault({}),
     server: serverSchema().prefault({}),
     mcp: mcpSchema(ctx, toolShape(ctx)).prefault({}),
+    store: storeSchema(ctx).prefault({}),
   });
 }
 
@@ -369,6 +393,7 @@ function toConfigFile(file: ParsedFile): ConfigFile {
     auth: { keys: file.auth.keys },
     server: file.server,
     mcp: file.mcp,
+    store: dropUndefined(file.store),
   };
 }
 

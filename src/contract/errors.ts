@@ -22,6 +22,8 @@ export const API_ERRORS = {
   headers_too_large: 431,
   internal: 500,
   shutting_down: 503,
+  /** The store cannot be reached or cannot write now (DESIGN §7 Faults); with `Retry-After`. */
+  store_unavailable: 503,
 } as const;
 
 export type ApiErrorCode = keyof typeof API_ERRORS;

@@ -13,6 +13,11 @@ export const STORE_ERROR_CODES = [
   'invalid_event',
   /** A `run.created` that reuses a tenant's idempotency key. */
   'duplicate_idempotency_key',
+  /**
+   * The database cannot be reached or cannot write (PostgreSQL gone, a full disk): nothing of the batch
+   * is known to be stored. Not the caller's fault; the same batch may go in later.
+   */
+  'store_unavailable',
 ] as const;
 export type StoreErrorCode = (typeof STORE_ERROR_CODES)[number];
 
@@ -24,4 +29,9 @@ export class StoreError extends Error {
   ) {
     super(message);
   }
+}
+
+/** Whether an error says the database is away (try again later), rather than that a batch broke a rule. */
+export function isStoreUnavailable(err: unknown): boolean {
+  return err instanceof StoreError && err.code === 'store_unavailable';
 }

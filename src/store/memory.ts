@@ -18,6 +18,7 @@ export function createMemoryStore(): Store {
 const isActive = (r: RunRow) => ACTIVE_STATUSES.includes(r.status);
 
 class MemoryStore implements Store {
+  readonly kind = 'memory' as const;
   private runs = new Map<string, RunRow>();
   /** Runs in creation order: `byCreation[i].created_seq === i + 1`. */
   private byCreation: RunRow[] = [];
@@ -41,23 +42,23 @@ class MemoryStore implements Store {
     },
   };
 
-  append(events: readonly RunEvent[]): void {
+  async append(events: readonly RunEvent[]): Promise<void> {
     // Every check is in planBatch, before any change: applying the steps cannot fail half-way.
     const { steps } = planBatch(events, this.state);
     for (const step of steps) this.apply(step);
   }
 
-  events(runId: string, afterSeq = 0): RunEvent[] {
+  async events(runId: string, afterSeq = 0): Promise<RunEvent[]> {
     // seq n is at index n - 1: the log is gapless from 1.
     return (this.log.get(runId) ?? []).slice(Math.max(0, afterSeq)).map((r) => storedEvent({ seq: r.seq, type: r.type, runId, callId: r.call_id, at: r.at, data: r.data }));
   }
 
-  run(runId: string): RunRecord | undefined {
+  async run(runId: string): Promise<RunRecord | undefined> {
     const row = this.runs.get(runId);
     return row && runRecord(row);
   }
 
-  list(query: ListRunsQuery): { items: RunRecord[]; nextCursor: string | null } {
+  async list(query: ListRunsQuery): Promise<{ items: RunRecord[]; nextCursor: string | null }> {
     checkLimit(query.limit);
     const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
     const statuses = new Set(query.status ?? []);
@@ -78,19 +79,19 @@ class MemoryStore implements Store {
     return { items, nextCursor: null };
   }
 
-  findByIdempotencyKey(tenant: string, key: string): string | undefined {
+  async findByIdempotencyKey(tenant: string, key: string): Promise<string | undefined> {
     return this.keys.get(keyOf(tenant, key));
   }
 
-  unfinished(): string[] {
+  async unfinished(): Promise<string[]> {
     return this.byCreation.filter(isActive).map((r) => r.id);
   }
 
-  activeCount(tenant: string): number {
+  async activeCount(tenant: string): Promise<number> {
     return this.byCreation.filter((r) => r.tenant === tenant && isActive(r)).length;
   }
 
-  reviews(query: { status?: 'pending' | 'decided'; runId?: string; tenant?: string }): ReviewRecord[] {
+  async reviews(query: { status?: 'pending' | 'decided'; runId?: string; tenant?: string }): Promise<ReviewRecord[]> {
     const out: ReviewRecord[] = [];
     for (const r of this.reviewRows.values()) {
       if (query.status !== undefined && r.status !== query.status) continue;
@@ -101,18 +102,20 @@ class MemoryStore implements Store {
     return out;
   }
 
-  review(id: string): ReviewRecord | undefined {
+  async review(id: string): Promise<ReviewRecord | undefined> {
     const row = this.reviewRows.get(id);
     return row && reviewRecord(row);
   }
 
-  countsByStatus(tenant?: string): Record<string, number> {
+  async countsByStatus(tenant?: string): Promise<Record<string, number>> {
     const n = new Map<string, number>();
     for (const r of this.byCreation) if (tenant === undefined || r.tenant === tenant) n.set(r.status, (n.get(r.status) ?? 0) + 1);
     return statusCounts([...n].map(([status, count]) => ({ status, n: count })));
   }
 
-  close(): void {
+  async ping(): Promise<void> {}
+
+  async close(): Promise<void> {
     this.runs = new Map();
     this.byCreation = [];
     this.tags = new Map();

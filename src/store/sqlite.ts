@@ -5,18 +5,18 @@
  * `append` plans the batch (batch.ts: every rule checked first) and writes it inside one IMMEDIATE
  * transaction, so a batch is stored whole or not at all. The last seq of each run is kept in a small
  * map, loaded lazily with `SELECT max(seq)` and updated only after a commit; it assumes this process
- * is the file's only writer (other processes may read).
+ * is the file's only writer (other processes may read). `:memory:` writes on the one connection.
  *
- * `appendAsync` (a file, not `:memory:`) plans the batch the same way here, then hands its writes to a
- * writer thread with its own connection (writer-thread.ts), which commits them with the same pragmas:
+ * A file plans the batch the same way here, then hands its writes to a writer thread with its own connection (writer-thread.ts), which commits them with the same pragmas:
  * the fsync then blocks that thread, not the event loop. Reads stay on this connection and see a batch
  * once it is committed. Several batches may be in flight: each is planned on top of those before it
  * (their last seqs, `pendingSeqs`); the thread commits them in order, and once one fails it refuses every
  * later one, so none is stored on top of a batch that is not. Other checks that read the file (an
  * idempotency key, a review's run) see only committed batches; what they miss, the database's own
  * constraints refuse (a duplicate key) or the batch fails its plan, and the engine stores it again once
- * the batches before it are settled. `append` waits for every batch in flight first, so the writes reach
- * the file in the order they were made.
+ * the batches before it are settled.
+ *
+ * A full disk, an I/O error or a lock held too long is `store_unavailable` (the engine tries again).
  */
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -25,7 +25,7 @@ import { storedEvent, type RunEvent } from '../core/events.js';
 import { planBatch, type EventRow, type StoredState, type Step } from './batch.js';
 import { migrate } from './migrate.js';
 import { checkLimit, decodeCursor, encodeCursor, reviewRecord, runRecord, statusCounts, type ReviewRow, type RunRow } from './rows.js';
-import type { ListRunsQuery, PendingAppend, ReviewRecord, RunRecord, Store } from './types.js';
+import type { ListRunsQuery, ReviewRecord, RunRecord, Store } from './types.js';
 import { StoreError } from './errors.js';
 import { WriterThread, type Write } from './writer-thread.js';
 import { encodeValue, encodeWrites } from './writes-codec.mjs';
@@ -119,7 +119,18 @@ export function openSqliteStore(file: string): Store {
   }
 }
 
+/** SQLite's result codes that say the disk or the file is in trouble, not the batch: try again later. */
+const UNAVAILABLE = /^SQLITE_(FULL|IOERR|BUSY|LOCKED|CANTOPEN|READONLY|PROTOCOL|NOLFS)/;
+
+/** A driver error as the store reports it: `store_unavailable` when the file cannot be written now. */
+function classify(err: unknown): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && UNAVAILABLE.test(code)) return new StoreError('store_unavailable', `the SQLite database cannot be written now (${code}): ${(err as Error).message}`);
+  return err;
+}
+
 class SqliteStore implements Store {
+  readonly kind = 'sqlite' as const;
   private readonly seqs = new Map<string, number>();
   /**
    * The last seq of each run with events in a batch still in flight on the writer thread: the next
@@ -139,9 +150,9 @@ class SqliteStore implements Store {
    */
   private readonly onWriter: StoredState;
   private readonly write: (events: readonly RunEvent[]) => Map<string, number>;
-  /** Started on the first `appendAsync`. */
+  /** Started on the first `append` to a file. */
   private writer: WriterThread | undefined;
-  readonly appendAsync?: (events: readonly RunEvent[]) => PendingAppend;
+  private readonly file: string | undefined;
 
   constructor(
     private readonly db: Database.Database,
@@ -176,25 +187,28 @@ class SqliteStore implements Store {
       return plan.lastSeqs;
     });
     this.write = (events) => tx.immediate(events);
-    if (file !== undefined) this.appendAsync = (events) => this.appendOnWriter(file, events);
+    this.file = file;
   }
 
-  append(events: readonly RunEvent[]): void {
-    this.writer?.join();
-    if (events.length === 0) return;
-    this.remember(this.write(events));
+  append(events: readonly RunEvent[]): Promise<void> {
+    if (events.length === 0) return Promise.resolve();
+    if (this.file !== undefined) return this.appendOnWriter(this.file, events);
+    try {
+      this.remember(this.write(events));
+      return Promise.resolve();
+    } catch (err) {
+      return Promise.reject(classify(err) as Error);
+    }
   }
 
-  private appendOnWriter(file: string, events: readonly RunEvent[]): PendingAppend {
+  private appendOnWriter(file: string, events: readonly RunEvent[]): Promise<void> {
     let plan: ReturnType<typeof planBatch>;
     try {
-      // Outside a transaction, but nothing else writes now: this connection's writes are synchronous,
-      // and the batches in flight on the writer thread are seen through `pendingSeqs`.
+      // Outside a transaction, but nothing else writes now: the batches in flight on the writer thread
+      // are seen through `pendingSeqs`.
       plan = planBatch(events, this.onWriter);
     } catch (err) {
-      const done = Promise.reject(err as Error);
-      done.catch(() => {});
-      return { done, wait: () => { throw err; } };
+      return Promise.reject(classify(err) as Error);
     }
     const writer = (this.writer ??= new WriterThread(file, PRAGMAS, WRITES));
     // The next batch is planned on top of this one.
@@ -208,20 +222,9 @@ class SqliteStore implements Store {
       // Nothing after it goes in either (until the next batch, planned from the file).
       () => this.pendingSeqs.clear(),
     );
-    const done = pending.done.catch((err: unknown) => {
-      throw this.explain(err, events);
+    return pending.done.catch((err: unknown) => {
+      throw classify(this.explain(err, events));
     });
-    done.catch(() => {});
-    return {
-      done,
-      wait: () => {
-        try {
-          pending.wait();
-        } catch (err) {
-          throw this.explain(err, events);
-        }
-      },
-    };
   }
 
   /**
@@ -246,16 +249,16 @@ class SqliteStore implements Store {
     for (const [runId, seq] of lastSeqs) this.seqs.set(runId, seq);
   }
 
-  events(runId: string, afterSeq = 0): RunEvent[] {
+  async events(runId: string, afterSeq = 0): Promise<RunEvent[]> {
     return (this.q.events.all(runId, afterSeq) as Omit<EventRow, 'run_id'>[]).map((r) => storedEvent({ seq: r.seq, type: r.type, runId, callId: r.call_id, at: r.at, data: r.data }));
   }
 
-  run(runId: string): RunRecord | undefined {
+  async run(runId: string): Promise<RunRecord | undefined> {
     const row = this.q.run.get(runId) as RunRow | undefined;
     return row && runRecord(row);
   }
 
-  list(query: ListRunsQuery): { items: RunRecord[]; nextCursor: string | null } {
+  async list(query: ListRunsQuery): Promise<{ items: RunRecord[]; nextCursor: string | null }> {
     checkLimit(query.limit);
     const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
     const where: string[] = [];
@@ -285,19 +288,19 @@ class SqliteStore implements Store {
     return { items: page.map(runRecord), nextCursor: rows.length > query.limit && last ? encodeCursor(last.created_seq) : null };
   }
 
-  findByIdempotencyKey(tenant: string, key: string): string | undefined {
+  async findByIdempotencyKey(tenant: string, key: string): Promise<string | undefined> {
     return this.q.byKey.get(tenant, key) as string | undefined;
   }
 
-  unfinished(): string[] {
+  async unfinished(): Promise<string[]> {
     return this.q.unfinished.all() as string[];
   }
 
-  activeCount(tenant: string): number {
+  async activeCount(tenant: string): Promise<number> {
     return this.q.activeCount.get(tenant) as number;
   }
 
-  reviews(query: { status?: 'pending' | 'decided'; runId?: string; tenant?: string }): ReviewRecord[] {
+  async reviews(query: { status?: 'pending' | 'decided'; runId?: string; tenant?: string }): Promise<ReviewRecord[]> {
     const where: string[] = [];
     const params: unknown[] = [];
     for (const [column, value] of [['status', query.status], ['run_id', query.runId], ['tenant', query.tenant]] as const) {
@@ -309,17 +312,25 @@ class SqliteStore implements Store {
     return (this.shape(sql).all(...params) as ReviewRow[]).map(reviewRecord);
   }
 
-  review(id: string): ReviewRecord | undefined {
+  async review(id: string): Promise<ReviewRecord | undefined> {
     const row = this.q.review.get(id) as ReviewRow | undefined;
     return row && reviewRecord(row);
   }
 
-  countsByStatus(tenant?: string): Record<string, number> {
+  async countsByStatus(tenant?: string): Promise<Record<string, number>> {
     const rows = (tenant === undefined ? this.q.counts.all() : this.q.countsOf.all(tenant)) as { status: string; n: number }[];
     return statusCounts(rows);
   }
 
-  close(): void {
+  async ping(): Promise<void> {
+    try {
+      this.db.prepare('SELECT 1').get();
+    } catch (err) {
+      throw classify(err);
+    }
+  }
+
+  async close(): Promise<void> {
     this.writer?.close();
     this.writer = undefined;
     if (this.db.open) this.db.close();

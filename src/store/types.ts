@@ -3,8 +3,13 @@
  * back, list runs, find reviews), implemented once per backend. SQLite is the embedded default; an
  * in-memory store serves tests and benchmarks; PostgreSQL can implement the same interface next.
  *
- * Every method is synchronous: better-sqlite3 is, and that lets the engine make a state change durable
- * before anything else can observe it. `append` writes one batch of events in one transaction.
+ * Every method is asynchronous (PostgreSQL is; SQLite answers at once, its commits run on a writer
+ * thread). `append` writes one batch of events in one transaction; the engine's commit pipeline
+ * (engine/commit-pipeline.ts) makes a state change durable before anything else can observe it.
+ *
+ * A store that cannot reach its database (PostgreSQL gone, SQLite's disk full) fails with a
+ * `StoreError` of code `store_unavailable`: the engine keeps what it could not store and tries again,
+ * and the API answers 503.
  */
 import type { RunStatus } from '../core/calls.js';
 import type { RunEvent } from '../core/events.js';
@@ -46,45 +51,39 @@ export interface ReviewRecord {
   decidedAt: string | null;
 }
 
-/** An append under way on another thread (`Store.appendAsync`). */
-export interface PendingAppend {
-  /** Settles once the events are stored, or rejects with why they were not (nothing of them is). */
-  readonly done: Promise<void>;
-  /** Blocks the calling thread until then; throws what `done` rejects with. */
-  wait(): void;
-}
+export type StoreKind = 'memory' | 'sqlite' | 'postgres';
 
 export interface Store {
+  readonly kind: StoreKind;
   /**
    * Appends events of any runs, in one transaction. `run.created` creates the run (its data carries
    * tenant, failure, tags, calls, and an optional `idempotencyKey`); `run.completed` and
    * `run.replanned` update its status; `call.awaiting_review` opens a review and `review.decided`
    * closes it. A `seq` that is not the next one of its run is an error (the log is gapless).
+   *
+   * Several appends may be in flight: they are stored in the order they were made, each checked on top
+   * of those before it; when one fails, every later one in flight fails too and nothing of them is
+   * stored (so a batch never lands on top of one that did not). A batch that a check could only pass
+   * once the ones before it are committed may fail instead: append it again after they settle.
    */
-  append(events: readonly RunEvent[]): void;
-  /**
-   * Optional: appends like `append`, checked the same way, but the commit (and its fsync) runs on
-   * another thread, so the caller's thread keeps working meanwhile. Several may be in flight: they are
-   * stored in the order they were made, and each is checked on top of those before it; when one fails,
-   * every later one in flight fails too and nothing of them is stored (so a batch never lands on top of
-   * one that did not). A batch that a check could only pass once the ones before it are committed may
-   * fail instead: append it again after they settle. An `append` meanwhile first waits for them all.
-   */
-  appendAsync?(events: readonly RunEvent[]): PendingAppend;
+  append(events: readonly RunEvent[]): Promise<void>;
   /** A run's events with `seq > afterSeq`, in order. */
-  events(runId: string, afterSeq?: number): RunEvent[];
-  run(runId: string): RunRecord | undefined;
+  events(runId: string, afterSeq?: number): Promise<RunEvent[]>;
+  run(runId: string): Promise<RunRecord | undefined>;
   /** Newest first. */
-  list(query: ListRunsQuery): { items: RunRecord[]; nextCursor: string | null };
+  list(query: ListRunsQuery): Promise<{ items: RunRecord[]; nextCursor: string | null }>;
   /** The run created with this key by this tenant, if any. */
-  findByIdempotencyKey(tenant: string, key: string): string | undefined;
-  /** Runs whose status is neither ended nor needs_replan: what recovery must resume. */
-  unfinished(): string[];
+  findByIdempotencyKey(tenant: string, key: string): Promise<string | undefined>;
+  /** Runs whose status is neither ended nor needs_replan: what recovery must resume (oldest first). */
+  unfinished(): Promise<string[]>;
   /** Active (not ended) runs of a tenant. */
-  activeCount(tenant: string): number;
-  reviews(query: { status?: 'pending' | 'decided'; runId?: string; tenant?: string }): ReviewRecord[];
-  review(id: string): ReviewRecord | undefined;
+  activeCount(tenant: string): Promise<number>;
+  reviews(query: { status?: 'pending' | 'decided'; runId?: string; tenant?: string }): Promise<ReviewRecord[]>;
+  review(id: string): Promise<ReviewRecord | undefined>;
   /** Counts of runs per status (for metrics and the dashboard). */
-  countsByStatus(tenant?: string): Record<string, number>;
-  close(): void;
+  countsByStatus(tenant?: string): Promise<Record<string, number>>;
+  /** Resolves when the database answers; rejects with `store_unavailable` when it does not. */
+  ping(): Promise<void>;
+  /** Waits for the appends in flight, then lets the database go. */
+  close(): Promise<void>;
 }

@@ -13,7 +13,14 @@
  * once (receiveMessageOnPort), for callers that must not go on before they are stored.
  */
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
-import type { PendingAppend } from './types.js';
+
+/** A batch under way on the thread. */
+export interface PendingAppend {
+  /** Settles once the batch is stored, or rejects with why it was not (nothing of it is). */
+  readonly done: Promise<void>;
+  /** Blocks the calling thread until then; throws what `done` rejects with. */
+  wait(): void;
+}
 
 export type Write = [statement: string, params: unknown[]];
 

@@ -52,7 +52,7 @@ export async function startDashboard(yaml: string): Promise<DashboardServer> {
   const config = parseConfig(yaml, 'dashboard-test.yaml', { env: {}, baseDir: dir });
   const store = openSqliteStore(path.join(dir, 'toolgraph.db'));
   const service = new Service({ config, store });
-  service.recover();
+  await service.recover();
   const app = buildServer({ service, plugins: [dashboardRoutes], heartbeatMs: 2000 });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
@@ -85,7 +85,7 @@ export async function startDashboard(yaml: string): Promise<DashboardServer> {
     async close() {
       await app.close();
       await service.engine.close();
-      store.close();
+      await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -49,7 +49,7 @@ export async function startToolgraph(yaml: string, env: Record<string, string> =
     events,
     logger,
     async run(calls, opts = {}) {
-      const started = engine.submit({ calls, ...(opts.failure ? { failure: opts.failure } : {}) });
+      const started = await engine.submit({ calls, ...(opts.failure ? { failure: opts.failure } : {}) });
       return (await engine.wait(started.id)) as RunView;
     },
     async close() {

@@ -1,5 +1,6 @@
 /**
- * A real toolgraph API for tests: a config parsed from YAML, a SQLite file in a fresh temp dir, the
+ * A real toolgraph API for tests: a config parsed from YAML, a SQLite file in a fresh temp dir (or the
+ * PostgreSQL database `db` names), the
  * Service (recovered), and the Fastify server listening on 127.0.0.1:0. Requests go through global
  * fetch. `close()` stops the server, the engine (aborting held tool requests) and the store, then
  * removes the temp dir.
@@ -18,7 +19,7 @@ import { buildServer } from '../../src/api/server.js';
 import { Service } from '../../src/api/service.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
-import { openSqliteStore } from '../../src/store/sqlite.js';
+import { openStore, parseStoreValue } from '../../src/store/select.js';
 import type { Store } from '../../src/store/types.js';
 import { expect } from 'vitest';
 import { ToolServer } from './toolserver.js';
@@ -67,25 +68,27 @@ export interface StartOptions {
   heartbeatMs?: number;
   /** Reuse this directory (and its toolgraph.db) instead of a fresh temp dir. */
   dir?: string;
+  /** The store: a `postgres://…` URL (tests/helpers/postgres.ts), or a SQLite file; default `toolgraph.db` in `dir`. */
+  db?: string;
 }
 
 const open: Api[] = [];
 const toolServers: ToolServer[] = [];
 
 /** The server of a config on a SQLite file, its service recovered; not listening. */
-function serverOn(config: Config, dbFile: string, heartbeatMs?: number): { store: Store; service: Service; app: FastifyInstance } {
-  const store = openSqliteStore(dbFile);
+async function serverOn(config: Config, dbFile: string, heartbeatMs?: number): Promise<{ store: Store; service: Service; app: FastifyInstance }> {
+  const store = await openStore(parseStoreValue(dbFile, 'db'), { poolSize: 4 });
   const service = new Service({ config, store });
-  service.recover();
+  await service.recover();
   const app = buildServer({ service, ...(heartbeatMs !== undefined ? { heartbeatMs } : {}) });
   return { store, service, app };
 }
 
 export async function startApi(opts: StartOptions): Promise<Api> {
   const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'toolgraph-api-'));
-  const dbFile = path.join(dir, 'toolgraph.db');
+  const dbFile = opts.db ?? path.join(dir, 'toolgraph.db');
   const config = parseConfig(opts.yaml, 'test.yaml', { env: {}, baseDir: dir });
-  const { store, service, app } = serverOn(config, dbFile, opts.heartbeatMs);
+  const { store, service, app } = await serverOn(config, dbFile, opts.heartbeatMs);
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
@@ -117,7 +120,7 @@ export async function startApi(opts: StartOptions): Promise<Api> {
     // Aborted attempts settle (unrecorded) once their requests do; wait for that before closing the store.
     const deadline = Date.now() + 5000;
     while (service.engine.runningAttempts() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-    store.close();
+    await store.close();
   };
   const api: Api = {
     url,
@@ -169,14 +172,14 @@ export async function startToolApi(o: CatalogOptions = {}): Promise<{ ts: ToolSe
  * A second server, in process and not listening (use `app.inject`), on the SQLite file of `api`
  * (which keeps running): what a restarted server would read. `close()` stops it.
  */
-export function reopen(api: Api): { app: FastifyInstance; close(): Promise<void> } {
-  const { store, service, app } = serverOn(api.config, api.dbFile);
+export async function reopen(api: Api): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
+  const { store, service, app } = await serverOn(api.config, api.dbFile);
   return {
     app,
     async close() {
       await app.close();
       await service.engine.close();
-      store.close();
+      await store.close();
     },
   };
 }

@@ -91,7 +91,7 @@ describe('Idempotency-Key', () => {
     const body = { calls: [{ id: 'c1', tool: 'work' }], waitMs: 10_000 };
     const first = await api.post('/v1/runs', body, { headers: { 'idempotency-key': 'durable' } });
     expect(first.status).toBe(201);
-    const second = reopen(api);
+    const second = await reopen(api);
     try {
       const res = await second.app.inject({ method: 'POST', url: '/v1/runs', headers: { 'idempotency-key': 'durable', 'content-type': 'application/json' }, payload: JSON.stringify(body) });
       expect(res.statusCode).toBe(200);

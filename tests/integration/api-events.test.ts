@@ -73,7 +73,7 @@ describe('events of an ended run', () => {
     const types = events.map((e) => e.event);
     expect(types).toEqual(expect.arrayContaining(['run.started', 'call.started', 'call.succeeded', 'call.failed']));
     // The same events as the store holds, in the same order.
-    expect(events.map((e) => e.data.type)).toEqual(api.store.events(res.body.id).map((e) => e.type));
+    expect(events.map((e) => e.data.type)).toEqual((await api.store.events(res.body.id)).map((e) => e.type));
   });
 
   it('Last-Event-ID: N gives exactly the events after N', async () => {
@@ -159,7 +159,7 @@ describe('live events', () => {
     expect(types.indexOf('call.succeeded:c1')).toBeGreaterThan(types.indexOf('call.started:c1'));
     expect(types.indexOf('call.started:c2')).toBeGreaterThan(types.indexOf('call.succeeded:c1'));
     expect(types[types.length - 1]).toBe('run.completed');
-    expect(events.map((e) => e.data.type)).toEqual(api.store.events(runId).map((e) => e.type));
+    expect(events.map((e) => e.data.type)).toEqual((await api.store.events(runId)).map((e) => e.type));
   });
 
   it('resuming a live run with Last-Event-ID gets the stored events after N, then the live tail, with no gap or repeat', async () => {
@@ -175,8 +175,8 @@ describe('live events', () => {
     ts.release();
     const rest = await second.ended;
     expectGapless(rest, lastSeen + 1);
-    const all = api.store.events(runId);
-    expect(rest.map((e) => e.id)).toEqual(all.filter((e) => e.seq > lastSeen).map((e) => e.seq));
+    const all = await api.store.events(runId);
+    expect(rest.map((e) => e.id)).toEqual((await all).filter((e) => e.seq > lastSeen).map((e) => e.seq));
     expect(rest[rest.length - 1]!.event).toBe('run.completed');
   });
 
@@ -198,7 +198,7 @@ describe('live events', () => {
     await Promise.all(subs.map((s) => s.next((e) => e.event === 'call.succeeded' && e.data.callId === 'c2')));
     c1.respond();
     const all = await Promise.all(subs.map((s) => s.ended));
-    const stored = api.store.events(runId).map((e) => ({ seq: e.seq, type: e.type }));
+    const stored = (await api.store.events(runId)).map((e) => ({ seq: e.seq, type: e.type }));
     expect(stored[stored.length - 1]!.type).toBe('run.completed');
     for (const events of all) {
       expectGapless(events);

@@ -100,7 +100,7 @@ describe('reviews', () => {
     expect(run.body.calls[1].status).toBe('awaiting_review');
     expect((await api.get('/v1/reviews')).body.items.map((r: any) => r.id)).toEqual([reviewId]);
     expect(ts.seen('go')).toHaveLength(0);
-    expect(api.store.events(runId).some((e) => e.type === 'review.decided')).toBe(false);
+    expect((await api.store.events(runId)).some((e) => e.type === 'review.decided')).toBe(false);
     // It can still be decided.
     expect((await api.post(`/v1/reviews/${reviewId}`, { decision: 'edit', args: { target: 'dev' } })).status).toBe(200);
     expect((await ts.call('go', runId)).body.args).toEqual({ target: 'dev' });
@@ -194,7 +194,7 @@ describe('replan', () => {
     // needs_replan is an ended state for the list.
     expect((await api.get('/v1/runs?status=needs_replan')).body.items.map((r: any) => r.id)).toEqual([runId]);
 
-    const s = await sse(`${api.url}/v1/runs/${runId}/events?from=${api.store.events(runId).length}`);
+    const s = await sse(`${api.url}/v1/runs/${runId}/events?from=${(await api.store.events(runId)).length}`);
     expect(await s.ended).toEqual([]); // a needs_replan run's stream replays and closes
 
     const replan = await api.post(`/v1/runs/${runId}/replan`, {
@@ -229,7 +229,7 @@ describe('replan', () => {
     expect(run.calls[6].dependsOn.sort()).toEqual(['build2', 'fetch']);
 
     // The events and the recording tell the same story.
-    const types = api.store.events(runId).map((e) => e.type);
+    const types = (await api.store.events(runId)).map((e) => e.type);
     expect(types).toContain('run.needs_replan');
     expect(types).toContain('run.replanned');
     expect(types.filter((t) => t === 'run.completed')).toHaveLength(2);

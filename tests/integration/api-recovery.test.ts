@@ -46,7 +46,7 @@ describe('restart', () => {
     expect(byId.after_once).toMatchObject({ status: 'blocked', blockedBy: { code: 'dependency_failed', callId: 'once' } });
     expect(byId.after_again).toMatchObject({ status: 'succeeded', output: { v: { again: true } } });
     // The event log stays gapless across the restart.
-    const seqs = api.store.events(runId).map((e) => e.seq);
+    const seqs = (await api.store.events(runId)).map((e) => e.seq);
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
   });
 

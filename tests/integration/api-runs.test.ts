@@ -323,7 +323,7 @@ describe('GET /v1/runs/{id} and its graph', () => {
   it('a run reads the same after a restart (from the SQLite file)', async () => {
     const { body } = await api.post('/v1/runs', { calls: [{ id: 'c1', tool: 'echo', args: { a: 1 } }], waitMs: 10_000 });
     expect(body.status).toBe('succeeded');
-    const second = reopen(api);
+    const second = await reopen(api);
     try {
       const res = await second.app.inject({ method: 'GET', url: `/v1/runs/${body.id}` });
       expect(res.statusCode).toBe(200);

@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, until, type ServerChild } from '../helpers/child.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 
 // ---- the tool server: records every attempt, holds the "hold" tools while told to -----------------
 
@@ -213,8 +214,11 @@ defaults:
 `;
 }
 
-describe('crash recovery: kill -9 the server while calls run, start it again on the same database', () => {
+describe.each(['sqlite', 'postgres'])('crash recovery (%s): kill -9 the server while calls run, start it again on the same database', (kind) => {
   const tools = new ToolServer();
+  let cluster: TestPostgres | undefined;
+  /** A fresh database of this kind: a SQLite file in `dir`, or a database of the test cluster. */
+  const database = async (name: string) => (cluster ? cluster.createDatabase() : path.join(dir, name));
   let dir = '';
   let config = '';
   let db = '';
@@ -226,15 +230,17 @@ describe('crash recovery: kill -9 the server while calls run, start it again on 
     await tools.start();
     dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-crash-'));
     config = path.join(dir, 'toolgraph.yaml');
-    db = path.join(dir, 'toolgraph.db');
+    if (kind === 'postgres') cluster = await startPostgres();
+    db = await database('toolgraph.db');
     writeFileSync(config, configYaml(tools.url));
-  });
+  }, 60_000);
 
   afterAll(async () => {
     await first?.kill9();
     await third?.kill9();
     await second?.stop();
     await tools.close();
+    await cluster?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -525,7 +531,7 @@ describe('crash recovery: kill -9 the server while calls run, start it again on 
     second = undefined;
     tools.phase = 10;
     tools.holding = true;
-    const db2 = path.join(dir, 'drain.db');
+    const db2 = await database('drain.db');
     const server = (third = await startServer({ config, db: db2, drainMs: 2000 }));
     const created = await api<RunView>(server.url, 'POST', '/v1/runs', {
       failure: 'partial',

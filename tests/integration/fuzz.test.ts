@@ -839,7 +839,7 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
   describe('tenant limits hold for tenants named like Object.prototype properties', () => {
     /** Submits 40 one-call runs at once for a fresh tenant: how many calls run at the same time. */
     const runningAt = async (tenant: string) => {
-      const runs = Array.from({ length: 40 }, () => service.submit({ role: 'operator' }, { tenant, calls: [{ id: 'a', tool: 'sleep', args: { ms: 20 } }] }).run);
+      const runs = await Promise.all(Array.from({ length: 40 }, async () => (await service.submit({ role: 'operator' }, { tenant, calls: [{ id: 'a', tool: 'sleep', args: { ms: 20 } }] })).run));
       const running = runs.filter((r) => r.calls[0]?.status === 'running').length;
       const ended = await Promise.all(runs.map((r) => service.engine.wait(r.id, 20_000)));
       expect(ended.map((v) => v?.status)).toEqual(runs.map(() => 'succeeded'));

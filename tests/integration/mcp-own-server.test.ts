@@ -106,9 +106,9 @@ mcp:
 
   it('on cancel sends notifications/cancelled to the server', async () => {
     const before = logLines().filter((l) => l.startsWith('cancelled')).length;
-    const started = tg.engine.submit({ calls: [{ id: 's', tool: 't__slow', args: { ms: 250 } }, { id: 'e', tool: 't__echo', args: {} }] });
+    const started = await tg.engine.submit({ calls: [{ id: 's', tool: 't__slow', args: { ms: 250 } }, { id: 'e', tool: 't__echo', args: {} }] });
     await until('the call to reach the server', () => logLines().filter((l) => l.startsWith('call slow')).length >= 2);
-    tg.engine.cancel(started.id);
+    await tg.engine.cancel(started.id);
     const view = await tg.engine.wait(started.id);
     expect(view?.calls[0]?.status).toBe('cancelled');
     await until('the server to log the cancel', () => logLines().filter((l) => l.startsWith('cancelled')).length > before);

@@ -83,11 +83,11 @@ mcp:
   });
 
   it('cancels a long-running call: the run ends at once, not after the operation', async () => {
-    const started = tg.engine.submit({ calls: [{ id: 'long', tool: 'ev__trigger-long-running-operation', args: { duration: 20, steps: 4 } }] });
+    const started = await tg.engine.submit({ calls: [{ id: 'long', tool: 'ev__trigger-long-running-operation', args: { duration: 20, steps: 4 } }] });
     // The attempt has started (its event is stored) before the cancel.
     while (!tg.events.some((e) => e.runId === started.id && e.type === 'call.started')) await new Promise((r) => setTimeout(r, 5));
     const t0 = Date.now();
-    tg.engine.cancel(started.id);
+    await tg.engine.cancel(started.id);
     const view = await tg.engine.wait(started.id);
     expect(view?.status).toBe('cancelled');
     expect(view?.calls[0]?.status).toBe('cancelled');

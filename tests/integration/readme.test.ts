@@ -55,7 +55,7 @@ beforeAll(async () => {
   close = async () => {
     await app.close();
     await service.engine.close();
-    store.close();
+    await store.close();
   };
 });
 afterAll(() => close());

@@ -1,7 +1,7 @@
 /**
- * The SQLite store's writer thread (`appendAsync`, src/store/writer-thread.ts): batches are checked
- * here like `append`'s, committed on another connection, readable once settled, and kept in order with
- * `append`; a refused batch stores nothing. And the engine's group commit on top of it: many runs
+ * The SQLite store's writer thread (a file store's `append`, src/store/writer-thread.ts): batches are
+ * checked on the main thread, committed on another connection, readable once settled, and kept in
+ * order; a refused batch stores nothing. And the engine's group commit on top of it: many runs
  * submitted in one turn share commits, and each is stored before its submission resolves.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -21,98 +21,93 @@ beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'toolgraph-writer-'));
   store = openSqliteStore(join(dir, 'w.db'));
 });
-afterEach(() => {
-  store.close();
+afterEach(async () => {
+  await store.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
 const created = (runId: string): RunEvent => ({ seq: 1, type: 'run.created', runId, at: 1, data: { tenant: 'acme', failure: 'partial', tags: {}, calls: [{ id: 'c1', tool: 't', args: {} }], estimates: {} } });
 const started = (runId: string, seq: number): RunEvent => ({ seq, type: 'run.started', runId, at: 2, data: { edges: [], generations: [], diagnostics: [] } });
 
-describe('appendAsync', () => {
-  it('a file store has it; a batch is readable once it settles', async () => {
-    expect(store.appendAsync).toBeTypeOf('function');
-    const pending = store.appendAsync!([created('r1'), started('r1', 2)]);
-    await pending.done;
-    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2]);
-    expect(store.run('r1')?.status).toBe('running');
+describe('append on the writer thread', () => {
+  it('a batch is readable once it settles', async () => {
+    await store.append([created('r1'), started('r1', 2)]);
+    expect((await store.events('r1')).map((e) => e.seq)).toEqual([1, 2]);
+    expect((await store.run('r1'))?.status).toBe('running');
   });
 
-  it('wait blocks until the batch is stored; append after it continues the same run in order', () => {
-    store.appendAsync!([created('r1')]).wait();
-    store.appendAsync!([started('r1', 2)]);
-    // append waits for the batch in flight first, so seq 3 follows 2
-    store.append([started('r1', 3)]);
-    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2, 3]);
+  it('batches in flight continue the same run in order', async () => {
+    void store.append([created('r1')]);
+    void store.append([started('r1', 2)]);
+    await store.append([started('r1', 3)]);
+    expect((await store.events('r1')).map((e) => e.seq)).toEqual([1, 2, 3]);
   });
 
   it('a batch that breaks a rule is refused whole, and nothing of it is stored', async () => {
-    await store.appendAsync!([created('r1')]).done;
-    const bad = store.appendAsync!([created('r2'), started('r1', 5)]);
-    await expect(bad.done).rejects.toMatchObject({ code: 'seq_out_of_order' });
-    expect(() => bad.wait()).toThrow(/seq 5/);
-    expect(store.run('r2')).toBeUndefined();
-    await store.appendAsync!([started('r1', 2)]).done;
-    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2]);
+    await store.append([created('r1')]);
+    const bad = store.append([created('r2'), started('r1', 5)]);
+    await expect(bad).rejects.toMatchObject({ code: 'seq_out_of_order' });
+    expect(await store.run('r2')).toBeUndefined();
+    await store.append([started('r1', 2)]);
+    expect((await store.events('r1')).map((e) => e.seq)).toEqual([1, 2]);
   });
 
   it('a batch the database refuses on the writer thread rejects with its error; the seq cache stays as the file is', async () => {
     const other = new Database(join(dir, 'w.db'));
     other.exec(`CREATE TRIGGER refuse BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END`);
-    await expect(store.appendAsync!([created('r1')]).done).rejects.toThrow('refused by a trigger');
+    await expect(store.append([created('r1')])).rejects.toThrow('refused by a trigger');
     other.exec('DROP TRIGGER refuse');
     other.close();
-    await store.appendAsync!([created('r1'), started('r1', 2)]).done;
-    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2]);
+    await store.append([created('r1'), started('r1', 2)]);
+    expect((await store.events('r1')).map((e) => e.seq)).toEqual([1, 2]);
   });
 
   it('a run.created for a run the file holds is refused with the seq_out_of_order that append gives, though no query planned it', async () => {
-    store.append([created('r1'), started('r1', 2)]);
+    await store.append([created('r1'), started('r1', 2)]);
     let sync: unknown;
     try {
-      store.append([created('r1')]);
+      await store.append([created('r1')]);
     } catch (err) {
       sync = err;
     }
     expect(sync).toMatchObject({ code: 'seq_out_of_order' });
     // A fresh store on the same file: no cached seq knows r1, so the batch goes to the writer unchecked.
-    store.close();
+    await store.close();
     store = openSqliteStore(join(dir, 'w.db'));
-    const bad = store.appendAsync!([created('r2'), created('r1')]);
-    await expect(bad.done).rejects.toMatchObject({ code: 'seq_out_of_order', message: (sync as Error).message });
-    expect(() => bad.wait()).toThrow((sync as Error).message);
+    const bad = store.append([created('r2'), created('r1')]);
+    await expect(bad).rejects.toMatchObject({ code: 'seq_out_of_order', message: (sync as Error).message });
     // Nothing of the batch is stored, and the store goes on from the file.
-    expect(store.run('r2')).toBeUndefined();
-    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2]);
-    await store.appendAsync!([created('r2'), started('r1', 3)]).done;
-    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2, 3]);
-    expect(store.events('r2').map((e) => e.seq)).toEqual([1]);
+    expect(await store.run('r2')).toBeUndefined();
+    expect((await store.events('r1')).map((e) => e.seq)).toEqual([1, 2]);
+    await store.append([created('r2'), started('r1', 3)]);
+    expect((await store.events('r1')).map((e) => e.seq)).toEqual([1, 2, 3]);
+    expect((await store.events('r2')).map((e) => e.seq)).toEqual([1]);
   });
 
   it('a run.created for a run still in flight is refused when planned', async () => {
-    const first = store.appendAsync!([created('r1')]);
-    const again = store.appendAsync!([created('r1')]);
-    await first.done;
-    await expect(again.done).rejects.toMatchObject({ code: 'seq_out_of_order' });
-    expect(store.events('r1').map((e) => e.seq)).toEqual([1]);
+    const first = store.append([created('r1')]);
+    const again = store.append([created('r1')]);
+    await first;
+    await expect(again).rejects.toMatchObject({ code: 'seq_out_of_order' });
+    expect((await store.events('r1')).map((e) => e.seq)).toEqual([1]);
   });
 
   it('several batches in flight are stored in order, each on top of the one before', async () => {
-    const a = store.appendAsync!([created('r1')]);
-    const b = store.appendAsync!([started('r1', 2), created('r2')]);
-    const c = store.appendAsync!([started('r1', 3), started('r2', 2)]);
+    const a = store.append([created('r1')]);
+    const b = store.append([started('r1', 2), created('r2')]);
+    const c = store.append([started('r1', 3), started('r2', 2)]);
     const order: string[] = [];
-    await Promise.all([a, b, c].map((p, i) => p.done.then(() => order.push('abc'[i] as string))));
+    await Promise.all([a, b, c].map((p, i) => p.then(() => order.push('abc'[i] as string))));
     expect(order).toEqual(['a', 'b', 'c']);
-    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2, 3]);
-    expect(store.events('r2').map((e) => e.seq)).toEqual([1, 2]);
+    expect((await store.events('r1')).map((e) => e.seq)).toEqual([1, 2, 3]);
+    expect((await store.events('r2')).map((e) => e.seq)).toEqual([1, 2]);
   });
 
   it('a batch is acknowledged only once committed: readable from another connection when it resolves', async () => {
     const other = new Database(join(dir, 'w.db'), { readonly: true });
     const seen: number[] = [];
-    const pendings = ['r1', 'r2', 'r3'].map((id) => store.appendAsync!([created(id)]));
-    await Promise.all(pendings.map((p, i) => p.done.then(() => seen.push(other.prepare('SELECT count(*) FROM runs WHERE id = ?').pluck().get(`r${i + 1}`) as number))));
+    const pendings = ['r1', 'r2', 'r3'].map((id) => store.append([created(id)]));
+    await Promise.all(pendings.map((p, i) => p.then(() => seen.push(other.prepare('SELECT count(*) FROM runs WHERE id = ?').pluck().get(`r${i + 1}`) as number))));
     expect(seen).toEqual([1, 1, 1]);
     other.close();
   });
@@ -120,14 +115,14 @@ describe('appendAsync', () => {
   it('when a batch fails on the writer thread, every later batch in flight is refused, nothing of them stored; later ones go in again', async () => {
     const other = new Database(join(dir, 'w.db'));
     other.exec(`CREATE TRIGGER refuse BEFORE INSERT ON runs WHEN NEW.id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END`);
-    await store.appendAsync!([created('r1')]).done;
+    await store.append([created('r1')]);
     const settled: string[] = [];
-    const bad = store.appendAsync!([started('r1', 2), created('bad')]);
+    const bad = store.append([started('r1', 2), created('bad')]);
     // Valid on their own, but planned on top of the bad one (r1's seq 3 follows its seq 2).
-    const later = [store.appendAsync!([started('r1', 3)]), store.appendAsync!([created('r2')])];
+    const later = [store.append([started('r1', 3)]), store.append([created('r2')])];
     const outcomes = await Promise.all(
       [bad, ...later].map((p, i) =>
-        p.done.then(
+        p.then(
           () => settled.push(`${i}:ok`),
           (err: { code?: string }) => settled.push(`${i}:${err.code ?? 'error'}`),
         ),
@@ -135,45 +130,25 @@ describe('appendAsync', () => {
     );
     expect(outcomes).toHaveLength(3);
     expect(settled).toEqual(['0:SQLITE_CONSTRAINT_TRIGGER', '1:batch_refused', '2:batch_refused']);
-    expect(() => later[0]!.wait()).toThrow(/refused/);
-    expect(store.events('r1').map((e) => e.seq)).toEqual([1]);
-    expect(store.run('r2')).toBeUndefined();
+    expect((await store.events('r1')).map((e) => e.seq)).toEqual([1]);
+    expect(await store.run('r2')).toBeUndefined();
     // Planned from what the file holds now: they go in.
-    await store.appendAsync!([started('r1', 2), created('r2')]).done;
-    await store.appendAsync!([started('r1', 3)]).done;
-    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2, 3]);
-    expect(store.run('r2')).toBeDefined();
+    await store.append([started('r1', 2), created('r2')]);
+    await store.append([started('r1', 3)]);
+    expect((await store.events('r1')).map((e) => e.seq)).toEqual([1, 2, 3]);
+    expect(await store.run('r2')).toBeDefined();
     other.exec('DROP TRIGGER refuse');
     other.close();
-  });
-
-  it('wait on a later batch blocks until it and those before it are stored; append after them follows in order', () => {
-    store.appendAsync!([created('r1')]);
-    store.appendAsync!([started('r1', 2)]);
-    const third = store.appendAsync!([started('r1', 3)]);
-    third.wait();
-    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2, 3]);
-    store.appendAsync!([started('r1', 4)]);
-    store.append([started('r1', 5)]);
-    expect(store.events('r1').map((e) => e.seq)).toEqual([1, 2, 3, 4, 5]);
-  });
-
-  it('is in memory-only stores absent (no second connection can reach them)', () => {
-    const mem = openSqliteStore(':memory:');
-    expect(mem.appendAsync).toBeUndefined();
-    mem.close();
   });
 });
 
 /** The store as an engine's sink, counting the group commits handed to its writer thread. */
 function countingSink() {
   const commits = { n: 0 };
-  const appendAsync = store.appendAsync!.bind(store);
   const sink = {
-    append: (events: readonly RunEvent[]) => store.append(events),
-    appendAsync: (events: readonly RunEvent[]) => {
+    append: (events: readonly RunEvent[]) => {
       commits.n++;
-      return appendAsync(events);
+      return store.append(events);
     },
   };
   return { sink, commits };
@@ -186,11 +161,11 @@ describe('engine group commit', () => {
     const calls = Array.from({ length: 5 }, (_, i) => ({ id: `c${i}`, tool: 'echo', args: { i } }));
     const submissions = Array.from({ length: 20 }, () => engine.submitGrouped({ calls }));
     const views = await Promise.all(submissions);
-    for (const v of views) expect(store.run(v.id)).toBeDefined();
+    for (const v of views) expect(await store.run(v.id)).toBeDefined();
     expect(commits.n).toBeLessThan(20);
     const ended = await Promise.all(views.map((v) => engine.wait(v.id, 10_000)));
     expect(ended.map((v) => v?.status)).toEqual(views.map(() => 'succeeded'));
-    for (const v of views) expect(store.run(v.id)?.status).toBe('succeeded');
+    for (const v of views) expect((await store.run(v.id))?.status).toBe('succeeded');
     await engine.close();
   });
 
@@ -203,7 +178,7 @@ describe('engine group commit', () => {
     const results: { tenant: string; ok: boolean; storedWhenResolved?: boolean }[] = [];
     const submit = (tenant: string) =>
       engine.submitGrouped({ tenant, calls }).then(
-        (v) => results.push({ tenant, ok: true, storedWhenResolved: store.run(v.id) !== undefined }),
+        async (v) => results.push({ tenant, ok: true, storedWhenResolved: (await store.run(v.id)) !== undefined }),
         () => results.push({ tenant, ok: false }),
       );
     // One submission per turn: each takes a commit of its own, sent while the one before is in flight.
@@ -218,11 +193,11 @@ describe('engine group commit', () => {
     const good = results.filter((r) => r.tenant !== 'bad');
     expect(good.map((r) => r.tenant).sort()).toEqual(['t1', 't2', 't3', 't4']);
     expect(good.every((r) => r.ok && r.storedWhenResolved)).toBe(true);
-    expect(store.list({ limit: 50, tenant: 'bad' }).items).toEqual([]);
+    expect((await store.list({ limit: 50, tenant: 'bad' })).items).toEqual([]);
     for (const t of ['t1', 't2', 't3', 't4']) {
-      const [run] = store.list({ limit: 5, tenant: t }).items;
+      const [run] = (await store.list({ limit: 5, tenant: t })).items;
       expect((await engine.wait(run!.id, 10_000))?.status).toBe('succeeded');
-      expect(store.run(run!.id)?.status).toBe('succeeded');
+      expect((await store.run(run!.id))?.status).toBe('succeeded');
     }
     await engine.close();
     other.exec('DROP TRIGGER refuse');

@@ -197,9 +197,9 @@ describe.each(['http/protobuf', 'http/json'] as OtlpProtocol[])('traces over OTL
       expect(sent).toEqual([`00-${TRACE_ID}-${s.spanId}-01`]);
     }
     // The run's events say nothing of the trace: recordings stay the same.
-    const created = api.store.events(runId)[0];
+    const created = (await api.store.events(runId))[0];
     expect(Object.keys(created?.data ?? {})).not.toContain('traceparent');
-    expect(JSON.stringify(api.store.events(runId))).not.toContain(TRACE_ID);
+    expect(JSON.stringify(await api.store.events(runId))).not.toContain(TRACE_ID);
   });
 });
 
@@ -213,12 +213,12 @@ describe('traces: waits, compensation and what changes nothing', () => {
     const runId = res.body.id as string;
     const held = await ts.next((r) => r.body.runId === runId && r.body.callId === 'first');
     // `second` is ready and waits for the global slot; let the clock move past its ready time.
-    const readyAt = api.store.events(runId).find((e) => e.type === 'call.ready' && e.callId === 'second')?.at as number;
+    const readyAt = (await api.store.events(runId)).find((e) => e.type === 'call.ready' && e.callId === 'second')?.at as number;
     expect(readyAt).toBeTypeOf('number');
     while (Date.now() <= readyAt + 2) await new Promise((r) => setTimeout(r, 1));
     held.respond({ status: 200, body: {} });
     await api.service.engine.wait(runId);
-    const events = api.store.events(runId);
+    const events = await api.store.events(runId);
     const startedAt = events.find((e) => e.type === 'call.started' && e.callId === 'second')?.at as number;
     const waited = startedAt - readyAt;
     expect(waited).toBeGreaterThan(0);
@@ -253,7 +253,7 @@ describe('traces: waits, compensation and what changes nothing', () => {
     const dead = await startTraced(ts, { url: `http://127.0.0.1:${deadPort}/v1/traces`, batch: { maxQueueSize: 4, maxExportBatchSize: 2, scheduledDelayMillis: 1 } });
     const plain = await startTraced(ts, undefined);
     const shape = (run: any) => ({ status: run.status, calls: run.calls.map((c: any) => [c.id, c.status, c.attempts, c.output, c.error]) });
-    const types = (store: Store, id: string) => store.events(id).map((e) => [e.type, e.callId ?? null]);
+    const types = async (store: Store, id: string) => (await store.events(id)).map((e) => [e.type, e.callId ?? null]);
 
     for (let i = 0; i < 10; i++) {
       const t0 = performance.now();
@@ -262,7 +262,7 @@ describe('traces: waits, compensation and what changes nothing', () => {
       const untraced = await plain.post(body);
       expect(traced.body.status).toBe('succeeded');
       expect(shape(traced.body)).toEqual(shape(untraced.body));
-      expect(types(dead.store, traced.body.id)).toEqual(types(plain.store, untraced.body.id));
+      expect(await types(dead.store, traced.body.id)).toEqual(await types(plain.store, untraced.body.id));
       // Three local calls: nothing near an export timeout (10 s) or a retry's backoff.
       expect(tracedMs).toBeLessThan(2000);
     }

@@ -30,11 +30,11 @@ describe('the lazy signal of an attempt', () => {
   it('an abort before the executor reads the signal: the signal is born aborted, with the reason', async () => {
     const { executor, held } = heldExecutor();
     const engine = new Engine({ config: benchConfig(), sink: createMemoryStore(), executor });
-    const view = engine.submit({ calls: [{ id: 'a', tool: 'echo', args: {} }] });
+    const view = await engine.submit({ calls: [{ id: 'a', tool: 'echo', args: {} }] });
     await untilTrue(() => held.length === 1);
     const h = held[0]!;
     expect(h.request.aborted?.()).toBe(false);
-    engine.cancel(view.id);
+    await engine.cancel(view.id);
     expect(h.request.aborted?.()).toBe(true);
     expect(h.request.signal.aborted).toBe(true);
     expect(h.request.signal.reason).toMatchObject({ code: 'cancelled' });
@@ -46,12 +46,12 @@ describe('the lazy signal of an attempt', () => {
   it('an abort after the executor read the signal fires it', async () => {
     const { executor, held } = heldExecutor();
     const engine = new Engine({ config: benchConfig(), sink: createMemoryStore(), executor });
-    const view = engine.submit({ calls: [{ id: 'a', tool: 'echo', args: {} }] });
+    const view = await engine.submit({ calls: [{ id: 'a', tool: 'echo', args: {} }] });
     await untilTrue(() => held.length === 1);
     const signal = held[0]!.request.signal;
     let fired = 0;
     signal.addEventListener('abort', () => fired++);
-    engine.cancel(view.id);
+    await engine.cancel(view.id);
     expect(fired).toBe(1);
     expect(signal.aborted).toBe(true);
     held[0]!.release();
@@ -70,7 +70,7 @@ describe('the lazy signal of an attempt', () => {
       close: () => builtin.close(),
     };
     const engine = new Engine({ config: benchConfig(), sink: createMemoryStore(), executor });
-    const view = engine.submit({ calls: ['a', 'b', 'c'].map((id) => ({ id, tool: 'echo', args: { id } })) });
+    const view = await engine.submit({ calls: ['a', 'b', 'c'].map((id) => ({ id, tool: 'echo', args: { id } })) });
     expect((await engine.wait(view.id, 5000))?.status).toBe('succeeded');
     expect(reads).toBe(0);
     await engine.close();

@@ -15,54 +15,34 @@ import type { RunEvent } from '../../src/core/events.js';
 import { Engine, type EventSink } from '../../src/engine/engine.js';
 import type { ExecuteRequest, ExecuteResult, Executor } from '../../src/executors/types.js';
 import { createMemoryStore } from '../../src/store/memory.js';
-import type { PendingAppend } from '../../src/store/types.js';
 import { benchConfig } from '../../src/bench/workloads.js';
 import { untilTrue } from '../helpers/wait.js';
 
-/** Commits each `appendAsync` batch 3 ms later (or at once, on `wait`), in order; several may be in flight. */
+/**
+ * Commits each batch 3 ms after the one before it settled, in order, into a memory store; several may be
+ * in flight. Once one fails, those already in flight behind it are refused (as SQLite's writer does).
+ */
 class SlowSink implements EventSink {
   readonly store = createMemoryStore();
   commits = 0;
-  private readonly inFlight: (() => void)[] = [];
+  private chain: Promise<unknown> = Promise.resolve();
+  private epoch = 0;
 
-  append(events: readonly RunEvent[]): void {
-    for (const settle of [...this.inFlight]) settle();
-    this.store.append(events);
-  }
-
-  appendAsync(events: readonly RunEvent[]): PendingAppend {
+  append(events: readonly RunEvent[]): Promise<void> {
     this.commits++;
-    let outcome: { err?: unknown } | undefined;
-    let resolve!: () => void;
-    let reject!: (err: unknown) => void;
-    const done = new Promise<void>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
-    done.catch(() => {});
-    const settle = () => {
-      if (outcome) return;
-      // The ones before it first: batches are stored in the order they came.
-      for (const earlier of this.inFlight.slice(0, this.inFlight.indexOf(settle))) earlier();
-      this.inFlight.splice(this.inFlight.indexOf(settle), 1);
+    const epoch = this.epoch;
+    const done = this.chain.then(async () => {
+      await new Promise((r) => setTimeout(r, 3));
+      if (epoch !== this.epoch) throw Object.assign(new Error('refused: an earlier batch was not stored'), { code: 'batch_refused' });
       try {
-        this.store.append(events);
-        outcome = {};
-        resolve();
+        await this.store.append(events);
       } catch (err) {
-        outcome = { err };
-        reject(err);
+        this.epoch++;
+        throw err;
       }
-    };
-    this.inFlight.push(settle);
-    setTimeout(settle, 3);
-    return {
-      done,
-      wait: () => {
-        settle();
-        if (outcome?.err) throw outcome.err;
-      },
-    };
+    });
+    this.chain = done.catch(() => {});
+    return done;
   }
 }
 
@@ -81,7 +61,11 @@ function recordingExecutor(sink: SlowSink): Executor & { starts: Start[] } {
   return {
     starts,
     async execute(r: ExecuteRequest): Promise<ExecuteResult> {
-      starts.push({ runId: r.runId, callId: r.callId, tool: r.tool.name, stored: sink.store.events(r.runId).map((e) => `${e.type}${e.callId ? `:${e.callId}` : ''}`), signal: r.signal });
+      // The memory store reads at the call: `stored` is what it held at this start.
+      const stored = sink.store.events(r.runId);
+      const start: Start = { runId: r.runId, callId: r.callId, tool: r.tool.name, stored: [], signal: r.signal };
+      starts.push(start);
+      start.stored = (await stored).map((e) => `${e.type}${e.callId ? `:${e.callId}` : ''}`);
       if (r.args.hold === true) {
         await new Promise((resolve) => (r.signal.aborted ? resolve(undefined) : r.signal.addEventListener('abort', resolve, { once: true })));
         return { ok: false, error: { code: 'cancelled', message: 'aborted' }, retryable: false };
@@ -130,8 +114,8 @@ describe('early starts of a grouped submission', () => {
     const run = await engine.submitGrouped({ calls: ['c1', 'c2', 'c3', 'c4', 'c5'].map(echo) });
     expect(run.status).toBe('succeeded');
     expect(sink.commits).toBe(1);
-    expect(sink.store.run(run.id)?.status).toBe('succeeded');
-    const stored = sink.store.events(run.id);
+    expect((await sink.store.run(run.id))?.status).toBe('succeeded');
+    const stored = await sink.store.events(run.id);
     expect(stored.map((e) => e.seq)).toEqual(stored.map((_, i) => i + 1));
     expect(stored.filter((e) => e.type === 'call.succeeded')).toHaveLength(5);
     await engine.close();
@@ -157,10 +141,10 @@ describe('early starts of a grouped submission', () => {
     // The run it shared its commit with is stored and ends.
     const ok = await other;
     expect((await engine.wait(ok.id, 5000))?.status).toBe('succeeded');
-    expect(sink.store.run(ok.id)?.status).toBe('succeeded');
+    expect((await sink.store.run(ok.id))?.status).toBe('succeeded');
     // Nothing of the refused run anywhere.
     expect(engine.has('run_refused')).toBe(false);
-    expect(sink.store.events('run_refused')).toEqual([]);
+    expect(await sink.store.events('run_refused')).toEqual([]);
     await untilTrue(() => engine.runningAttempts() === 0);
     expect(engine.activeRuns()).toBe(0);
     expect(engine.limitUsage().every((u) => u.used === 0)).toBe(true);
@@ -173,8 +157,8 @@ describe('early starts of a grouped submission', () => {
 
   it('a submission refused by a commit of its own (submit) leaves no run behind either', async () => {
     const { engine } = setup({ tool: { read: 1 }, maxCallsPerRun: 1000 });
-    engine.submit({ calls: [echo('e1')], idempotencyKey: 'k' });
-    expect(() => engine.submit({ runId: 'run_refused', idempotencyKey: 'k', calls: [{ id: 'r1', tool: 'read', args: { path: '/a', ms: 0 } }] })).toThrow(/idempotency key/);
+    await engine.submit({ calls: [echo('e1')], idempotencyKey: 'k' });
+    await expect(engine.submit({ runId: 'run_refused', idempotencyKey: 'k', calls: [{ id: 'r1', tool: 'read', args: { path: '/a', ms: 0 } }] })).rejects.toThrow(/idempotency key/);
     expect(engine.has('run_refused')).toBe(false);
     await untilTrue(() => engine.activeRuns() === 0);
     expect(engine.limitUsage().every((u) => u.used === 0)).toBe(true);
@@ -185,12 +169,12 @@ describe('early starts of a grouped submission', () => {
     const { sink, engine, startOf } = setup();
     const submitted = engine.submitGrouped({ runId: 'run_c', calls: [{ id: 'r1', tool: 'read', args: { path: '/a', ms: 0, hold: true } }, echo('e1')] });
     expect(startOf('run_c', 'r1')).toBeDefined();
-    engine.cancel('run_c');
+    void engine.cancel('run_c');
     await submitted;
     const view = await engine.wait('run_c', 5000);
     expect(view?.status).toBe('cancelled');
     expect(startOf('run_c', 'r1')?.signal.aborted).toBe(true);
-    expect(sink.store.run('run_c')?.status).toBe('cancelled');
+    expect((await sink.store.run('run_c'))?.status).toBe('cancelled');
     await engine.close();
   });
 });

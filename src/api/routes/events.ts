@@ -31,7 +31,7 @@ export async function serveRunEvents(ctx: AppContext, req: FastifyRequest, reply
     after = n;
   }
   const { service } = ctx;
-  const projection = service.projection(req.principal, runId);
+  const projection = await service.projection(req.principal, runId);
   if (req.method === 'HEAD') {
     headOfEventStream(reply);
     return;
@@ -55,12 +55,22 @@ export async function serveRunEvents(ctx: AppContext, req: FastifyRequest, reply
     if (res.writableLength > MAX_BUFFERED) res.destroy();
     else if (e.type === 'run.completed') close();
   };
-  // Subscribing and reading the stored events happen in one tick: no event can fall between them.
-  const unsubscribe = service.engine.subscribe(runId, (e) => send(e));
+  // Subscribed before the stored events are read, and what comes meanwhile held back until they are
+  // sent: an event published before the subscription was stored before it, so the read has it.
+  let held: RunEvent[] | undefined = [];
+  const unsubscribe = service.engine.subscribe(runId, (e) => (held ? held.push(e) : send(e)));
   const heartbeat = setInterval(() => res.write(': ping\n\n'), ctx.heartbeatMs);
   heartbeat.unref();
   req.raw.on('close', close);
   res.on('error', close);
-  for (const e of service.store.events(runId, after)) send(e);
+  try {
+    for (const e of await service.store.events(runId, after)) send(e);
+  } catch {
+    // The store is away: the stream ends, and the client resumes from the last id it got.
+    close();
+  }
+  const live = held;
+  held = undefined;
+  for (const e of live) send(e);
   if (!closed && (!service.engine.has(runId) || isEnded(projection.view.status))) close();
 }

@@ -20,9 +20,21 @@ export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
       return false;
     }
   };
-  app.get('/healthz', async (req) => {
-    if (keys.length > 0 && !isOperator(req.headers.authorization)) return { status: 'ok' };
-    return { status: 'ok', activeRuns: ctx.service.engine.activeRuns(), runningAttempts: ctx.service.engine.runningAttempts() };
+  app.get('/healthz', async (req, reply) => {
+    const { service } = ctx;
+    // Degraded while the engine holds events the store could not take, or the store does not answer.
+    let degraded = service.engine.storeUnavailable() !== undefined;
+    if (!degraded) degraded = await service.store.ping().then(() => false, () => true);
+    if (degraded) reply.status(503);
+    const status = degraded ? 'degraded' : 'ok';
+    if (keys.length > 0 && !isOperator(req.headers.authorization)) return { status };
+    return {
+      status,
+      store: service.store.kind,
+      replica: service.replica,
+      activeRuns: service.engine.activeRuns(),
+      runningAttempts: service.engine.runningAttempts(),
+    };
   });
 
   app.get('/metrics', async (req, reply) => {

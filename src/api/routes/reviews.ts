@@ -12,7 +12,7 @@ export function reviewRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get('/v1/reviews', async (req) => {
     const q = parseRequestPart(ReviewsQuery, req.query, 'query');
     const p = req.principal;
-    const items = service.store.reviews({
+    const items = await service.store.reviews({
       status: q.status,
       ...(q.runId ? { runId: q.runId } : {}),
       ...(p.role === 'agent' ? { tenant: p.tenant as string } : {}),

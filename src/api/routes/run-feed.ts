@@ -87,10 +87,11 @@ class RunFeed {
 
   constructor(private readonly service: Service) {}
 
-  add(client: Client): void {
+  async add(client: Client): Promise<void> {
+    const counts = await this.counts(client);
     this.clients.add(client);
     if (!this.unsubscribe) this.unsubscribe = this.service.engine.onEvent((e, view) => this.onEvent(e, view));
-    client.write(`event: counts\ndata: ${JSON.stringify({ counts: this.counts(client) })}\n\n`);
+    client.write(`event: counts\ndata: ${JSON.stringify({ counts })}\n\n`);
   }
 
   remove(client: Client): void {
@@ -142,18 +143,8 @@ class RunFeed {
     if (this.countsTimer) return;
     const delay = Math.max(0, this.countsLast + COUNTS_INTERVAL_MS - Date.now());
     this.countsTimer = setTimeout(() => {
-      this.countsTimer = undefined;
       this.countsLast = Date.now();
-      const byScope = new Map<string, string>();
-      for (const c of this.clients) {
-        const scope = this.scope(c) ?? '';
-        let data = byScope.get(scope);
-        if (data === undefined) {
-          data = `event: counts\ndata: ${JSON.stringify({ counts: this.counts(c) })}\n\n`;
-          byScope.set(scope, data);
-        }
-        c.write(data);
-      }
+      void this.sendCounts().finally(() => (this.countsTimer = undefined));
     }, delay);
     this.countsTimer.unref();
   }
@@ -162,7 +153,25 @@ class RunFeed {
     return c.principal.role === 'agent' ? c.principal.tenant : c.tenant;
   }
 
-  private counts(c: Client): Record<string, number> {
+  /** Each client's counts, asked of the store once per scope; a store that is away skips this round. */
+  private async sendCounts(): Promise<void> {
+    const byScope = new Map<string, string>();
+    for (const c of [...this.clients]) {
+      const scope = this.scope(c) ?? '';
+      let data = byScope.get(scope);
+      if (data === undefined) {
+        try {
+          data = `event: counts\ndata: ${JSON.stringify({ counts: await this.counts(c) })}\n\n`;
+        } catch {
+          return;
+        }
+        byScope.set(scope, data);
+      }
+      c.write(data);
+    }
+  }
+
+  private counts(c: Client): Promise<Record<string, number>> {
     return this.service.store.countsByStatus(this.scope(c));
   }
 
@@ -207,6 +216,6 @@ export function runFeedRoutes(app: FastifyInstance, ctx: AppContext): void {
     heartbeat.unref();
     req.raw.on('close', () => client.close());
     res.on('error', () => client.close());
-    feed.add(client);
+    await feed.add(client);
   });
 }

@@ -75,7 +75,7 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get('/v1/runs/:id/graph', async (req, reply) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
     const { format } = parseRequestPart(GraphQuery, req.query, 'query');
-    const graph = service.projection(req.principal, id).graph();
+    const graph = (await service.projection(req.principal, id)).graph();
     if (format === 'json') return graph;
     reply.type('text/plain; charset=utf-8');
     return format === 'mermaid' ? toMermaid(graph) : toDot(graph);
@@ -88,13 +88,13 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   app.post('/v1/runs/:id/cancel', async (req, reply) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
-    return reply.status(202).send(service.cancel(req.principal, id));
+    return reply.status(202).send(await service.cancel(req.principal, id));
   });
 
   app.post('/v1/runs/:id/replan', async (req, reply) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
     const body = parseRequestPart(ReplanBodySchema, req.body ?? {}, 'body');
-    return reply.status(202).send(service.replan(req.principal, id, body.calls));
+    return reply.status(202).send(await service.replan(req.principal, id, body.calls));
   });
 
   app.post('/v1/runs/:id/calls', async (req) => {
@@ -111,12 +111,12 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get('/v1/runs/:id/messages', async (req) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
     const { format } = parseRequestPart(MessagesQuery, req.query, 'query');
-    const view = service.view(req.principal, id);
+    const view = await service.view(req.principal, id);
     return format === 'openai' ? openAiMessages(view) : anthropicMessages(view);
   });
 
   app.get('/v1/runs/:id/recording', async (req) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
-    return recordingOf(service.events(req.principal, id, 0), service.config);
+    return recordingOf(await service.events(req.principal, id, 0), service.config);
   });
 }

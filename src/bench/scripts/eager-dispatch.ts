@@ -99,7 +99,7 @@ async function realRun(calls: CallInput[], streamed: boolean): Promise<{ ms: num
       open.seal();
     } else {
       await play(calls, t0, () => {});
-      runId = engine.submit({ tenant: 't', calls }).id;
+      runId = (await engine.submit({ tenant: 't', calls })).id;
     }
     const view = await engine.wait(runId);
     return { ms: performance.now() - t0, status: view?.status ?? 'lost' };

@@ -60,7 +60,7 @@ async function main(): Promise<void> {
     if (!r.ok) throw new Error(r.error.message);
   };
   const viaEngine = async () => {
-    const run = engine.submit({ calls: [{ id: 'c', tool: 'b__echo', args: ARGS }] });
+    const run = await engine.submit({ calls: [{ id: 'c', tool: 'b__echo', args: ARGS }] });
     const v = await engine.wait(run.id);
     if (v?.status !== 'succeeded') throw new Error(`run ${v?.status}`);
   };

@@ -1,0 +1,46 @@
+/** The engine's options and the shapes of what it takes and gives. */
+import type { CallInput } from '../core/calls.js';
+import type { RunView } from '../core/view.js';
+import type { Config } from '../contract/config.js';
+import type { Executor } from '../executors/types.js';
+import type { EventLog } from './commit-pipeline.js';
+
+/** Where events go before anything else sees them; a store makes them durable (see `EventLog`). */
+export type EventSink = EventLog;
+
+export interface EngineOptions {
+  config: Config;
+  /** Runs the attempts; default: builtin, http and worker executors. */
+  executor?: Executor;
+  /** Wraps the executor (tracing gives each attempt its trace context); the engine still closes the one it made. */
+  instrument?: (executor: Executor) => Executor;
+  sink?: EventSink;
+  /** Epoch milliseconds; default `Date.now`. */
+  clock?: () => number;
+  /** Keep ended runs' views in memory for this long (ms) so `get` and `wait` find them; default 10 min. */
+  retainEndedMs?: number;
+  /**
+   * And keep at most this many of them (the oldest go first); default 10,000. Memory then stays bounded
+   * at any rate of runs (a view is a few KB); a store still has every run.
+   */
+  retainEndedRuns?: number;
+  /**
+   * Told when the store refuses events that no caller waits for (an attempt's end): the engine and the
+   * store then disagree. Default: throws it out of the event loop (the process ends, and the next start
+   * resumes from what the store holds).
+   */
+  onFault?: (err: unknown) => void;
+}
+
+
+/** A streamed run as the library offers it: add calls as the model writes them, then seal. */
+export interface OpenRun {
+  readonly id: string;
+  /** Adds calls in model order; each starts as soon as it is safe. Resolves once they are stored. */
+  add(...calls: CallInput[]): Promise<RunView>;
+  /** No more calls: what still waits on a later call is planned now. */
+  seal(): Promise<RunView>;
+  /** Resolves with the run when it ends. */
+  done(): Promise<RunView>;
+}
+

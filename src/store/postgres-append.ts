@@ -1,0 +1,164 @@
+/**
+ * One append to PostgreSQL as one statement: the planned steps of a batch (batch.ts) become arrays, and
+ * one `WITH … INSERT … UPDATE …` writes them all. A single statement is its own transaction, so a batch
+ * costs one round trip and one commit (one fsync), and is stored whole or not at all.
+ *
+ * The gapless seq is checked in that same statement: the planner takes each run's first seq in the
+ * batch as given, and the update of an existing run matches only where its stored `last_seq` is the
+ * one just before; `toolgraph_check` (migration 0001) fails the statement when any run did not match.
+ * A new run's `run.created` meets the runs' primary key, a repeated idempotency key its unique index.
+ *
+ * What several steps do to one run or one review inside a batch is folded here first (a statement's
+ * parts see the database as it was before it), so each row is written once.
+ */
+import type { RunStatus } from '../core/calls.js';
+import type { Step } from './batch.js';
+import type { ReviewRow } from './rows.js';
+
+export interface AppendStatement {
+  /** Stable per shape (which parts the batch needs), so that the server keeps one plan per shape. */
+  name: string;
+  text: string;
+  values: unknown[];
+  /** Runs the batch continues (not creates): how many rows the seq check must match. */
+  continued: number;
+}
+
+interface NewRun {
+  id: string;
+  tenant: string;
+  status: RunStatus;
+  failure: string;
+  tags: string;
+  created_at: number;
+  ended_at: number | null;
+  call_count: number;
+  idempotency_key: string | null;
+  last_seq: number;
+}
+
+interface RunUpdate {
+  from: number;
+  to: number;
+  status: RunStatus | null;
+  ended_at: number | null;
+  add_calls: number;
+}
+
+/** Builds the statement; `firstSeqs`: each run's first seq in the batch. */
+export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<string, number>): AppendStatement {
+  const created = new Map<string, NewRun>();
+  const updates = new Map<string, RunUpdate>();
+  const tags: [string, string, string][] = [];
+  const events: [string, number, string, string | null, number, string][] = [];
+  const opened: ReviewRow[] = [];
+  const pendingInBatch = new Map<string, ReviewRow>();
+  const closes: [string, string, string, number][] = [];
+
+  for (const step of steps) {
+    switch (step.kind) {
+      case 'createRun':
+        created.set(step.run.id, { ...step.run, last_seq: 1 });
+        for (const [k, v] of step.tags) tags.push([step.run.id, k, v]);
+        break;
+      case 'event': {
+        const e = step.event;
+        events.push([e.run_id, e.seq, e.type, e.call_id, e.at, e.data]);
+        const run = created.get(e.run_id);
+        if (run) run.last_seq = e.seq;
+        else {
+          const u = updates.get(e.run_id);
+          if (u) u.to = e.seq;
+          else updates.set(e.run_id, { from: (firstSeqs.get(e.run_id) ?? e.seq) - 1, to: e.seq, status: null, ended_at: null, add_calls: 0 });
+        }
+        break;
+      }
+      case 'setStatus': {
+        const run = created.get(step.runId);
+        const target = run ?? updates.get(step.runId);
+        if (!target) break;
+        target.status = step.status;
+        target.ended_at = step.endedAt;
+        if (run) run.call_count += step.addCalls;
+        else (target as RunUpdate).add_calls += step.addCalls;
+        break;
+      }
+      case 'openReview': {
+        const r = { ...step.review };
+        opened.push(r);
+        pendingInBatch.set(`${r.run_id}\u0000${r.call_id}`, r);
+        break;
+      }
+      case 'closeReview': {
+        const key = `${step.runId}\u0000${step.callId}`;
+        const r = pendingInBatch.get(key);
+        if (r) {
+          r.status = 'decided';
+          r.decision = step.decision;
+          r.decided_at = step.at;
+          pendingInBatch.delete(key);
+        } else closes.push([step.runId, step.callId, step.decision, step.at]);
+        break;
+      }
+    }
+  }
+
+  const values: unknown[] = [];
+  const param = (v: unknown, type: string) => {
+    values.push(v);
+    return `$${values.length}::${type}`;
+  };
+  const parts: string[] = [];
+  let shape = '';
+  if (created.size > 0) {
+    const rs = [...created.values()];
+    shape += 'r';
+    parts.push(`nr AS (INSERT INTO runs (id, tenant, status, failure, tags, created_at, ended_at, call_count, idempotency_key, last_seq)
+      SELECT * FROM unnest(${param(rs.map((r) => r.id), 'text[]')}, ${param(rs.map((r) => r.tenant), 'text[]')}, ${param(rs.map((r) => r.status), 'text[]')},
+        ${param(rs.map((r) => r.failure), 'text[]')}, ${param(rs.map((r) => r.tags), 'text[]')}, ${param(rs.map((r) => r.created_at), 'int8[]')},
+        ${param(rs.map((r) => r.ended_at), 'int8[]')}, ${param(rs.map((r) => r.call_count), 'int4[]')}, ${param(rs.map((r) => r.idempotency_key), 'text[]')},
+        ${param(rs.map((r) => r.last_seq), 'int4[]')}) RETURNING 1)`);
+  }
+  if (tags.length > 0) {
+    shape += 't';
+    parts.push(`nt AS (INSERT INTO run_tags (run_id, key, value)
+      SELECT * FROM unnest(${param(tags.map((t) => t[0]), 'text[]')}, ${param(tags.map((t) => t[1]), 'text[]')}, ${param(tags.map((t) => t[2]), 'text[]')}) RETURNING 1)`);
+  }
+  if (events.length > 0) {
+    shape += 'e';
+    parts.push(`ne AS (INSERT INTO events (run_id, seq, type, call_id, at, data)
+      SELECT * FROM unnest(${param(events.map((e) => e[0]), 'text[]')}, ${param(events.map((e) => e[1]), 'int4[]')}, ${param(events.map((e) => e[2]), 'text[]')},
+        ${param(events.map((e) => e[3]), 'text[]')}, ${param(events.map((e) => e[4]), 'int8[]')}, ${param(events.map((e) => e[5]), 'text[]')}) RETURNING 1)`);
+  }
+  if (updates.size > 0) {
+    const ids = [...updates.keys()];
+    const us = [...updates.values()];
+    shape += 'u';
+    parts.push(`ur AS (UPDATE runs r SET last_seq = u.to_seq,
+        status = coalesce(u.status, r.status),
+        ended_at = CASE WHEN u.status IS NULL THEN r.ended_at ELSE u.ended_at END,
+        call_count = r.call_count + u.add_calls
+      FROM unnest(${param(ids, 'text[]')}, ${param(us.map((u) => u.from), 'int4[]')}, ${param(us.map((u) => u.to), 'int4[]')},
+        ${param(us.map((u) => u.status), 'text[]')}, ${param(us.map((u) => u.ended_at), 'int8[]')}, ${param(us.map((u) => u.add_calls), 'int4[]')})
+        AS u(id, from_seq, to_seq, status, ended_at, add_calls)
+      WHERE r.id = u.id AND r.last_seq = u.from_seq RETURNING 1)`);
+  }
+  if (opened.length > 0) {
+    const col = <K extends keyof ReviewRow>(k: K) => opened.map((r) => r[k]);
+    shape += 'v';
+    parts.push(`nv AS (INSERT INTO reviews (id, run_id, call_id, tenant, tool, args, reason, status, decision, created_at, decided_at)
+      SELECT * FROM unnest(${param(col('id'), 'text[]')}, ${param(col('run_id'), 'text[]')}, ${param(col('call_id'), 'text[]')}, ${param(col('tenant'), 'text[]')},
+        ${param(col('tool'), 'text[]')}, ${param(col('args'), 'text[]')}, ${param(col('reason'), 'text[]')}, ${param(col('status'), 'text[]')},
+        ${param(col('decision'), 'text[]')}, ${param(col('created_at'), 'int8[]')}, ${param(col('decided_at'), 'int8[]')}) RETURNING 1)`);
+  }
+  if (closes.length > 0) {
+    shape += 'c';
+    parts.push(`cv AS (UPDATE reviews v SET status = 'decided', decision = c.decision, decided_at = c.at
+      FROM unnest(${param(closes.map((c) => c[0]), 'text[]')}, ${param(closes.map((c) => c[1]), 'text[]')}, ${param(closes.map((c) => c[2]), 'text[]')},
+        ${param(closes.map((c) => c[3]), 'int8[]')}) AS c(run_id, call_id, decision, at)
+      WHERE v.run_id = c.run_id AND v.call_id = c.call_id AND v.status = 'pending' RETURNING 1)`);
+  }
+  const check = updates.size > 0 ? `toolgraph_check((SELECT count(*) FROM ur) = ${param(updates.size, 'int8')}, 'a run''s seq does not go on from its stored last seq')` : 'true';
+  const text = parts.length > 0 ? `WITH ${parts.join(',\n')}\nSELECT ${check} AS ok` : 'SELECT true AS ok';
+  return { name: `toolgraph_append_${shape || 'none'}`, text, values, continued: updates.size };
+}
