@@ -103,7 +103,7 @@ const NOTES: Record<string, { d: string; e?: unknown }> = {
   'tools[].maxOutputBytes': { d: "This tool's output cap (overrides `limits.maxOutputBytes`).", e: 1048576 },
   store: { d: 'Where runs are kept: SQLite (the default, `server.db`) or PostgreSQL for several replicas.' },
   'store.url': { d: 'A `postgres://` (or `postgresql://`) URL, or `env:NAME`. `--db` and `TOOLGRAPH_DB` take precedence.', e: 'env:TOOLGRAPH_DB_URL' },
-  'store.leaseMs': { d: "How long a replica's ownership of a run lasts without renewal; another replica takes the run over after it expires.", e: 10000 },
+  'store.poolSize': { d: 'The most connections to PostgreSQL this process opens (a bounded pool); ignored for SQLite.', e: 10 },
   mcp: { d: 'Tools from MCP servers, added to the catalog at start.' },
   'mcp.servers': { d: 'The MCP servers.', e: [{ name: 'fs', command: 'node', args: ['server.js', '/srv/repo'] }] },
   'mcp.servers[].name': { d: 'The server\'s name ([A-Za-z0-9_-]{1,32}).', e: 'fs' },

@@ -37,16 +37,28 @@ function toCall(p: PendingCall): CallInput {
 }
 
 /** Hands a pending call to the sink once (when it has an id and a name), and keeps what it handed. */
-function handOff(sink: CallSink): { sent: CallInput[]; flush: (p: PendingCall) => void } {
+function handOff(sink: CallSink): { flush: (p: PendingCall) => void; settled: () => Promise<CallInput[]> } {
   const sent: CallInput[] = [];
+  // A sink may answer with a promise (an engine's `add`): each is awaited before the feed resolves, so
+  // a refused call rejects the feed instead of going unhandled.
+  const pending: PromiseLike<unknown>[] = [];
   const flush = (p: PendingCall) => {
     if (p.sent || p.id === undefined || p.name === undefined) return;
     p.sent = true;
     const call = toCall(p);
     sent.push(call);
-    sink(call);
+    const answer = sink(call);
+    if (answer !== null && typeof answer === 'object' && typeof (answer as PromiseLike<unknown>).then === 'function') {
+      const promise = Promise.resolve(answer as PromiseLike<unknown>);
+      promise.catch(() => {});
+      pending.push(promise);
+    }
   };
-  return { sent, flush };
+  const settled = async () => {
+    await Promise.all(pending);
+    return sent;
+  };
+  return { flush, settled };
 }
 
 function isCompleteObject(text: string): boolean {
@@ -63,7 +75,7 @@ function isCompleteObject(text: string): boolean {
 /** Feeds an OpenAI chat-completions stream; resolves with every call, in order, once the stream ends. */
 export async function feedOpenAiStream(chunks: AsyncIterable<unknown> | Iterable<unknown>, sink: CallSink): Promise<CallInput[]> {
   const calls = new Map<number, PendingCall>();
-  const { sent, flush } = handOff(sink);
+  const { flush, settled } = handOff(sink);
   for await (const chunk of chunks as AsyncIterable<unknown>) {
     const choice = (chunk as { choices?: { delta?: { tool_calls?: unknown[] }; finish_reason?: string | null }[] }).choices?.[0];
     for (const d of (choice?.delta?.tool_calls ?? []) as { index: number; id?: string; function?: { name?: string; arguments?: string } }[]) {
@@ -82,13 +94,13 @@ export async function feedOpenAiStream(chunks: AsyncIterable<unknown> | Iterable
     if (choice?.finish_reason) for (const p of calls.values()) flush(p);
   }
   for (const p of calls.values()) flush(p);
-  return sent;
+  return settled();
 }
 
 /** Feeds an Anthropic messages stream; resolves with every call, in order, once the stream ends. */
 export async function feedAnthropicStream(events: AsyncIterable<unknown> | Iterable<unknown>, sink: CallSink): Promise<CallInput[]> {
   const blocks = new Map<number, PendingCall>();
-  const { sent, flush } = handOff(sink);
+  const { flush, settled } = handOff(sink);
   for await (const raw of events as AsyncIterable<unknown>) {
     const e = raw as { type?: string; index?: number; content_block?: { type?: string; id?: string; name?: string; input?: unknown }; delta?: { type?: string; partial_json?: string } };
     if (e.type === 'content_block_start' && e.content_block?.type === 'tool_use' && e.index !== undefined) {
@@ -104,7 +116,7 @@ export async function feedAnthropicStream(events: AsyncIterable<unknown> | Itera
     }
   }
   for (const p of blocks.values()) flush(p);
-  return sent;
+  return settled();
 }
 
 /** Parses a raw `text/event-stream` body (string chunks) into the JSON of each `data:` line; `[DONE]` ends it. */

@@ -143,7 +143,7 @@ describe('the installed package', () => {
   it('the library runs a batch (import "toolgraph")', async () => {
     const script = `import { createEngine } from 'toolgraph';
 const engine = createEngine();
-const run = engine.submit({ calls: [{ id: 'a', tool: 'sleep', args: { ms: 5 } }, { id: 'b', tool: 'echo', args: { slept: '\${a.output.ms}' } }] });
+const run = await engine.submit({ calls: [{ id: 'a', tool: 'sleep', args: { ms: 5 } }, { id: 'b', tool: 'echo', args: { slept: '\${a.output.ms}' } }] });
 const result = await engine.wait(run.id);
 console.log(JSON.stringify([result.status, result.calls.map((c) => c.output)]));
 await engine.close();`;
@@ -170,7 +170,7 @@ import { ToolgraphClient } from 'toolgraph/client';
 import { feedAnthropicStream, feedOpenAiStream } from 'toolgraph/stream';
 
 const engine = createEngine();
-const run = engine.submit({ calls: [{ id: 'a', tool: 'echo', args: {} }] });
+const run = await engine.submit({ calls: [{ id: 'a', tool: 'echo', args: {} }] });
 const id: string = run.id;
 const tg = new ToolgraphClient({ baseUrl: 'http://127.0.0.1:8080' });
 export async function go(): Promise<string | undefined> {
@@ -178,7 +178,7 @@ export async function go(): Promise<string | undefined> {
   return r.status + id + typeof feedOpenAiStream + typeof feedAnthropicStream;
 }
 // @ts-expect-error: a call needs a tool
-engine.submit({ calls: [{ id: 'a' }] });
+void engine.submit({ calls: [{ id: 'a' }] });
 `,
     );
     writeFileSync(
