@@ -87,8 +87,10 @@ describe('append on the writer thread', () => {
   it('a run.created for a run still in flight is refused when planned', async () => {
     const first = store.append([created('r1')]);
     const again = store.append([created('r1')]);
+    // The refusal is known at once: handle it before waiting for the first batch (else it goes unhandled meanwhile).
+    const refused = expect(again).rejects.toMatchObject({ code: 'seq_out_of_order' });
     await first;
-    await expect(again).rejects.toMatchObject({ code: 'seq_out_of_order' });
+    await refused;
     expect((await store.events('r1')).map((e) => e.seq)).toEqual([1]);
   });
 
