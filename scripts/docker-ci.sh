@@ -164,7 +164,7 @@ ok "dockerd $DOCKERD_PID, server $($DOCKER version -f '{{.Server.Version}}')"
 # The Debian mirror apt uses on this machine, for debootstrap and for apt inside the images.
 sources=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
 MIRROR=${DEBIAN_MIRROR:-$(printf '%s\n' "$sources" | grep -oE 'https?://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ')}
-MIRROR=${MIRROR:-http://deb.debian.org/debian}
+[ -n "$MIRROR" ] || fail "no Debian mirror in the apt sources of this machine: set DEBIAN_MIRROR"
 MIRROR=${MIRROR%/}
 SECURITY=$(printf '%s\n' "$sources" | grep -oE 'https?://[^ ]+/debian-security/?( |$)' | head -n1 | tr -d ' ')
 SECURITY=${SECURITY:-$MIRROR-security}
