@@ -242,6 +242,8 @@ ok "built in $(($(date +%s) - build_start)) s: $((size / 1000000)) MB ($(((size 
 [ "$addon" -lt 4096 ] || fail "better-sqlite3 keeps its build leftovers (${addon} kB)"
 
 export TOOLGRAPH_AGENT_KEY="ci-agent-$RANDOM$RANDOM" TOOLGRAPH_OPERATOR_KEY="ci-operator-$RANDOM$RANDOM"
+# The compose file's PostgreSQL password (docker-compose.yml requires it to be set).
+export TOOLGRAPH_DB_PASSWORD="ci-db-$RANDOM$RANDOM"
 PORT=$(free_port)
 BASE=http://127.0.0.1:$PORT
 
