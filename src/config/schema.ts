@@ -38,8 +38,6 @@ export interface ConfigFile {
   store: { url?: string; poolSize: number };
 }
 
-/** `limits.maxOutputBytes` when the file does not set it (4 MiB, DESIGN §4). */
-export { DEFAULT_MAX_OUTPUT_BYTES };
 export const BUILTIN_EXECUTORS = ['sleep', 'echo', 'fail'] as const;
 export const TOOL_NAME_RE = /^[A-Za-z0-9_.-]{1,64}$/;
 /** A tool name or a glob on tool names (`*`, `?`). */

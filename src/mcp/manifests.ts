@@ -16,7 +16,8 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { Defaults, Limits, ToolManifest } from '../core/tool.js';
 import { compileSchema } from '../config/catalog.js';
 import type { McpServerConfig, ToolOverride } from '../config/mcp-schema.js';
-import { DEFAULT_MAX_OUTPUT_BYTES, TOOL_NAME_RE } from '../config/schema.js';
+import { TOOL_NAME_RE } from '../config/schema.js';
+import { DEFAULT_MAX_OUTPUT_BYTES } from '../core/size.js';
 import { serverPath } from './checks.js';
 
 export interface ServerManifests {

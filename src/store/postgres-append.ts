@@ -13,7 +13,7 @@
  */
 import type { RunStatus } from '../core/calls.js';
 import type { Step } from './batch.js';
-import type { ReviewRow } from './rows.js';
+import type { ReviewRow, RunRow } from './rows.js';
 
 export interface AppendStatement {
   /** Stable per shape (which parts the batch needs), so that the server keeps one plan per shape. */
@@ -24,18 +24,8 @@ export interface AppendStatement {
   continued: number;
 }
 
-interface NewRun {
-  id: string;
-  tenant: string;
-  status: RunStatus;
-  failure: string;
-  tags: string;
-  created_at: number;
-  ended_at: number | null;
-  call_count: number;
-  idempotency_key: string | null;
-  last_seq: number;
-}
+/** A run's row as SQLite keeps it (rows.ts), without its creation order (PostgreSQL numbers it), with its last seq. */
+type NewRun = Omit<RunRow, 'created_seq'> & { last_seq: number };
 
 interface RunUpdate {
   from: number;
