@@ -33,11 +33,12 @@ import type { Executor } from '../executors/types.js';
 import { Attempt, attemptKey, merge, newRunId, startsEarly, strip, type RunListener } from './attempt.js';
 import { isEnded, RunViews } from './run-views.js';
 import { CommitPipeline, type Commit } from './commit-pipeline.js';
+import { PermitDesk } from './permit-desk.js';
 import type { SubmitRequest } from '../contract/submission.js';
 import type { EngineOptions, OpenRun } from './options.js';
 
 export { newRunId, type RunListener } from './attempt.js';
-export type { EngineOptions, EventSink, OpenRun } from './options.js';
+export type { EngineOptions, EventSink, OpenRun, PermitGate } from './options.js';
 export type { SubmitRequest } from '../contract/submission.js';
 export { isEnded } from './run-views.js';
 
@@ -51,7 +52,11 @@ function within(p: Promise<void>, ms: number): Promise<void> {
 
 export class Engine {
   readonly config: Config;
-  private readonly scheduler: Scheduler;
+  /** Replaced by `abandon`. */
+  private scheduler: Scheduler;
+  private readonly makeScheduler: () => Scheduler;
+  /** Several replicas: where calls take cluster-wide permits (permit-desk.ts). */
+  private readonly desk: PermitDesk | undefined;
   private readonly executor: Executor;
   private readonly ownsExecutor: boolean;
   private readonly clock: () => number;
@@ -74,12 +79,16 @@ export class Engine {
 
   constructor(opts: EngineOptions) {
     this.config = opts.config;
-    this.scheduler = new Scheduler({
-      catalog: opts.config.catalog,
-      policy: opts.config.policy,
-      limits: opts.config.limits,
-      defaults: opts.config.defaults,
-    });
+    this.makeScheduler = () =>
+      new Scheduler({
+        catalog: opts.config.catalog,
+        policy: opts.config.policy,
+        limits: opts.config.limits,
+        defaults: opts.config.defaults,
+        ...(opts.permits ? { gated: true } : {}),
+      });
+    this.scheduler = this.makeScheduler();
+    this.desk = opts.permits && this.permitDesk(opts.permits);
     this.ownsExecutor = !opts.executor;
     const executor = opts.executor ?? createExecutors();
     this.executor = opts.instrument ? opts.instrument(executor) : executor;
@@ -90,6 +99,10 @@ export class Engine {
         if (landed) this.scheduleFlush();
       },
       refused: (runId, held) => this.disown(runId, held),
+      leaseLost: (err) => {
+        this.abandon(err);
+        opts.onLeaseLost?.(err);
+      },
       fault:
         opts.onFault ??
         ((err) =>
@@ -291,6 +304,31 @@ export class Engine {
   }
 
   /**
+   * Several replicas (DESIGN §12): this replica lost its lease, so another may own its runs now. Every
+   * run is dropped: nothing more of it is stored, published or started; its attempts are aborted and
+   * their ends not recorded; whoever waits on it hears `reason`. The engine starts afresh, and the
+   * cluster takes runs back under a new lease, resumed from the store like after a crash (DESIGN §8).
+   */
+  abandon(reason: unknown): void {
+    this.pipeline.abandon(reason);
+    this.ended.splice(0);
+    this.earlyRunning = 0;
+    const attempts = [...this.inflight.values()];
+    this.inflight.clear();
+    for (const a of attempts) a.abort(callError('interrupted', 'this replica lost its lease; another takes the run over'));
+    this.views.forgetAll();
+    this.scheduler = this.makeScheduler();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = undefined;
+  }
+
+  /** The ids of the runs this engine holds and has not ended. */
+  liveRuns(): string[] {
+    return this.scheduler.liveRuns();
+  }
+
+  /**
    * Stops taking new runs; with `drainMs`, lets running attempts finish for up to that long (their
    * results are recorded, and calls they unblock still start, so every stored `call.started` is a
    * real attempt); then aborts what still runs *without recording its end*. Those calls stay
@@ -358,6 +396,27 @@ export class Engine {
     }
     this.pipeline.push(q);
     for (const s of q.early ?? []) this.launch(s, true);
+    if (out.permits && out.permits.length > 0) this.desk?.ask(out.permits);
+  }
+
+  /** Starts a call once the cluster grants its permit; gives back a permit nobody waits for any more. */
+  private permitDesk(gate: NonNullable<EngineOptions['permits']>): PermitDesk {
+    const step = (out: Output | undefined) => {
+      if (!out) return;
+      this.enqueue(out);
+      this.scheduleFlush();
+    };
+    return new PermitDesk(gate, {
+      granted: (r) => {
+        const out = this.closed ? undefined : this.scheduler.permitGranted(this.clock(), r.runId, r.callId);
+        if (out) step(out);
+        else gate.release([r]);
+      },
+      refused: (r) => step(this.scheduler.permitRefused(this.clock(), r.runId, r.callId)),
+      freed: () => {
+        if (!this.closed) step(this.scheduler.permitsFreed(this.clock()));
+      },
+    });
   }
 
   /** One flush per turn of the event loop, after the I/O callbacks that queued work in it. */
@@ -464,6 +523,7 @@ export class Engine {
       this.inflight.delete(key);
       const wasEarly = attempt.early;
       this.leaveEarly(attempt);
+      if (this.desk && s.kind === 'call') this.desk.release(s.runId, s.callId);
       if (this.closed) return;
       this.ended.push({ runId: s.runId, callId: s.callId, index: s.index, attempt: s.attempt, kind: s.kind, result });
       this.scheduleFlush();
