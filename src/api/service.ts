@@ -355,7 +355,12 @@ export class Service {
   /** A command sent here by another replica: applied as `owned` would, if this replica runs the run. */
   private async applyCommand(c: Command): Promise<CommandAnswer> {
     try {
-      const view = await this.view(c.principal, c.runId);
+      let view = await this.view(c.principal, c.runId);
+      if (!this.engine.has(view.id) && this.cluster) {
+        // Taken over, maybe, but not resumed yet: the scan resumes it.
+        await this.cluster.scan();
+        view = await this.view(c.principal, c.runId);
+      }
       if (!this.engine.has(view.id) && !(isEnded(view.status) && view.status !== 'needs_replan')) {
         throw new ApiError('owner_unavailable', `run ${c.runId} is not run by this replica now; retry later`);
       }

@@ -202,10 +202,7 @@ export class Cluster {
     } catch {
       return 0;
     }
-    if (claimed.length > 0) {
-      this.logger?.info({ replica: this.name, runs: claimed.length }, 'took over runs whose owner is gone');
-      await this.commands.retarget(claimed).catch(() => {});
-    }
+    if (claimed.length > 0) this.logger?.info({ replica: this.name, runs: claimed.length }, 'took over runs whose owner is gone');
     const held = new Set(host.engine.liveRuns());
     const toResume = [...new Set([...claimed, ...mine])].filter((id) => !held.has(id) && !host.engine.has(id));
     let resumed = 0;
@@ -220,6 +217,8 @@ export class Cluster {
         break;
       }
     }
+    // Their commands follow them, once they run here.
+    if (claimed.length > 0) await this.commands.retarget(claimed).catch(() => {});
     return resumed;
   }
 

@@ -5,7 +5,7 @@
  * arrives meanwhile goes in the next. An ask that fails (the database is away) refuses its calls: they
  * ask again when permits free, or on the gate's own retry.
  */
-import type { PermitRequest } from '../core/scheduler.js';
+import type { Output, PermitRequest, Scheduler } from '../core/scheduler.js';
 import type { PermitGate } from './options.js';
 
 export interface PermitAnswers {
@@ -55,4 +55,28 @@ export class PermitDesk {
     batch.forEach((r, i) => (answers[i] ? this.answers.granted(r) : this.answers.refused(r)));
     if (this.waiting.length > 0) void this.send();
   }
+}
+
+/** What `gatedStarts` needs of the engine. */
+export interface GatedEngine {
+  scheduler(): Scheduler;
+  now(): number;
+  closed(): boolean;
+  /** Queues a scheduler output for the next commit. */
+  step(out: Output): void;
+}
+
+/** The engine's desk: a call starts once the cluster grants its permit; a permit nobody waits for any more goes back. */
+export function gatedStarts(gate: PermitGate, e: GatedEngine): PermitDesk {
+  return new PermitDesk(gate, {
+    granted: (r) => {
+      const out = e.closed() ? undefined : e.scheduler().permitGranted(e.now(), r.runId, r.callId);
+      if (out) e.step(out);
+      else gate.release([r]);
+    },
+    refused: (r) => e.step(e.scheduler().permitRefused(e.now(), r.runId, r.callId)),
+    freed: () => {
+      if (!e.closed()) e.step(e.scheduler().permitsFreed(e.now()));
+    },
+  });
 }

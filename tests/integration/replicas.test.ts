@@ -102,7 +102,25 @@ describe('several replicas on one PostgreSQL', () => {
         // Each call ran once (no faults here).
         expect(mine.length).toBe(w.runs.reduce((n, r) => n + r.calls.length, 0));
       }),
-      { numRuns: 4, seed: 17, endOnFailure: true },
+      {
+        numRuns: 4,
+        seed: 17,
+        endOnFailure: true,
+        // Always among them: more work than any limit, spread over every replica.
+        examples: [
+          [
+            {
+              runs: [
+                { tenant: 'free', replica: 0, calls: ['lim_a', 'lim_a', 'res_c', 'lock_w'] },
+                { tenant: 'free', replica: 1, calls: ['lim_a', 'lim_a', 'res_c', 'lock_w'] },
+                { tenant: 'capped', replica: 2, calls: ['free_b', 'free_b', 'free_b'] },
+                { tenant: 'capped', replica: 1, calls: ['free_b', 'free_b'] },
+                { tenant: 'free', replica: 2, calls: ['lim_a', 'lock_w'] },
+              ],
+            },
+          ],
+        ],
+      },
     );
   }, 120_000);
 
