@@ -26,6 +26,8 @@ export interface ChaosReport {
   reruns: number;
   takeovers: number;
   leaseLosses: number;
+  /** Why, as each replica logged it. */
+  lossReasons: Record<string, number>;
   kills: number;
   pauses: number;
   cancelsSent: number;
@@ -187,10 +189,15 @@ export async function checkChaos(rec: ChaosRecord): Promise<ChaosReport> {
 
   let takeovers = 0;
   let leaseLosses = 0;
+  const lossReasons: Record<string, number> = {};
   for (const { child } of rec.children) {
     for (const line of child.output().split('\n')) {
       if (line.includes('took over runs whose owner is gone')) takeovers += Number((/"runs":(\d+)/.exec(line) ?? [])[1] ?? 0);
-      if (line.includes('lost the lease')) leaseLosses++;
+      if (line.includes('lost the lease')) {
+        leaseLosses++;
+        const reason = (/"reason":"([^"]*)"/.exec(line) ?? [])[1] ?? '?';
+        lossReasons[reason] = (lossReasons[reason] ?? 0) + 1;
+      }
     }
   }
   return {
@@ -202,6 +209,7 @@ export async function checkChaos(rec: ChaosRecord): Promise<ChaosReport> {
     reruns,
     takeovers,
     leaseLosses,
+    lossReasons,
     kills: rec.faults.filter((f) => f.kind === 'kill').length,
     pauses: pauses.length,
     cancelsSent: rec.cancels.length,

@@ -226,9 +226,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosRecord> {
   const pauser = async () => {
     if (!o.pause) return;
     await sleep(Math.floor((o.seconds * 1000) / 2));
-    const targets = live();
-    if (targets.length < 2) return;
-    const i = pick(rand, targets);
+    // Once two replicas are up (restarts are slow on a busy machine), one of them.
+    while (live().length < 2) {
+      if (performance.now() > deadline - o.leaseMs - 2000) return;
+      await sleep(250);
+    }
+    const i = pick(rand, live());
     const child = cluster.replicas[i] as ServerChild;
     down.add(i);
     const fault: Fault = { kind: 'pause', replica: i, from: performance.now(), to: undefined };

@@ -10,7 +10,7 @@
  *   process) until its `call.succeeded` arrives on each stream.
  * - `throughput`: closed-loop clients submitting runs round-robin to N replicas, each waiting for its run
  *   to end in the same request (`waitMs`); runs per second and the latency of that request.
- * - `permitProbe`: asks for a cluster-wide permit that no limit refuses, made through the cluster's own
+ * - `permitProbe`: asks for a cluster-wide permit that no limit refuses, made every 100 ms through the cluster's own
  *   code (cluster/permits.ts, under a lease of its own) while the replicas work: the round trip of an
  *   ask, the wait for the cluster's one-at-a-time lock included. Beside it, `limitHandoff`: how long a
  *   limited tool's slot stays empty when one replica's call ends and another replica's call waits for it.
@@ -172,6 +172,7 @@ export async function sseLatency(pgc: TestPostgres, runs: number, parallel: numb
 }
 
 export interface ThroughputResult {
+  /** 0: one process on a SQLite file (no cluster: the baseline). */
   replicas: number;
   runs: number;
   runsPerSec: number;
@@ -180,12 +181,31 @@ export interface ThroughputResult {
   errors: number;
   /** Asks for permits, through the cluster's own code, while the load ran (ms). */
   permitAsks: number[];
+  /** PostgreSQL transactions committed per run while the load ran (all replicas and the probe). */
+  xactPerRun: number;
 }
 
-/** `clients` closed-loop clients, round-robin over `n` replicas, runs of 3 calls of 5 ms, for `seconds` after a warm-up. */
+async function commits(url: string): Promise<number> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query('SELECT pg_stat_clear_snapshot()');
+    const r = await c.query<{ n: string }>('SELECT xact_commit AS n FROM pg_stat_database WHERE datname = current_database()');
+    return Number(r.rows[0]?.n ?? 0);
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * `clients` closed-loop clients, round-robin over `n` replicas, runs of 3 calls of 5 ms, for `seconds`
+ * after a warm-up. `n` = 0: one process on a SQLite file instead (no cluster, no permits).
+ */
 export async function throughput(pgc: TestPostgres, n: number, clients: number, seconds: number, warmupSeconds = 3): Promise<ThroughputResult> {
-  const c = await startCluster(n, benchYaml, { pg: pgc, logLevel: 'warn', leaseMs: 10_000 });
-  const res: ThroughputResult = { replicas: n, runs: 0, runsPerSec: 0, latency: [], errors: 0, permitAsks: [] };
+  const sqlite = n === 0;
+  const c = await startCluster(Math.max(1, n), benchYaml, { pg: pgc, logLevel: 'warn', leaseMs: 10_000, sqlite });
+  const res: ThroughputResult = { replicas: n, runs: 0, runsPerSec: 0, latency: [], errors: 0, permitAsks: [], xactPerRun: NaN };
+  n = Math.max(1, n);
   try {
     const t0 = performance.now();
     const from = t0 + warmupSeconds * 1000;
@@ -211,8 +231,11 @@ export async function throughput(pgc: TestPostgres, n: number, clients: number, 
         }
       }
     };
-    const probe = permitProbe(c, from, to, res.permitAsks);
+    const probe = sqlite ? Promise.resolve() : permitProbe(c, from, to, res.permitAsks);
+    const xact = sqlite ? 0 : await commits(c.db);
     await Promise.all([...Array.from({ length: clients }, client), probe]);
+    // Less the probe's own: an ask is one transaction, a give-back one statement.
+    if (!sqlite) res.xactPerRun = ((await commits(c.db)) - xact - 2 * res.permitAsks.length) / Math.max(1, res.runs + res.errors);
     res.runsPerSec = res.runs / seconds;
   } finally {
     await c.close();
@@ -220,7 +243,7 @@ export async function throughput(pgc: TestPostgres, n: number, clients: number, 
   return res;
 }
 
-/** Asks for a permit every 20 ms between `from` and `to`, as a replica of its own would; each ask's round trip goes into `out`. */
+/** Asks for a permit every 100 ms between `from` and `to`, as a replica of its own would; each ask's round trip goes into `out`. */
 async function permitProbe(c: TestCluster, from: number, to: number, out: number[]): Promise<void> {
   const config = parseConfig(benchYaml('http://127.0.0.1:9'), 'bench');
   const pool = new pg.Pool({ connectionString: c.db, max: 2 });
@@ -235,7 +258,7 @@ async function permitProbe(c: TestCluster, from: number, to: number, out: number
       const [granted] = await permits.acquire([request]);
       out.push(performance.now() - sent);
       if (granted) permits.release([request]);
-      await sleep(20);
+      await sleep(100);
     }
   } finally {
     permits.close();

@@ -123,6 +123,8 @@ export interface ClusterOptions {
   logLevel?: string;
   /** A PostgreSQL to use (a new database of it) instead of starting one; `close` leaves it running. */
   pg?: TestPostgres;
+  /** A SQLite file instead of a PostgreSQL database (one replica only: a baseline). */
+  sqlite?: boolean;
 }
 
 export interface TestCluster {
@@ -147,10 +149,10 @@ export async function startCluster(n: number, yaml: (toolUrl: string) => string,
   const o: ClusterOptions = typeof opts === 'number' ? { leaseMs: opts } : opts;
   const leaseMs = o.leaseMs ?? 2000;
   const pg = o.pg ?? (await startPostgres());
-  const db = await pg.createDatabase();
+  const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-replicas-'));
+  const db = o.sqlite ? path.join(dir, 'toolgraph.db') : await pg.createDatabase();
   const tools = new ClusterTools();
   await tools.start();
-  const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-replicas-'));
   const configOf = (i: number) => {
     const file = path.join(dir, o.perReplicaUrls ? `toolgraph-r${i}.yaml` : 'toolgraph.yaml');
     writeFileSync(file, `${yaml(o.perReplicaUrls ? `${tools.url}/r${i}` : tools.url)}\nstore:\n  leaseMs: ${leaseMs}\n`);

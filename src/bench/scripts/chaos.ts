@@ -1,11 +1,13 @@
 /**
  * The chaos script of several replicas (DESIGN §12), not a test: `npm run chaos -- [--replicas 3]
  * [--clients 8] [--seconds 60] [--seed N] [--lease-ms 2000] [--no-pause] [--kill-every 4000-10000]
- * [--settle-seconds 120]`. Runs N replicas on a throwaway PostgreSQL and M clients for a bounded time,
+ * [--settle-seconds 120] [--logs DIR]`. Runs N replicas on a throwaway PostgreSQL and M clients for a bounded time,
  * kills (-9) and restarts replicas at random and pauses one past its lease (chaos.ts), then checks every
  * invariant from the tool server's log and the event logs (chaos-check.ts). Prints what happened and
  * each violation count; exits 1 if any is not 0. Progress goes to stderr, the report to stdout.
  */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { runChaos, type ChaosRecord } from '../chaos.js';
 import { checkChaos } from '../chaos-check.js';
@@ -20,6 +22,7 @@ const { values } = parseArgs({
     'no-pause': { type: 'boolean', default: false },
     'kill-every': { type: 'string', default: '4000-10000' },
     'settle-seconds': { type: 'string', default: '120' },
+    logs: { type: 'string' },
   },
 });
 
@@ -64,7 +67,7 @@ try {
     `kills (-9)               ${r.kills}`,
     `pauses past the lease    ${r.pauses} (${r.staleOpen} attempts of the paused replica were open: counted up to the pause)`,
     `takeovers (runs)         ${r.takeovers}`,
-    `leases lost              ${r.leaseLosses}`,
+    `leases lost              ${r.leaseLosses}${Object.entries(r.lossReasons).map(([why, k]) => `\n                           ${k} × ${why}`).join('')}`,
     `most at once             ${Object.entries(r.reached).map(([k, n]) => `${k} ${n}`).join(', ')}`,
     `faults                   ${faults.join('; ') || 'none'}`,
     '',
@@ -95,6 +98,16 @@ try {
   if (rec.settledMs === undefined) total++;
   out.push('', total === 0 ? 'OK: no violation' : `FAILED: ${total} violation(s)`);
   console.log(out.join('\n'));
+  if (values.logs) {
+    mkdirSync(values.logs, { recursive: true });
+    const seen = new Map<number, number>();
+    for (const { replica, child } of rec.children) {
+      const k = (seen.get(replica) ?? 0) + 1;
+      seen.set(replica, k);
+      writeFileSync(path.join(values.logs, `r${replica}-${k}.log`), child.output());
+    }
+    console.error(`[chaos] replica logs in ${values.logs}`);
+  }
   failed = total > 0;
 } catch (err) {
   console.error(err);

@@ -81,22 +81,22 @@ try {
     const seconds = n(values.seconds);
     const results: ThroughputResult[] = [];
     for (let round = 0; round < n(values.rounds); round++) {
-      const order = round % 2 === 0 ? [1, 2, 3] : [3, 2, 1];
+      const order = round % 2 === 0 ? [0, 1, 2, 3] : [3, 2, 1, 0];
       for (const replicas of order) {
-        log(`throughput, ${replicas} replica(s), round ${round + 1}…`);
+        log(`throughput, ${replicas || 'SQLite, 1'} replica(s), round ${round + 1}…`);
         results.push(await throughput(pgc, replicas, clients, seconds));
         log(`  ${results[results.length - 1]!.runsPerSec.toFixed(1)} runs/s (load ${load()})`);
       }
     }
-    out(`**Runs per second** (${clients} closed-loop clients round-robin over the replicas, each run 3 independent http calls of 5 ms, submitted with \`waitMs\` so one request waits for the end; ${seconds} s measured after 3 s of warm-up; rounds alternate the order). Beside it, **permit acquisition**: an ask for a permit no limit refuses, made every 20 ms through cluster/permits.ts under a lease of its own while the load runs (the wait for the cluster's one-at-a-time lock included):`);
+    out(`**Runs per second** (${clients} closed-loop clients round-robin over the replicas, each run 3 independent http calls of 5 ms, submitted with \`waitMs\` so one request waits for the end; ${seconds} s measured after 3 s of warm-up; rounds alternate the order). Beside it, **permit acquisition**: an ask for a permit no limit refuses, made every 100 ms through cluster/permits.ts under a lease of its own while the load runs (the wait for the cluster's one-at-a-time lock included):`);
     out();
-    out('| replicas | round | runs/s | request p50 / p99 ms | errors | permit ask p50 / p99 ms (asks) |');
-    out('|---|---|---|---|---|---|');
-    for (const replicas of [1, 2, 3]) {
+    out('| replicas | round | runs/s | request p50 / p99 ms | errors | PostgreSQL commits per run | permit ask p50 / p99 ms (asks) |');
+    out('|---|---|---|---|---|---|---|');
+    for (const replicas of [0, 1, 2, 3]) {
       results
         .filter((r) => r.replicas === replicas)
         .forEach((r, k) =>
-          out(`| ${replicas} | ${k + 1} | ${f1(r.runsPerSec)} | ${f0(quantile(r.latency, 0.5))} / ${f0(quantile(r.latency, 0.99))} | ${r.errors} | ${f1(quantile(r.permitAsks, 0.5))} / ${f1(quantile(r.permitAsks, 0.99))} (${r.permitAsks.length}) |`),
+          out(`| ${replicas === 0 ? '1, SQLite (no cluster)' : replicas} | ${k + 1} | ${f1(r.runsPerSec)} | ${f0(quantile(r.latency, 0.5))} / ${f0(quantile(r.latency, 0.99))} | ${r.errors} | ${replicas === 0 ? '–' : f1(r.xactPerRun)} | ${replicas === 0 ? '–' : `${f1(quantile(r.permitAsks, 0.5))} / ${f1(quantile(r.permitAsks, 0.99))} (${r.permitAsks.length})`} |`),
         );
     }
     out();
