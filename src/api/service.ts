@@ -226,7 +226,7 @@ export class Service {
    * the engine still holds what it could not store, and stores it once the store is back.
    */
   private writable(): void {
-    if (this.engine.storeUnavailable() !== undefined) {
+    if (this.engine.storeUnavailable() !== undefined || (this.cluster !== undefined && this.cluster.instance === undefined)) {
       throw new ApiError('store_unavailable', 'the store cannot be reached now; nothing was changed; retry later', undefined, { 'retry-after': STORE_RETRY_AFTER });
     }
   }
