@@ -117,7 +117,7 @@ export class CommitPipeline {
    * Runs withdrawn from a batch that was tried (see `withdraw`), with the seqs their last stored event
    * may have: ended once the store is back (`endWithdrawn`).
    */
-  private maybeStored: { runId: string; lastSeqs: number[] }[] = [];
+  private maybeStored: { runId: string; lastSeqs: number[]; at: number }[] = [];
 
   constructor(
     private readonly log: EventLog | undefined,
@@ -306,7 +306,7 @@ export class CommitPipeline {
           for (const d of x.batch) for (const e of d.events) if (e.runId === c.creates && e.seq > last) last = e.seq;
           if (x.tried && last > 0) lastSeqs.add(last);
         }
-        if (lastSeqs.size > 0) this.maybeStored.push({ runId: c.creates, lastSeqs: [...lastSeqs] });
+        if (lastSeqs.size > 0) this.maybeStored.push({ runId: c.creates, lastSeqs: [...lastSeqs], at: this.clock() });
         list.splice(i, 1);
         this.refuse(c, err, all);
       }
@@ -320,10 +320,11 @@ export class CommitPipeline {
    */
   private async endWithdrawn(): Promise<void> {
     while (this.maybeStored.length > 0) {
-      const { runId, lastSeqs } = this.maybeStored[0] as { runId: string; lastSeqs: number[] };
+      // The same event each time (its time too), so that a try that landed after it timed out is known.
+      const { runId, lastSeqs, at } = this.maybeStored[0] as { runId: string; lastSeqs: number[]; at: number };
       for (let i = 0; i < lastSeqs.length; ) {
         const seq = (lastSeqs[i] as number) + 1;
-        const end = { seq, type: 'run.completed', runId, at: this.clock(), data: { status: 'cancelled', diagnostics: [WITHDRAWN] } } as RunEvent;
+        const end = { seq, type: 'run.completed', runId, at, data: { status: 'cancelled', diagnostics: [WITHDRAWN] } } as RunEvent;
         const err = await this.tryAppend([{ events: [end], starts: [], aborts: [] }]);
         if (isStoreUnavailable(err)) {
           this.outage = err;
