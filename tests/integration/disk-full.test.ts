@@ -211,11 +211,19 @@ async function expectServing(srv: ServerChild, ids: readonly string[], degraded:
   for (const id of ids) expect((await call(srv.url, 'GET', `/v1/runs/${id}`)).status).toBe(200);
   expect((await call(srv.url, 'GET', '/v1/runs?limit=5')).status).toBe(200);
   if (degraded) {
-    const health = await call(srv.url, 'GET', '/healthz');
-    expect(health.status).toBe(503);
+    // Within a moment: what failed last may be on its way to the store again.
+    const health = await until('/healthz to say degraded', async () => {
+      const h = await call(srv.url, 'GET', '/healthz');
+      return h.status === 503 ? h : undefined;
+    }, 2000, 20);
     expect(health.body).toMatchObject({ status: 'degraded', store: 'sqlite' });
   }
   expect(srv.proc.exitCode).toBeNull();
+}
+
+/** Waits until no attempt runs (`/healthz` counts them): what ended meanwhile waits in the engine if the store cannot take it. */
+async function attemptsEnded(srv: ServerChild): Promise<void> {
+  await until('the running attempts to end', async () => ((await call(srv.url, 'GET', '/healthz')).body.runningAttempts === 0 ? true : undefined), 10_000, 50);
 }
 
 /** Holds a read transaction on the file, so that its WAL cannot start over and must grow to take a write. */
@@ -256,12 +264,8 @@ describe('the SQLite store out of room', () => {
     expectStoreUnavailable(await call(srv.url, 'POST', '/v1/runs', bulky(1)));
     expect(Date.now() - t0).toBeLessThan(2000);
     await expectServing(srv, [...accepted, ...running], true);
-    // The slow runs end meanwhile: their ends wait in the engine, and the service stays degraded.
-    await until('the slow runs to end in the engine', async () => {
-      const r = await call(srv.url, 'GET', `/v1/runs/${running[2]}`);
-      return r.body.calls[0].status === 'running' ? undefined : true;
-    }, 10_000, 100).catch(() => undefined);
-    await new Promise((r) => setTimeout(r, 300));
+    // The slow runs' calls end meanwhile: their ends wait in the engine, and the service stays degraded.
+    await attemptsEnded(srv);
     await expectServing(srv, running, true);
     expectStoreUnavailable(await call(srv.url, 'POST', '/v1/runs', bulky(1)));
 
@@ -320,7 +324,7 @@ describe('the SQLite store out of room', () => {
     expectStoreUnavailable(refusal);
     await expectServing(srv, [...accepted, ...running], false);
     // The slow runs' ends cannot be stored either: the service is degraded while it holds them.
-    await new Promise((r) => setTimeout(r, 1800));
+    await attemptsEnded(srv);
     await expectServing(srv, running, true);
     expectStoreUnavailable(await call(srv.url, 'POST', '/v1/runs', bulky(1)));
 
@@ -344,9 +348,13 @@ describe('the SQLite store out of room', () => {
     const t0 = Date.now();
     const first = await call(srv.url, 'POST', '/v1/runs', bulky(1));
     expectStoreUnavailable(first);
+    // The busy timeout (5 s) decides, not the lock's holder.
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(4500);
     expect(Date.now() - t0).toBeLessThan(15_000);
     expectStoreUnavailable(await call(srv.url, 'POST', '/v1/runs', bulky(1)));
-    await expectServing(srv, [...accepted, ...running], true);
+    // (Not asserted degraded: with nothing held, the store's ping, which a lock does not stop, may let
+    // the next write try again meanwhile.)
+    await expectServing(srv, [...accepted, ...running], false);
 
     other.exec('ROLLBACK');
     accepted.push(await takenAgain(srv, Date.now()));
