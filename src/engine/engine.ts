@@ -204,8 +204,7 @@ export class Engine {
       this.views.forget(first.runId);
       throw new Error(`cannot resume run ${first.runId}: ${(e as Error).message}`, { cause: e });
     }
-    // While the store is away, its output is held (stored once it is back) and the start goes on.
-    await this.command(() => out, { orHeld: true });
+    await this.command(() => out, { orHeld: true }); // with the store away: held, stored once it is back
     return this.views.get(first.runId) ?? view;
   }
 
