@@ -29,7 +29,7 @@
  */
 import type { RunEvent } from '../core/events.js';
 import type { AbortAttempt, StartAttempt } from '../core/scheduler.js';
-import { isStoreUnavailable } from '../store/errors.js';
+import { isLeaseLost, isStoreUnavailable } from '../store/errors.js';
 
 /**
  * Where events become durable; a store implements it (`Store.append`). Batches handed over while
@@ -79,6 +79,11 @@ export interface PipelineHooks {
   refused(runId: string, held: readonly Commit[]): void;
   /** The store refused a commit that no caller waits for: the engine and the store disagree. */
   fault(err: unknown): void;
+  /**
+   * Several replicas (DESIGN §12): the store fenced a batch off, since this replica's lease ended. The
+   * engine abandons every run (`abandon`); nothing in hand is stored any more.
+   */
+  leaseLost?(err: unknown): void;
 }
 
 export interface PipelineOptions {
@@ -118,6 +123,8 @@ export class CommitPipeline {
    * may have: ended once the store is back (`endWithdrawn`).
    */
   private maybeStored: { runId: string; lastSeqs: number[]; at: number }[] = [];
+  /** Grows with each `abandon`: what was in hand before it is never stored or applied. */
+  private generation = 0;
 
   constructor(
     private readonly log: EventLog | undefined,
@@ -191,9 +198,28 @@ export class CommitPipeline {
     return new Promise((resolve) => this.empties.push(resolve));
   }
 
+  /**
+   * Drops everything in hand (see `PipelineHooks.leaseLost`): queued commits and batches in flight are
+   * never applied, and their callers hear `reason`.
+   */
+  abandon(reason: unknown): void {
+    this.generation++;
+    const dropped = [...this.queue.splice(0), ...this.writing.splice(0).flatMap((w) => w.batch)];
+    this.repairing = false;
+    this.outage = undefined;
+    this.maybeStored = [];
+    for (const c of dropped) c.committed?.reject(reason);
+    this.checkEmpty();
+  }
+
   private landed(w: Writing, outcome: { err?: unknown }): void {
     w.settled = outcome;
     if (outcome.err !== undefined && !isRefusedForAnEarlier(outcome.err)) w.tried = true;
+    if (!this.writing.includes(w)) return;
+    if (isLeaseLost(outcome.err)) {
+      this.hooks.leaseLost?.(outcome.err);
+      return;
+    }
     if (this.repairing) return;
     let applied = false;
     while (this.writing.length > 0) {
@@ -214,9 +240,11 @@ export class CommitPipeline {
 
   /** Settles every batch in flight, then stores the failed ones again (see the top of the file). */
   private async repair(): Promise<void> {
+    const generation = this.generation;
     this.repairing = true;
     try {
       await Promise.all(this.writing.map((w) => w.done));
+      if (generation !== this.generation) return;
       const ws = this.writing.splice(0);
       for (const [i, w] of ws.entries()) {
         if (w.settled?.err === undefined) {
@@ -224,9 +252,10 @@ export class CommitPipeline {
           continue;
         }
         await this.storeAgain(w, ws.slice(i + 1).filter((x) => x.settled?.err !== undefined), w.settled.err);
+        if (generation !== this.generation) return;
       }
     } finally {
-      this.repairing = false;
+      if (generation === this.generation) this.repairing = false;
     }
     this.hooks.settled(true);
     this.checkEmpty();
@@ -234,6 +263,7 @@ export class CommitPipeline {
 
   /** Stores a failed batch's commits again: together while the store is away, then one by one. */
   private async storeAgain(w: Writing, later: readonly Writing[], first: unknown): Promise<void> {
+    const generation = this.generation;
     const batch = w.batch;
     let err: unknown = first;
     let pause = this.retryMs;
@@ -244,8 +274,10 @@ export class CommitPipeline {
         await sleep(pause);
         pause = Math.min(pause * 2, this.maxRetryMs);
       }
+      if (generation !== this.generation) return;
       // Nothing left to store (its submissions were withdrawn): the log says when it is back.
       err = eventsOf(batch).length === 0 && this.outage !== undefined ? await this.probe() : await this.tryAppend(batch, w);
+      if (generation !== this.generation) return;
       if (err === undefined) {
         this.outage = undefined;
         for (const c of batch) this.applyOne(c);
@@ -253,11 +285,21 @@ export class CommitPipeline {
         return;
       }
     }
+    if (isLeaseLost(err)) {
+      this.hooks.leaseLost?.(err);
+      return;
+    }
     // A rule is broken: commit by commit, so that only the bad one fails.
     for (const [i, c] of batch.entries()) {
       pause = this.retryMs;
       for (;;) {
+        if (generation !== this.generation) return;
         const e = await this.tryAppend([c], w);
+        if (generation !== this.generation) return;
+        if (isLeaseLost(e)) {
+          this.hooks.leaseLost?.(e);
+          return;
+        }
         if (e === undefined) {
           this.outage = undefined;
           this.applyOne(c);
@@ -319,13 +361,19 @@ export class CommitPipeline {
    * of them is stored, and only for a run whose submission was stored after all.
    */
   private async endWithdrawn(): Promise<void> {
-    while (this.maybeStored.length > 0) {
+    const generation = this.generation;
+    while (this.maybeStored.length > 0 && generation === this.generation) {
       // The same event each time (its time too), so that a try that landed after it timed out is known.
       const { runId, lastSeqs, at } = this.maybeStored[0] as { runId: string; lastSeqs: number[]; at: number };
       for (let i = 0; i < lastSeqs.length; ) {
         const seq = (lastSeqs[i] as number) + 1;
         const end = { seq, type: 'run.completed', runId, at, data: { status: 'cancelled', diagnostics: [WITHDRAWN] } } as RunEvent;
         const err = await this.tryAppend([{ events: [end], starts: [], aborts: [] }]);
+        if (generation !== this.generation) return;
+        if (isLeaseLost(err)) {
+          this.hooks.leaseLost?.(err);
+          return;
+        }
         if (isStoreUnavailable(err)) {
           this.outage = err;
           await sleep(this.maxRetryMs);
