@@ -126,7 +126,7 @@ export class Engine {
           setImmediate(() => {
             throw err;
           })),
-    });
+    }, { clock: () => this.clock() });
     this.clock = opts.clock ?? Date.now;
     this.views = new RunViews(opts.retainEndedMs ?? 10 * 60_000, opts.retainEndedRuns ?? 10_000, (runId) => this.scheduler.evict(runId));
   }
@@ -236,7 +236,7 @@ export class Engine {
       this.views.forget(first.runId);
       throw new Error(`cannot resume run ${first.runId}: ${(e as Error).message}`, { cause: e });
     }
-    await this.command(() => out);
+    await this.command(() => out, { orHeld: true }); // with the store away: held, stored once it is back
     return this.views.get(first.runId) ?? view;
   }
 
@@ -386,9 +386,9 @@ export class Engine {
    * Feeds the scheduler and sends its output at once (after whatever is queued); resolves once it is
    * stored, rejects if the store refuses it (or the scheduler the input).
    */
-  private command(input: (now: number) => Output, submission: Pick<Commit, 'creates'> = {}): Promise<void> {
+  private command(input: (now: number) => Output, { creates, orHeld }: Pick<Commit, 'creates'> & { orHeld?: boolean } = {}): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.enqueue(input(this.clock()), { ...submission, committed: { resolve, reject } });
+      this.enqueue(input(this.clock()), { ...(creates === undefined ? {} : { creates }), committed: { resolve, reject }, ...(orHeld ? { onHeld: resolve } : {}) });
       this.pipeline.send();
     });
   }
@@ -398,10 +398,11 @@ export class Engine {
    * run (see `disown`). A grouped submission (`early`) starts its early attempts now, as its commit
    * is still to come (see `startsEarly`); everything else starts once stored.
    */
-  private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed'> & { early?: boolean } = {}): void {
+  private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed' | 'onHeld'> & { early?: boolean } = {}): void {
     const q: Commit = { events: out.events.map((e) => this.views.number(e)), starts: out.starts, aborts: out.aborts };
     if (submission.creates !== undefined) q.creates = submission.creates;
     if (submission.committed) q.committed = submission.committed;
+    if (submission.onHeld) q.onHeld = submission.onHeld;
     const runId = submission.creates;
     if (submission.early && runId !== undefined) {
       const early = out.starts.filter((s) => startsEarly(s, runId));
