@@ -40,6 +40,7 @@ tools:${tool('lim_a')}${tool('free_b')}
     rate: 2/s
     executor: { kind: http, url: "${toolUrl}/rated" }
 limits:
+  maxActiveRunsPerTenant: 5
   tool: { lim_a: 2 }
   tenant: { capped: 3 }
   resource: { "res:*": 1 }
@@ -133,7 +134,7 @@ describe('several replicas on one PostgreSQL', () => {
 
   it('a rate limit holds across replicas (a token bucket of 2, 2 per second), and is reached', async () => {
     const runs = await Promise.all(
-      [0, 1, 2, 0, 1, 2].map(async (i, k) => (await c.request(i, 'POST', '/v1/runs', { calls: [0, 1].map((n) => ({ id: `q${n}`, tool: 'rated', args: { ms: 10, k } })) })).body),
+      [0, 1, 2].map(async (i, k) => (await c.request(i, 'POST', '/v1/runs', { calls: [0, 1, 2, 3].map((n) => ({ id: `q${n}`, tool: 'rated', args: { ms: 10, k } })) })).body),
     );
     for (const r of runs) expect((await c.ended(0, r.id)).status).toBe('succeeded');
     // When each start was granted: the `at` of its call.started (every replica's clock is this machine's).
@@ -152,6 +153,18 @@ describe('several replicas on one PostgreSQL', () => {
     }
     // Reached: 12 starts need 5 s at the rate (2 at once, then one each 500 ms); they take little more.
     expect(starts.at(-1)! - starts[0]!).toBeLessThan(5000 + 1500);
+  }, 60_000);
+
+  it('maxActiveRunsPerTenant (5) holds across replicas: of six runs sent at once to three replicas, with three running, exactly two are admitted', async () => {
+    const held = await Promise.all([0, 1, 2].map(async (i) => (await c.request(i, 'POST', '/v1/runs', { tenant: 'burst', calls: [{ id: 'h', tool: 'hold_idem', args: { hold: true, i } }] })).body));
+    for (const r of held) expect(r.status).toBe('running');
+    const burst = await Promise.all([0, 1, 2, 0, 1, 2].map((i, k) => c.request(i, 'POST', '/v1/runs', { tenant: 'burst', calls: [{ id: 'b', tool: 'hold_idem', args: { hold: true, k } }] })));
+    expect(burst.map((r) => r.status).sort()).toEqual([201, 201, 429, 429, 429, 429]);
+    for (const r of burst.filter((x) => x.status === 429)) expect(r.body.error.code).toBe('too_many_runs');
+    const admitted = [...held, ...burst.filter((x) => x.status === 201).map((x) => x.body)];
+    for (const r of admitted) await until(`${r.id} to run`, () => c.tools.of(r.id)[0]);
+    c.tools.release((a) => admitted.some((r) => r.id === a.runId));
+    for (const r of admitted) expect((await c.ended(0, r.id)).status).toBe('succeeded');
   }, 60_000);
 
   it('a run is served by every replica, and its events read through another replica are gapless', async () => {
