@@ -14,3 +14,4 @@ export {
   type StartAttempt,
   type SubmitOptions,
 } from './scheduler/api.js';
+export type { HookAnswer, HookDecision, HookMatcher, HookOn, HookRequest } from './hooks.js';

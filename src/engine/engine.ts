@@ -30,7 +30,10 @@ import type { RunProjection, RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import { createExecutors } from '../executors/index.js';
 import type { Executor } from '../executors/types.js';
-import { Attempt, attemptKey, merge, newRunId, startsEarly, strip, type RunListener } from './attempt.js';
+import { Attempt, attemptKey, merge, newRunId, startsEarly, strip, within, type RunListener } from './attempt.js';
+import { HookGate } from './hook-gate.js';
+import { WakeTimer } from './wake-timer.js';
+import type { HookAnswer } from '../core/hooks.js';
 import { isEnded, RunViews } from './run-views.js';
 import { CommitPipeline, type Commit } from './commit-pipeline.js';
 import type { SubmitRequest } from '../contract/submission.js';
@@ -42,12 +45,6 @@ export type { SubmitRequest } from '../contract/submission.js';
 export { isEnded } from './run-views.js';
 
 const NOTHING: Output = { events: [], starts: [], aborts: [] };
-
-/** Resolves when `p` does, or after `ms`, whichever comes first. */
-function within(p: Promise<void>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer));
-}
 
 export class Engine {
   readonly config: Config;
@@ -62,10 +59,11 @@ export class Engine {
   /** Attempts started early (see `startsEarly`) that have not ended: see `flushSoon`. */
   private earlyRunning = 0;
   private readonly inflight = new Map<string, Attempt>();
-  /** Attempts that ended and wait for the next group commit (see `flush`). */
+  /** Attempts that ended, and hooks that answered (DESIGN §14), waiting for the next group commit (see `flush`). */
   private readonly ended: AttemptEnded[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  private timerAt: number | undefined;
+  private readonly answers: HookAnswer[] = [];
+  private readonly hooks: HookGate | undefined;
+  private readonly timer: WakeTimer;
   /** Set by `close`: no new runs. Running calls still finish, and what they unblock still starts. */
   private accepting = true;
   /** Set once `close` has drained: nothing starts, and attempt results are no longer recorded. */
@@ -79,6 +77,7 @@ export class Engine {
       policy: opts.config.policy,
       limits: opts.config.limits,
       defaults: opts.config.defaults,
+      ...(opts.config.hooks ? { hooks: opts.config.hooks } : {}),
     });
     this.ownsExecutor = !opts.executor;
     const executor = opts.executor ?? createExecutors();
@@ -98,6 +97,14 @@ export class Engine {
           })),
     });
     this.clock = opts.clock ?? Date.now;
+    this.timer = new WakeTimer(this.clock, (at) => {
+      this.enqueue(this.scheduler.tick(Math.max(this.clock(), at)));
+      this.pipeline.send();
+    });
+    this.hooks = HookGate.of(opts.config, opts.hooks, this.clock, (a) => {
+      this.answers.push(a);
+      this.scheduleFlush();
+    });
     this.views = new RunViews(opts.retainEndedMs ?? 10 * 60_000, opts.retainEndedRuns ?? 10_000, (runId) => this.scheduler.evict(runId));
   }
 
@@ -317,12 +324,12 @@ export class Engine {
     this.pipeline.send();
     await within(this.pipeline.drained(), Math.max(5000, opts.drainMs ?? 0));
     this.closed = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.timer.clear();
     // Nothing will change any more: whoever waits gets the run as it stands now (a pending wait's
     // timer would otherwise keep the process alive for up to its whole timeout).
     this.views.wakeAll();
     for (const c of this.inflight.values()) c.abort();
+    await this.hooks?.close();
     if (this.ownsExecutor) await this.executor.close();
   }
 
@@ -346,6 +353,7 @@ export class Engine {
    */
   private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed'> & { early?: boolean } = {}): void {
     const q: Commit = { events: out.events.map((e) => this.views.number(e)), starts: out.starts, aborts: out.aborts };
+    if (out.hooks) q.hooks = out.hooks;
     if (submission.creates !== undefined) q.creates = submission.creates;
     if (submission.committed) q.committed = submission.committed;
     const runId = submission.creates;
@@ -391,10 +399,12 @@ export class Engine {
   private flush(): void {
     this.flushScheduled = false;
     const ends = this.ended.splice(0);
-    if (!this.closed && ends.length > 0) {
+    const answers = this.answers.splice(0);
+    if (!this.closed && ends.length + answers.length > 0) {
       const now = this.clock();
       const merged: Output = { events: [], starts: [], aborts: [] };
       for (const e of ends) merge(merged, this.scheduler.attemptEnded(now, e));
+      for (const a of answers) merge(merged, this.scheduler.hookDecided(now, a));
       this.enqueue(merged);
     }
     this.pipeline.send();
@@ -406,6 +416,7 @@ export class Engine {
     for (const e of q.events) this.views.publish(e);
     // Starts before aborts: in a group commit a later step may abort what an earlier one started.
     if (!this.closed) for (const s of q.starts) this.launch(s);
+    if (q.hooks) for (const h of q.hooks) this.hooks?.launch(h);
     for (const a of q.aborts) this.inflight.get(attemptKey(a.runId, a.callId, a.attempt, 'call'))?.abort(a.reason);
   }
 
@@ -481,18 +492,6 @@ export class Engine {
 
   /** Keeps exactly one timer, for the scheduler's next wake-up. */
   private arm(): void {
-    const at = this.scheduler.nextWakeAt();
-    if (at === this.timerAt) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.timerAt = at;
-    if (at === undefined || this.closed) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.timerAt = undefined;
-      this.enqueue(this.scheduler.tick(Math.max(this.clock(), at)));
-      this.pipeline.send();
-    }, Math.max(0, at - this.clock()));
+    this.timer.set(this.closed ? undefined : this.scheduler.nextWakeAt());
   }
-
 }

@@ -5,6 +5,7 @@
 import type { CallInput } from '../calls.js';
 import type { CallError } from '../errors.js';
 import type { CoreEvent, EventPayloads } from '../events.js';
+import type { HookMatcher, HookRequest } from '../hooks.js';
 import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from '../tool.js';
 
 export interface SchedulerOptions {
@@ -12,6 +13,8 @@ export interface SchedulerOptions {
   policy: Policy;
   limits: Limits;
   defaults: Defaults;
+  /** Hooks (DESIGN §14): which calls wait for a `before_call` or `after_call` decision. */
+  hooks?: readonly HookMatcher[];
 }
 
 export interface SubmitOptions {
@@ -51,6 +54,8 @@ export interface Output {
   events: CoreEvent[];
   starts: StartAttempt[];
   aborts: AbortAttempt[];
+  /** Hooks to run (only when `SchedulerOptions.hooks` has some): answer each with `hookDecided`. */
+  hooks?: HookRequest[];
 }
 
 export type AttemptResult = { ok: true; output: unknown } | { ok: false; error: CallError; retryable?: boolean; retryAfterMs?: number };

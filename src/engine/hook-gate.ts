@@ -1,0 +1,59 @@
+/**
+ * The engine's side of hooks (DESIGN §14): the scheduler asks for a call's hooks in its output
+ * (`Output.hooks`); once that output is stored the engine launches them here, and each answer goes
+ * back to the scheduler with the next group commit, like an attempt's end. A call's hooks run one
+ * request at a time; `close` aborts what still runs (its call is resumed after a restart, where its
+ * hooks are asked again: their decision was never stored).
+ */
+import type { HookAnswer, HookDecision, HookRequest } from '../core/hooks.js';
+import type { Config } from '../contract/config.js';
+import { createHookRunner, type HookRunner } from '../hooks/index.js';
+
+export class HookGate {
+  private readonly running = new Map<string, AbortController>();
+  private closed = false;
+
+  constructor(
+    private readonly runner: HookRunner,
+    /** Told each answer (never after `close`). */
+    private readonly answered: (a: HookAnswer) => void,
+    /** Whether `close` closes the runner (the one the gate made). */
+    private readonly owns = false,
+  ) {}
+
+  /** A gate over the config's hooks, or undefined when it has none (and no runner is given). */
+  static of(config: Config, runner: HookRunner | undefined, clock: () => number, answered: (a: HookAnswer) => void): HookGate | undefined {
+    if (runner) return new HookGate(runner, answered);
+    return config.hooks && config.hooks.length > 0 ? new HookGate(createHookRunner(config.hooks, { clock }), answered, true) : undefined;
+  }
+
+  launch(req: HookRequest): void {
+    if (this.closed) return;
+    const key = `${req.on}/${req.runId}/${req.callId}`;
+    const controller = new AbortController();
+    this.running.set(key, controller);
+    const done = (decisions: HookDecision[]) => {
+      if (this.running.get(key) !== controller) return;
+      this.running.delete(key);
+      if (!this.closed) this.answered({ on: req.on, runId: req.runId, callId: req.callId, index: req.index, decisions });
+    };
+    this.runner.run(req, controller.signal).then(done, (err: unknown) => {
+      // The runner never throws; if it did, nothing it would have decided is known: as `onError: deny`.
+      const error = `the hook runner failed: ${err instanceof Error ? err.message : String(err)}`;
+      const base = { hook: 'runner', startedAt: Date.now(), durationMs: 0, error };
+      done([req.on === 'before_call' ? { ...base, decision: 'deny', reason: error } : { ...base, decision: 'fail', fail: { message: error } }]);
+    });
+  }
+
+  /** How many requests run now. */
+  get size(): number {
+    return this.running.size;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const c of this.running.values()) c.abort();
+    this.running.clear();
+    if (this.owns) await this.runner.close();
+  }
+}
