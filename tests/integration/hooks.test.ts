@@ -4,9 +4,11 @@
  * the test's control), and a worker-module hook on disk. Covers deny, review, rewrite, the escape of
  * resource keys, redaction seen by a dependent, failing a succeeded call, a timeout under each
  * `onError`, a module hook, the metrics and the dashboard's timeline, and the replay of a recorded run
- * with hooks, which calls no hook (the hook server is gone by then).
+ * with hooks, which calls no hook (the hook server is gone by then); and the README's guardrail example,
+ * run as written.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -291,5 +293,52 @@ describe('replay of a run with hooks', () => {
     expect(cli.err).toBe('');
     expect(cli.code).toBe(0);
     expect(hs.requests.length).toBe(seen);
+  });
+});
+
+describe('the README guardrail example', () => {
+  const readme = readFileSync('README.md', 'utf8');
+  const block = (lang: string, marker: string) => [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1] as string).find((b) => b.includes(marker));
+
+  it('runs: the hook server as written, the config as written, and a write outside /srv/repo is denied', async () => {
+    const js = block('js', 'guard.mjs');
+    const yaml = block('yaml', 'repo-guard');
+    expect(js).toBeDefined();
+    expect(yaml).toBeDefined();
+    const file = path.join(dir, 'readme-guard.mjs');
+    writeFileSync(file, js as string);
+    const child = spawn(process.execPath, [file], { env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        let out = '';
+        child.stdout.on('data', (d: Buffer) => {
+          out += d.toString();
+          const m = /guard on (\d+)/.exec(out);
+          if (m) resolve(Number(m[1]));
+        });
+        child.once('exit', (code) => reject(new Error(`the guard exited with ${code}`)));
+      });
+      const tools = `tools:\n  - { name: fs__write_file, reads: [], writes: ["file:{path}"], executor: { kind: builtin, name: echo } }\n`;
+      const guarded = await startApi({ yaml: tools + (yaml as string).replace('127.0.0.1:9100', `127.0.0.1:${port}`) });
+      try {
+        const res = await guarded.post('/v1/runs', {
+          waitMs: 20_000,
+          calls: [
+            { id: 'ok', tool: 'fs__write_file', args: { path: '/srv/repo/a.txt', content: 'hi' } },
+            { id: 'etc', tool: 'fs__write_file', args: { path: '/etc/passwd', content: 'x' } },
+            { id: 'up', tool: 'fs__write_file', args: { path: '/srv/repo/../etc/x', content: 'x' } },
+          ],
+        });
+        const r = res.body;
+        expect(r.status).toBe('partial');
+        expect(callOf(r, 'ok')).toMatchObject({ status: 'succeeded', output: { path: '/srv/repo/a.txt' } });
+        expect(callOf(r, 'etc').error).toEqual({ code: 'hook_denied', message: 'etc: writes outside /srv/repo: /etc/passwd', details: { hook: 'repo-guard' } });
+        expect(callOf(r, 'up').error).toMatchObject({ code: 'hook_denied', message: 'up: writes outside /srv/repo: /srv/etc/x' });
+      } finally {
+        await guarded.close();
+      }
+    } finally {
+      child.kill();
+    }
   });
 });
