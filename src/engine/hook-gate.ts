@@ -5,12 +5,17 @@
  * request at a time; `close` aborts what still runs (its call is resumed after a restart, where its
  * hooks are asked again: their decision was never stored).
  */
+import { setMaxListeners } from 'node:events';
 import type { HookAnswer, HookDecision, HookRequest } from '../core/hooks.js';
 import type { Config } from '../contract/config.js';
 import { createHookRunner, type HookRunner } from '../hooks/index.js';
 
 export class HookGate {
-  private readonly running = new Map<string, AbortController>();
+  /** Requests running, by `on/run/call`: each answers once. */
+  private readonly running = new Map<string, number>();
+  /** Aborts every hook still running, on `close` (one signal for all: a call's own hooks are not aborted). */
+  private readonly stop = new AbortController();
+  private launched = 0;
   private closed = false;
 
   constructor(
@@ -19,7 +24,10 @@ export class HookGate {
     private readonly answered: (a: HookAnswer) => void,
     /** Whether `close` closes the runner (the one the gate made). */
     private readonly owns = false,
-  ) {}
+  ) {
+    // Every running request listens to it: as many as run at once, by design.
+    setMaxListeners(0, this.stop.signal);
+  }
 
   /** A gate over the config's hooks, or undefined when it has none (and no runner is given). */
   static of(config: Config, runner: HookRunner | undefined, clock: () => number, answered: (a: HookAnswer) => void): HookGate | undefined {
@@ -30,14 +38,14 @@ export class HookGate {
   launch(req: HookRequest): void {
     if (this.closed) return;
     const key = `${req.on}/${req.runId}/${req.callId}`;
-    const controller = new AbortController();
-    this.running.set(key, controller);
+    const id = ++this.launched;
+    this.running.set(key, id);
     const done = (decisions: HookDecision[]) => {
-      if (this.running.get(key) !== controller) return;
+      if (this.running.get(key) !== id) return;
       this.running.delete(key);
       if (!this.closed) this.answered({ on: req.on, runId: req.runId, callId: req.callId, index: req.index, decisions });
     };
-    this.runner.run(req, controller.signal).then(done, (err: unknown) => {
+    this.runner.run(req, this.stop.signal).then(done, (err: unknown) => {
       // The runner never throws; if it did, nothing it would have decided is known: as `onError: deny`.
       const error = `the hook runner failed: ${err instanceof Error ? err.message : String(err)}`;
       const base = { hook: 'runner', startedAt: Date.now(), durationMs: 0, error };
@@ -52,7 +60,7 @@ export class HookGate {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const c of this.running.values()) c.abort();
+    this.stop.abort();
     this.running.clear();
     if (this.owns) await this.runner.close();
   }

@@ -18,7 +18,7 @@
 import { availableParallelism } from 'node:os';
 import type { HookConfig } from '../config/hooks-schema.js';
 import type { HookDecision, HookRequest } from '../core/hooks.js';
-import { ModuleHooks, postHook, type HookCall } from './transports.js';
+import { ModuleHooks, postHook, type HookCall, type HookEndpoint } from './transports.js';
 
 export interface HookRunner {
   /** Runs the request's hooks; `signal` aborts the one running (it then decides by its `onError`). */
@@ -70,14 +70,17 @@ export function readAnswer(on: HookRequest['on'], answer: unknown): Omit<HookDec
 export function createHookRunner(hooks: readonly HookConfig[], opts: HookRunnerOptions = {}): HookRunner {
   const clock = opts.clock ?? Date.now;
   const modules = new ModuleHooks(Math.max(1, opts.maxThreads ?? availableParallelism()));
+  const endpoints = hooks.map((h): HookEndpoint | undefined => (h.url === undefined ? undefined : { url: new URL(h.url), headers: h.headers }));
 
-  async function one(hook: HookConfig, payload: HookPayload, signal: AbortSignal | undefined): Promise<HookDecision> {
+  async function one(i: number, payload: HookPayload, signal: AbortSignal | undefined): Promise<HookDecision> {
+    const hook = hooks[i] as HookConfig;
+    const endpoint = endpoints[i];
     const startedAt = clock();
     const t0 = performance.now();
     const call: HookCall = { body: JSON.stringify(payload), request: payload, timeoutMs: hook.timeoutMs, ...(signal ? { signal } : {}) };
     let read: ReturnType<typeof readAnswer>;
     try {
-      const answer = hook.url !== undefined ? await postHook(hook.url, hook.headers, call) : await modules.call(hook.module as string, call);
+      const answer = endpoint !== undefined ? await postHook(endpoint, call) : await modules.call(hook.module as string, call);
       read = readAnswer(payload.on, answer);
     } catch (err) {
       read = err instanceof Error ? err.message : String(err);
@@ -97,9 +100,8 @@ export function createHookRunner(hooks: readonly HookConfig[], opts: HookRunnerO
       if (request.error !== undefined) payload.error = request.error;
       const out: HookDecision[] = [];
       for (const i of request.hooks) {
-        const hook = hooks[i];
-        if (!hook) continue;
-        const d = await one(hook, payload, signal);
+        if (!hooks[i]) continue;
+        const d = await one(i, payload, signal);
         out.push(d);
         if (d.decision === 'deny' || d.decision === 'review' || (d.decision === 'fail' && request.status === 'succeeded')) break;
         // On a failed call the hooks only observe: nothing they say changes what the next one sees.

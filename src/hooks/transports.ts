@@ -28,10 +28,16 @@ export interface HookCall {
 
 const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
 
-/** POSTs the request to `url`; resolves with the parsed 2xx JSON answer. */
-export function postHook(url: string, headers: Readonly<Record<string, string>> | undefined, call: HookCall): Promise<unknown> {
+/** An endpoint, parsed once. */
+export interface HookEndpoint {
+  url: URL;
+  headers?: Readonly<Record<string, string>> | undefined;
+}
+
+/** POSTs the request to the endpoint; resolves with the parsed 2xx JSON answer. */
+export function postHook(endpoint: HookEndpoint, call: HookCall): Promise<unknown> {
+  const { url: u, headers } = endpoint;
   return new Promise((resolvePromise, reject) => {
-    const u = new URL(url);
     const secure = u.protocol === 'https:';
     let settled = false;
     const done = (err: Error | undefined, value?: unknown) => {
