@@ -18,7 +18,8 @@
  *
  * Target (issue #19): a loopback hook adds at most 1 ms p50 per call.
  *
- * Options (environment): ROUNDS (6), RUNS (1500 per round and mode), STORES (memory,sqlite).
+ * Options (environment): ROUNDS (6), RUNS (1500 per round and mode in memory), SQLITE_RUNS (300: each
+ * costs a few fsyncs), STORES (memory,sqlite).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -32,6 +33,7 @@ import { median, quantile } from '../stats.js';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 6);
 const RUNS = Number(process.env.RUNS ?? 1500);
+const SQLITE_RUNS = Number(process.env.SQLITE_RUNS ?? 300);
 const STORES = (process.env.STORES ?? 'memory,sqlite').split(',') as ('memory' | 'sqlite')[];
 const MODES = ['none', 'before', 'both'] as const;
 type Mode = (typeof MODES)[number];
@@ -89,6 +91,7 @@ const load = () =>
     .join(' / ');
 
 async function bench(storeKind: 'memory' | 'sqlite', url: string, dir: string): Promise<void> {
+  const runs = storeKind === 'memory' ? RUNS : SQLITE_RUNS;
   const engines = new Map<Mode, { engine: Engine; store?: Store }>();
   for (const mode of MODES) {
     const config = parseConfig(yaml(mode, url), `bench-${mode}.yaml`);
@@ -97,11 +100,11 @@ async function bench(storeKind: 'memory' | 'sqlite', url: string, dir: string): 
   }
   const results = new Map<Mode, Round[]>(MODES.map((m) => [m, []]));
   try {
-    for (const mode of MODES) await round((engines.get(mode) as { engine: Engine }).engine, Math.min(300, RUNS)); // warm-up
+    for (const mode of MODES) await round((engines.get(mode) as { engine: Engine }).engine, Math.min(300, runs)); // warm-up
     for (let r = 0; r < ROUNDS; r++) {
       const order = r % 2 === 0 ? [...MODES] : [...MODES].reverse();
       for (const mode of order) {
-        const res = await round((engines.get(mode) as { engine: Engine }).engine, RUNS);
+        const res = await round((engines.get(mode) as { engine: Engine }).engine, runs);
         (results.get(mode) as Round[]).push(res);
         console.log(`  ${storeKind} round ${r + 1} ${mode.padEnd(6)} p50 ${res.p50.toFixed(3)} ms  p99 ${res.p99.toFixed(3)} ms  ${res.cpuUsPerCall.toFixed(0)} µs CPU/call`);
       }
@@ -114,7 +117,7 @@ async function bench(storeKind: 'memory' | 'sqlite', url: string, dir: string): 
   }
   const none = results.get('none') as Round[];
   console.log('');
-  console.log(`${storeKind === 'memory' ? 'In-memory event log' : 'Durable SQLite file'} (${ROUNDS} rounds × ${RUNS} one-call runs per mode; load average now ${load()}):`);
+  console.log(`${storeKind === 'memory' ? 'In-memory event log' : 'Durable SQLite file'} (${ROUNDS} rounds × ${runs} one-call runs per mode; load average now ${load()}):`);
   console.log('');
   console.log('| hooks | p50 ms | p99 ms | added p50 per call (paired rounds: median, range) | CPU µs per call |');
   console.log('|---|---|---|---|---|');
