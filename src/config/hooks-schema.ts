@@ -89,9 +89,10 @@ export function hooksSchema(ctx: Ctx) {
     (h, c) => {
       const v = h as Partial<Record<string, unknown>>;
       if ((v.url === undefined) === (v.module === undefined)) {
-        c.addIssue({ code: 'custom', input: undefined, message: 'expected either url (an HTTP endpoint) or module (a worker module), not both or neither' });
+        const got = v.url === undefined ? 'neither' : 'both';
+        c.addIssue({ code: 'custom', input: undefined, message: `expected either url (an HTTP endpoint) or module (a worker module), got ${got}` });
       }
-      if (v.url === undefined && v.headers !== undefined) c.addIssue({ code: 'custom', path: ['headers'], input: undefined, message: 'expected headers only with url' });
+      if (v.url === undefined && v.headers !== undefined) c.addIssue({ code: 'custom', path: ['headers'], input: undefined, message: 'expected headers only with url, got them with module' });
     },
     { when: () => true },
   );
