@@ -4,6 +4,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Service } from './service.js';
+import { clusterMetrics } from './cluster-metrics.js';
 
 export interface Metrics {
   registry: Registry;
@@ -130,6 +131,7 @@ export function createMetrics(service: Service): Metrics {
         break;
     }
   });
+  if (service.cluster) clusterMetrics(registry, service.cluster);
   return { registry };
 }
 

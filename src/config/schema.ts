@@ -36,7 +36,7 @@ export interface ConfigFile {
   auth: { keys: AuthKey[] };
   server: { host: string; port: number; db: string };
   mcp: McpSection;
-  store: { url?: string; poolSize: number };
+  store: { url?: string; poolSize: number; leaseMs: number };
   hooks: HookConfig[];
 }
 
@@ -275,7 +275,7 @@ function storeSchema(ctx: SchemaContext) {
     }
     return value;
   });
-  return strict({ url: url.optional(), poolSize: int(1, 1000).default(10) });
+  return strict({ url: url.optional(), poolSize: int(1, 1000).default(10), leaseMs: int(500, 600_000).default(10_000) });
 }
 
 const serverSchema = () =>

@@ -73,6 +73,7 @@ export function merge(into: Output, out: Output): void {
   into.starts.push(...out.starts);
   into.aborts.push(...out.aborts);
   if (out.hooks) (into.hooks ??= []).push(...out.hooks);
+  if (out.permits) (into.permits ??= []).push(...out.permits);
 }
 
 /** Resolves when `p` does, or after `ms`, whichever comes first. */

@@ -53,6 +53,11 @@ export class HookGate {
     });
   }
 
+  /** Drops what runs now: its answers are not told (the engine let its runs go, `Engine.abandon`). */
+  forget(): void {
+    this.running.clear();
+  }
+
   /** How many requests run now. */
   get size(): number {
     return this.running.size;

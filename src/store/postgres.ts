@@ -41,7 +41,7 @@ const UNAVAILABLE_STATES = /^(08|53|57|58)/;
  * (naming host and port, never the password) when it cannot be reached.
  * @example const store = await openPostgresStore({ url: 'postgres://toolgraph@127.0.0.1:5432/toolgraph' });
  */
-export async function openPostgresStore(opts: PostgresStoreOptions): Promise<Store> {
+export async function openPostgresStore(opts: PostgresStoreOptions): Promise<PostgresStore> {
   const where = describeUrl(opts.url);
   const pool = new pg.Pool({
     connectionString: opts.url,
@@ -59,7 +59,7 @@ export async function openPostgresStore(opts: PostgresStoreOptions): Promise<Sto
     await pool.end().catch(() => {});
     throw classify(err, where);
   }
-  return new PostgresStore(pool, where);
+  return new PostgresStore(pool, where, opts.url);
 }
 
 /** `HOST:PORT/DB` of a URL, without user or password. */
@@ -88,8 +88,13 @@ interface Waiting {
   reject: (err: unknown) => void;
 }
 
-class PostgresStore implements Store {
+export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
+  /**
+   * Several replicas (DESIGN §12): the instance whose lease fences every append (see
+   * `appendStatement`); set by the cluster (cluster/lease.ts) once it holds a lease.
+   */
+  owner: string | undefined;
   private readonly waiting: Waiting[] = [];
   private writing = false;
   /** Set when a write broke off with its outcome unknown (see the top of the file). */
@@ -98,8 +103,10 @@ class PostgresStore implements Store {
   private idle: (() => void) | undefined;
 
   constructor(
-    private readonly pool: pg.Pool,
-    private readonly where: string,
+    readonly pool: pg.Pool,
+    readonly where: string,
+    /** For the cluster's own LISTEN connection. */
+    readonly url: string,
   ) {}
 
   append(events: readonly RunEvent[]): Promise<void> {
@@ -166,7 +173,8 @@ class PostgresStore implements Store {
       toolOf: (runId, callId) => known?.tools.get(`${runId}\u0000${callId}`),
     };
     const plan = planBatch(events, state);
-    const stmt = appendStatement(plan.steps, firstSeqs);
+    const owner = this.owner;
+    const stmt = appendStatement(plan.steps, firstSeqs, owner);
     try {
       await this.pool.query({ name: stmt.name, text: stmt.text, values: stmt.values });
       this.uncertain = false;
@@ -176,6 +184,7 @@ class PostgresStore implements Store {
         this.uncertain = true;
         throw classified;
       }
+      if ((err as { code?: unknown }).code === 'TG002') throw new StoreError('lease_lost', `replica ${owner} lost its lease: it appends nothing more`);
       if (this.uncertain && (await this.alreadyStored(events))) {
         this.uncertain = false;
         return;
@@ -230,6 +239,17 @@ class PostgresStore implements Store {
       for (const r of rows.rows) stored.set(r.id, r.last_seq);
     } catch (e) {
       return classify(e, this.where);
+    }
+    if (this.owner !== undefined) {
+      try {
+        const created = new Set(events.filter((e) => e.type === 'run.created').map((e) => e.runId));
+        const continued = ids.filter((id) => !created.has(id));
+        const rows = await this.pool.query<{ id: string }>('SELECT id FROM runs WHERE id = ANY($1::text[]) AND owner IS DISTINCT FROM $2', [continued, this.owner]);
+        const lost = rows.rows[0];
+        if (lost) return new StoreError('lease_lost', `run ${lost.id} is owned by another replica now: ${this.owner} appends nothing more to it`);
+      } catch (e) {
+        return classify(e, this.where);
+      }
     }
     const seen = new Set<string>();
     for (const e of events) {

@@ -15,6 +15,24 @@ export interface SchedulerOptions {
   defaults: Defaults;
   /** Hooks (DESIGN §14): which calls wait for a `before_call` or `after_call` decision. */
   hooks?: readonly HookMatcher[];
+  /**
+   * Several replicas (DESIGN §12): a call that every local limit lets start is not started yet but
+   * asks for a cluster-wide permit (`Output.permits`); the shell answers with `permitGranted` or
+   * `permitRefused`. Off, calls start at once, as always.
+   */
+  gated?: boolean;
+}
+
+/** A call that asks for a cluster-wide permit: what every shared limit and lock counts of it. */
+export interface PermitRequest {
+  runId: string;
+  callId: string;
+  tenant: string;
+  tool: string;
+  /** The lock domain: `global`, `tenant:<t>`, or null (run-scoped). */
+  domain: string | null;
+  reads: readonly string[];
+  writes: readonly string[];
 }
 
 export interface SubmitOptions {
@@ -56,6 +74,8 @@ export interface Output {
   aborts: AbortAttempt[];
   /** Hooks to run (only when `SchedulerOptions.hooks` has some): answer each with `hookDecided`. */
   hooks?: HookRequest[];
+  /** Gated only (`SchedulerOptions.gated`): calls that wait for a cluster-wide permit. */
+  permits?: PermitRequest[];
 }
 
 export type AttemptResult = { ok: true; output: unknown } | { ok: false; error: CallError; retryable?: boolean; retryAfterMs?: number };

@@ -67,6 +67,10 @@ export interface ScheduledCall extends Holder {
   hookArgs?: Record<string, unknown>;
   /** The last attempt's outcome while its `after_call` hooks decide, and whether a failure propagates. */
   outcome?: { result: AttemptResult; propagate: boolean; durationMs: number };
+  /** Gated (DESIGN §12): taken from its ready set and asking for a cluster-wide permit. */
+  permitPending?: boolean;
+  /** Gated: the `permitEpoch` in which the cluster refused it (it waits for the next one). */
+  permitRefusedIn?: number;
 }
 
 export interface ScheduledRun {
@@ -142,6 +146,8 @@ export interface SchedulerState {
   readonly dirty: (ScheduledRun | undefined)[];
   /** How many of `dirty` are in use (the list is not truncated: that would drop its storage). */
   dirtyCount: number;
+  /** Gated: grows when cluster-wide permits may have freed, so refused calls are asked for again. */
+  permitEpoch: number;
 }
 
 export function createState(opts: SchedulerOptions): SchedulerState {
@@ -152,7 +158,7 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     tenantRuns: new Map(),
     rr: 0,
     arrivals: 0,
-    limiter: new Limiter(opts.limits),
+    limiter: new Limiter(opts.limits, !opts.gated),
     timers: new MinHeap<Timer>((a, b) => a.at - b.at || a.seq - b.seq),
     timerSeq: 0,
     wakes: new Set(),
@@ -161,6 +167,7 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     now: 0,
     dirty: [],
     dirtyCount: 0,
+    permitEpoch: 0,
   };
 }
 
