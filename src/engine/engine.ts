@@ -33,7 +33,6 @@ import type { Executor } from '../executors/types.js';
 import { merge, newRunId, startsEarly, within, type RunListener } from './attempt.js';
 import { HookGate } from './hook-gate.js';
 import { WakeTimer } from './wake-timer.js';
-import type { HookAnswer } from '../core/hooks.js';
 import { InFlight, refuseRun } from './in-flight.js';
 import { isEnded, RunViews } from './run-views.js';
 import { CommitPipeline, type Commit } from './commit-pipeline.js';
@@ -67,8 +66,7 @@ export class Engine {
   private readonly inflight: InFlight;
   /** Attempts that ended and wait for the next group commit (see `flush`). */
   private readonly ended: AttemptEnded[] = [];
-  /** Hooks that answered (DESIGN §14), waiting for the next group commit like attempts' ends. */
-  private readonly answers: HookAnswer[] = [];
+  /** Runs hooks (DESIGN §14); their answers wait for the next group commit like attempts' ends. */
   private readonly hooks: HookGate | undefined;
   private readonly timer: WakeTimer;
   /** Set by `close`: no new runs. Running calls still finish, and what they unblock still starts. */
@@ -133,10 +131,7 @@ export class Engine {
       this.enqueue(this.scheduler.tick(Math.max(this.clock(), at)));
       this.pipeline.send();
     });
-    this.hooks = HookGate.of(opts.config, opts.hooks, this.clock, (a) => {
-      this.answers.push(a);
-      this.scheduleFlush();
-    });
+    this.hooks = HookGate.of(opts.config, opts.hooks, this.clock, () => this.scheduleFlush());
     this.views = new RunViews(opts.retainEndedMs ?? 10 * 60_000, opts.retainEndedRuns ?? 10_000, (runId) => this.scheduler.evict(runId));
   }
 
@@ -343,7 +338,6 @@ export class Engine {
     this.inflight.abortAll(callError('interrupted', 'this replica lost its lease; another takes the run over'), true);
     this.views.forgetAll();
     this.scheduler = this.makeScheduler();
-    this.answers.splice(0);
     this.hooks?.forget();
     this.timer.clear();
   }
@@ -456,7 +450,7 @@ export class Engine {
   private flush(): void {
     this.flushScheduled = false;
     const ends = this.ended.splice(0);
-    const answers = this.answers.splice(0);
+    const answers = this.hooks?.answered() ?? [];
     if (!this.closed && ends.length + answers.length > 0) {
       const now = this.clock();
       const merged: Output = { events: [], starts: [], aborts: [] };

@@ -10,7 +10,11 @@ import type { HookAnswer, HookDecision, HookRequest } from '../core/hooks.js';
 import type { Config } from '../contract/config.js';
 import { createHookRunner, type HookRunner } from '../hooks/index.js';
 
+const NONE: HookAnswer[] = [];
+
 export class HookGate {
+  /** Answers not taken yet (`answered`). */
+  private answers: HookAnswer[] = [];
   /** Requests running, by `on/run/call`: each answers once. */
   private readonly running = new Map<string, number>();
   /** Aborts every hook still running, on `close` (one signal for all: a call's own hooks are not aborted). */
@@ -20,8 +24,8 @@ export class HookGate {
 
   constructor(
     private readonly runner: HookRunner,
-    /** Told each answer (never after `close`). */
-    private readonly answered: (a: HookAnswer) => void,
+    /** Told when an answer comes (never after `close`): take it with `answered`. */
+    private readonly wake: () => void,
     /** Whether `close` closes the runner (the one the gate made). */
     private readonly owns = false,
   ) {
@@ -30,9 +34,17 @@ export class HookGate {
   }
 
   /** A gate over the config's hooks, or undefined when it has none (and no runner is given). */
-  static of(config: Config, runner: HookRunner | undefined, clock: () => number, answered: (a: HookAnswer) => void): HookGate | undefined {
-    if (runner) return new HookGate(runner, answered);
-    return config.hooks && config.hooks.length > 0 ? new HookGate(createHookRunner(config.hooks, { clock }), answered, true) : undefined;
+  static of(config: Config, runner: HookRunner | undefined, clock: () => number, wake: () => void): HookGate | undefined {
+    if (runner) return new HookGate(runner, wake);
+    return config.hooks && config.hooks.length > 0 ? new HookGate(createHookRunner(config.hooks, { clock }), wake, true) : undefined;
+  }
+
+  /** The answers that came since the last call, in the order they came. */
+  answered(): HookAnswer[] {
+    if (this.answers.length === 0) return NONE;
+    const out = this.answers;
+    this.answers = [];
+    return out;
   }
 
   launch(req: HookRequest): void {
@@ -43,7 +55,9 @@ export class HookGate {
     const done = (decisions: HookDecision[]) => {
       if (this.running.get(key) !== id) return;
       this.running.delete(key);
-      if (!this.closed) this.answered({ on: req.on, runId: req.runId, callId: req.callId, index: req.index, decisions });
+      if (this.closed) return;
+      this.answers.push({ on: req.on, runId: req.runId, callId: req.callId, index: req.index, decisions });
+      this.wake();
     };
     this.runner.run(req, this.stop.signal).then(done, (err: unknown) => {
       // The runner never throws; if it did, nothing it would have decided is known: as `onError: deny`.
@@ -56,6 +70,7 @@ export class HookGate {
   /** Drops what runs now: its answers are not told (the engine let its runs go, `Engine.abandon`). */
   forget(): void {
     this.running.clear();
+    this.answers = [];
   }
 
   /** How many requests run now. */
