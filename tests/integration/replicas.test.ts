@@ -169,6 +169,42 @@ describe('several replicas on one PostgreSQL', () => {
     }
   }, 60_000);
 
+  it('/v1/stream on one replica shows the runs of the others', async () => {
+    const res = await fetch(`${c.replicas[0]!.url}/v1/stream`);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const run = (await c.request(1, 'POST', '/v1/runs', { calls: [{ id: 's', tool: 'free_b', args: { ms: 50 } }] })).body;
+    let text = '';
+    const decoder = new TextDecoder();
+    try {
+      await until('the other replica\'s run on the stream', async () => {
+        const { value } = await reader.read();
+        text += decoder.decode(value, { stream: true });
+        return text.includes(`"id":"${run.id}"`) && text.includes('"status":"succeeded"') ? true : undefined;
+      }, 15_000);
+    } finally {
+      await reader.cancel();
+    }
+  }, 60_000);
+
+  it('a lost LISTEN connection is opened again, and events read through another replica still arrive, gapless', async () => {
+    const admin = new pg.Client({ connectionString: c.db });
+    await admin.connect();
+    try {
+      const killed = await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`);
+      expect(killed.rowCount).toBeGreaterThanOrEqual(3);
+    } finally {
+      await admin.end();
+    }
+    const run = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'lim_a', args: { ms: 100 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 100 } }] })).body;
+    const events = await readEvents(c.replicas[1]!.url, run.id);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.at(-1)?.type).toBe('run.completed');
+    await until('every replica to listen again', async () => {
+      const all = await Promise.all([0, 1, 2].map((i) => c.request(i, 'GET', '/healthz')));
+      return all.every((h) => h.body.cluster?.listening === true) ? true : undefined;
+    }, 10_000);
+  }, 60_000);
+
   it('a cancel sent to a replica that does not own the run aborts the running call', async () => {
     const run = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'h', tool: 'hold_idem', args: { hold: true, t: 'cancel' } }] })).body;
     const attempt = await until('the held call to run', () => c.tools.of(run.id, 'h')[0]);
