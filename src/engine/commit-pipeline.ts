@@ -28,7 +28,7 @@
  * Without a log (an engine with no store) a commit is applied at once, in `send`.
  */
 import type { RunEvent } from '../core/events.js';
-import type { AbortAttempt, StartAttempt } from '../core/scheduler.js';
+import type { AbortAttempt, HookRequest, StartAttempt } from '../core/scheduler.js';
 import { isLeaseLost, isStoreUnavailable } from '../store/errors.js';
 
 /**
@@ -52,6 +52,8 @@ export interface Commit {
   /** Started once the events are stored. */
   starts: readonly StartAttempt[];
   aborts: readonly AbortAttempt[];
+  /** Hooks launched once the events are stored (DESIGN §14). */
+  hooks?: readonly HookRequest[];
   /** For a submission: the run it creates (see `PipelineHooks.refused`). */
   creates?: string;
   /** For a grouped submission: the attempts started before the commit (see `startsEarly`). */

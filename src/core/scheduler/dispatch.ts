@@ -6,18 +6,28 @@
  */
 import type { KeyedHeap } from '../heap.js';
 import { transition } from '../state.js';
+import { askHooks } from './hook-requests.js';
 import { byPriority, emit, markDirty, readySet, type ScheduledCall, type ScheduledRun, type SchedulerState } from './records.js';
 
 /** The data of events that carry none (shared, so frozen). */
 const NO_DATA: Record<string, never> = Object.freeze({});
 
-/** Makes a call ready if nothing holds it back any more: armed, reviewed, no conflict to wait for. */
+/**
+ * Makes a call ready if nothing holds it back any more: armed, reviewed, no conflict to wait for. A
+ * call with `before_call` hooks then waits for them (hooking.ts) before it joins the ready set.
+ */
 export function maybeReady(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
   if (c.status !== 'pending' || !c.armed || c.retrying || c.conflictWaiting > 0) return;
   if (c.review !== undefined && !c.reviewed) return;
   if (run.cancelRequested || run.failFastBy !== undefined) return;
   transition(c, 'ready');
   emit(s, 'call.ready', run, c, NO_DATA);
+  if (!c.hooked && askHooks(s, run, c, 'before_call')) return markDirty(s, run);
+  enqueueReady(s, run, c);
+}
+
+/** A ready call joins its run's ready set, to start when every limit has room. */
+export function enqueueReady(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
   let heap = run.ready.get(c.tool);
   if (!heap) {
     heap = readySet();
