@@ -102,7 +102,7 @@ export class Engine {
     const executor = opts.executor ?? createExecutors();
     this.executor = opts.instrument ? opts.instrument(executor) : executor;
     this.inflight = new InFlight(this.executor, (s, result, wasEarly) => {
-      if (this.desk && s.kind === 'call') this.desk.release(s.runId, s.callId);
+      if (s.permit) this.desk?.release(s.runId, s.callId);
       if (this.closed) return;
       this.ended.push({ runId: s.runId, callId: s.callId, index: s.index, attempt: s.attempt, kind: s.kind, result });
       this.scheduleFlush();

@@ -59,6 +59,8 @@ export interface StartAttempt {
   tool: ToolManifest;
   args: Record<string, unknown>;
   timeoutMs: number;
+  /** Gated: the call holds a cluster-wide permit (given back when the attempt ends). */
+  permit?: true;
 }
 
 export interface AbortAttempt {

@@ -126,7 +126,7 @@ function takeReady(run: ScheduledRun, c: ScheduledCall): void {
 
 function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
   s.limiter.acquire(c, s.now);
-  if (s.opts.gated) {
+  if (s.opts.gated && s.limiter.shared(c)) {
     // Held here (so local limits count it) while the cluster is asked (DESIGN §12); `permitted` starts it.
     c.permitPending = true;
     (s.out.permits ??= []).push({
@@ -147,7 +147,7 @@ function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
 export function permitted(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): boolean {
   if (!c.permitPending || c.status !== 'ready') return false;
   c.permitPending = false;
-  begin(s, run, c);
+  begin(s, run, c, true);
   return true;
 }
 
@@ -162,7 +162,8 @@ export function permitRefused(s: SchedulerState, run: ScheduledRun, c: Scheduled
   run.readyCount++;
 }
 
-function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
+/** `permit`: it holds a cluster-wide permit, to give back when its attempt ends. */
+function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, permit = false): void {
   transition(c, 'running');
   run.running++;
   c.attempts++;
@@ -170,7 +171,7 @@ function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
   const args = c.resolved as Record<string, unknown>;
   emit(s, 'call.started', run, c, { attempt: c.attempts, args });
   const m = c.manifest as NonNullable<ScheduledCall['manifest']>;
-  s.out.starts.push({ kind: 'call', runId: run.id, callId: c.id, index: c.index, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs });
+  s.out.starts.push({ kind: 'call', runId: run.id, callId: c.id, index: c.index, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs, ...(permit ? { permit } : {}) });
 }
 
 /** A timer for when a rate limit has a token again (one per instant). */
