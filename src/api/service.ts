@@ -13,7 +13,7 @@ import { unrecoverableEnd } from '../core/unrecoverable.js';
 import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import type { SubmitRequest } from '../contract/submission.js';
-import { Engine, isEnded } from '../engine/engine.js';
+import { Engine, isEnded, newRunId } from '../engine/engine.js';
 import { Cluster, type CommandAnswer } from '../cluster/cluster.js';
 import type { PostgresStore } from '../store/postgres.js';
 import type { Logger } from 'pino';
@@ -155,6 +155,7 @@ export class Service {
   private async resume(id: string): Promise<{ runId: string; reason: string } | undefined> {
     const events = await this.store.events(id);
     try {
+      if (events[0]) this.tracing?.resumed(events[0]);
       await this.engine.restore(events);
       return undefined;
     } catch (e) {
@@ -184,8 +185,8 @@ export class Service {
       const existing = await this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey);
       if (existing) return { run: await this.view(p, existing), created: false };
     }
-    if (this.cluster) await this.admitInCluster(s);
-    else this.admitNew(s);
+    if (this.cluster) return { run: await this.admitInCluster(this.traced(s, traceparent), (t) => this.engine.submit(t)), created: true };
+    this.admitNew(s);
     return { run: await this.engine.submit(this.traced(s, traceparent)), created: true };
   }
 
@@ -198,8 +199,8 @@ export class Service {
     const s = this.forTenant(p, request);
     this.writable();
     if (s.idempotencyKey === undefined) {
-      if (this.cluster) await this.admitInCluster(s);
-      else this.admitNew(s);
+      if (this.cluster) return { run: await this.admitInCluster(this.traced(s, traceparent), (t) => this.engine.submitGrouped(t)), created: true };
+      this.admitNew(s);
       return { run: await this.engine.submitGrouped(this.traced(s, traceparent)), created: true };
     }
     const key = `${s.tenant}\u0000${s.idempotencyKey}`;
@@ -209,9 +210,7 @@ export class Service {
     // The key may have been taken while the store was asked.
     const raced = this.pendingKeys.get(key);
     if (raced) return { run: await this.view(p, (await raced).id), created: false };
-    if (this.cluster) await this.admitInCluster(s);
-    else this.admitNew(s);
-    const submitted = this.engine.submitGrouped(this.traced(s, traceparent));
+    const submitted = this.cluster ? this.admitInCluster(this.traced(s, traceparent), (t) => this.engine.submitGrouped(t)) : (this.admitNew(s), this.engine.submitGrouped(this.traced(s, traceparent)));
     this.pendingKeys.set(key, submitted);
     try {
       return { run: await submitted, created: true };
@@ -226,7 +225,7 @@ export class Service {
    * the engine still holds what it could not store, and stores it once the store is back.
    */
   private writable(): void {
-    if (this.engine.storeUnavailable() !== undefined) {
+    if (this.engine.storeUnavailable() !== undefined || (this.cluster !== undefined && this.cluster.instance === undefined)) {
       throw new ApiError('store_unavailable', 'the store cannot be reached now; nothing was changed; retry later', undefined, { 'retry-after': STORE_RETRY_AFTER });
     }
   }
@@ -238,19 +237,32 @@ export class Service {
   }
 
   /** With tracing on, the request under a run id whose run span continues `traceparent` (DESIGN §15). */
-  private traced(s: SubmitRequest, traceparent: string | undefined): SubmitRequest {
+  private traced<S extends SubmitRequest>(s: S, traceparent: string | undefined): S {
     const runId = traceparent === undefined || s.runId !== undefined ? undefined : this.tracing?.continueTrace(traceparent);
-    return runId === undefined ? s : { ...s, runId };
+    return runId === undefined ? s : { ...s, runId, traceparent: traceparent as string };
   }
 
   private admitNew(s: SubmitRequest & { tenant: string }, stored = 0): void {
     admit({ kind: 'submit', tenant: s.tenant, calls: s.calls, activeRuns: () => Math.max(stored, this.engine.activeRuns(s.tenant)) }, this.config.limits);
   }
 
-  /** Several replicas: every replica's active runs count (read only when there is a cap to check). */
-  private async admitInCluster(s: SubmitRequest & { tenant: string }): Promise<void> {
+  /**
+   * Several replicas: admits, then submits. Under `maxActiveRunsPerTenant` the run first takes a ticket
+   * (cluster/admissions.ts) that counts every replica's active runs and the runs admitted but not stored
+   * yet, one admission of the tenant at a time: the cap holds across replicas.
+   */
+  private async admitInCluster(s: SubmitRequest & { tenant: string }, submit: (s: SubmitRequest) => Promise<RunView>): Promise<RunView> {
     this.admitNew(s);
-    if (this.config.limits.maxActiveRunsPerTenant !== undefined) this.admitNew(s, await this.store.activeCount(s.tenant));
+    const cap = this.config.limits.maxActiveRunsPerTenant;
+    const cluster = this.cluster as Cluster;
+    if (cap === undefined) return submit(s);
+    const runId = s.runId ?? newRunId();
+    if (!(await cluster.admissions.take(s.tenant, runId, cap))) this.admitNew(s, cap);
+    try {
+      return await submit({ ...s, runId });
+    } finally {
+      cluster.admissions.drop(runId);
+    }
   }
 
   /** The run as the principal may see it; 404 for a run of another tenant, as for a missing one. */

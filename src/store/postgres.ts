@@ -10,8 +10,9 @@
  *   batch waiting behind it is refused (`batch_refused`: it was planned on top of it), as SQLite's
  *   writer thread does.
  * - Reads go to the pool (`poolSize` connections at most) and run concurrently.
- * - Faults: a connection that fails or a server that is gone is `store_unavailable`. When a write's
- *   outcome is unknown (the connection broke while it ran), the next refusal of a batch is checked
+ * - Faults: a connection that fails, a server that is gone or an append that takes longer than
+ *   `writeTimeoutMs` is `store_unavailable`. When a write's outcome is unknown (the connection broke
+ *   while it ran, or it timed out and may still land), the next refusal of a batch is checked
  *   against what the database holds: a batch that is there already counts as stored, so that trying it
  *   again never writes an event twice.
  */
@@ -31,6 +32,11 @@ export interface PostgresStoreOptions {
   poolSize?: number;
   /** How long a new connection may take (ms); default 3000. */
   connectTimeoutMs?: number;
+  /**
+   * How long an append may take (ms) before it counts as `store_unavailable` (its outcome then unknown,
+   * see the top of the file); default 5000. A server that hangs never holds a submission longer.
+   */
+  writeTimeoutMs?: number;
 }
 
 /** SQLSTATE classes that mean the server or the connection is in trouble, not the statement. */
@@ -59,7 +65,7 @@ export async function openPostgresStore(opts: PostgresStoreOptions): Promise<Pos
     await pool.end().catch(() => {});
     throw classify(err, where);
   }
-  return new PostgresStore(pool, where, opts.url);
+  return new PostgresStore(pool, where, opts.url, opts.writeTimeoutMs ?? 5000);
 }
 
 /** `HOST:PORT/DB` of a URL, without user or password. */
@@ -84,6 +90,8 @@ function classify(err: unknown, where: string): unknown {
 
 interface Waiting {
   events: readonly RunEvent[];
+  /** The instance that appended it (several replicas): written as that one, or not at all. */
+  owner: string | undefined;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -95,6 +103,8 @@ export class PostgresStore implements Store {
    * `appendStatement`); set by the cluster (cluster/lease.ts) once it holds a lease.
    */
   owner: string | undefined;
+  /** Set by the cluster: every append is fenced, so none goes in while this replica holds no lease. */
+  fenced = false;
   private readonly waiting: Waiting[] = [];
   private writing = false;
   /** Set when a write broke off with its outcome unknown (see the top of the file). */
@@ -107,13 +117,16 @@ export class PostgresStore implements Store {
     readonly where: string,
     /** For the cluster's own LISTEN connection. */
     readonly url: string,
+    /** See `PostgresStoreOptions.writeTimeoutMs`. */
+    private readonly writeTimeoutMs: number = 5000,
   ) {}
 
   append(events: readonly RunEvent[]): Promise<void> {
     if (events.length === 0) return Promise.resolve();
     if (this.closed) return Promise.reject(new StoreError('store_unavailable', 'the store is closed'));
+    if (this.fenced && this.owner === undefined) return Promise.reject(new StoreError('store_unavailable', 'this replica holds no lease now (it is joining the cluster again)'));
     return new Promise((resolve, reject) => {
-      this.waiting.push({ events, resolve, reject });
+      this.waiting.push({ events, owner: this.owner, resolve, reject });
       if (!this.writing) void this.writeLoop();
     });
   }
@@ -122,11 +135,19 @@ export class PostgresStore implements Store {
   private async writeLoop(): Promise<void> {
     this.writing = true;
     while (this.waiting.length > 0) {
-      const group = this.waiting.splice(0);
+      let group = this.waiting.splice(0);
+      // Appended under an instance that is not this replica's any more (its lease was lost meanwhile):
+      // never written under the new one.
+      const stale = group.filter((w) => w.owner !== this.owner);
+      if (stale.length > 0) {
+        for (const w of stale) w.reject(new StoreError('lease_lost', `replica ${w.owner} lost its lease: it appends nothing more`));
+        group = group.filter((w) => w.owner === this.owner);
+        if (group.length === 0) continue;
+      }
       const events = group.length === 1 ? (group[0] as Waiting).events : group.flatMap((w) => w.events);
       let err: unknown;
       try {
-        await this.write(events);
+        await this.write(events, (group[0] as Waiting).owner);
       } catch (e) {
         err = classify(e, this.where);
         if (err instanceof StoreError && err.code === 'store_unavailable') this.uncertain = true;
@@ -144,7 +165,7 @@ export class PostgresStore implements Store {
     this.idle?.();
   }
 
-  private async write(events: readonly RunEvent[]): Promise<void> {
+  private async write(events: readonly RunEvent[], owner: string | undefined): Promise<void> {
     const firstSeqs = new Map<string, number>();
     const reviewed = new Set<string>();
     // Runs whose first event here is out of place (a run.created not at seq 1, a seq below 1): the
@@ -173,10 +194,12 @@ export class PostgresStore implements Store {
       toolOf: (runId, callId) => known?.tools.get(`${runId}\u0000${callId}`),
     };
     const plan = planBatch(events, state);
-    const owner = this.owner;
     const stmt = appendStatement(plan.steps, firstSeqs, owner);
     try {
-      await this.pool.query({ name: stmt.name, text: stmt.text, values: stmt.values });
+      // Past the bound, pg answers an error and the pool drops the connection (pg reads the bound from
+      // the query too, though its types have it only on the client).
+      const query: pg.QueryConfig & { query_timeout: number } = { name: stmt.name, text: stmt.text, values: stmt.values, query_timeout: this.writeTimeoutMs };
+      await this.pool.query(query);
       this.uncertain = false;
     } catch (err) {
       const classified = classify(err, this.where);

@@ -33,7 +33,14 @@ tools:${tool('lim_a')}${tool('free_b')}
     scope: global
     idempotent: true
     executor: { kind: http, url: "${toolUrl}/lock_w" }${tool('hold_idem')}${tool('hold_once', '', false)}
+  - name: rated
+    reads: []
+    writes: []
+    idempotent: true
+    rate: 2/s
+    executor: { kind: http, url: "${toolUrl}/rated" }
 limits:
+  maxActiveRunsPerTenant: 5
   tool: { lim_a: 2 }
   tenant: { capped: 3 }
   resource: { "res:*": 1 }
@@ -78,7 +85,7 @@ describe('several replicas on one PostgreSQL', () => {
           w.runs.map((r, i) =>
             c.request(r.replica, 'POST', '/v1/runs', {
               tenant: r.tenant,
-              calls: r.calls.map((tool, k) => ({ id: `c${k}`, tool, args: { name: `n${(i + k) % 2}`, ms: 300, round } })),
+              calls: r.calls.map((tool, k) => ({ id: `c${k}`, tool, args: { name: `n${(i + k) % 2}`, ms: 800, round } })),
             }),
           ),
         );
@@ -95,7 +102,8 @@ describe('several replicas on one PostgreSQL', () => {
         expect(maxOverlap(capped)).toBeLessThanOrEqual(3);
         expect(maxOverlap(byTool('res_c'))).toBeLessThanOrEqual(1);
         expect(maxOverlap(byTool('lock_w'))).toBeLessThanOrEqual(1);
-        // Reached: every call is ready at once (no references), so a limit with enough calls fills up.
+        // Reached: every call is ready at once (no references), so a limit with enough calls fills up
+        // (the calls take 800 ms, so the replicas that ask later still meet the first ones running).
         expect(maxOverlap(byTool('lim_a'))).toBe(Math.min(2, count('lim_a')));
         expect(maxOverlap(capped)).toBe(Math.min(3, count('free_b')));
         if (count('res_c') > 0) expect(maxOverlap(byTool('res_c'))).toBe(1);
@@ -124,6 +132,41 @@ describe('several replicas on one PostgreSQL', () => {
     );
   }, 120_000);
 
+  it('a rate limit holds across replicas (a token bucket of 2, 2 per second), and is reached', async () => {
+    const runs = await Promise.all(
+      [0, 1, 2].map(async (i, k) => (await c.request(i, 'POST', '/v1/runs', { calls: [0, 1, 2, 3].map((n) => ({ id: `q${n}`, tool: 'rated', args: { ms: 10, k } })) })).body),
+    );
+    for (const r of runs) expect((await c.ended(0, r.id)).status).toBe('succeeded');
+    // When each start was granted: the `at` of its call.started (every replica's clock is this machine's).
+    const starts = (await Promise.all(runs.map((r) => storedEvents(c, r.id))))
+      .flat()
+      .filter((e) => e.type === 'call.started')
+      .map((e) => Number(e.at))
+      .sort((x, y) => x - y);
+    expect(starts).toHaveLength(12);
+    expect(runs.flatMap((r) => c.tools.of(r.id))).toHaveLength(12);
+    // Never exceeded: in any window of W ms, at most 2 + 2·W/1000 starts. A grant is stamped a moment
+    // after the database took its token, and that moment varies on a loaded machine: 250 ms of slack.
+    // Without a shared bucket the three replicas would start 6 at once.
+    for (let i = 0; i < starts.length; i++) {
+      for (let j = i + 1; j < starts.length; j++) expect(j - i + 1, `starts ${i}..${j}: ${starts.map((t) => t - starts[0]!).join(' ')}`).toBeLessThanOrEqual(2 + (2 * (starts[j]! - starts[i]! + 250)) / 1000);
+    }
+    // Reached: 12 starts need 5 s at the rate (2 at once, then one each 500 ms); they take little more.
+    expect(starts.at(-1)! - starts[0]!).toBeLessThan(5000 + 1500);
+  }, 60_000);
+
+  it('maxActiveRunsPerTenant (5) holds across replicas: of six runs sent at once to three replicas, with three running, exactly two are admitted', async () => {
+    const held = await Promise.all([0, 1, 2].map(async (i) => (await c.request(i, 'POST', '/v1/runs', { tenant: 'burst', calls: [{ id: 'h', tool: 'hold_idem', args: { hold: true, i } }] })).body));
+    for (const r of held) expect(r.status).toBe('running');
+    const burst = await Promise.all([0, 1, 2, 0, 1, 2].map((i, k) => c.request(i, 'POST', '/v1/runs', { tenant: 'burst', calls: [{ id: 'b', tool: 'hold_idem', args: { hold: true, k } }] })));
+    expect(burst.map((r) => r.status).sort()).toEqual([201, 201, 429, 429, 429, 429]);
+    for (const r of burst.filter((x) => x.status === 429)) expect(r.body.error.code).toBe('too_many_runs');
+    const admitted = [...held, ...burst.filter((x) => x.status === 201).map((x) => x.body)];
+    for (const r of admitted) await until(`${r.id} to run`, () => c.tools.of(r.id)[0]);
+    c.tools.release((a) => admitted.some((r) => r.id === a.runId));
+    for (const r of admitted) expect((await c.ended(0, r.id)).status).toBe('succeeded');
+  }, 60_000);
+
   it('a run is served by every replica, and its events read through another replica are gapless', async () => {
     const run = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'lim_a', args: { ms: 200 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 200 } }] })).body;
     const streamed = readEvents(c.replicas[2]!.url, run.id);
@@ -137,6 +180,42 @@ describe('several replicas on one PostgreSQL', () => {
       expect(got.body.status).toBe('succeeded');
       expect((await c.request(i, 'GET', `/v1/runs?limit=200`)).body.items.map((r: { id: string }) => r.id)).toContain(run.id);
     }
+  }, 60_000);
+
+  it('/v1/stream on one replica shows the runs of the others', async () => {
+    const res = await fetch(`${c.replicas[0]!.url}/v1/stream`);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const run = (await c.request(1, 'POST', '/v1/runs', { calls: [{ id: 's', tool: 'free_b', args: { ms: 50 } }] })).body;
+    let text = '';
+    const decoder = new TextDecoder();
+    try {
+      await until('the other replica\'s run on the stream', async () => {
+        const { value } = await reader.read();
+        text += decoder.decode(value, { stream: true });
+        return text.includes(`"id":"${run.id}"`) && text.includes('"status":"succeeded"') ? true : undefined;
+      }, 15_000);
+    } finally {
+      await reader.cancel();
+    }
+  }, 60_000);
+
+  it('a lost LISTEN connection is opened again, and events read through another replica still arrive, gapless', async () => {
+    const admin = new pg.Client({ connectionString: c.db });
+    await admin.connect();
+    try {
+      const killed = await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`);
+      expect(killed.rowCount).toBeGreaterThanOrEqual(3);
+    } finally {
+      await admin.end();
+    }
+    const run = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'lim_a', args: { ms: 100 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 100 } }] })).body;
+    const events = await readEvents(c.replicas[1]!.url, run.id);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.at(-1)?.type).toBe('run.completed');
+    await until('every replica to listen again', async () => {
+      const all = await Promise.all([0, 1, 2].map((i) => c.request(i, 'GET', '/healthz')));
+      return all.every((h) => h.body.cluster?.listening === true) ? true : undefined;
+    }, 10_000);
   }, 60_000);
 
   it('a cancel sent to a replica that does not own the run aborts the running call', async () => {
@@ -244,11 +323,11 @@ async function readEvents(base: string, runId: string): Promise<SseEvent[]> {
   return out;
 }
 
-async function storedEvents(c: TestCluster, runId: string): Promise<{ seq: number; type: string; call_id: string | null; data: string }[]> {
+async function storedEvents(c: TestCluster, runId: string): Promise<{ seq: number; type: string; call_id: string | null; at: string; data: string }[]> {
   const client = new pg.Client({ connectionString: c.db });
   await client.connect();
   try {
-    return (await client.query('SELECT seq, type, call_id, data FROM events WHERE run_id = $1 ORDER BY seq', [runId])).rows;
+    return (await client.query('SELECT seq, type, call_id, at, data FROM events WHERE run_id = $1 ORDER BY seq', [runId])).rows;
   } finally {
     await client.end();
   }
