@@ -80,7 +80,9 @@ export async function checkChaos(rec: ChaosRecord): Promise<ChaosReport> {
     nonIdempotentTwice: violation(),
     keyChanged: violation(),
     cancelLost: violation(),
+    crashes: violation(),
   };
+  for (const c of rec.crashes) note(v.crashes, `r${c.replica} exited (code ${c.code}, signal ${c.signal}):\n${c.tail}`);
   // What ran: each attempt's interval, a paused replica's open ones cut at the pause.
   const pauses = rec.faults.filter((f) => f.kind === 'pause');
   let staleOpen = 0;

@@ -87,6 +87,8 @@ export interface ChaosRecord {
   faults: Fault[];
   /** Every replica process started, in order (their logs say what they took over). */
   children: { replica: number; child: ServerChild }[];
+  /** Replica processes that exited without being killed: a crash (each was started again). */
+  crashes: { replica: number; code: number | null; signal: string | null; tail: string }[];
   startedAt: number;
   endedAt: number;
   /** Whether every run had ended within `settleMs`, and when (ms after the clients stopped). */
@@ -114,15 +116,30 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosRecord> {
   const rand = rng(o.seed);
   o.log(`starting PostgreSQL and ${o.replicas} replicas (lease ${o.leaseMs} ms)…`);
   const cluster = await startCluster(o.replicas, chaosYaml, { leaseMs: o.leaseMs, perReplicaUrls: true, logLevel: 'info' });
-  const rec: ChaosRecord = { cluster, accepted: [], refused: new Map(), unanswered: 0, cancels: [], faults: [], children: [], startedAt: performance.now(), endedAt: 0, settledMs: undefined };
-  cluster.replicas.forEach((child, replica) => child && rec.children.push({ replica, child }));
+  const rec: ChaosRecord = { cluster, accepted: [], refused: new Map(), unanswered: 0, cancels: [], faults: [], children: [], crashes: [], startedAt: performance.now(), endedAt: 0, settledMs: undefined };
   const down = new Set<number>();
+  const killed = new Set<ServerChild>();
+  let stopping = false;
+  // A replica that exits on its own is a crash: noted, and started again so that the run goes on.
+  const watch = (replica: number, child: ServerChild) => {
+    rec.children.push({ replica, child });
+    void child.exited.then(({ code, signal }) => {
+      if (killed.has(child) || stopping) return;
+      rec.crashes.push({ replica, code, signal, tail: child.output().split('\n').filter((l) => !l.includes('"request completed"') && !l.includes('"incoming request"')).slice(-12).join('\n') });
+      o.log(`replica r${replica} exited on its own (code ${code}, signal ${signal}); starting it again`);
+      if (cluster.replicas[replica] === child) {
+        cluster.replicas[replica] = undefined;
+        down.add(replica);
+        void start(replica).then(() => down.delete(replica), () => {});
+      }
+    });
+  };
+  cluster.replicas.forEach((child, replica) => child && watch(replica, child));
   const live = () => Array.from({ length: o.replicas }, (_, i) => i).filter((i) => !down.has(i) && cluster.replicas[i]);
   const start = async (i: number) => {
     for (let tries = 0; ; tries++) {
       try {
-        const child = await cluster.start(i);
-        rec.children.push({ replica: i, child });
+        watch(i, await cluster.start(i));
         return;
       } catch (err) {
         if (tries >= 3) throw err;
@@ -206,6 +223,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosRecord> {
       down.add(i);
       const fault: Fault = { kind: 'kill', replica: i, from: performance.now(), to: undefined };
       rec.faults.push(fault);
+      killed.add(child);
       await child.kill9();
       cluster.replicas[i] = undefined;
       // Back soon (the restarted process takes its runs over at once) or after the lease (another does).
@@ -258,6 +276,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosRecord> {
   down.clear();
   o.log(`clients stopped; waiting up to ${o.settleMs / 1000} s for every run to end…`);
   rec.settledMs = await settle(cluster, o.settleMs);
+  stopping = true;
   return rec;
 }
 

@@ -89,6 +89,7 @@ try {
     nonIdempotentTwice: 'non-idempotent calls run twice',
     keyChanged: 'idempotent re-runs with another Idempotency-Key',
     cancelLost: 'cancels answered 202 on a running run that did not end it cancelled',
+    crashes: 'replicas that exited on their own (a crash; started again)',
   };
   for (const [name, v] of Object.entries(r.violations)) {
     total += v.count;
