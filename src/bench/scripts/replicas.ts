@@ -53,12 +53,12 @@ try {
     for (const leaseMs of [n(values['default-lease']), n(values['short-lease'])]) {
       log(`takeover, lease ${leaseMs} ms…`);
       const r = await takeover(pgc, leaseMs, n(values.kills), log);
-      rows.push(`| ${leaseMs} | ${r.kills.length} kills, ${r.runs.length} runs | ${f0(quantile(r.runs, 0.5))} | ${f0(Math.max(...r.runs))} | ${f0(leaseMs + 2000)} | ${r.kills.map(f0).join(', ')} |`);
+      rows.push(`| ${leaseMs} | ${r.kills.length} kills, ${r.runs.length} runs | ${f0(quantile(r.runs, 0.5))} | ${f0(Math.max(...r.runs))} | ${f0(leaseMs + 2000)} | ${r.kills.map(f0).join(', ')} | ${r.extra} |`);
     }
     out('**Takeover** (kill -9 of a replica running held idempotent calls → each call re-run from another replica, at the tool):');
     out();
-    out('| store.leaseMs | samples | p50 ms | max ms | bound (lease + 2 s) | per kill (slowest run), ms |');
-    out('|---|---|---|---|---|---|');
+    out('| store.leaseMs | samples | p50 ms | max ms | bound (lease + 2 s) | per kill (slowest run), ms | runs handed over again |');
+    out('|---|---|---|---|---|---|---|');
     for (const r of rows) out(r);
     out();
   }
