@@ -8,6 +8,7 @@
 import type { CallInput, Diagnostic, Edge, RunStatus } from './calls.js';
 import type { CallError } from './errors.js';
 import type { FailureMode } from './tool.js';
+import type { WaitReason } from './waiting.js';
 
 /** Why a run waits for a replan (`run.needs_replan`, and the run's view). */
 export interface ReplanContext {
@@ -58,6 +59,8 @@ export interface EventPayloads {
   'call.compensated':
     | { status: 'succeeded'; output: unknown; startedAt: number }
     | { status: 'failed'; error: CallError; startedAt?: number };
+  /** A ready call's wait changed: what refused it now (empty: nothing names it any more). */
+  'call.waiting': { waitingFor: WaitReason[] };
   'review.decided': { decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string };
   'run.needs_replan': { replanContext: ReplanContext };
   'run.replanned': PlanStepData & { calls: CallInput[]; generations: string[][] };
@@ -81,6 +84,7 @@ export const EVENT_TYPES = [
   'call.cancelled',
   'call.awaiting_review',
   'call.compensated',
+  'call.waiting',
   'review.decided',
   'run.needs_replan',
   'run.replanned',

@@ -72,6 +72,19 @@ export interface LimitUsage {
   used: number;
 }
 
+/** A read-only look at a `Limiter` (see `Limiter.inspect`). */
+export interface LimiterState {
+  limits: Limits;
+  global: number;
+  byTenant: ReadonlyMap<string, number>;
+  byTool: ReadonlyMap<string, number>;
+  resourceKeys: readonly { text: string; limit: number; used: number }[];
+  buckets: ReadonlyMap<string, Readonly<Bucket>>;
+  running: ReadonlySet<Holder>;
+  waiters: readonly Holder[];
+  limitsOf(h: Holder): { resources: readonly number[]; buckets: readonly Readonly<Bucket>[] };
+}
+
 export class Limiter {
   private global = 0;
   private readonly byTenant = new Map<string, number>();
@@ -190,6 +203,24 @@ export class Limiter {
     return this.global;
   }
 
+  /**
+   * What is held and queued now, and which resource limits and buckets a holder counts against: for
+   * explaining waits (scheduler/waits.ts), off the hot path. Read it; never change it.
+   */
+  inspect(): LimiterState {
+    return {
+      limits: this.limits,
+      global: this.global,
+      byTenant: this.byTenant,
+      byTool: this.byTool,
+      resourceKeys: this.resourceKeys,
+      buckets: this.buckets,
+      running: this.running,
+      waiters: this.waiters,
+      limitsOf: (h) => ({ resources: this.resourceLimitsOf(h), buckets: this.bucketsOf(h) }),
+    };
+  }
+
   private resourceLimitsOf(h: Holder): number[] {
     if (h.resourceLimits) return h.resourceLimits;
     if (this.resourceKeys.length === 0) return (h.resourceLimits = NOTHING);
@@ -244,7 +275,7 @@ export class Limiter {
 }
 
 /** Whether two calls of different runs in one lock domain conflict: a write of one overlaps the other. */
-function clash(h: Holder, o: Holder): boolean {
+export function clash(h: Holder, o: Holder): boolean {
   return (
     o.runId !== h.runId &&
     o.domain === h.domain &&

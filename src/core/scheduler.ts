@@ -14,3 +14,4 @@ export {
   type StartAttempt,
   type SubmitOptions,
 } from './scheduler/api.js';
+export type { LimitInUse } from './scheduler/limits-in-use.js';

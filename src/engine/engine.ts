@@ -79,6 +79,7 @@ export class Engine {
       policy: opts.config.policy,
       limits: opts.config.limits,
       defaults: opts.config.defaults,
+      explainWaits: true,
     });
     this.ownsExecutor = !opts.executor;
     const executor = opts.executor ?? createExecutors();

@@ -52,6 +52,8 @@ export interface RigOptions {
   defaultFailure?: FailureMode;
   script?: Script;
   onEvent?: (e: CoreEvent, sim: Simulation) => void;
+  /** `SchedulerOptions.explainWaits`: `call.waiting` events. */
+  explainWaits?: boolean;
 }
 
 export interface Rig {
@@ -71,6 +73,7 @@ export function rig(o: RigOptions): Rig {
     policy: o.policy ?? { rules: [] },
     limits: limits(o.limits),
     defaults: { ...DEFAULTS, failure: o.defaultFailure ?? 'partial' },
+    ...(o.explainWaits ? { explainWaits: true } : {}),
   });
   const script = o.script ?? defaultScript;
   const sim = new Simulation(scheduler, {

@@ -15,6 +15,12 @@ function sampleEvents(): CoreEvent[] {
   r.sim.at(100, (now) => r.scheduler.replan(now, 'r1', [{ id: 'c', tool: 't', args: {} }]));
   r.run();
   out.push(...r.events);
+  // Waits explained (`call.waiting`): a tool limit, a rate and a lock.
+  const w = rig({ tools: [tool('t', { reads: [], writes: ['k:{a}'], rate: { tokens: 2, perMs: 1000 } })], limits: { tool: { t: 1 } }, explainWaits: true });
+  w.submit(0, { calls: [{ id: 'a', tool: 't', args: { a: 'x' } }, { id: 'b', tool: 't', args: { a: 'y' } }, { id: 'c', tool: 't', args: { a: 'z' } }] });
+  w.submit(1, { runId: 'r2', calls: [{ id: 'a', tool: 't', args: { a: 'x' } }] });
+  w.run();
+  out.push(...w.events);
   return out;
 }
 

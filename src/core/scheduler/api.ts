@@ -12,6 +12,12 @@ export interface SchedulerOptions {
   policy: Policy;
   limits: Limits;
   defaults: Defaults;
+  /**
+   * Explain why ready calls wait: a `call.waiting` event when what refuses a call changes, and
+   * `Scheduler.limitsInUse()` (DESIGN §7). The live engine turns it on; replay and tests of the
+   * schedule alone leave it off (default), and the schedule is the same either way.
+   */
+  explainWaits?: boolean;
 }
 
 export interface SubmitOptions {

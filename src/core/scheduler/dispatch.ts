@@ -27,6 +27,7 @@ export function maybeReady(s: SchedulerState, run: ScheduledRun, c: ScheduledCal
   heap.push(c);
   run.readyCount++;
   markDirty(s, run);
+  s.waits?.fresh.push(c);
 }
 
 /** Starts ready calls, best first, until no limit has room for any. */

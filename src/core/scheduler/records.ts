@@ -7,11 +7,12 @@ import type { CallInput, CallStatus, Diagnostic, RunStatus } from '../calls.js';
 import type { CallError } from '../errors.js';
 import type { CoreEvent, EventOf, EventPayloads, EventType } from '../events.js';
 import { KeyedHeap, MinHeap } from '../heap.js';
-import { Limiter, type Holder } from '../limits.js';
+import { Limiter, type Bucket, type Holder } from '../limits.js';
 import type { PlannedCall } from '../plan.js';
 import type { Access, Key } from '../resources.js';
 import type { StreamPlanner } from '../stream-plan.js';
 import type { FailureMode, ToolManifest } from '../tool.js';
+import type { WaitHolder, WaitKind, WaitReason } from '../waiting.js';
 import { SchedulerError, type Output, type SchedulerOptions } from './api.js';
 
 /**
@@ -58,6 +59,46 @@ export interface ScheduledCall extends Holder {
   lastRetryable?: boolean;
   /** In a streamed run: arrived, but a later call may still give it a predecessor. */
   held?: boolean;
+  /** Why it waits, while it is ready and not started (waits.ts; kept only with `explainWaits`). */
+  wait?: WaitEntry | undefined;
+  /** The call as a holder of what others wait for, made once per attempt (waits.ts). */
+  heldAs?: WaitHolder | undefined;
+}
+
+/** A ready call's wait as the scheduler keeps it (waits.ts). Stale once `c.wait` is another entry. */
+export interface WaitEntry {
+  c: ScheduledCall;
+  reasons: WaitReason[];
+  /** When the call began waiting (it became ready). */
+  since: number;
+  /** The count limit or bucket it waits for; none for a lock. */
+  group: WaitGroup | undefined;
+  /** A lock: the holders (or the waiters ahead) it waits for, and their attempts then. */
+  watch: ScheduledCall[] | undefined;
+  watchAttempts: number[] | undefined;
+}
+
+/** The waiters of one count limit or rate bucket (waits.ts). Members may be stale: see `WaitEntry`. */
+export interface WaitGroup {
+  id: string;
+  kind: WaitKind;
+  key: string | undefined;
+  /** A resource limit's index in the limiter. */
+  index: number;
+  members: WaitEntry[];
+  /** Members are pruned of stale entries when there are this many. */
+  compactAt: number;
+  /** A rate bucket. */
+  bucket: Readonly<Bucket> | undefined;
+}
+
+/** What the scheduler keeps to explain waits (`SchedulerOptions.explainWaits`). */
+export interface WaitBook {
+  /** Calls that became ready in this step. */
+  fresh: ScheduledCall[];
+  groups: Map<string, WaitGroup>;
+  /** Calls waiting for a lock. */
+  locks: WaitEntry[];
 }
 
 export interface ScheduledRun {
@@ -133,6 +174,8 @@ export interface SchedulerState {
   readonly dirty: (ScheduledRun | undefined)[];
   /** How many of `dirty` are in use (the list is not truncated: that would drop its storage). */
   dirtyCount: number;
+  /** Set with `explainWaits`: why ready calls wait (waits.ts). */
+  readonly waits: WaitBook | undefined;
 }
 
 export function createState(opts: SchedulerOptions): SchedulerState {
@@ -152,6 +195,7 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     now: 0,
     dirty: [],
     dirtyCount: 0,
+    waits: opts.explainWaits ? { fresh: [], groups: new Map(), locks: [] } : undefined,
   };
 }
 
@@ -274,6 +318,8 @@ export function newCall(run: ScheduledRun, p: PlannedCall): ScheduledCall {
     planAccess: p.access,
     lastRetryable: undefined,
     held: false,
+    wait: undefined,
+    heldAs: undefined,
   };
 }
 

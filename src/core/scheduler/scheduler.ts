@@ -43,6 +43,8 @@ import { restoreRun } from './restore.js';
 import { checkArgsSize } from '../references.js';
 import { DEFAULT_MAX_ARGS_BYTES, outputChecked } from '../size.js';
 import { appendTo, sealRun } from './streamed.js';
+import { limitsInUse, type LimitInUse } from './limits-in-use.js';
+import { noteWaits } from './waits.js';
 
 export class Scheduler {
   private readonly state: SchedulerState;
@@ -280,6 +282,11 @@ export class Scheduler {
     return this.state.limiter.usage();
   }
 
+  /** Every limit and lock in use at `now`: holders, waiters, longest wait (needs `explainWaits`). */
+  limitsInUse(now: number): LimitInUse[] {
+    return limitsInUse(this.state, Math.max(this.state.now, now));
+  }
+
   estimates(): Record<string, number> {
     const out: Record<string, number> = {};
     for (const [tool, st] of [...this.state.learned].sort(([a], [b]) => (a < b ? -1 : 1))) out[tool] = Math.round(st.mean * 1000) / 1000;
@@ -293,6 +300,7 @@ export class Scheduler {
     dispatch(s);
     finishRuns(s);
     // Ending a run can start compensations but never frees a limit, so one more pass is enough.
+    if (s.waits) noteWaits(s);
     const out = s.out;
     s.out = emptyOutput();
     return out;
