@@ -74,15 +74,18 @@ export interface LimitUsage {
 
 /** A read-only look at a `Limiter` (see `Limiter.inspect`). */
 export interface LimiterState {
-  limits: Limits;
-  global: number;
-  byTenant: ReadonlyMap<string, number>;
-  byTool: ReadonlyMap<string, number>;
-  resourceKeys: readonly { text: string; limit: number; used: number }[];
-  buckets: ReadonlyMap<string, Readonly<Bucket>>;
-  running: ReadonlySet<Holder>;
-  waiters: readonly Holder[];
-  limitsOf(h: Holder): { resources: readonly number[]; buckets: readonly Readonly<Bucket>[] };
+  readonly limits: Limits;
+  readonly byTenant: ReadonlyMap<string, number>;
+  readonly byTool: ReadonlyMap<string, number>;
+  readonly resourceKeys: readonly { text: string; limit: number; used: number }[];
+  readonly buckets: ReadonlyMap<string, Readonly<Bucket>>;
+  /** The running calls, in the order they started. */
+  readonly running: ReadonlySet<Holder>;
+  /** Lock waiters, first come first. */
+  readonly waiters: readonly Holder[];
+  runningOf(runId: string): number;
+  resourcesOf(h: Holder): readonly number[];
+  bucketsOf(h: Holder): readonly Readonly<Bucket>[];
 }
 
 export class Limiter {
@@ -96,6 +99,7 @@ export class Limiter {
    *  that runs is of its own run (one big run, say) the lock check needs no scan of them. */
   private readonly runningPerRun = new Map<string, number>();
   private readonly waiters: Holder[] = [];
+  private state: LimiterState | undefined;
 
   constructor(private readonly limits: Limits) {
     this.resourceKeys = Object.entries(limits.resource).map(([text, limit]) => ({ text, segs: parseKey(text), limit, used: 0 }));
@@ -205,20 +209,22 @@ export class Limiter {
 
   /**
    * What is held and queued now, and which resource limits and buckets a holder counts against: for
-   * explaining waits (scheduler/waits.ts), off the hot path. Read it; never change it.
+   * explaining waits (scheduler/waits.ts), off the hot path. One object, live (not a copy): read it,
+   * never change it.
    */
   inspect(): LimiterState {
-    return {
+    return (this.state ??= {
       limits: this.limits,
-      global: this.global,
       byTenant: this.byTenant,
       byTool: this.byTool,
       resourceKeys: this.resourceKeys,
       buckets: this.buckets,
       running: this.running,
       waiters: this.waiters,
-      limitsOf: (h) => ({ resources: this.resourceLimitsOf(h), buckets: this.bucketsOf(h) }),
-    };
+      runningOf: (runId) => this.runningPerRun.get(runId) ?? 0,
+      resourcesOf: (h) => this.resourceLimitsOf(h),
+      bucketsOf: (h) => this.bucketsOf(h),
+    });
   }
 
   private resourceLimitsOf(h: Holder): number[] {

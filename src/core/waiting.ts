@@ -20,9 +20,9 @@ export interface WaitHolder {
 
 /**
  * At most this many holders are named, oldest first (`inUse` counts them all): a global limit of 500
- * names 10 of its holders, not 500, in every event of every call behind it.
+ * names 5 of its holders, not 500, in every event of every call behind it.
  */
-export const MAX_HOLDERS = 10;
+export const MAX_HOLDERS = 5;
 
 export interface WaitReason {
   kind: WaitKind;

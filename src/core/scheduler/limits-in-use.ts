@@ -8,7 +8,7 @@
  */
 import { own, type Holder } from '../limits.js';
 import { MAX_HOLDERS, type WaitHolder, type WaitKind } from '../waiting.js';
-import type { ScheduledCall, SchedulerState, WaitEntry } from './records.js';
+import type { ScheduledCall, SchedulerState } from './records.js';
 import { unitsAt } from './waits.js';
 
 export interface LimitInUse {
@@ -46,7 +46,7 @@ export function limitsInUse(s: SchedulerState, now: number): LimitInUse[] {
   const running = [...v.running];
   const holdersOf = (pred: (h: Holder) => boolean) => running.filter(pred).slice(0, MAX_HOLDERS).map((h) => holderOf(h as ScheduledCall));
 
-  if (v.limits.global !== undefined) add('global', undefined, { limit: v.limits.global, inUse: v.global, holders: holdersOf(() => true) });
+  if (v.limits.global !== undefined) add('global', undefined, { limit: v.limits.global, inUse: s.limiter.runningCount, holders: holdersOf(() => true) });
   for (const t of sorted(new Set([...v.byTenant.keys(), ...keysOf(waiting, 'tenant')]))) {
     const limit = s.limiter.tenantLimit(t);
     if (limit !== undefined) add('tenant', t, { limit, inUse: v.byTenant.get(t) ?? 0, holders: holdersOf((h) => h.tenant === t) });
@@ -109,22 +109,26 @@ function waitersByLimit(s: SchedulerState): Map<string, { n: number; since: numb
   const out = new Map<string, { n: number; since: number }>();
   const book = s.waits;
   if (!book) return out;
-  const count = (id: string, m: WaitEntry) => {
+  const count = (id: string, c: ScheduledCall) => {
+    const since = c.waitSince as number;
     const w = out.get(id);
     if (w) {
       w.n++;
-      w.since = Math.min(w.since, m.since);
-    } else out.set(id, { n: 1, since: m.since });
+      w.since = Math.min(w.since, since);
+    } else out.set(id, { n: 1, since });
   };
-  for (const g of book.groups.values()) for (const m of g.members) if (live(m)) count(g.id, m);
+  for (const byKey of book.groups.values()) {
+    for (const g of byKey.values()) {
+      const id = g.key === undefined ? g.kind : `${g.kind}\u0000${g.key}`;
+      g.members.forEach((c, k) => c.waitSeq === g.seqs[k] && c.status === 'ready' && count(id, c));
+    }
+  }
   for (const m of book.locks) {
-    const r = m.reasons[0];
-    if (live(m) && r) count(`lock\u0000${r.domain}\u0000${r.key}`, m);
+    const r = m.c.waitReasons?.[0];
+    if (m.c.waitSeq === m.seq && m.c.status === 'ready' && r) count(`lock\u0000${r.domain}\u0000${r.key}`, m.c);
   }
   return out;
 }
-
-const live = (m: WaitEntry) => m.c.wait === m && m.c.status === 'ready';
 
 function keysOf(waiting: Map<string, unknown>, kind: WaitKind): string[] {
   const prefix = `${kind}\u0000`;

@@ -59,46 +59,68 @@ export interface ScheduledCall extends Holder {
   lastRetryable?: boolean;
   /** In a streamed run: arrived, but a later call may still give it a predecessor. */
   held?: boolean;
-  /** Why it waits, while it is ready and not started (waits.ts; kept only with `explainWaits`). */
-  wait?: WaitEntry | undefined;
+  /**
+   * Why it waits (waits.ts, with `explainWaits`): what refused it when it was last explained; current
+   * while it is `ready`. Kept on the call, not in an object of its own: a big run has tens of
+   * thousands of calls waiting at once.
+   */
+  waitReasons?: WaitReason[] | undefined;
+  /** When it began waiting. */
+  waitSince?: number;
+  /** The queue it waits in (a count limit or a bucket), while it waits in one. */
+  waitGroup?: WaitGroup | undefined;
+  /** Its explanations so far: tells its place in a queue from an older place it left. */
+  waitSeq?: number;
   /** The call as a holder of what others wait for, made once per attempt (waits.ts). */
   heldAs?: WaitHolder | undefined;
 }
 
-/** A ready call's wait as the scheduler keeps it (waits.ts). Stale once `c.wait` is another entry. */
-export interface WaitEntry {
+/** A call that waits for a lock, and the calls it waits for (waits.ts). */
+export interface LockWait {
   c: ScheduledCall;
-  reasons: WaitReason[];
-  /** When the call began waiting (it became ready). */
-  since: number;
-  /** The count limit or bucket it waits for; none for a lock. */
-  group: WaitGroup | undefined;
-  /** A lock: the holders (or the waiters ahead) it waits for, and their attempts then. */
-  watch: ScheduledCall[] | undefined;
-  watchAttempts: number[] | undefined;
+  seq: number;
+  /** The holders (or the waiters ahead), and their attempts then. */
+  watch: ScheduledCall[];
+  attempts: number[];
 }
 
-/** The waiters of one count limit or rate bucket (waits.ts). Members may be stale: see `WaitEntry`. */
+/**
+ * The waiters of one count limit or rate bucket (waits.ts). A member is current while its call is
+ * ready and its `waitSeq` is the one it had when it joined.
+ */
 export interface WaitGroup {
-  id: string;
   kind: WaitKind;
   key: string | undefined;
   /** A resource limit's index in the limiter. */
   index: number;
-  members: WaitEntry[];
+  members: ScheduledCall[];
+  seqs: number[];
+  /** How many members still wait (at least: a call cancelled while it waited is counted until pruned). */
+  live: number;
   /** Members are pruned of stale entries when there are this many. */
   compactAt: number;
   /** A rate bucket. */
   bucket: Readonly<Bucket> | undefined;
+  /** A long queue: since when its limit has had room (it is explained again at a later time). */
+  staleSince: number | undefined;
+  /** The reasons last given to a member: the next one that would get the same shares them. */
+  last: WaitReason[] | undefined;
+  /** The `call.waiting` payload of `last`, made once. */
+  lastData: { waitingFor: WaitReason[] } | undefined;
 }
 
 /** What the scheduler keeps to explain waits (`SchedulerOptions.explainWaits`). */
 export interface WaitBook {
   /** Calls that became ready in this step. */
   fresh: ScheduledCall[];
-  groups: Map<string, WaitGroup>;
+  /** Calls whose attempt ended in this step: what they held, others may now wait for with others. */
+  released: ScheduledCall[];
+  /** The groups of each kind, by key (`''` for `global`). */
+  groups: Map<WaitKind, Map<string, WaitGroup>>;
+  /** How many groups there are. */
+  groupCount: number;
   /** Calls waiting for a lock. */
-  locks: WaitEntry[];
+  locks: LockWait[];
 }
 
 export interface ScheduledRun {
@@ -195,7 +217,7 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     now: 0,
     dirty: [],
     dirtyCount: 0,
-    waits: opts.explainWaits ? { fresh: [], groups: new Map(), locks: [] } : undefined,
+    waits: opts.explainWaits ? { fresh: [], released: [], groups: new Map(), groupCount: 0, locks: [] } : undefined,
   };
 }
 
@@ -318,7 +340,10 @@ export function newCall(run: ScheduledRun, p: PlannedCall): ScheduledCall {
     planAccess: p.access,
     lastRetryable: undefined,
     held: false,
-    wait: undefined,
+    waitReasons: undefined,
+    waitSince: 0,
+    waitGroup: undefined,
+    waitSeq: 0,
     heldAs: undefined,
   };
 }

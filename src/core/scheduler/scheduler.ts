@@ -139,6 +139,7 @@ export class Scheduler {
     }
     if (c.status !== 'running' || e.attempt !== c.attempts) return this.flush();
     s.limiter.release(c);
+    s.waits?.released.push(c);
     run.running--;
     this.learn(c.tool, now - (c.attemptStartedAt as number));
     const r = outputChecked(e.result, c, s.opts.limits.maxOutputBytes);

@@ -4,16 +4,17 @@
  * Off the hot path: dispatch only notes the calls that became ready (`WaitBook.fresh`). After each
  * step, `noteWaits` explains those that did not start, and explains again only the waiters whose
  * limit changed under them:
- * - a count limit (global, tenant, perRun, tool, resource) with room after the step: its waiters wait
- *   for something else now;
- * - a rate bucket with a token after the step (likewise);
- * - a lock whose holders, or the waiters ahead, are not the same any more;
- * - a short queue (`SMALL_GROUP`) behind a count limit when a holder it names ends.
- * While a limit stays full, the waiters of a long queue are not looked at again, so a step costs
- * nothing per waiter, and a waiting call costs one explanation, and one event, per change of what it
- * waits for. So in a long queue the holders of a count limit, and a bucket's `retryAt`, are those of
- * when the call began waiting for it; the live ones are in `limitsInUse` (limits-in-use.ts,
- * GET /v1/limits).
+ * - a lock whose holders, or the waiters ahead, are not the same any more: always;
+ * - a short queue (`SHORT_QUEUE`) behind a count limit (global, tenant, perRun, tool, resource) or a
+ *   rate bucket: as soon as its limit has room after a step (its waiters wait for something else),
+ *   and when a holder it names ends;
+ * - a longer queue: once its limit has had room for `LONG_QUEUE_MS`. In a big run, which of its own
+ *   limits binds (per run, or a tool's) flips at nearly every step, and following every flip would
+ *   cost an event per waiter per flip.
+ * While a limit stays full its waiters are not looked at again, so a step costs nothing per waiter,
+ * and a waiting call costs one explanation, and one event, per change of what it waits for. So in a
+ * long queue the holders of a count limit, and a bucket's `retryAt`, are those of when the call began
+ * waiting for it; the live ones are in `limitsInUse` (limits-in-use.ts, GET /v1/limits).
  *
  * What the scheduler decides never depends on any of this: it reads the limiter, and changes nothing
  * (a lock waiter is queued by `Limiter.check` alone, as without it).
@@ -21,105 +22,194 @@
 import { clash, own, type Bucket, type Holder, type LimiterState } from '../limits.js';
 import { overlaps, type Key } from '../resources.js';
 import { MAX_HOLDERS, sameWait, type WaitHolder, type WaitKind, type WaitReason } from '../waiting.js';
-import { emit, type ScheduledCall, type SchedulerState, type WaitBook, type WaitEntry, type WaitGroup } from './records.js';
-
-/** What refuses a call now, and where its entry goes. */
-interface Found {
-  reason: WaitReason;
-  /** A count limit or bucket: the group to join. */
-  kind?: WaitKind;
-  key?: string | undefined;
-  index?: number;
-  bucket?: Readonly<Bucket>;
-  /** A lock: the calls it waits for. */
-  watch?: ScheduledCall[];
-}
+import type { LockWait, ScheduledCall, SchedulerState, WaitBook, WaitGroup } from './records.js';
 
 /**
- * A group of at most this many waiters is explained again when a holder it names ends (so a short
- * queue behind a tool limit names who holds it now); a longer one only when its limit has room.
+ * A short queue (at most this many waiters behind one count limit or bucket) is explained again as
+ * soon as its limit has room, and when a holder of it ends (so it names who holds it now).
  */
-const SMALL_GROUP = 16;
+const SHORT_QUEUE = 16;
+
+/**
+ * A longer queue is explained again only once its limit has had room for this long (ms, at every
+ * step): in a big run the limit that binds flips between its own per-run and tool limits at nearly
+ * every step, and following each flip would cost an event per waiter per flip.
+ */
+const LONG_QUEUE_MS = 1000;
+
+/**
+ * What refuses a call now: a count limit or bucket (`kind`, `key`, with its holders in `HOLDERS`), or
+ * a lock (`reason`, `watch`). One object, filled by each explanation (they never overlap).
+ */
+interface Found {
+  kind: WaitKind;
+  key: string;
+  limit: number;
+  inUse: number;
+  index: number;
+  bucket: Readonly<Bucket> | undefined;
+  /** A rate or a lock: the reason, made whole. */
+  reason: WaitReason | undefined;
+  /** A lock: the calls it waits for. */
+  watch: ScheduledCall[] | undefined;
+}
+
+const FOUND: Found = { kind: 'global', key: '', limit: 0, inUse: 0, index: -1, bucket: undefined, reason: undefined, watch: undefined };
+
+/** The holders `explain` found for a count limit (reused, likewise). */
+const HOLDERS: ScheduledCall[] = [];
 
 /** Stale groups of a step (reused: most steps have none). */
 const staleGroups: WaitGroup[] = [];
 
+const NO_REASONS: WaitReason[] = Object.freeze([]) as unknown as WaitReason[];
+
 /** After a step: explains the calls that became ready and did not start, and the waiters whose limit changed. */
 export function noteWaits(s: SchedulerState): void {
   const book = s.waits as WaitBook;
-  // The fresh first: a call that waited before (and ran, and is ready again) gets its new entry, so
+  // Calls that started in this step wait no more (their queue is shorter by one).
+  const started = s.out.starts;
+  for (let i = 0; i < started.length; i++) {
+    const st = started[i] as (typeof started)[number];
+    const c = st.kind === 'call' ? s.runs.get(st.runId)?.calls[st.index] : undefined;
+    if (c?.waitGroup === undefined) continue;
+    c.waitGroup.live--;
+    c.waitGroup = undefined;
+  }
+  // The fresh first: a call that waited before (and ran, and is ready again) gets its new place, so
   // its old one below is stale.
   const fresh = book.fresh;
   for (let i = 0; i < fresh.length; i++) {
     const c = fresh[i] as ScheduledCall;
     if (c.status !== 'ready') continue;
+    c.waitSince = s.now;
     const found = explain(s, c);
-    if (!found) {
-      c.wait = undefined;
-      continue;
-    }
-    const reasons = [found.reason];
-    enter(book, c, found, reasons, s.now);
-    emitWaiting(s, c, reasons);
+    if (found) emitWaiting(s, c, enter(book, c, found));
+    else leave(c);
   }
   fresh.length = 0;
-  if (book.groups.size > 0) {
-    for (const g of book.groups.values()) if (isStale(s, g) || (g.members.length <= SMALL_GROUP && g.members.some((m) => live(m) && holdersEnded(s, m)))) staleGroups.push(g);
+  const released = book.released;
+  if (book.groupCount > 0) {
+    for (const byKey of book.groups.values()) {
+      for (const g of byKey.values()) {
+        if (!isStale(s, g)) {
+          g.staleSince = undefined;
+          // A short queue names who holds its limit now: a holder of it ended in this step.
+          if (g.live <= SHORT_QUEUE && released.length > 0 && anyCounts(g, released)) staleGroups.push(g);
+          continue;
+        }
+        g.staleSince ??= s.now;
+        if (g.live <= SHORT_QUEUE || s.now - g.staleSince >= LONG_QUEUE_MS) staleGroups.push(g);
+      }
+    }
     for (let i = 0; i < staleGroups.length; i++) {
       const g = staleGroups[i] as WaitGroup;
-      book.groups.delete(g.id);
-      for (const m of g.members) if (live(m)) explainAgain(s, book, m);
+      (book.groups.get(g.kind) as Map<string, WaitGroup>).delete(g.key ?? '');
+      book.groupCount--;
+      for (let k = 0; k < g.members.length; k++) {
+        const c = g.members[k] as ScheduledCall;
+        if (c.waitSeq === g.seqs[k] && c.status === 'ready') explainAgain(s, book, c);
+      }
     }
     staleGroups.length = 0;
   }
+  released.length = 0;
   if (book.locks.length > 0) {
     const locks = book.locks;
     book.locks = [];
     for (const m of locks) {
-      if (!live(m)) continue;
-      if (watchChanged(m)) explainAgain(s, book, m);
+      if (m.c.waitSeq !== m.seq || m.c.status !== 'ready') continue;
+      if (watchChanged(m)) explainAgain(s, book, m.c);
       else book.locks.push(m);
     }
   }
 }
 
-function explainAgain(s: SchedulerState, book: WaitBook, old: WaitEntry): void {
-  const c = old.c;
+function explainAgain(s: SchedulerState, book: WaitBook, c: ScheduledCall): void {
+  const old = c.waitReasons ?? NO_REASONS;
   const found = explain(s, c);
-  const reasons = found ? [found.reason] : [];
-  enter(book, c, found, reasons, old.since);
-  if (!sameWait(old.reasons, reasons)) emitWaiting(s, c, reasons);
+  if (found) enter(book, c, found);
+  else leave(c);
+  const now = c.waitReasons ?? NO_REASONS;
+  if (!sameWait(old, now)) emitWaiting(s, c, now);
 }
 
 function emitWaiting(s: SchedulerState, c: ScheduledCall, reasons: WaitReason[]): void {
-  const run = s.runs.get(c.runId);
-  if (run) emit(s, 'call.waiting', run, c, { waitingFor: reasons });
+  // As `emit` makes it (records.ts), without looking the run up: it takes only the run's id. The
+  // payload is shared by the calls of a queue told the same reasons (events are never changed).
+  const g = c.waitGroup;
+  const data = g !== undefined && g.last === reasons ? (g.lastData ??= { waitingFor: reasons }) : { waitingFor: reasons };
+  s.out.events.push({ type: 'call.waiting', runId: c.runId, callId: c.id, at: s.now, data });
 }
 
-/** Keeps the call's new entry, in its group or among the lock waiters. */
-function enter(book: WaitBook, c: ScheduledCall, found: Found | undefined, reasons: WaitReason[], since: number): void {
-  const entry: WaitEntry = { c, reasons, since, group: undefined, watch: undefined, watchAttempts: undefined };
-  c.wait = entry;
-  if (!found) return;
+/** Nothing names the call's wait: it leaves its queue. */
+function leave(c: ScheduledCall): void {
+  if (c.waitGroup) c.waitGroup.live--;
+  c.waitGroup = undefined;
+  c.waitSeq = (c.waitSeq ?? 0) + 1;
+  c.waitReasons = undefined;
+}
+
+/** Gives the call its new place, in a queue or among the lock waiters; returns its reasons. */
+function enter(book: WaitBook, c: ScheduledCall, found: Found): WaitReason[] {
+  leave(c);
+  const seq = c.waitSeq as number;
   if (found.watch) {
-    entry.watch = found.watch;
-    entry.watchAttempts = found.watch.map((w) => w.attempts);
-    book.locks.push(entry);
-    return;
+    c.waitReasons = [found.reason as WaitReason];
+    book.locks.push({ c, seq, watch: found.watch, attempts: found.watch.map((w) => w.attempts) });
+    return c.waitReasons;
   }
-  const kind = found.kind as WaitKind;
-  const id = found.key === undefined ? kind : `${kind}\u0000${found.key}`;
-  let g = book.groups.get(id);
+  let byKey = book.groups.get(found.kind);
+  if (!byKey) book.groups.set(found.kind, (byKey = new Map()));
+  let g = byKey.get(found.key);
   if (!g) {
-    g = { id, kind, key: found.key, index: found.index ?? -1, members: [], compactAt: 64, bucket: found.bucket };
-    book.groups.set(id, g);
+    g = { kind: found.kind, key: found.kind === 'global' ? undefined : found.key, index: found.index, members: [], seqs: [], live: 0, compactAt: 64, bucket: found.bucket, staleSince: undefined, last: undefined, lastData: undefined };
+    byKey.set(found.key, g);
+    book.groupCount++;
   }
-  entry.group = g;
-  if (g.members.length >= g.compactAt) {
-    g.members = g.members.filter((m) => m.c.wait === m && m.c.status === 'ready');
-    g.compactAt = Math.max(64, 2 * g.members.length);
+  c.waitReasons = reasonsIn(g, found);
+  c.waitGroup = g;
+  if (g.members.length >= g.compactAt) compact(g);
+  g.members.push(c);
+  g.seqs.push(seq);
+  g.live++;
+  return c.waitReasons;
+}
+
+/** Drops the members that left (amortized: the queue has grown to twice what it was). */
+function compact(g: WaitGroup): void {
+  let n = 0;
+  for (let k = 0; k < g.members.length; k++) {
+    const c = g.members[k] as ScheduledCall;
+    const seq = g.seqs[k] as number;
+    if (c.waitSeq !== seq || c.status !== 'ready') continue;
+    g.members[n] = c;
+    g.seqs[n++] = seq;
   }
-  g.members.push(entry);
+  g.members.length = n;
+  g.seqs.length = n;
+  g.live = n;
+  g.compactAt = Math.max(64, 2 * n);
+}
+
+/** The reasons of a count limit or bucket: the group's last ones when they say the same (shared). */
+function reasonsIn(g: WaitGroup, f: Found): WaitReason[] {
+  if (f.reason) return newLast(g, [f.reason]);
+  const last = g.last?.[0];
+  if (last && last.limit === f.limit && last.inUse === f.inUse && last.holders.length === HOLDERS.length) {
+    let same = true;
+    for (let i = 0; i < HOLDERS.length && same; i++) same = last.holders[i] === holderOf(HOLDERS[i] as ScheduledCall);
+    if (same) return g.last as WaitReason[];
+  }
+  const holders = HOLDERS.map(holderOf);
+  const reason: WaitReason = g.key === undefined ? { kind: g.kind, limit: f.limit, inUse: f.inUse, holders } : { kind: g.kind, key: g.key, limit: f.limit, inUse: f.inUse, holders };
+  return newLast(g, [reason]);
+}
+
+function newLast(g: WaitGroup, reasons: WaitReason[]): WaitReason[] {
+  g.last = reasons;
+  g.lastData = undefined;
+  return reasons;
 }
 
 /** Whether a group's limit has room after the step: its waiters wait for something else now. */
@@ -145,25 +235,34 @@ function isStale(s: SchedulerState, g: WaitGroup): boolean {
   }
 }
 
-const live = (m: WaitEntry) => m.c.wait === m && m.c.status === 'ready';
-
-/** Whether a holder the entry names is not running that attempt any more. */
-function holdersEnded(s: SchedulerState, m: WaitEntry): boolean {
-  const holders = m.reasons[0]?.holders ?? [];
-  for (let i = 0; i < holders.length; i++) {
-    const h = holders[i] as WaitHolder;
-    const run = s.runs.get(h.runId);
-    const c = run?.calls[run.byId.get(h.callId) ?? -1];
-    if (!c || c.status !== 'running' || c.attemptStartedAt !== h.since) return true;
-  }
+/** Whether any of `hs` counted against a group's limit. */
+function anyCounts(g: WaitGroup, hs: readonly Holder[]): boolean {
+  for (let i = 0; i < hs.length; i++) if (counts(g, hs[i] as Holder)) return true;
   return false;
 }
 
+/** Whether a running call counts against a group's limit. */
+function counts(g: WaitGroup, h: Holder): boolean {
+  switch (g.kind) {
+    case 'global':
+      return true;
+    case 'tenant':
+      return h.tenant === g.key;
+    case 'perRun':
+      return h.runId === g.key;
+    case 'tool':
+      return h.tool === g.key;
+    case 'resource':
+      return h.resourceLimits?.includes(g.index) === true;
+    default:
+      return false;
+  }
+}
+
 /** Whether a lock waiter's holders ended (or the waiters ahead moved on). */
-function watchChanged(m: WaitEntry): boolean {
-  const watch = m.watch as ScheduledCall[];
-  const attempts = m.watchAttempts as number[];
-  const queued = m.reasons[0]?.holders.length === 0;
+function watchChanged(m: LockWait): boolean {
+  const { watch, attempts } = m;
+  const queued = m.c.waitReasons?.[0]?.holders.length === 0;
   for (let i = 0; i < watch.length; i++) {
     const w = watch[i] as ScheduledCall;
     if (queued ? w.status !== 'ready' : w.status !== 'running' || w.attempts !== attempts[i]) return true;
@@ -178,46 +277,64 @@ function watchChanged(m: WaitEntry): boolean {
 export function explain(s: SchedulerState, c: ScheduledCall): Found | undefined {
   const l = s.limiter;
   const v = l.inspect();
-  if (l.globalFull()) return counted(v, 'global', undefined, v.limits.global as number, v.global, () => true);
-  if (l.tenantFull(c.tenant)) {
-    return counted(v, 'tenant', c.tenant, l.tenantLimit(c.tenant) as number, v.byTenant.get(c.tenant) ?? 0, (h) => h.tenant === c.tenant);
-  }
-  if (l.runFull(c.runId)) return counted(v, 'perRun', c.runId, v.limits.perRun as number, -1, (h) => h.runId === c.runId);
+  if (l.globalFull()) return counted(v, 'global', '', v.limits.global as number, l.runningCount, anyHolder);
+  if (l.tenantFull(c.tenant)) return counted(v, 'tenant', c.tenant, l.tenantLimit(c.tenant) as number, v.byTenant.get(c.tenant) ?? 0, (h) => h.tenant === c.tenant);
+  if (l.runFull(c.runId)) return counted(v, 'perRun', c.runId, v.limits.perRun as number, v.runningOf(c.runId), (h) => h.runId === c.runId);
   if (l.toolFull(c.tool)) return counted(v, 'tool', c.tool, own(v.limits.tool, c.tool) as number, v.byTool.get(c.tool) ?? 0, (h) => h.tool === c.tool);
-  const { resources, buckets } = v.limitsOf(c);
-  for (const i of resources) {
+  const resources = v.resourcesOf(c);
+  for (let k = 0; k < resources.length; k++) {
+    const i = resources[k] as number;
     const r = v.resourceKeys[i] as { text: string; limit: number; used: number };
     if (r.used < r.limit) continue;
     const f = counted(v, 'resource', r.text, r.limit, r.used, (h) => h.resourceLimits?.includes(i) === true);
     f.index = i;
     return f;
   }
-  let latest: { b: Readonly<Bucket>; at: number } | undefined;
-  for (const b of buckets) {
+  const buckets = v.bucketsOf(c);
+  let latest: Readonly<Bucket> | undefined;
+  let at = 0;
+  for (let k = 0; k < buckets.length; k++) {
+    const b = buckets[k] as Readonly<Bucket>;
     const units = unitsAt(b, s.now);
     if (units >= b.perMs) continue;
-    const at = Math.max(b.last, s.now) + Math.ceil((b.perMs - units) / b.cap);
-    if (!latest || at > latest.at) latest = { b, at };
+    const when = Math.max(b.last, s.now) + Math.ceil((b.perMs - units) / b.cap);
+    if (!latest || when > at) {
+      latest = b;
+      at = when;
+    }
   }
   if (latest) {
-    const key = bucketName(v, latest.b);
-    return { reason: { kind: 'rate', key, limit: latest.b.cap, perMs: latest.b.perMs, retryAt: latest.at, holders: [] }, kind: 'rate', key, bucket: latest.b };
+    const key = bucketName(v, latest);
+    const reason: WaitReason = { kind: 'rate', key, limit: latest.cap, perMs: latest.perMs, retryAt: at, holders: [] };
+    return found('rate', key, latest.cap, 0, latest, reason, undefined);
   }
   return c.domain === null ? undefined : lock(s, v, c);
 }
 
-/** A full count limit: its holders (the oldest `MAX_HOLDERS`). `inUse` < 0: count them. */
-function counted(v: LimiterState, kind: WaitKind, key: string | undefined, limit: number, inUse: number, holds: (h: Holder) => boolean): Found {
-  const holders: WaitHolder[] = [];
-  let n = 0;
+const anyHolder = () => true;
+
+/** A full count limit; its holders (the oldest `MAX_HOLDERS`) go to `HOLDERS`. */
+function counted(v: LimiterState, kind: WaitKind, key: string, limit: number, inUse: number, holds: (h: Holder) => boolean): Found {
+  HOLDERS.length = 0;
   for (const h of v.running) {
     if (!holds(h)) continue;
-    n++;
-    if (holders.length < MAX_HOLDERS) holders.push(holderOf(h as ScheduledCall));
-    else if (inUse >= 0) break;
+    HOLDERS.push(h as ScheduledCall);
+    if (HOLDERS.length === MAX_HOLDERS) break;
   }
-  const reason: WaitReason = key === undefined ? { kind, limit, inUse: inUse >= 0 ? inUse : n, holders } : { kind, key, limit, inUse: inUse >= 0 ? inUse : n, holders };
-  return { reason, kind, key };
+  return found(kind, key, limit, inUse, undefined, undefined, undefined);
+}
+
+function found(kind: WaitKind, key: string, limit: number, inUse: number, bucket: Readonly<Bucket> | undefined, reason: WaitReason | undefined, watch: ScheduledCall[] | undefined): Found {
+  const f = FOUND;
+  f.kind = kind;
+  f.key = key;
+  f.limit = limit;
+  f.inUse = inUse;
+  f.index = -1;
+  f.bucket = bucket;
+  f.reason = reason;
+  f.watch = watch;
+  return f;
 }
 
 /** A lock: the running calls of other runs in its domain that it conflicts with, else the waiters ahead. */
@@ -229,18 +346,20 @@ function lock(s: SchedulerState, v: LimiterState, c: ScheduledCall): Found | und
     key ??= heldKey(c, h);
     if (watch.length < MAX_HOLDERS) watch.push(h as ScheduledCall);
   }
-  if (watch.length > 0) {
-    return { reason: { kind: 'lock', key: key as string, domain: c.domain as string, holders: watch.map(holderOf) }, watch };
+  let reason: WaitReason;
+  if (watch.length > 0) reason = { kind: 'lock', key: key as string, domain: c.domain as string, holders: watch.map(holderOf) };
+  else {
+    for (const w of v.waiters) {
+      if (w === c) break;
+      if (!clash(c, w)) continue;
+      key ??= heldKey(c, w);
+      if (watch.length < MAX_HOLDERS) watch.push(w as ScheduledCall);
+    }
+    if (watch.length === 0) return undefined;
+    const queuedBehind = watch.map((w) => ({ runId: w.runId, callId: w.id, tenant: w.tenant, since: w.status === 'ready' && w.waitReasons !== undefined ? (w.waitSince as number) : s.now }));
+    reason = { kind: 'lock', key: key as string, domain: c.domain as string, holders: [], queuedBehind };
   }
-  for (const w of v.waiters) {
-    if (w === c) break;
-    if (!clash(c, w)) continue;
-    key ??= heldKey(c, w);
-    if (watch.length < MAX_HOLDERS) watch.push(w as ScheduledCall);
-  }
-  if (watch.length === 0) return undefined;
-  const queuedBehind = watch.map((w) => ({ runId: w.runId, callId: w.id, tenant: w.tenant, since: w.wait?.since ?? s.now }));
-  return { reason: { kind: 'lock', key: key as string, domain: c.domain as string, holders: [], queuedBehind }, watch };
+  return found('lock', key as string, 0, 0, undefined, reason, watch);
 }
 
 /** The key of `o` that `c` conflicts with: a write of either overlapping the other's read or write. */
@@ -249,7 +368,7 @@ function heldKey(c: Holder, o: Holder): string {
   return (hit(c.writes, o.writes) ?? hit(c.writes, o.reads) ?? hit(c.reads, o.writes) ?? { text: '*' }).text;
 }
 
-/** A running call as a holder, made once per attempt. */
+/** A running call as a holder, made once per attempt (so equal holders are the same object). */
 function holderOf(c: ScheduledCall): WaitHolder {
   const since = c.attemptStartedAt ?? 0;
   if (c.heldAs === undefined || c.heldAs.since !== since) c.heldAs = { runId: c.runId, callId: c.id, tenant: c.tenant, since };
