@@ -25,7 +25,7 @@
 import type { CallInput } from '../core/calls.js';
 import { callError } from '../core/errors.js';
 import type { RunEvent } from '../core/events.js';
-import { Scheduler, SchedulerError, type AttemptEnded, type AttemptResult, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
+import { Scheduler, SchedulerError, type AttemptEnded, type AttemptResult, type LimitInUse, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
 import type { RunProjection, RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import { createExecutors } from '../executors/index.js';
@@ -74,13 +74,8 @@ export class Engine {
 
   constructor(opts: EngineOptions) {
     this.config = opts.config;
-    this.scheduler = new Scheduler({
-      catalog: opts.config.catalog,
-      policy: opts.config.policy,
-      limits: opts.config.limits,
-      defaults: opts.config.defaults,
-      explainWaits: true,
-    });
+    const { catalog, policy, limits, defaults } = opts.config;
+    this.scheduler = new Scheduler({ catalog, policy, limits, defaults, explainWaits: true });
     this.ownsExecutor = !opts.executor;
     const executor = opts.executor ?? createExecutors();
     this.executor = opts.instrument ? opts.instrument(executor) : executor;
@@ -290,6 +285,9 @@ export class Engine {
   limitUsage() {
     return this.scheduler.limitUsage();
   }
+
+  /** Every limit and lock in use in this process now (DESIGN §7, `GET /v1/limits`). */
+  limitsInUse = (): LimitInUse[] => this.scheduler.limitsInUse(this.clock());
 
   /**
    * Stops taking new runs; with `drainMs`, lets running attempts finish for up to that long (their
