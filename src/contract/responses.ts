@@ -61,6 +61,7 @@ const CallViewSchema = z.object({
   review: z.object({ reason: z.string(), decision: z.string().optional(), comment: z.string().optional() }).optional(),
   compensation: z.object({ status: z.enum(['succeeded', 'failed']), output: z.unknown().optional(), error: CallErrorSchema.optional() }).optional(),
   waitingFor: z.array(WaitingSchema).optional(),
+  waitingSince: z.string().optional().describe('with waitingFor: since when the call waits'),
 });
 export const RunSchema = z.object({
   id: z.string(),

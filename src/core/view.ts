@@ -38,6 +38,8 @@ export interface CallView {
   compensation?: CompensationView;
   /** A `ready` call that has not started: what refused it (the latest `call.waiting`). */
   waitingFor?: WaitingView[];
+  /** With `waitingFor`: since when the call waits (its first `call.waiting` since it became ready). */
+  waitingSince?: string;
 }
 
 /** A holder of what a call waits for, as the run's view shows it: `since` as an ISO time. */
@@ -199,11 +201,19 @@ type CallEvent = Exclude<CoreEvent, EventOf<'run.created' | 'run.started' | 'run
 
 function applyCallEvent(c: CallView, e: CallEvent): void {
   // A wait lasts until the call's next move (it starts, ends, or waits again after a retry).
-  if (c.waitingFor !== undefined && e.type !== 'call.waiting') delete c.waitingFor;
+  if (c.waitingFor !== undefined && e.type !== 'call.waiting') {
+    delete c.waitingFor;
+    delete c.waitingSince;
+  }
   switch (e.type) {
     case 'call.waiting':
-      if (c.status === 'ready' && e.data.waitingFor.length > 0) c.waitingFor = e.data.waitingFor.map(waitingView);
-      else delete c.waitingFor;
+      if (c.status === 'ready' && e.data.waitingFor.length > 0) {
+        c.waitingFor = e.data.waitingFor.map(waitingView);
+        c.waitingSince ??= iso(e.at);
+      } else {
+        delete c.waitingFor;
+        delete c.waitingSince;
+      }
       return;
     case 'call.ready':
       c.status = 'ready';

@@ -1,10 +1,12 @@
-// The toolgraph operators' dashboard: a runs list that updates live (pages/runs.js), and a run view
-// (pages/run.js: graph, timeline, call details, reviews, cancel, recording, each a module of panels/).
-// Hash routes: #/ (list, filters in the query) and #/runs/<id>?call=<callId>. No framework: each page
-// renders HTML strings at most once per frame. This module routes and mounts the pages.
+// The toolgraph operators' dashboard: a runs list that updates live (pages/runs.js), a run view
+// (pages/run.js: graph, timeline, call details, reviews, cancel, recording, each a module of panels/)
+// and the limits in use (pages/limits.js). Hash routes: #/ (list, filters in the query),
+// #/runs/<id>?call=<callId> and #/limits. No framework: each page renders HTML strings at most once
+// per frame. This module routes and mounts the pages.
 
 import { markNav, parseHash } from './dom.js';
 import { initLogin } from './login.js';
+import { LimitsPage } from './pages/limits.js';
 import { RunPage } from './pages/run.js';
 import { RunsPage } from './pages/runs.js';
 
@@ -21,6 +23,11 @@ function route(force = false) {
       return;
     }
     mount(new RunPage(id, params));
+  } else if (path === '/limits') {
+    if (!force && page instanceof LimitsPage) return;
+    mount(new LimitsPage());
+    markNav('limits');
+    return;
   } else {
     mount(new RunsPage(params));
   }

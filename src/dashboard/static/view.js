@@ -116,14 +116,20 @@ export class RunProjection {
 }
 function applyCallEvent(c, e) {
     // A wait lasts until the call's next move (it starts, ends, or waits again after a retry).
-    if (c.waitingFor !== undefined && e.type !== 'call.waiting')
+    if (c.waitingFor !== undefined && e.type !== 'call.waiting') {
         delete c.waitingFor;
+        delete c.waitingSince;
+    }
     switch (e.type) {
         case 'call.waiting':
-            if (c.status === 'ready' && e.data.waitingFor.length > 0)
+            if (c.status === 'ready' && e.data.waitingFor.length > 0) {
                 c.waitingFor = e.data.waitingFor.map(waitingView);
-            else
+                c.waitingSince ??= iso(e.at);
+            }
+            else {
                 delete c.waitingFor;
+                delete c.waitingSince;
+            }
             return;
         case 'call.ready':
             c.status = 'ready';
