@@ -22,6 +22,13 @@ function yaml(ts: ToolServer): string {
     writes: []
     risk: read
     executor: { kind: http, url: "${ts.url('/tests')}" }
+  - name: run_tests_idem
+    input: { type: object }
+    reads: ["file:*"]
+    writes: []
+    risk: read
+    idempotent: true
+    executor: { kind: http, url: "${ts.url('/tests')}" }
   - name: write_file
     input: { type: object, properties: { path: { type: string } }, required: [path] }
     reads: []
@@ -168,5 +175,25 @@ describe('waitingFor on real runs', () => {
       holders: [],
     });
     expect((await api.post(`/v1/runs/${r.id}/cancel`, undefined, { token: ACME })).status).toBe(202);
+  });
+
+  it('a restarted server takes the wait back from the log, and explains it again', async () => {
+    ts.on('/tests', () => 'hold');
+    const a = await submit(ACME, [{ id: 'tests', tool: 'run_tests_idem', args: {} }]);
+    await ts.call('tests', a.id);
+    const b = await submit(ACME, [{ id: 'write', tool: 'write_file', args: { path: '/repo/r.ts' } }]);
+    expect((await call(b.id, 'write')).waitingFor[0]).toMatchObject({ kind: 'lock', holders: [{ runId: a.id, callId: 'tests' }] });
+    const before = (await call(b.id, 'write')).waitingFor[0].holders[0].since;
+    api = await api.restart();
+    // The idempotent holder runs again (a second request), and the writer waits for that attempt.
+    const again = await ts.next((r) => r.body.runId === a.id && r.body.attempt === 2);
+    const after = await call(b.id, 'write');
+    expect(after.status).toBe('ready');
+    expect(after.waitingFor).toEqual([{ kind: 'lock', key: 'file:*', domain: 'tenant:acme', holders: [{ runId: a.id, callId: 'tests', tenant: 'acme', since: expect.stringMatching(ISO) }] }]);
+    expect(after.waitingFor[0].holders[0].since > before).toBe(true);
+    const types = (await api.service.events({ role: 'operator' }, b.id, 0)).map((e) => e.type);
+    expect(types.filter((t) => t === 'call.waiting')).toHaveLength(2);
+    again.respond({ status: 200, body: {} });
+    expect((await api.settled(b.id, OPS)).status).toBe('succeeded');
   });
 });
