@@ -104,6 +104,10 @@ const NOTES: Record<string, { d: string; e?: unknown }> = {
   store: { d: 'Where runs are kept: SQLite (the default, `server.db`) or PostgreSQL for several replicas.' },
   'store.url': { d: 'A `postgres://` (or `postgresql://`) URL, or `env:NAME`. `--db` and `TOOLGRAPH_DB` take precedence.', e: 'env:TOOLGRAPH_DB_URL' },
   'store.poolSize': { d: 'The most connections to PostgreSQL this process opens (a bounded pool); ignored for SQLite.', e: 10 },
+  'store.leaseMs': {
+    d: 'PostgreSQL (several replicas): how long a replica owns its runs without renewing its lease (it renews every third of it). When a replica dies, hangs or loses the database, another takes its runs over within this + 2 s.',
+    e: 10000,
+  },
   mcp: { d: 'Tools from MCP servers, added to the catalog at start.' },
   'mcp.servers': { d: 'The MCP servers.', e: [{ name: 'fs', command: 'node', args: ['server.js', '/srv/repo'] }] },
   'mcp.servers[].name': { d: 'The server\'s name ([A-Za-z0-9_-]{1,32}).', e: 'fs' },

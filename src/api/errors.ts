@@ -35,7 +35,7 @@ const TRANSLATED: {
   fastify: Record<string, ApiErrorCode>;
 } = {
   scheduler: { run_not_found: 'not_found', call_not_found: 'not_found', conflict: 'conflict', invalid_args: 'invalid_args' },
-  store: { invalid_cursor: 'invalid_cursor', invalid_limit: 'invalid_request', store_unavailable: 'store_unavailable' },
+  store: { invalid_cursor: 'invalid_cursor', invalid_limit: 'invalid_request', store_unavailable: 'store_unavailable', lease_lost: 'store_unavailable' },
   fastify: {
     FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
     FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',

@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Service } from './service.js';
+import { clusterMetrics } from './cluster-metrics.js';
 
 export interface Metrics {
   registry: Registry;
@@ -154,6 +155,7 @@ export function createMetrics(service: Service): Metrics {
         break;
     }
   });
+  if (service.cluster) clusterMetrics(registry, service.cluster);
   return { registry };
 }
 

@@ -14,12 +14,15 @@ import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import type { SubmitRequest } from '../contract/submission.js';
 import { Engine, isEnded } from '../engine/engine.js';
+import { Cluster, type CommandAnswer } from '../cluster/cluster.js';
+import type { PostgresStore } from '../store/postgres.js';
+import type { Logger } from 'pino';
 import type { Executor } from '../executors/types.js';
 import type { Store } from '../store/types.js';
 import type { Tracing } from '../telemetry/index.js';
 import { admit } from './admission.js';
 import { canSee, requireOperator, tenantFor, type Principal } from './auth.js';
-import { ApiError, STORE_RETRY_AFTER } from './errors.js';
+import { ApiError, httpErrorOf, STORE_RETRY_AFTER, type ApiErrorCode } from './errors.js';
 import { limitJson } from './waiting.js';
 
 export interface ServiceOptions {
@@ -31,7 +34,32 @@ export interface ServiceOptions {
   tracing?: Tracing;
   /** This process's name among replicas (DESIGN §12); default hostname-pid. */
   replica?: string;
+  /**
+   * Several replicas on PostgreSQL (DESIGN §12), joined already: runs are owned under a lease, limits
+   * are cluster-wide, commands go to a run's owner, and events are read from any replica's appends.
+   */
+  cluster?: Cluster;
 }
+
+/**
+ * A service on its store: on PostgreSQL it joins the cluster first (DESIGN §12: several replicas may
+ * share the database; one replica is a cluster of one). Rejects when the database cannot be reached.
+ */
+export async function openService(opts: Omit<ServiceOptions, 'cluster'> & { logger?: Logger }): Promise<Service> {
+  if (opts.store.kind !== 'postgres') return new Service(opts);
+  const name = opts.replica ?? `${hostname()}-${process.pid}`;
+  const cluster = new Cluster({ store: opts.store as PostgresStore, config: opts.config, name, ...(opts.logger ? { logger: opts.logger } : {}) });
+  await cluster.join();
+  return new Service({ ...opts, replica: name, cluster });
+}
+
+/** A command for a run, as it travels to the run's owner (cluster/commands.ts). */
+type Command =
+  | { kind: 'cancel'; principal: Principal; runId: string }
+  | { kind: 'seal'; principal: Principal; runId: string }
+  | { kind: 'append'; principal: Principal; runId: string; calls: CallInput[] }
+  | { kind: 'replan'; principal: Principal; runId: string; calls: CallInput[] }
+  | { kind: 'review'; principal: Principal; runId: string; reviewId: string; decision: Omit<ReviewDecision, 'runId' | 'callId'> };
 
 /** Ended runs read back from the store, most recent first out. */
 class EndedRunCache {
@@ -67,6 +95,9 @@ export class Service {
    */
   private readonly pendingKeys = new Map<string, Promise<RunView>>();
   private readonly tracing: Tracing | undefined;
+  readonly cluster: Cluster | undefined;
+  /** Several replicas: per tenant, submissions admitted here and not stored yet (see `admitInCluster`). */
+  private readonly admitting = new Map<string, number>();
 
   constructor(opts: ServiceOptions) {
     this.config = opts.config;
@@ -74,7 +105,9 @@ export class Service {
     this.clock = opts.clock ?? Date.now;
     const tracing = (this.tracing = opts.tracing);
     this.replica = opts.replica ?? `${hostname()}-${process.pid}`;
+    const cluster = (this.cluster = opts.cluster);
     this.engine = new Engine({
+      ...(cluster ? { permits: cluster.permits, onLeaseLost: () => cluster.leaseLost() } : {}),
       config: opts.config,
       sink: opts.store,
       ...(opts.executor ? { executor: opts.executor } : {}),
@@ -90,6 +123,19 @@ export class Service {
    * `unrecoverable`, after its kept events, and is listed with the reason for the log.
    */
   async recover(): Promise<{ resumed: number; unrecoverable: { runId: string; reason: string }[] }> {
+    if (this.cluster) {
+      // Several replicas: this one resumes the runs it takes over (an earlier process of its name's at once).
+      const unrecoverable: { runId: string; reason: string }[] = [];
+      const resumed = await this.cluster.start({
+        engine: this.engine,
+        resume: async (id) => {
+          const u = await this.resume(id);
+          if (u) unrecoverable.push(u);
+        },
+        apply: (body) => this.applyCommand(body as Command),
+      });
+      return { resumed: resumed - unrecoverable.length, unrecoverable };
+    }
     const ids = new Set(await this.store.unfinished());
     let cursor: string | undefined;
     do {
@@ -99,22 +145,31 @@ export class Service {
     } while (cursor);
     const unrecoverable: { runId: string; reason: string }[] = [];
     for (const id of ids) {
-      let events: RunEvent[] = [];
-      try {
-        events = await this.store.events(id);
-        await this.engine.restore(events);
-      } catch (e) {
-        const reason = (e as Error).message;
-        try {
-          await this.store.append(unrecoverableEnd(events, reason, this.clock()));
-          unrecoverable.push({ runId: id, reason });
-        } catch (e2) {
-          // Left as it is, for the next start to try again; the server starts all the same.
-          unrecoverable.push({ runId: id, reason: `${reason}; it could not be ended either: ${(e2 as Error).message}` });
-        }
-      }
+      const u = await this.resume(id).catch((e: unknown) => ({ runId: id, reason: (e as Error).message }));
+      if (u) unrecoverable.push(u);
     }
     return { resumed: ids.size - unrecoverable.length, unrecoverable };
+  }
+
+  /**
+   * Takes one run back from its stored events; one the engine cannot take back ends `failed`
+   * (unrecoverable), and is returned with the reason. Throws when the store cannot be read.
+   */
+  private async resume(id: string): Promise<{ runId: string; reason: string } | undefined> {
+    const events = await this.store.events(id);
+    try {
+      await this.engine.restore(events);
+      return undefined;
+    } catch (e) {
+      const reason = (e as Error).message;
+      try {
+        await this.store.append(unrecoverableEnd(events, reason, this.clock()));
+        return { runId: id, reason };
+      } catch (e2) {
+        // Left as it is, for the next start to try again; the server starts all the same.
+        return { runId: id, reason: `${reason}; it could not be ended either: ${(e2 as Error).message}` };
+      }
+    }
   }
 
   /**
@@ -132,6 +187,7 @@ export class Service {
       const existing = await this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey);
       if (existing) return { run: await this.view(p, existing), created: false };
     }
+    if (this.cluster) return { run: await this.admitInCluster(s, () => this.engine.submit(this.traced(s, traceparent))), created: true };
     this.admitNew(s);
     return { run: await this.engine.submit(this.traced(s, traceparent)), created: true };
   }
@@ -145,6 +201,7 @@ export class Service {
     const s = this.forTenant(p, request);
     this.writable();
     if (s.idempotencyKey === undefined) {
+      if (this.cluster) return { run: await this.admitInCluster(s, () => this.engine.submitGrouped(this.traced(s, traceparent))), created: true };
       this.admitNew(s);
       return { run: await this.engine.submitGrouped(this.traced(s, traceparent)), created: true };
     }
@@ -155,8 +212,7 @@ export class Service {
     // The key may have been taken while the store was asked.
     const raced = this.pendingKeys.get(key);
     if (raced) return { run: await this.view(p, (await raced).id), created: false };
-    this.admitNew(s);
-    const submitted = this.engine.submitGrouped(this.traced(s, traceparent));
+    const submitted = this.cluster ? this.admitInCluster(s, () => this.engine.submitGrouped(this.traced(s, traceparent))) : (this.admitNew(s), this.engine.submitGrouped(this.traced(s, traceparent)));
     this.pendingKeys.set(key, submitted);
     try {
       return { run: await submitted, created: true };
@@ -171,7 +227,7 @@ export class Service {
    * the engine still holds what it could not store, and stores it once the store is back.
    */
   private writable(): void {
-    if (this.engine.storeUnavailable() !== undefined) {
+    if (this.engine.storeUnavailable() !== undefined || (this.cluster !== undefined && this.cluster.instance === undefined)) {
       throw new ApiError('store_unavailable', 'the store cannot be reached now; nothing was changed; retry later', undefined, { 'retry-after': STORE_RETRY_AFTER });
     }
   }
@@ -188,24 +244,29 @@ export class Service {
     return runId === undefined ? s : { ...s, runId };
   }
 
-  private admitNew(s: SubmitRequest & { tenant: string }): void {
-    admit({ kind: 'submit', tenant: s.tenant, calls: s.calls, activeRuns: () => this.engine.activeRuns(s.tenant) }, this.config.limits);
+  private admitNew(s: SubmitRequest & { tenant: string }, stored = 0): void {
+    admit({ kind: 'submit', tenant: s.tenant, calls: s.calls, activeRuns: () => Math.max(stored, this.engine.activeRuns(s.tenant)) }, this.config.limits);
   }
 
-  /** Appends calls to an open run (409 once it is sealed or over). */
-  async append(p: Principal, runId: string, calls: CallInput[]): Promise<RunView> {
-    admit({ kind: 'append', run: await this.view(p, runId), calls }, this.config.limits);
-    this.writable();
-    return this.engine.append(runId, calls);
-  }
-
-  /** Seals an open run; sealing a sealed run changes nothing. */
-  async seal(p: Principal, runId: string): Promise<RunView> {
-    const view = await this.view(p, runId);
-    if (view.stream === undefined) throw new ApiError('conflict', `run ${runId} was not opened with "open": true`);
-    if (view.stream === 'sealed' || isEnded(view.status)) return view;
-    this.writable();
-    return this.engine.seal(runId);
+  /**
+   * Several replicas: admits against every replica's active runs (read from the store only when there
+   * is a cap to check), plus the submissions this replica admitted that are not stored yet; then submits.
+   * Submissions that reach different replicas in the same instant are not counted against each other.
+   */
+  private async admitInCluster(s: SubmitRequest & { tenant: string }, submit: () => Promise<RunView>): Promise<RunView> {
+    this.admitNew(s);
+    if (this.config.limits.maxActiveRunsPerTenant === undefined) return submit();
+    const stored = await this.store.activeCount(s.tenant);
+    const admitting = this.admitting.get(s.tenant) ?? 0;
+    this.admitNew(s, stored + admitting);
+    this.admitting.set(s.tenant, admitting + 1);
+    try {
+      return await submit();
+    } finally {
+      const n = (this.admitting.get(s.tenant) ?? 1) - 1;
+      if (n > 0) this.admitting.set(s.tenant, n);
+      else this.admitting.delete(s.tenant);
+    }
   }
 
   /** The run as the principal may see it; 404 for a run of another tenant, as for a missing one. */
@@ -226,7 +287,8 @@ export class Service {
    */
   async wait(p: Principal, runId: string, waitMs: number, until?: (view: RunView) => boolean): Promise<RunView> {
     const view = await this.view(p, runId);
-    if (waitMs <= 0 || isEnded(view.status) || !this.engine.has(runId) || until?.(view)) return view;
+    if (waitMs <= 0 || isEnded(view.status) || until?.(view)) return view;
+    if (!this.engine.has(runId)) return this.cluster ? this.waitElsewhere(p, runId, view, waitMs, until) : view;
     if (!until) return (await this.engine.wait(runId, waitMs)) ?? view;
     return new Promise<RunView>((resolve) => {
       const finish = (v: RunView) => {
@@ -251,33 +313,128 @@ export class Service {
     return { items: this.engine.limitsInUse().map(limitJson) };
   }
 
+  /** `wait` for a run another replica runs: its events are followed through the store (cluster/feed.ts). */
+  private waitElsewhere(p: Principal, runId: string, view: RunView, waitMs: number, until?: (view: RunView) => boolean): Promise<RunView> {
+    const feed = (this.cluster as Cluster).feed;
+    return new Promise<RunView>((resolve) => {
+      let current = view;
+      const finish = () => {
+        clearTimeout(timer);
+        unsubscribe();
+        resolve(current);
+      };
+      const unsubscribe = feed.subscribe(runId, 0, () => {
+        void this.view(p, runId).then((v) => {
+          current = v;
+          if (isEnded(v.status) || until?.(v)) finish();
+        }, () => {});
+      });
+      const timer = setTimeout(finish, waitMs);
+    });
+  }
+
   async events(p: Principal, runId: string, afterSeq: number): Promise<RunEvent[]> {
     await this.projection(p, runId);
     return this.store.events(runId, afterSeq);
   }
 
+  // ---- commands: applied where the run is owned (DESIGN §12: `owned` carries them there) ---------
+
+  /** Appends calls to an open run (409 once it is sealed or over). */
+  async append(p: Principal, runId: string, calls: CallInput[]): Promise<RunView> {
+    return this.owned(await this.view(p, runId), { kind: 'append', principal: p, runId, calls });
+  }
+
+  /** Seals an open run; sealing a sealed run changes nothing. */
+  async seal(p: Principal, runId: string): Promise<RunView> {
+    return this.owned(await this.view(p, runId), { kind: 'seal', principal: p, runId });
+  }
+
   async cancel(p: Principal, runId: string): Promise<RunView> {
-    const view = await this.view(p, runId);
-    if (!isEnded(view.status)) {
-      this.writable();
-      await this.engine.cancel(runId);
-    }
-    return this.view(p, runId);
+    return this.owned(await this.view(p, runId), { kind: 'cancel', principal: p, runId });
   }
 
   async replan(p: Principal, runId: string, calls: CallInput[]): Promise<RunView> {
-    admit({ kind: 'replan', run: await this.view(p, runId), calls }, this.config.limits);
-    this.writable();
-    return this.engine.replan(runId, calls);
+    return this.owned(await this.view(p, runId), { kind: 'replan', principal: p, runId, calls });
   }
 
   async review(p: Principal, reviewId: string, d: Omit<ReviewDecision, 'runId' | 'callId'>): Promise<RunView> {
     const r = await this.store.review(reviewId);
     if (!r || !canSee(p, r.tenant)) throw new ApiError('not_found', `no review ${reviewId}`);
     if (r.status !== 'pending') throw new ApiError('conflict', `review ${reviewId} was decided already (${r.decision})`);
-    if (!this.engine.has(r.runId)) throw new ApiError('conflict', `run ${r.runId} is not active`);
-    this.writable();
-    return this.engine.review({ ...d, runId: r.runId, callId: r.callId });
+    return this.owned(await this.view(p, r.runId), { kind: 'review', principal: p, runId: r.runId, reviewId, decision: d });
+  }
+
+  /**
+   * Applies a command here, or, with several replicas, sends it to the run's owner when another replica
+   * runs it (a run not ended that this engine does not hold), and answers what the owner answered.
+   */
+  private async owned(view: RunView, c: Command): Promise<RunView> {
+    if (!this.cluster || this.engine.has(view.id) || (isEnded(view.status) && view.status !== 'needs_replan')) return this.here(view, c);
+    const answer = await this.cluster.commands.send(view.id, c);
+    if (answer.ok) return answer.value as RunView;
+    const code = answer.code as ApiErrorCode;
+    throw new ApiError(code, answer.message, undefined, code === 'store_unavailable' || code === 'owner_unavailable' ? { 'retry-after': STORE_RETRY_AFTER } : {});
+  }
+
+  /** A command sent here by another replica: applied as `owned` would, if this replica runs the run. */
+  private async applyCommand(c: Command): Promise<CommandAnswer> {
+    try {
+      let view = await this.view(c.principal, c.runId);
+      if (!this.engine.has(view.id) && this.cluster) {
+        // Taken over, maybe, but not resumed yet: the scan resumes it.
+        await this.cluster.scan();
+        view = await this.view(c.principal, c.runId);
+      }
+      if (!this.engine.has(view.id) && !(isEnded(view.status) && view.status !== 'needs_replan')) {
+        throw new ApiError('owner_unavailable', `run ${c.runId} is not run by this replica now; retry later`);
+      }
+      return { ok: true, value: await this.here(view, c) };
+    } catch (err) {
+      const { body } = httpErrorOf(err);
+      return { ok: false, code: body.error.code, message: body.error.message };
+    }
+  }
+
+  private async here(view: RunView, c: Command): Promise<RunView> {
+    const runId = view.id;
+    switch (c.kind) {
+      case 'append':
+        admit({ kind: 'append', run: view, calls: c.calls }, this.config.limits);
+        this.writable();
+        return this.engine.append(runId, c.calls);
+      case 'seal':
+        if (view.stream === undefined) throw new ApiError('conflict', `run ${runId} was not opened with "open": true`);
+        if (view.stream === 'sealed' || isEnded(view.status)) return view;
+        this.writable();
+        return this.engine.seal(runId);
+      case 'cancel':
+        if (!isEnded(view.status)) {
+          this.writable();
+          await this.engine.cancel(runId);
+        }
+        return this.view(c.principal, runId);
+      case 'replan':
+        admit({ kind: 'replan', run: view, calls: c.calls }, this.config.limits);
+        this.writable();
+        return this.engine.replan(runId, c.calls);
+      case 'review': {
+        const r = await this.store.review(c.reviewId);
+        if (!r || r.status !== 'pending') throw new ApiError('conflict', `review ${c.reviewId} was decided already (${r?.decision})`);
+        if (!this.engine.has(r.runId)) throw new ApiError('conflict', `run ${r.runId} is not active`);
+        this.writable();
+        return this.engine.review({ ...c.decision, runId: r.runId, callId: r.callId });
+      }
+    }
+  }
+
+  /**
+   * Stops the engine (see `Engine.close`), then, with several replicas, leaves the cluster: what this
+   * replica still ran is taken over at once by another. The store stays open (its owner closes it).
+   */
+  async close(opts: { drainMs?: number } = {}): Promise<void> {
+    await this.engine.close(opts);
+    await this.cluster?.close(true);
   }
 
   private async stored(runId: string): Promise<RunProjection | undefined> {

@@ -8,7 +8,7 @@
 import { pino } from 'pino';
 import { isLoopback } from '../api/auth.js';
 import { buildServer } from '../api/server.js';
-import { Service } from '../api/service.js';
+import { openService, type Service } from '../api/service.js';
 import { tracingFromEnv, TracingConfigError } from '../telemetry/index.js';
 import { hostname } from 'node:os';
 import { chooseStore, describeChoice, openStore, type StoreChoice } from '../store/select.js';
@@ -61,7 +61,15 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     await mcp.close();
     throw e instanceof TracingConfigError ? new UsageError(e.message) : e;
   });
-  const service = new Service({ config, store, ...(mcp.executor ? { executor: mcp.executor } : {}), ...(tracing ? { tracing } : {}), replica });
+  let service: Service;
+  try {
+    service = await openService({ config, store, ...(mcp.executor ? { executor: mcp.executor } : {}), ...(tracing ? { tracing } : {}), replica, logger });
+  } catch (e) {
+    await mcp.close();
+    await tracing?.shutdown();
+    await store.close();
+    throw new UsageError(`${dbFile}: cannot join the cluster: ${(e as Error).message}`);
+  }
   let resumed: number;
   try {
     let unrecoverable: { runId: string; reason: string }[];
@@ -70,7 +78,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     for (const u of unrecoverable) logger.error({ runId: u.runId, reason: u.reason }, 'a run could not be recovered: it ended failed (unrecoverable), its events kept');
   } catch (e) {
     // The store itself cannot be read: say so, without a stack trace, and leave the database as it is.
-    await service.engine.close();
+    await service.close();
     await mcp.close();
     await tracing?.shutdown();
     await store.close();
@@ -98,7 +106,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
       stopping = true;
       logger.info({ signal, drainMs }, 'shutting down: no new runs; letting running calls finish');
       const closing = app.close();
-      await service.engine.close({ drainMs });
+      await service.close({ drainMs });
       await mcp.close();
       await closing;
       // The last spans go out, for 2 s at most (a dead collector does not hold the exit).

@@ -35,7 +35,7 @@ export interface ConfigFile {
   auth: { keys: AuthKey[] };
   server: { host: string; port: number; db: string };
   mcp: McpSection;
-  store: { url?: string; poolSize: number };
+  store: { url?: string; poolSize: number; leaseMs: number };
 }
 
 export const BUILTIN_EXECUTORS = ['sleep', 'echo', 'fail'] as const;
@@ -273,7 +273,7 @@ function storeSchema(ctx: SchemaContext) {
     }
     return value;
   });
-  return strict({ url: url.optional(), poolSize: int(1, 1000).default(10) });
+  return strict({ url: url.optional(), poolSize: int(1, 1000).default(10), leaseMs: int(500, 600_000).default(10_000) });
 }
 
 const serverSchema = () =>

@@ -20,8 +20,8 @@ export interface Config {
   server: { host: string; port: number; db: string };
   /** MCP servers whose tools join the catalog at start (DESIGN §13); absent or empty: none. */
   mcp?: McpSection;
-  /** `url`: PostgreSQL (DESIGN §12), above `server.db`; `poolSize`: its most connections. */
-  store: { url?: string; poolSize: number };
+  /** `url`: PostgreSQL (DESIGN §12), above `server.db`; `poolSize`: its most connections; `leaseMs`: a replica's lease on its runs. */
+  store: { url?: string; poolSize: number; leaseMs: number };
   /** The catalog built from `tools`, with compiled Ajv checks. */
   catalog: Catalog;
   /** Where it came from: a file path, or `builtin:demo`. */

@@ -24,6 +24,11 @@ export const API_ERRORS = {
   shutting_down: 503,
   /** The store cannot be reached or cannot write now (DESIGN §7 Faults); with `Retry-After`. */
   store_unavailable: 503,
+  /**
+   * Several replicas (DESIGN §12): the replica that owns the run did not apply a command in time (it
+   * may be dying; another takes the run over within the lease); with `Retry-After`.
+   */
+  owner_unavailable: 503,
 } as const;
 
 export type ApiErrorCode = keyof typeof API_ERRORS;

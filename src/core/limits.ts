@@ -100,8 +100,13 @@ export class Limiter {
   private readonly runningPerRun = new Map<string, number>();
   private readonly waiters: Holder[] = [];
   private state: LimiterState | undefined;
+  private seeds: Map<string, { units: number; last: number }> | undefined;
 
-  constructor(private readonly limits: Limits) {
+  /** `rates`: false when rate limits are counted elsewhere (several replicas: the cluster's buckets). */
+  constructor(
+    private readonly limits: Limits,
+    private readonly rates = true,
+  ) {
     this.resourceKeys = Object.entries(limits.resource).map(([text, limit]) => ({ text, segs: parseKey(text), limit, used: 0 }));
   }
 
@@ -175,6 +180,27 @@ export class Limiter {
     this.dropWaiter(h);
   }
 
+  /**
+   * Several replicas (DESIGN §12): counts a call that runs already elsewhere, like `acquire` but
+   * without taking a rate token (it took its token when it started).
+   */
+  hold(h: Holder): void {
+    const buckets = h.buckets;
+    h.buckets = NOTHING as Bucket[];
+    this.acquire(h, 0);
+    h.buckets = buckets;
+  }
+
+  /** Several replicas: a rate bucket as the cluster keeps it, used when the bucket is first needed. */
+  seedBucket(name: string, units: number, last: number): void {
+    (this.seeds ??= new Map()).set(name, { units, last });
+  }
+
+  /** The rate buckets in use, by name (`tool:<t>`, `tenant:<t>`), to keep them where the cluster does. */
+  rateBuckets(): ReadonlyMap<string, Bucket> {
+    return this.buckets;
+  }
+
   release(h: Holder): void {
     if (!this.running.delete(h)) return;
     const mine = (this.runningPerRun.get(h.runId) as number) - 1;
@@ -241,6 +267,7 @@ export class Limiter {
 
   private bucketsOf(h: Holder): Bucket[] {
     if (h.buckets) return h.buckets;
+    if (!this.rates) return (h.buckets = NOTHING as Bucket[]);
     const tenantRate = own(this.limits.rate.tenant, h.tenant) ?? own(this.limits.rate.tenant, 'default');
     if (!h.toolRate && !tenantRate) return (h.buckets = NOTHING as Bucket[]);
     const out: Bucket[] = [];
@@ -252,7 +279,8 @@ export class Limiter {
   private bucket(name: string, rate: Rate): Bucket {
     let b = this.buckets.get(name);
     if (!b) {
-      b = { cap: rate.tokens, perMs: rate.perMs, units: rate.tokens * rate.perMs, last: Number.NEGATIVE_INFINITY };
+      const seed = this.seeds?.get(name);
+      b = { cap: rate.tokens, perMs: rate.perMs, units: Math.min(seed?.units ?? Infinity, rate.tokens * rate.perMs), last: seed?.last ?? Number.NEGATIVE_INFINITY };
       this.buckets.set(name, b);
     }
     return b;

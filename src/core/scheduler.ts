@@ -9,6 +9,7 @@ export {
   type AttemptEnded,
   type AttemptResult,
   type Output,
+  type PermitRequest,
   type ReviewDecision,
   type SchedulerOptions,
   type StartAttempt,

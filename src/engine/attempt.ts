@@ -72,6 +72,7 @@ export function merge(into: Output, out: Output): void {
   into.events.push(...out.events);
   into.starts.push(...out.starts);
   into.aborts.push(...out.aborts);
+  if (out.permits) (into.permits ??= []).push(...out.permits);
 }
 
 /** Takes a run's events, starts and aborts out of an output; returns the starts taken (early ones too). */

@@ -23,7 +23,7 @@
  */
 import type { RunEvent } from '../core/events.js';
 import type { AbortAttempt, StartAttempt } from '../core/scheduler.js';
-import { isStoreUnavailable } from '../store/errors.js';
+import { isLeaseLost, isStoreUnavailable } from '../store/errors.js';
 
 /**
  * Where events become durable; a store implements it (`Store.append`). Batches handed over while
@@ -66,6 +66,11 @@ export interface PipelineHooks {
   refused(runId: string, held: readonly Commit[]): void;
   /** The store refused a commit that no caller waits for: the engine and the store disagree. */
   fault(err: unknown): void;
+  /**
+   * Several replicas (DESIGN §12): the store fenced a batch off, since this replica's lease ended. The
+   * engine abandons every run (`abandon`); nothing in hand is stored any more.
+   */
+  leaseLost?(err: unknown): void;
 }
 
 export interface PipelineOptions {
@@ -95,6 +100,8 @@ export class CommitPipeline {
   private empties: (() => void)[] = [];
   /** Set once the log stored a batch at once (returned no promise). */
   private syncLog = false;
+  /** Grows with each `abandon`: what was in hand before it is never stored or applied. */
+  private generation = 0;
 
   constructor(
     private readonly log: EventLog | undefined,
@@ -166,8 +173,26 @@ export class CommitPipeline {
     return new Promise((resolve) => this.empties.push(resolve));
   }
 
+  /**
+   * Drops everything in hand (see `PipelineHooks.leaseLost`): queued commits and batches in flight are
+   * never applied, and their callers hear `reason`.
+   */
+  abandon(reason: unknown): void {
+    this.generation++;
+    const dropped = [...this.queue.splice(0), ...this.writing.splice(0).flatMap((w) => w.batch)];
+    this.repairing = false;
+    this.outage = undefined;
+    for (const c of dropped) c.committed?.reject(reason);
+    this.checkEmpty();
+  }
+
   private landed(w: Writing, outcome: { err?: unknown }): void {
     w.settled = outcome;
+    if (!this.writing.includes(w)) return;
+    if (isLeaseLost(outcome.err)) {
+      this.hooks.leaseLost?.(outcome.err);
+      return;
+    }
     if (this.repairing) return;
     let applied = false;
     while (this.writing.length > 0) {
@@ -189,8 +214,10 @@ export class CommitPipeline {
   /** Settles every batch in flight, then stores the failed ones again (see the top of the file). */
   private async repair(): Promise<void> {
     this.repairing = true;
+    const generation = this.generation;
     try {
       await Promise.all(this.writing.map((w) => w.done));
+      if (generation !== this.generation) return;
       const ws = this.writing.splice(0);
       for (const [i, w] of ws.entries()) {
         if (w.settled?.err === undefined) {
@@ -199,9 +226,10 @@ export class CommitPipeline {
         }
         const later = ws.slice(i + 1).flatMap((x) => (x.settled?.err === undefined ? [] : x.batch));
         await this.storeAgain(w.batch, later, w.settled.err);
+        if (generation !== this.generation) return;
       }
     } finally {
-      this.repairing = false;
+      if (generation === this.generation) this.repairing = false;
     }
     this.hooks.settled(true);
     this.checkEmpty();
@@ -209,6 +237,7 @@ export class CommitPipeline {
 
   /** Stores a failed batch's commits again: together while the store is away, then one by one. */
   private async storeAgain(batch: Commit[], later: readonly Commit[], first: unknown): Promise<void> {
+    const generation = this.generation;
     let err: unknown = first;
     let pause = this.retryMs;
     while (isStoreUnavailable(err) || isRefusedForAnEarlier(err)) {
@@ -217,18 +246,30 @@ export class CommitPipeline {
         await sleep(pause);
         pause = Math.min(pause * 2, this.maxRetryMs);
       }
+      if (generation !== this.generation) return;
       err = await this.tryAppend(batch);
+      if (generation !== this.generation) return;
       if (err === undefined) {
         this.outage = undefined;
         for (const c of batch) this.applyOne(c);
         return;
       }
     }
+    if (isLeaseLost(err)) {
+      this.hooks.leaseLost?.(err);
+      return;
+    }
     // A rule is broken: commit by commit, so that only the bad one fails.
     for (const [i, c] of batch.entries()) {
       pause = this.retryMs;
       for (;;) {
+        if (generation !== this.generation) return;
         const e = await this.tryAppend([c]);
+        if (generation !== this.generation) return;
+        if (isLeaseLost(e)) {
+          this.hooks.leaseLost?.(e);
+          return;
+        }
         if (e === undefined) {
           this.outage = undefined;
           this.applyOne(c);

@@ -25,19 +25,21 @@
 import type { CallInput } from '../core/calls.js';
 import { callError } from '../core/errors.js';
 import type { RunEvent } from '../core/events.js';
-import { Scheduler, SchedulerError, type AttemptEnded, type AttemptResult, type LimitInUse, type Output, type ReviewDecision, type StartAttempt } from '../core/scheduler.js';
+import { Scheduler, SchedulerError, type AttemptEnded, type LimitInUse, type Output, type ReviewDecision } from '../core/scheduler.js';
 import type { RunProjection, RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import { createExecutors } from '../executors/index.js';
 import type { Executor } from '../executors/types.js';
-import { Attempt, attemptKey, merge, newRunId, startsEarly, strip, type RunListener } from './attempt.js';
+import { merge, newRunId, startsEarly, type RunListener } from './attempt.js';
+import { InFlight, refuseRun } from './in-flight.js';
 import { isEnded, RunViews } from './run-views.js';
 import { CommitPipeline, type Commit } from './commit-pipeline.js';
+import { gatedStarts, type PermitDesk } from './permit-desk.js';
 import type { SubmitRequest } from '../contract/submission.js';
 import type { EngineOptions, OpenRun } from './options.js';
 
 export { newRunId, type RunListener } from './attempt.js';
-export type { EngineOptions, EventSink, OpenRun } from './options.js';
+export type { EngineOptions, EventSink, OpenRun, PermitGate } from './options.js';
 export type { SubmitRequest } from '../contract/submission.js';
 export { isEnded } from './run-views.js';
 
@@ -51,7 +53,11 @@ function within(p: Promise<void>, ms: number): Promise<void> {
 
 export class Engine {
   readonly config: Config;
-  private readonly scheduler: Scheduler;
+  /** Replaced by `abandon`. */
+  private scheduler: Scheduler;
+  private readonly makeScheduler: () => Scheduler;
+  /** Several replicas: where calls take cluster-wide permits (permit-desk.ts). */
+  private readonly desk: PermitDesk | undefined;
   private readonly executor: Executor;
   private readonly ownsExecutor: boolean;
   private readonly clock: () => number;
@@ -59,9 +65,8 @@ export class Engine {
   private readonly pipeline: CommitPipeline;
   private flushScheduled = false;
   private flushSoonScheduled = false;
-  /** Attempts started early (see `startsEarly`) that have not ended: see `flushSoon`. */
-  private earlyRunning = 0;
-  private readonly inflight = new Map<string, Attempt>();
+  /** The attempts running; those started early (see `startsEarly`) are counted: see `flushSoon`. */
+  private readonly inflight: InFlight;
   /** Attempts that ended and wait for the next group commit (see `flush`). */
   private readonly ended: AttemptEnded[] = [];
   private timer: NodeJS.Timeout | undefined;
@@ -74,11 +79,37 @@ export class Engine {
 
   constructor(opts: EngineOptions) {
     this.config = opts.config;
-    const { catalog, policy, limits, defaults } = opts.config;
-    this.scheduler = new Scheduler({ catalog, policy, limits, defaults, explainWaits: true });
+    this.makeScheduler = () =>
+      new Scheduler({
+        catalog: opts.config.catalog,
+        policy: opts.config.policy,
+        limits: opts.config.limits,
+        defaults: opts.config.defaults,
+        explainWaits: true,
+        ...(opts.permits ? { gated: true } : {}),
+      });
+    this.scheduler = this.makeScheduler();
+    this.desk =
+      opts.permits &&
+      gatedStarts(opts.permits, {
+        scheduler: () => this.scheduler,
+        now: () => this.clock(),
+        closed: () => this.closed,
+        step: (out) => {
+          this.enqueue(out);
+          this.scheduleFlush();
+        },
+      });
     this.ownsExecutor = !opts.executor;
     const executor = opts.executor ?? createExecutors();
     this.executor = opts.instrument ? opts.instrument(executor) : executor;
+    this.inflight = new InFlight(this.executor, (s, result, wasEarly) => {
+      if (this.desk && s.kind === 'call') this.desk.release(s.runId, s.callId);
+      if (this.closed) return;
+      this.ended.push({ runId: s.runId, callId: s.callId, index: s.index, attempt: s.attempt, kind: s.kind, result });
+      this.scheduleFlush();
+      if (wasEarly && this.inflight.early === 0) this.flushSoon();
+    });
     this.pipeline = new CommitPipeline(opts.sink, {
       apply: (c) => this.apply(c),
       settled: (landed) => {
@@ -86,6 +117,10 @@ export class Engine {
         if (landed) this.scheduleFlush();
       },
       refused: (runId, held) => this.disown(runId, held),
+      leaseLost: (err) => {
+        this.abandon(err);
+        opts.onLeaseLost?.(err);
+      },
       fault:
         opts.onFault ??
         ((err) =>
@@ -121,7 +156,7 @@ export class Engine {
     await new Promise<void>((resolve, reject) => {
       this.enqueue(out(this.clock()), { creates: runId, committed: { resolve, reject }, early: true });
       this.scheduleFlush();
-      if (this.earlyRunning === 0) this.flushSoon();
+      if (this.inflight.early === 0) this.flushSoon();
     });
     return this.get(runId) as RunView;
   }
@@ -282,12 +317,31 @@ export class Engine {
     return this.inflight.size;
   }
 
-  limitUsage() {
-    return this.scheduler.limitUsage();
+  /** How full each limit is; and every limit and lock in use here now, holders and waiters (GET /v1/limits). */
+  limitUsage = () => this.scheduler.limitUsage();
+  limitsInUse = (): LimitInUse[] => this.scheduler.limitsInUse(this.clock());
+
+  /**
+   * Several replicas (DESIGN §12): this replica lost its lease, so another may own its runs now. Every
+   * run is dropped: nothing more of it is stored, published or started; its attempts are aborted and
+   * their ends not recorded; whoever waits on it hears `reason`. The engine starts afresh, and the
+   * cluster takes runs back under a new lease, resumed from the store like after a crash (DESIGN §8).
+   */
+  abandon(reason: unknown): void {
+    this.pipeline.abandon(reason);
+    this.ended.splice(0);
+    this.inflight.abortAll(callError('interrupted', 'this replica lost its lease; another takes the run over'), true);
+    this.views.forgetAll();
+    this.scheduler = this.makeScheduler();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = undefined;
   }
 
-  /** Every limit and lock in use in this process now (DESIGN §7, `GET /v1/limits`). */
-  limitsInUse = (): LimitInUse[] => this.scheduler.limitsInUse(this.clock());
+  /** The ids of the runs this engine holds and has not ended. */
+  liveRuns(): string[] {
+    return this.scheduler.liveRuns();
+  }
 
   /**
    * Stops taking new runs; with `drainMs`, lets running attempts finish for up to that long (their
@@ -321,7 +375,7 @@ export class Engine {
     // Nothing will change any more: whoever waits gets the run as it stands now (a pending wait's
     // timer would otherwise keep the process alive for up to its whole timeout).
     this.views.wakeAll();
-    for (const c of this.inflight.values()) c.abort();
+    this.inflight.abortAll();
     if (this.ownsExecutor) await this.executor.close();
   }
 
@@ -356,7 +410,8 @@ export class Engine {
       }
     }
     this.pipeline.push(q);
-    for (const s of q.early ?? []) this.launch(s, true);
+    for (const s of q.early ?? []) this.inflight.launch(s, true);
+    if (out.permits && out.permits.length > 0) this.desk?.ask(out.permits);
   }
 
   /** One flush per turn of the event loop, after the I/O callbacks that queued work in it. */
@@ -404,78 +459,26 @@ export class Engine {
   private apply(q: Commit): void {
     for (const e of q.events) this.views.publish(e);
     // Starts before aborts: in a group commit a later step may abort what an earlier one started.
-    if (!this.closed) for (const s of q.starts) this.launch(s);
-    for (const a of q.aborts) this.inflight.get(attemptKey(a.runId, a.callId, a.attempt, 'call'))?.abort(a.reason);
+    if (!this.closed) for (const s of q.starts) this.inflight.launch(s);
+    for (const a of q.aborts) this.inflight.abort(a.runId, a.callId, a.attempt, a.reason);
   }
 
   /**
    * Forgets a run whose submission the store refused: nothing of it is stored, so nothing of it may be
    * stored, published or started later either. Its events, starts and aborts leave the outputs still in
    * hand (`held`: the refused one, and every later one, since nothing of the run was stored); the
-   * attempts it started early are aborted and their ends ignored (see `launch`). The scheduler lets a run
+   * attempts it started early are aborted and their ends ignored (see `InFlight.take`). The scheduler lets a run
    * go only once it has ended, so it is cancelled there, and every attempt it counts as running (any the
    * held outputs started) ends as cancelled; what that changes for other runs (a limit slot freed, say)
    * is queued like any output.
    */
   private disown(runId: string, held: readonly Commit[]): void {
     this.views.forget(runId);
-    const reason = callError('cancelled', `the store refused run ${runId}`);
-    const refused: AttemptResult = { ok: false, error: reason, retryable: false };
-    const toEnd: StartAttempt[] = [];
-    for (const q of held) toEnd.push(...strip(q, runId));
-    for (const s of toEnd) {
-      const key = attemptKey(s.runId, s.callId, s.attempt, s.kind);
-      const attempt = this.inflight.get(key);
-      if (!attempt) continue;
-      attempt.abort(reason);
-      this.inflight.delete(key);
-      this.leaveEarly(attempt);
-    }
-    const now = this.clock();
-    const rest: Output = { events: [], starts: [], aborts: [] };
-    const keep = (out: Output) => {
-      toEnd.push(...strip(out, runId));
-      merge(rest, out);
-    };
-    keep(this.scheduler.cancel(now, runId));
-    for (let s = toEnd.shift(); s; s = toEnd.shift()) {
-      keep(this.scheduler.attemptEnded(now, { runId, callId: s.callId, index: s.index, attempt: s.attempt, kind: s.kind, result: refused }));
-    }
-    this.scheduler.evict(runId);
+    const rest = refuseRun(this.scheduler, this.clock(), runId, held, this.inflight);
     if (rest.events.length + rest.starts.length + rest.aborts.length > 0) {
       this.enqueue(rest);
       this.scheduleFlush();
     }
-  }
-
-  /** `early`: started before its submission is stored (see `startsEarly`). */
-  private launch(s: StartAttempt, early = false): void {
-    const key = attemptKey(s.runId, s.callId, s.attempt, s.kind);
-    const attempt = new Attempt(s);
-    if (early) {
-      attempt.early = true;
-      this.earlyRunning++;
-    }
-    this.inflight.set(key, attempt);
-    const done = (result: AttemptResult) => {
-      // Not ours any more: its run was refused by the store (see `disown`).
-      if (this.inflight.get(key) !== attempt) return;
-      this.inflight.delete(key);
-      const wasEarly = attempt.early;
-      this.leaveEarly(attempt);
-      if (this.closed) return;
-      this.ended.push({ runId: s.runId, callId: s.callId, index: s.index, attempt: s.attempt, kind: s.kind, result });
-      this.scheduleFlush();
-      if (wasEarly && this.earlyRunning === 0) this.flushSoon();
-    };
-    this.executor.execute(attempt).then(done, (err: unknown) => done({ ok: false, error: { code: 'tool_error', message: String(err) }, retryable: false }));
-  }
-
-  /** An attempt leaves the engine's hands: it counts no more among the early ones running. */
-  private leaveEarly(attempt: Attempt): void {
-    if (!attempt.early) return;
-    attempt.early = false;
-    this.earlyRunning--;
   }
 
   /** Keeps exactly one timer, for the scheduler's next wake-up. */

@@ -1,5 +1,6 @@
 /** The engine's options and the shapes of what it takes and gives. */
 import type { CallInput } from '../core/calls.js';
+import type { PermitRequest } from '../core/scheduler.js';
 import type { RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import type { Executor } from '../executors/types.js';
@@ -30,6 +31,23 @@ export interface EngineOptions {
    * resumes from what the store holds).
    */
   onFault?: (err: unknown) => void;
+  /**
+   * Several replicas (DESIGN §12): cluster-wide permits. A call that every local limit lets start then
+   * asks the gate, and starts once granted; its permit is given back when its attempt ends.
+   */
+  permits?: PermitGate;
+  /** Several replicas: told after the engine abandoned its runs because the store fenced it off. */
+  onLeaseLost?: (err: unknown) => void;
+}
+
+/** Where calls take cluster-wide permits (cluster/permits.ts): all or nothing per call. */
+export interface PermitGate {
+  /** One answer per request, in order: granted or not. Rejects when the cluster cannot be asked. */
+  acquire(requests: readonly PermitRequest[]): Promise<boolean[]>;
+  /** Gives permits back (batched by the gate; nothing to wait for). */
+  release(permits: readonly { runId: string; callId: string }[]): void;
+  /** `listener` is told when permits may have freed somewhere (or after a while, to ask again). */
+  onFreed(listener: () => void): void;
 }
 
 

@@ -100,6 +100,13 @@ export class RunViews {
     return () => this.globalListeners.delete(listener);
   }
 
+  /** Forgets every run (see `Engine.abandon`): their waits end first, with the runs as they stand. */
+  forgetAll(): void {
+    this.wakeAll();
+    this.runs.clear();
+    this.unborn.clear();
+  }
+
   /** Ends every wait now, with the run as it stands. */
   wakeAll(): void {
     for (const live of this.runs.values()) for (const w of [...live.waiters]) w();

@@ -18,6 +18,11 @@ export const STORE_ERROR_CODES = [
    * is known to be stored. Not the caller's fault; the same batch may go in later.
    */
   'store_unavailable',
+  /**
+   * Several replicas (DESIGN §12): this replica's lease ended, so another may own its runs now; it
+   * writes nothing more to them (the fence), drops them, and takes runs again under a new lease.
+   */
+  'lease_lost',
 ] as const;
 export type StoreErrorCode = (typeof STORE_ERROR_CODES)[number];
 
@@ -34,4 +39,9 @@ export class StoreError extends Error {
 /** Whether an error says the database is away (try again later), rather than that a batch broke a rule. */
 export function isStoreUnavailable(err: unknown): boolean {
   return err instanceof StoreError && err.code === 'store_unavailable';
+}
+
+/** Whether an error says this replica lost its lease (see `lease_lost`). */
+export function isLeaseLost(err: unknown): boolean {
+  return err instanceof StoreError && err.code === 'lease_lost';
 }

@@ -35,8 +35,12 @@ interface RunUpdate {
   add_calls: number;
 }
 
-/** Builds the statement; `firstSeqs`: each run's first seq in the batch. */
-export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<string, number>): AppendStatement {
+/**
+ * Builds the statement; `firstSeqs`: each run's first seq in the batch. `owner`: the instance that
+ * writes (several replicas, DESIGN §12): its new runs are its own, it may only continue runs it owns, and
+ * only while its lease holds (`lease_lost` otherwise: the fence that keeps a run to one writer).
+ */
+export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<string, number>, owner?: string): AppendStatement {
   const created = new Map<string, NewRun>();
   const updates = new Map<string, RunUpdate>();
   const tags: [string, string, string][] = [];
@@ -99,12 +103,13 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
     return `$${values.length}::${type}`;
   };
   const parts: string[] = [];
-  let shape = '';
+  let shape = owner === undefined ? '' : 'f';
+  const me = owner === undefined ? undefined : param(owner, 'text');
   if (created.size > 0) {
     const rs = [...created.values()];
     shape += 'r';
-    parts.push(`nr AS (INSERT INTO runs (id, tenant, status, failure, tags, created_at, ended_at, call_count, idempotency_key, last_seq)
-      SELECT * FROM unnest(${param(rs.map((r) => r.id), 'text[]')}, ${param(rs.map((r) => r.tenant), 'text[]')}, ${param(rs.map((r) => r.status), 'text[]')},
+    parts.push(`nr AS (INSERT INTO runs (id, tenant, status, failure, tags, created_at, ended_at, call_count, idempotency_key, last_seq${me ? ', owner' : ''})
+      SELECT *${me ? `, ${me}` : ''} FROM unnest(${param(rs.map((r) => r.id), 'text[]')}, ${param(rs.map((r) => r.tenant), 'text[]')}, ${param(rs.map((r) => r.status), 'text[]')},
         ${param(rs.map((r) => r.failure), 'text[]')}, ${param(rs.map((r) => r.tags), 'text[]')}, ${param(rs.map((r) => r.created_at), 'int8[]')},
         ${param(rs.map((r) => r.ended_at), 'int8[]')}, ${param(rs.map((r) => r.call_count), 'int4[]')}, ${param(rs.map((r) => r.idempotency_key), 'text[]')},
         ${param(rs.map((r) => r.last_seq), 'int4[]')}) RETURNING 1)`);
@@ -131,7 +136,7 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
       FROM unnest(${param(ids, 'text[]')}, ${param(us.map((u) => u.from), 'int4[]')}, ${param(us.map((u) => u.to), 'int4[]')},
         ${param(us.map((u) => u.status), 'text[]')}, ${param(us.map((u) => u.ended_at), 'int8[]')}, ${param(us.map((u) => u.add_calls), 'int4[]')})
         AS u(id, from_seq, to_seq, status, ended_at, add_calls)
-      WHERE r.id = u.id AND r.last_seq = u.from_seq RETURNING 1)`);
+      WHERE r.id = u.id AND r.last_seq = u.from_seq${me ? ` AND r.owner = ${me}` : ''} RETURNING 1)`);
   }
   if (opened.length > 0) {
     const col = <K extends keyof ReviewRow>(k: K) => opened.map((r) => r[k]);
@@ -148,7 +153,36 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
         ${param(closes.map((c) => c[3]), 'int8[]')}) AS c(run_id, call_id, decision, at)
       WHERE v.run_id = c.run_id AND v.call_id = c.call_id AND v.status = 'pending' RETURNING 1)`);
   }
-  const check = updates.size > 0 ? `toolgraph_check((SELECT count(*) FROM ur) = ${param(updates.size, 'int8')}, 'a run''s seq does not go on from its stored last seq')` : 'true';
+  const checks: string[] = [];
+  if (me !== undefined) {
+    // Listeners on other replicas learn that these runs have new events (DESIGN §12): sent at commit.
+    const last = new Map<string, number>();
+    for (const e of events) last.set(e[0], e[1]);
+    parts.push(`nn AS (SELECT pg_notify('toolgraph_events', x) FROM unnest(${param(notifyPayloads(last), 'text[]')}) AS x)`);
+    checks.push(`(SELECT count(*) FROM nn) >= 0`);
+    checks.push(`toolgraph_fence(EXISTS (SELECT 1 FROM replicas WHERE instance = ${me} AND lease_until > toolgraph_now()), 'the lease of this replica has ended')`);
+  }
+  if (updates.size > 0) checks.push(`toolgraph_check((SELECT count(*) FROM ur) = ${param(updates.size, 'int8')}, 'a run''s seq does not go on from its stored last seq')`);
+  const check = checks.length > 0 ? checks.join(' AND ') : 'true';
   const text = parts.length > 0 ? `WITH ${parts.join(',\n')}\nSELECT ${check} AS ok` : 'SELECT true AS ok';
   return { name: `toolgraph_append_${shape || 'none'}`, text, values, continued: updates.size };
+}
+
+/** At most this many bytes a NOTIFY payload (PostgreSQL's limit is 8000). */
+const NOTIFY_BYTES = 7000;
+
+/** `runId:seq` of each run, comma-separated, cut into payloads that NOTIFY takes. */
+export function notifyPayloads(last: ReadonlyMap<string, number>): string[] {
+  const out: string[] = [];
+  let cur = '';
+  for (const [runId, seq] of last) {
+    const item = `${runId}:${seq}`;
+    if (cur.length > 0 && Buffer.byteLength(cur) + 1 + Buffer.byteLength(item) > NOTIFY_BYTES) {
+      out.push(cur);
+      cur = '';
+    }
+    cur = cur.length > 0 ? `${cur},${item}` : item;
+  }
+  if (cur.length > 0) out.push(cur);
+  return out;
 }

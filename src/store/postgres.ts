@@ -41,7 +41,7 @@ const UNAVAILABLE_STATES = /^(08|53|57|58)/;
  * (naming host and port, never the password) when it cannot be reached.
  * @example const store = await openPostgresStore({ url: 'postgres://toolgraph@127.0.0.1:5432/toolgraph' });
  */
-export async function openPostgresStore(opts: PostgresStoreOptions): Promise<Store> {
+export async function openPostgresStore(opts: PostgresStoreOptions): Promise<PostgresStore> {
   const where = describeUrl(opts.url);
   const pool = new pg.Pool({
     connectionString: opts.url,
@@ -59,7 +59,7 @@ export async function openPostgresStore(opts: PostgresStoreOptions): Promise<Sto
     await pool.end().catch(() => {});
     throw classify(err, where);
   }
-  return new PostgresStore(pool, where);
+  return new PostgresStore(pool, where, opts.url);
 }
 
 /** `HOST:PORT/DB` of a URL, without user or password. */
@@ -84,12 +84,21 @@ function classify(err: unknown, where: string): unknown {
 
 interface Waiting {
   events: readonly RunEvent[];
+  /** The instance that appended it (several replicas): written as that one, or not at all. */
+  owner: string | undefined;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
 
-class PostgresStore implements Store {
+export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
+  /**
+   * Several replicas (DESIGN §12): the instance whose lease fences every append (see
+   * `appendStatement`); set by the cluster (cluster/lease.ts) once it holds a lease.
+   */
+  owner: string | undefined;
+  /** Set by the cluster: every append is fenced, so none goes in while this replica holds no lease. */
+  fenced = false;
   private readonly waiting: Waiting[] = [];
   private writing = false;
   /** Set when a write broke off with its outcome unknown (see the top of the file). */
@@ -98,15 +107,18 @@ class PostgresStore implements Store {
   private idle: (() => void) | undefined;
 
   constructor(
-    private readonly pool: pg.Pool,
-    private readonly where: string,
+    readonly pool: pg.Pool,
+    readonly where: string,
+    /** For the cluster's own LISTEN connection. */
+    readonly url: string,
   ) {}
 
   append(events: readonly RunEvent[]): Promise<void> {
     if (events.length === 0) return Promise.resolve();
     if (this.closed) return Promise.reject(new StoreError('store_unavailable', 'the store is closed'));
+    if (this.fenced && this.owner === undefined) return Promise.reject(new StoreError('store_unavailable', 'this replica holds no lease now (it is joining the cluster again)'));
     return new Promise((resolve, reject) => {
-      this.waiting.push({ events, resolve, reject });
+      this.waiting.push({ events, owner: this.owner, resolve, reject });
       if (!this.writing) void this.writeLoop();
     });
   }
@@ -115,11 +127,19 @@ class PostgresStore implements Store {
   private async writeLoop(): Promise<void> {
     this.writing = true;
     while (this.waiting.length > 0) {
-      const group = this.waiting.splice(0);
+      let group = this.waiting.splice(0);
+      // Appended under an instance that is not this replica's any more (its lease was lost meanwhile):
+      // never written under the new one.
+      const stale = group.filter((w) => w.owner !== this.owner);
+      if (stale.length > 0) {
+        for (const w of stale) w.reject(new StoreError('lease_lost', `replica ${w.owner} lost its lease: it appends nothing more`));
+        group = group.filter((w) => w.owner === this.owner);
+        if (group.length === 0) continue;
+      }
       const events = group.length === 1 ? (group[0] as Waiting).events : group.flatMap((w) => w.events);
       let err: unknown;
       try {
-        await this.write(events);
+        await this.write(events, (group[0] as Waiting).owner);
       } catch (e) {
         err = classify(e, this.where);
         if (err instanceof StoreError && err.code === 'store_unavailable') this.uncertain = true;
@@ -137,7 +157,7 @@ class PostgresStore implements Store {
     this.idle?.();
   }
 
-  private async write(events: readonly RunEvent[]): Promise<void> {
+  private async write(events: readonly RunEvent[], owner: string | undefined): Promise<void> {
     const firstSeqs = new Map<string, number>();
     const reviewed = new Set<string>();
     // Runs whose first event here is out of place (a run.created not at seq 1, a seq below 1): the
@@ -166,7 +186,7 @@ class PostgresStore implements Store {
       toolOf: (runId, callId) => known?.tools.get(`${runId}\u0000${callId}`),
     };
     const plan = planBatch(events, state);
-    const stmt = appendStatement(plan.steps, firstSeqs);
+    const stmt = appendStatement(plan.steps, firstSeqs, owner);
     try {
       await this.pool.query({ name: stmt.name, text: stmt.text, values: stmt.values });
       this.uncertain = false;
@@ -176,6 +196,7 @@ class PostgresStore implements Store {
         this.uncertain = true;
         throw classified;
       }
+      if ((err as { code?: unknown }).code === 'TG002') throw new StoreError('lease_lost', `replica ${owner} lost its lease: it appends nothing more`);
       if (this.uncertain && (await this.alreadyStored(events))) {
         this.uncertain = false;
         return;
@@ -230,6 +251,17 @@ class PostgresStore implements Store {
       for (const r of rows.rows) stored.set(r.id, r.last_seq);
     } catch (e) {
       return classify(e, this.where);
+    }
+    if (this.owner !== undefined) {
+      try {
+        const created = new Set(events.filter((e) => e.type === 'run.created').map((e) => e.runId));
+        const continued = ids.filter((id) => !created.has(id));
+        const rows = await this.pool.query<{ id: string }>('SELECT id FROM runs WHERE id = ANY($1::text[]) AND owner IS DISTINCT FROM $2', [continued, this.owner]);
+        const lost = rows.rows[0];
+        if (lost) return new StoreError('lease_lost', `run ${lost.id} is owned by another replica now: ${this.owner} appends nothing more to it`);
+      } catch (e) {
+        return classify(e, this.where);
+      }
     }
     const seen = new Set<string>();
     for (const e of events) {

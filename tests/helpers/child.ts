@@ -35,11 +35,13 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** How long to wait for the "serving" line; default 30 s (tsx compiles the sources on the first start). */
   startTimeoutMs?: number;
+  /** More arguments of `serve` (`--replica-id r1`). */
+  args?: string[];
 }
 
 /** Starts `node bin/toolgraph.mjs serve` and resolves once it listens. */
 export function startServer(opts: StartOptions): Promise<ServerChild> {
-  const args = [BIN, 'serve', '--config', opts.config, '--db', opts.db, '--port', String(opts.port ?? 0), '--host', '127.0.0.1', '--drain-ms', String(opts.drainMs ?? 0)];
+  const args = [BIN, 'serve', '--config', opts.config, '--db', opts.db, '--port', String(opts.port ?? 0), '--host', '127.0.0.1', '--drain-ms', String(opts.drainMs ?? 0), ...(opts.args ?? [])];
   const proc = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...opts.env },

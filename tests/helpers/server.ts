@@ -16,7 +16,7 @@ import path from 'node:path';
 import net from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { buildServer } from '../../src/api/server.js';
-import { Service } from '../../src/api/service.js';
+import { openService, type Service } from '../../src/api/service.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
 import { openStore, parseStoreValue } from '../../src/store/select.js';
@@ -76,9 +76,9 @@ const open: Api[] = [];
 const toolServers: ToolServer[] = [];
 
 /** The server of a config on a SQLite file, its service recovered; not listening. */
-async function serverOn(config: Config, dbFile: string, heartbeatMs?: number): Promise<{ store: Store; service: Service; app: FastifyInstance }> {
+async function serverOn(config: Config, dbFile: string, heartbeatMs?: number, replica?: string): Promise<{ store: Store; service: Service; app: FastifyInstance }> {
   const store = await openStore(parseStoreValue(dbFile, 'db'), { poolSize: 4 });
-  const service = new Service({ config, store });
+  const service = await openService({ config, store, ...(replica ? { replica } : {}) });
   await service.recover();
   const app = buildServer({ service, ...(heartbeatMs !== undefined ? { heartbeatMs } : {}) });
   return { store, service, app };
@@ -120,6 +120,7 @@ export async function startApi(opts: StartOptions): Promise<Api> {
     // Aborted attempts settle (unrecorded) once their requests do; wait for that before closing the store.
     const deadline = Date.now() + 5000;
     while (service.engine.runningAttempts() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    await service.cluster?.close(true);
     await store.close();
   };
   const api: Api = {
@@ -173,12 +174,13 @@ export async function startToolApi(o: CatalogOptions = {}): Promise<{ ts: ToolSe
  * (which keeps running): what a restarted server would read. `close()` stops it.
  */
 export async function reopen(api: Api): Promise<{ app: FastifyInstance; close(): Promise<void> }> {
-  const { store, service, app } = await serverOn(api.config, api.dbFile);
+  // On PostgreSQL a replica of another name: one of the same name would end the first one's lease.
+  const { store, service, app } = await serverOn(api.config, api.dbFile, undefined, `reopened-${process.pid}`);
   return {
     app,
     async close() {
       await app.close();
-      await service.engine.close();
+      await service.close();
       await store.close();
     },
   };

@@ -8,6 +8,9 @@
  * idempotent calls run again (a new attempt with the same Idempotency-Key); running non-idempotent calls
  * fail with `interrupted` and the run's mode applies; a call awaiting review still awaits it and can be
  * approved; every accepted run ends; each run's event seqs stay gapless across the restart.
+ *
+ * On PostgreSQL the server keeps its `--replica-id` across the restart, as a restarted replica does:
+ * the new process ends its earlier instance's lease at once and takes its runs over (DESIGN §12).
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -245,7 +248,7 @@ describe.each(['sqlite', 'postgres'])('crash recovery (%s): kill -9 the server w
   });
 
   it('keeps finished calls, re-runs idempotent ones, interrupts the others, and ends every run', { timeout: 120_000 }, async () => {
-    first = await startServer({ config, db });
+    first = await startServer({ config, db, args: ['--replica-id', 'crash'] });
     const base1 = first.url;
     const submit = async (body: unknown, key?: string) => {
       const r = await api<RunView>(base1, 'POST', '/v1/runs', body, key ? { 'idempotency-key': key } : {});
@@ -382,7 +385,7 @@ describe.each(['sqlite', 'postgres'])('crash recovery (%s): kill -9 the server w
     tools.phase = 2;
     tools.holding = false;
 
-    second = await startServer({ config, db });
+    second = await startServer({ config, db, args: ['--replica-id', 'crash'] });
     const base2 = second.url;
 
     // The streamed run is still open after the restart: the missing call arrives, then the seal.
@@ -532,7 +535,7 @@ describe.each(['sqlite', 'postgres'])('crash recovery (%s): kill -9 the server w
     tools.phase = 10;
     tools.holding = true;
     const db2 = await database('drain.db');
-    const server = (third = await startServer({ config, db: db2, drainMs: 2000 }));
+    const server = (third = await startServer({ config, db: db2, drainMs: 2000, args: ['--replica-id', 'crash'] }));
     const created = await api<RunView>(server.url, 'POST', '/v1/runs', {
       failure: 'partial',
       calls: [
@@ -576,7 +579,7 @@ describe.each(['sqlite', 'postgres'])('crash recovery (%s): kill -9 the server w
 
     tools.phase = 12;
     tools.holding = false;
-    second = await startServer({ config, db: db2 });
+    second = await startServer({ config, db: db2, args: ['--replica-id', 'crash'] });
     const view = await until('the resumed run to end', async () => {
       const r = await api<RunView>((second as ServerChild).url, 'GET', `/v1/runs/${G}`);
       return r.body.status !== 'running' ? r.body : undefined;

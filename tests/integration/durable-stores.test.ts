@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { startApi, type Api } from '../helpers/server.js';
+import { until } from '../helpers/wait.js';
 
 const YAML = `
 tools:
@@ -85,11 +86,14 @@ describe.each(['sqlite', 'postgres'] as const)('the API on %s', (kind) => {
   it('a restart resumes a running run from the store, and it ends', async () => {
     const run = (await api.post('/v1/runs', { calls: [{ id: 's', tool: 'sleep', args: { ms: 1500 } }, { id: 'e', tool: 'echo', args: { after: '${s.output}' } }] })).body;
     expect(run.status).toBe('running');
+    // On PostgreSQL a call starts once it holds its cluster-wide permit: wait until `s` runs.
+    await until('call s to run', async () => ((await api.get(`/v1/runs/${run.id}`)).body.calls[0].status === 'running' ? true : undefined));
     api = await api.restart();
     const ended = await api.settled(run.id);
     expect(ended.status).toBe('succeeded');
     const events = await api.store.events(run.id);
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
-    expect(events.filter((e) => e.type === 'call.started' && e.callId === 's').length).toBe(2);
+    expect(events.filter((e) => e.type === "call.started" && e.callId === "s").length, JSON.stringify(events.map((e) => [e.type, e.callId]))).toBe(2);
   }, 30_000);
 });
+

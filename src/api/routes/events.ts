@@ -42,6 +42,7 @@ export async function serveRunEvents(ctx: AppContext, req: FastifyRequest, reply
 
   let last = after;
   let closed = false;
+  let unsubscribe: () => void = () => {};
   const close = () => {
     if (closed) return;
     closed = true;
@@ -56,14 +57,21 @@ export async function serveRunEvents(ctx: AppContext, req: FastifyRequest, reply
     if (res.writableLength > MAX_BUFFERED) res.destroy();
     else if (e.type === 'run.completed') close();
   };
-  // Subscribed before the stored events are read, and what comes meanwhile held back until they are
-  // sent: an event published before the subscription was stored before it, so the read has it.
-  let held: RunEvent[] | undefined = [];
-  const unsubscribe = service.engine.subscribe(runId, (e) => (held ? held.push(e) : send(e)));
   const heartbeat = setInterval(() => res.write(': ping\n\n'), ctx.heartbeatMs);
   heartbeat.unref();
   req.raw.on('close', close);
   res.on('error', close);
+  if (service.cluster && !isEnded(projection.view.status)) {
+    // Several replicas (DESIGN §12): whichever replica appends, the feed reads it from the store, in order.
+    unsubscribe = service.cluster.feed.subscribe(runId, after, (events) => {
+      for (const e of events) send(e);
+    });
+    return;
+  }
+  // Subscribed before the stored events are read, and what comes meanwhile held back until they are
+  // sent: an event published before the subscription was stored before it, so the read has it.
+  let held: RunEvent[] | undefined = [];
+  unsubscribe = service.engine.subscribe(runId, (e) => (held ? held.push(e) : send(e)));
   try {
     for (const e of await service.store.events(runId, after)) send(e);
   } catch {

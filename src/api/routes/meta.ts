@@ -23,17 +23,20 @@ export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get('/healthz', async (req, reply) => {
     const { service } = ctx;
     // Degraded while the engine holds events the store could not take, or the store does not answer.
-    let degraded = service.engine.storeUnavailable() !== undefined;
+    let degraded = service.engine.storeUnavailable() !== undefined || (service.cluster !== undefined && !service.cluster.lease.holds);
     if (!degraded) degraded = await service.store.ping().then(() => false, () => true);
     if (degraded) reply.status(503);
     const status = degraded ? 'degraded' : 'ok';
     if (keys.length > 0 && !isOperator(req.headers.authorization)) return { status };
+    const cluster = service.cluster;
     return {
       status,
       store: service.store.kind,
       replica: service.replica,
       activeRuns: service.engine.activeRuns(),
       runningAttempts: service.engine.runningAttempts(),
+      // Several replicas (DESIGN §12): this replica's lease, and whether it hears the others.
+      ...(cluster ? { cluster: { instance: cluster.instance ?? null, lease: cluster.lease.holds ? 'held' : 'lost', listening: cluster.notifications.listening, ownedRuns: cluster.ownedRuns(), leaseMs: cluster.leaseMs } } : {}),
     };
   });
 

@@ -78,7 +78,8 @@ interface Client {
 }
 
 interface Pending {
-  view: RunView;
+  /** Undefined for a run that changed on any replica (several replicas): read when it goes out. */
+  view: RunView | undefined;
   timer: NodeJS.Timeout | undefined;
   /** When the next summary may go out. */
   dueAt: number;
@@ -97,7 +98,11 @@ class RunFeed {
   async add(client: Client): Promise<void> {
     const counts = await this.counts(client);
     this.clients.add(client);
-    if (!this.unsubscribe) this.unsubscribe = this.service.engine.onEvent((e, view) => this.onEvent(e, view));
+    if (!this.unsubscribe) {
+      const cluster = this.service.cluster;
+      // Several replicas (DESIGN §12): every replica's runs, as their appends are announced.
+      this.unsubscribe = cluster ? cluster.feed.onRunChanged((runId) => this.onChanged(runId)) : this.service.engine.onEvent((e, view) => this.onEvent(e, view));
+    }
     client.write(`event: counts\ndata: ${JSON.stringify({ counts })}\n\n`);
   }
 
@@ -135,9 +140,39 @@ class RunFeed {
     p.timer.unref();
   }
 
-  private flushRun(runId: string): void {
+  /** A run changed on some replica: its summary goes out at most every RUN_INTERVAL_MS, read then. */
+  private onChanged(runId: string): void {
+    const now = Date.now();
+    let p = this.runs.get(runId);
+    if (!p) {
+      p = { view: undefined, timer: undefined, dueAt: 0, last: 0 };
+      this.runs.set(runId, p);
+    }
+    if (p.timer) return;
+    const at = Math.max(now, p.last + RUN_INTERVAL_MS);
+    p.dueAt = at;
+    p.timer = setTimeout(() => void this.flushRemote(runId), at - now);
+    p.timer.unref();
+  }
+
+  private async flushRemote(runId: string): Promise<void> {
     const p = this.runs.get(runId);
     if (!p) return;
+    let view: RunView;
+    try {
+      view = (await this.service.projection({ role: 'operator' }, runId)).view;
+    } catch {
+      this.runs.delete(runId);
+      return;
+    }
+    if (p.view?.status !== view.status) this.countsChanged();
+    p.view = view;
+    this.flushRun(runId);
+  }
+
+  private flushRun(runId: string): void {
+    const p = this.runs.get(runId);
+    if (!p?.view) return;
     p.timer = undefined;
     p.last = Date.now();
     const view = p.view;

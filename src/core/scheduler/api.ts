@@ -18,6 +18,24 @@ export interface SchedulerOptions {
    * schedule alone leave it off (default), and the schedule is the same either way.
    */
   explainWaits?: boolean;
+  /**
+   * Several replicas (DESIGN §12): a call that every local limit lets start is not started yet but
+   * asks for a cluster-wide permit (`Output.permits`); the shell answers with `permitGranted` or
+   * `permitRefused`. Off, calls start at once, as always.
+   */
+  gated?: boolean;
+}
+
+/** A call that asks for a cluster-wide permit: what every shared limit and lock counts of it. */
+export interface PermitRequest {
+  runId: string;
+  callId: string;
+  tenant: string;
+  tool: string;
+  /** The lock domain: `global`, `tenant:<t>`, or null (run-scoped). */
+  domain: string | null;
+  reads: readonly string[];
+  writes: readonly string[];
 }
 
 export interface SubmitOptions {
@@ -57,6 +75,8 @@ export interface Output {
   events: CoreEvent[];
   starts: StartAttempt[];
   aborts: AbortAttempt[];
+  /** Gated only (`SchedulerOptions.gated`): calls that wait for a cluster-wide permit. */
+  permits?: PermitRequest[];
 }
 
 export type AttemptResult = { ok: true; output: unknown } | { ok: false; error: CallError; retryable?: boolean; retryAfterMs?: number };

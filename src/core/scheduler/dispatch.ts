@@ -81,6 +81,11 @@ function pick(s: SchedulerState, run: ScheduledRun): ScheduledCall | undefined |
         heap.pop();
         continue;
       }
+      if (c.permitRefusedIn === s.permitEpoch) {
+        // The cluster refused it since permits last freed: asking again now would be refused again.
+        (skipped ??= []).push(heap.pop() as ScheduledCall);
+        continue;
+      }
       const check = s.limiter.check(c, s.now);
       if (check.ok) {
         found = c;
@@ -112,6 +117,43 @@ function takeReady(run: ScheduledRun, c: ScheduledCall): void {
 
 function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
   s.limiter.acquire(c, s.now);
+  if (s.opts.gated) {
+    // Held here (so local limits count it) while the cluster is asked (DESIGN §12); `permitted` starts it.
+    c.permitPending = true;
+    (s.out.permits ??= []).push({
+      runId: run.id,
+      callId: c.id,
+      tenant: c.tenant,
+      tool: c.tool,
+      domain: c.domain,
+      reads: c.reads.map((k) => k.text),
+      writes: c.writes.map((k) => k.text),
+    });
+    return;
+  }
+  begin(s, run, c);
+}
+
+/** Gated: the cluster granted the call's permit; false when it no longer waits for one (ended, cancelled). */
+export function permitted(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): boolean {
+  if (!c.permitPending || c.status !== 'ready') return false;
+  c.permitPending = false;
+  begin(s, run, c);
+  return true;
+}
+
+/** Gated: the cluster refused the call's permit: it is ready again, but waits until permits free. */
+export function permitRefused(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
+  if (!c.permitPending) return;
+  c.permitPending = false;
+  s.limiter.release(c);
+  if (c.status !== 'ready') return;
+  c.permitRefusedIn = s.permitEpoch;
+  (run.ready.get(c.tool) as KeyedHeap<ScheduledCall>).push(c);
+  run.readyCount++;
+}
+
+function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
   transition(c, 'running');
   run.running++;
   c.attempts++;

@@ -140,5 +140,5 @@ function sorted(xs: Iterable<string>): string[] {
 }
 
 function holderOf(c: ScheduledCall): WaitHolder {
-  return { runId: c.runId, callId: c.id, tenant: c.tenant, since: c.attemptStartedAt ?? 0 };
+  return { runId: c.runId, callId: c.id, tenant: c.tenant, since: c.status === 'running' ? (c.attemptStartedAt ?? 0) : (c.waitSince ?? 0) };
 }

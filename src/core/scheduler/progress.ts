@@ -174,6 +174,11 @@ export function stopRun(s: SchedulerState, run: ScheduledRun, reason: CallError)
 function ended(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
   c.endedAt = s.now;
   if (c.holds) s.limiter.dropWaiter(c);
+  if (c.permitPending) {
+    // It waited for a cluster-wide permit: what it held here is free; a late grant is given back.
+    c.permitPending = false;
+    s.limiter.release(c);
+  }
   if (releasable(c)) release(s, run, c);
   markDirty(s, run);
 }

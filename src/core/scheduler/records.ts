@@ -59,6 +59,10 @@ export interface ScheduledCall extends Holder {
   lastRetryable?: boolean;
   /** In a streamed run: arrived, but a later call may still give it a predecessor. */
   held?: boolean;
+  /** Gated (DESIGN §12): taken from its ready set and asking for a cluster-wide permit. */
+  permitPending?: boolean;
+  /** Gated: the `permitEpoch` in which the cluster refused it (it waits for the next one). */
+  permitRefusedIn?: number;
   /**
    * Why it waits (waits.ts, with `explainWaits`): what refused it when it was last explained; current
    * while it is `ready`. Kept on the call, not in an object of its own: a big run has tens of
@@ -198,6 +202,8 @@ export interface SchedulerState {
   dirtyCount: number;
   /** Set with `explainWaits`: why ready calls wait (waits.ts). */
   readonly waits: WaitBook | undefined;
+  /** Gated: grows when cluster-wide permits may have freed, so refused calls are asked for again. */
+  permitEpoch: number;
 }
 
 export function createState(opts: SchedulerOptions): SchedulerState {
@@ -208,7 +214,7 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     tenantRuns: new Map(),
     rr: 0,
     arrivals: 0,
-    limiter: new Limiter(opts.limits),
+    limiter: new Limiter(opts.limits, !opts.gated),
     timers: new MinHeap<Timer>((a, b) => a.at - b.at || a.seq - b.seq),
     timerSeq: 0,
     wakes: new Set(),
@@ -218,6 +224,7 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     dirty: [],
     dirtyCount: 0,
     waits: opts.explainWaits ? { fresh: [], released: [], groups: new Map(), groupCount: 0, locks: [] } : undefined,
+    permitEpoch: 0,
   };
 }
 

@@ -34,7 +34,7 @@ import { isRunEnded, transition, transitionRun } from '../state.js';
 import { StreamPlanner } from '../stream-plan.js';
 import { SchedulerError, assertUniqueIds, type AttemptEnded, type Output, type ReviewDecision, type SchedulerOptions, type SubmitOptions } from './api.js';
 import { compensationEnded } from './compensation.js';
-import { dispatch, maybeReady } from './dispatch.js';
+import { dispatch, maybeReady, permitRefused, permitted } from './dispatch.js';
 import { finishRuns } from './ending.js';
 import { addCalls } from './planning.js';
 import { cancelCall, fail, mayRetry, scheduleRetry, setResolved, stopRun, succeed } from './progress.js';
@@ -156,6 +156,40 @@ export class Scheduler {
     return this.flush();
   }
 
+  /**
+   * Gated (DESIGN §12): the cluster granted a call's permit, and the call starts. `undefined` when the
+   * call no longer waits for one (it was cancelled meanwhile): the shell gives the permit back.
+   */
+  permitGranted(now: number, runId: string, callId: string): Output | undefined {
+    const s = this.state;
+    s.now = now;
+    const run = s.runs.get(runId);
+    const idx = run?.byId.get(callId);
+    const c = idx === undefined ? undefined : run?.calls[idx];
+    if (!run || !c || !permitted(s, run, c)) return undefined;
+    markDirty(s, run);
+    return this.flush();
+  }
+
+  /** Gated: the cluster refused a call's permit; it waits for `permitsFreed`. */
+  permitRefused(now: number, runId: string, callId: string): Output {
+    const s = this.state;
+    s.now = now;
+    const run = s.runs.get(runId);
+    const idx = run?.byId.get(callId);
+    const c = idx === undefined ? undefined : run?.calls[idx];
+    if (run && c) permitRefused(s, run, c);
+    return this.flush();
+  }
+
+  /** Gated: permits may have freed somewhere in the cluster: refused calls may ask again. */
+  permitsFreed(now: number): Output {
+    const s = this.state;
+    s.now = now;
+    s.permitEpoch++;
+    return this.flush();
+  }
+
   /** Handles every timer due at `now` (retry backoffs, rate refills, open-run timeouts). */
   tick(now: number): Output {
     const s = this.state;
@@ -271,6 +305,13 @@ export class Scheduler {
     const run = this.state.runs.get(runId);
     if (!run || !isRunEnded(run.status) || run.status === 'needs_replan') return;
     forgetRun(this.state, run);
+  }
+
+  /** The runs not ended (needs_replan included: it waits for a replan). */
+  liveRuns(): string[] {
+    const out: string[] = [];
+    for (const r of this.state.runs.values()) if (!isRunEnded(r.status) || r.status === 'needs_replan') out.push(r.id);
+    return out;
   }
 
   activeRuns(tenant?: string): number {

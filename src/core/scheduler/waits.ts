@@ -81,7 +81,8 @@ export function noteWaits(s: SchedulerState): void {
   const fresh = book.fresh;
   for (let i = 0; i < fresh.length; i++) {
     const c = fresh[i] as ScheduledCall;
-    if (c.status !== 'ready') continue;
+    // A call asking for a cluster-wide permit (several replicas) holds its local limits already.
+    if (c.status !== 'ready' || c.permitPending === true) continue;
     c.waitSince = s.now;
     const found = explain(s, c);
     if (found) emitWaiting(s, c, enter(book, c, found));
@@ -108,7 +109,7 @@ export function noteWaits(s: SchedulerState): void {
       book.groupCount--;
       for (let k = 0; k < g.members.length; k++) {
         const c = g.members[k] as ScheduledCall;
-        if (c.waitSeq === g.seqs[k] && c.status === 'ready') explainAgain(s, book, c);
+        if (c.waitSeq === g.seqs[k] && c.status === 'ready' && c.permitPending !== true) explainAgain(s, book, c);
       }
     }
     staleGroups.length = 0;
@@ -368,9 +369,12 @@ function heldKey(c: Holder, o: Holder): string {
   return (hit(c.writes, o.writes) ?? hit(c.writes, o.reads) ?? hit(c.reads, o.writes) ?? { text: '*' }).text;
 }
 
-/** A running call as a holder, made once per attempt (so equal holders are the same object). */
+/**
+ * A running call as a holder, made once per attempt (so equal holders are the same object). One that
+ * holds its limits while it asks for a cluster-wide permit holds them since it began waiting.
+ */
 function holderOf(c: ScheduledCall): WaitHolder {
-  const since = c.attemptStartedAt ?? 0;
+  const since = c.status === 'running' ? (c.attemptStartedAt ?? 0) : (c.waitSince ?? 0);
   if (c.heldAs === undefined || c.heldAs.since !== since) c.heldAs = { runId: c.runId, callId: c.id, tenant: c.tenant, since };
   return c.heldAs;
 }

@@ -1,0 +1,264 @@
+/**
+ * Several `toolgraph serve` processes on one PostgreSQL, as one service (DESIGN §12). This is the
+ * replica's side of it; the database holds the rest (migration 0002):
+ *
+ *   lease.ts          this replica's lease: the runs it owns are its own while it holds
+ *   notifications.ts  one LISTEN connection: events appended, commands sent, permits freed
+ *   feed.ts           any replica's events, for this replica's readers (SSE, waits)
+ *   commands.ts       cancel, reviews, replan, append and seal, carried to the run's owner
+ *   permits.ts        cluster-wide limits and locks (the engine's permit gate)
+ *
+ * Ownership: the replica that accepts a run owns it (its `run.created` is written with it as owner).
+ * Every `scanMs`, each replica takes over the runs whose owner's lease ended (`FOR UPDATE SKIP LOCKED`,
+ * so two replicas never take the same run) and resumes them from the store exactly as a restart does
+ * (DESIGN §8); their pending commands follow them. So a run is taken over within `leaseMs + scanMs`.
+ *
+ * When this replica loses its lease (paused, cut off from the database), its engine drops every run
+ * (the store's fence refuses anything more of them anyway), gives its permits up, and the replica joins
+ * again as a new instance; the runs are then taken over by whoever scans first, itself included.
+ */
+import type { Logger } from 'pino';
+import type { Config } from '../contract/config.js';
+import type { Engine } from '../engine/engine.js';
+import { StoreError } from '../store/errors.js';
+import type { PostgresStore } from '../store/postgres.js';
+import { Commands, type CommandHandler } from './commands.js';
+import { EventFeed } from './feed.js';
+import { Lease } from './lease.js';
+import { Notifications } from './notifications.js';
+import { ClusterPermits } from './permits.js';
+
+export { type CommandAnswer, type CommandHandler } from './commands.js';
+
+export interface ClusterOptions {
+  store: PostgresStore;
+  config: Config;
+  /** `--replica-id`. */
+  name: string;
+  logger?: Logger;
+}
+
+/** What the cluster needs of the service it runs in. */
+export interface ClusterHost {
+  engine: Engine;
+  /** Takes a run back from the store (or ends it unrecoverable); throws when the store is away. */
+  resume(runId: string): Promise<void>;
+  /** Applies a command sent by another replica, as if this replica had got the request. */
+  apply: CommandHandler;
+}
+
+export interface ClusterStats {
+  takeovers: number;
+  leaseLosses: number;
+  /** The last renewals' round trips (ms), newest last; at most 100. */
+  renewMs: number[];
+  permitAsks: number;
+  permitRefusals: number;
+  /** Each ask's round trip (ms), newest last; at most 100. */
+  permitAskMs: number[];
+}
+
+export interface ReplicaInfo {
+  instance: string;
+  name: string;
+  startedAt: number;
+  leaseUntil: number;
+  renewedAt: number;
+  alive: boolean;
+  ownedRuns: number;
+}
+
+export class Cluster {
+  readonly name: string;
+  readonly leaseMs: number;
+  readonly store: PostgresStore;
+  readonly notifications: Notifications;
+  readonly lease: Lease;
+  readonly permits: ClusterPermits;
+  readonly commands: Commands;
+  readonly feed: EventFeed;
+  readonly stats: ClusterStats = { takeovers: 0, leaseLosses: 0, renewMs: [], permitAsks: 0, permitRefusals: 0, permitAskMs: [] };
+  private readonly scanMs: number;
+  private host: ClusterHost | undefined;
+  private scanTimer: NodeJS.Timeout | undefined;
+  private scanning: Promise<number> | undefined;
+  private rejoining = false;
+  private closed = false;
+  private readonly logger: Logger | undefined;
+
+  constructor(opts: ClusterOptions) {
+    this.name = opts.name;
+    this.store = opts.store;
+    this.store.fenced = true;
+    this.logger = opts.logger;
+    this.leaseMs = opts.config.store.leaseMs;
+    this.scanMs = Math.min(1000, Math.max(100, Math.floor(this.leaseMs / 4)));
+    const pool = opts.store.pool;
+    const instance = () => this.lease.instance;
+    this.notifications = new Notifications(opts.store.url);
+    this.lease = new Lease(pool, opts.name, this.leaseMs, {
+      lost: (reason) => this.lost(reason),
+      renewed: (ms) => keep(this.stats.renewMs, ms),
+    });
+    this.permits = new ClusterPermits(pool, instance, opts.config.limits, opts.config.catalog, this.notifications, 1000, {
+      asked: (ms, granted, refused) => {
+        this.stats.permitAsks += granted + refused;
+        this.stats.permitRefusals += refused;
+        keep(this.stats.permitAskMs, ms);
+      },
+    });
+    this.commands = new Commands(pool, instance, this.notifications, this.leaseMs + 5000);
+    this.feed = new EventFeed(opts.store, this.notifications);
+  }
+
+  /** The instance this replica writes as now; undefined while it has no lease. */
+  get instance(): string | undefined {
+    return this.lease.instance;
+  }
+
+  /** Joins: listens, and takes a lease (so this replica may create runs). Rejects when the database cannot be reached. */
+  async join(): Promise<void> {
+    await this.notifications.start();
+    await this.lease.join();
+    this.store.owner = this.lease.instance;
+  }
+
+  /**
+   * Starts owning runs: takes over those whose owner is gone (an earlier process of this name, at once),
+   * applies commands sent here, and scans every `scanMs`. Resolves with how many runs the first scan
+   * resumed.
+   */
+  async start(host: ClusterHost): Promise<number> {
+    this.host = host;
+    this.commands.start(host.apply);
+    const first = await this.scan();
+    const tick = () => {
+      this.scanTimer = setTimeout(() => {
+        void this.scan().finally(() => !this.closed && tick());
+      }, this.scanMs);
+      this.scanTimer.unref();
+    };
+    tick();
+    return first;
+  }
+
+  /** Runs this replica owns and runs now. */
+  ownedRuns(): number {
+    return this.host?.engine.liveRuns().length ?? 0;
+  }
+
+  /** Every replica that holds or held a lease lately (for `/healthz`, metrics and the dashboard). */
+  async replicas(): Promise<ReplicaInfo[]> {
+    const rows = await this.store.pool.query<{ instance: string; name: string; started_at: number; lease_until: number; renewed_at: number; alive: boolean; owned: number }>(
+      `SELECT p.instance, p.name, p.started_at, p.lease_until, p.renewed_at, p.lease_until > toolgraph_now() AS alive,
+         (SELECT count(*)::int FROM runs r WHERE r.owner = p.instance AND r.status IN ('queued', 'running', 'needs_replan')) AS owned
+       FROM replicas p WHERE p.lease_until > toolgraph_now() - 3600000 ORDER BY p.name, p.started_at`,
+    );
+    return rows.rows.map((r) => ({ instance: r.instance, name: r.name, startedAt: r.started_at, leaseUntil: r.lease_until, renewedAt: r.renewed_at, alive: r.alive, ownedRuns: r.owned }));
+  }
+
+  /** Stops: no more scans or commands; gives permits and (with `release`) the lease up, so others take the runs over at once. */
+  async close(release = true): Promise<void> {
+    this.closed = true;
+    if (this.scanTimer) clearTimeout(this.scanTimer);
+    this.commands.stop();
+    this.permits.close();
+    this.feed.close();
+    await this.scanning?.catch(() => {});
+    const instance = this.lease.instance;
+    if (release && instance) await this.permits.releaseAll(instance).catch(() => {});
+    await this.lease.stop(release);
+    await this.notifications.close();
+  }
+
+  /**
+   * Takes over the runs whose owner's lease ended, and resumes the runs this replica owns but does not
+   * run (a resume that failed while the store was away); one scan at a time.
+   */
+  scan(): Promise<number> {
+    this.scanning ??= this.scanOnce().finally(() => (this.scanning = undefined));
+    return this.scanning;
+  }
+
+  private async scanOnce(): Promise<number> {
+    const me = this.lease.instance;
+    const host = this.host;
+    if (me === undefined || host === undefined || this.closed) return 0;
+    let claimed: string[];
+    let mine: string[];
+    try {
+      claimed = (
+        await this.store.pool.query<{ id: string }>(
+          `WITH orphans AS (
+             SELECT r.id FROM runs r LEFT JOIN replicas p ON p.instance = r.owner
+             WHERE r.status IN ('queued', 'running', 'needs_replan') AND (r.owner IS NULL OR p.instance IS NULL OR p.lease_until <= toolgraph_now())
+             ORDER BY r.created_seq LIMIT 200 FOR UPDATE OF r SKIP LOCKED)
+           UPDATE runs SET owner = $1 FROM orphans WHERE runs.id = orphans.id RETURNING runs.id, runs.created_seq`,
+          [me],
+        )
+      ).rows
+        .sort((a, b) => (a as unknown as { created_seq: number }).created_seq - (b as unknown as { created_seq: number }).created_seq)
+        .map((r) => r.id);
+      mine = (await this.store.pool.query<{ id: string }>(`SELECT id FROM runs WHERE owner = $1 AND status IN ('queued', 'running', 'needs_replan') ORDER BY created_seq`, [me])).rows.map((r) => r.id);
+    } catch {
+      return 0;
+    }
+    if (claimed.length > 0) this.logger?.info({ replica: this.name, runs: claimed.length }, 'took over runs whose owner is gone');
+    const held = new Set(host.engine.liveRuns());
+    const toResume = [...new Set([...claimed, ...mine])].filter((id) => !held.has(id) && !host.engine.has(id));
+    let resumed = 0;
+    for (const id of toResume) {
+      if (this.lease.instance !== me || this.closed) break;
+      try {
+        await host.resume(id);
+        resumed++;
+        if (claimed.includes(id)) this.stats.takeovers++;
+      } catch (err) {
+        this.logger?.warn({ runId: id, err: (err as Error).message }, 'could not resume a run now; the next scan tries again');
+        break;
+      }
+    }
+    // Their commands follow them, once they run here.
+    if (claimed.length > 0) await this.commands.retarget(claimed).catch(() => {});
+    return resumed;
+  }
+
+  /** The lease is gone: drop every run, give up permits, and join again as a new instance. */
+  private lost(reason: string): void {
+    if (this.rejoining || this.closed) return;
+    this.rejoining = true;
+    this.stats.leaseLosses++;
+    const old = this.store.owner;
+    this.logger?.warn({ replica: this.name, instance: old, reason }, 'lost the lease: dropping every run; they are taken over from the store');
+    this.lease.drop();
+    this.store.owner = undefined;
+    this.host?.engine.abandon(new StoreError('lease_lost', `this replica lost its lease (${reason}); retry: another replica takes the run over`));
+    if (old) void this.permits.releaseAll(old).catch(() => {});
+    void this.rejoin();
+  }
+
+  /** Called by the engine when the store fenced an append off. */
+  leaseLost(): void {
+    this.lost('the store refused an append: another replica owns the run');
+  }
+
+  private async rejoin(): Promise<void> {
+    for (let pause = 100; !this.closed; pause = Math.min(pause * 2, 2000)) {
+      try {
+        await this.lease.join();
+        this.store.owner = this.lease.instance;
+        this.rejoining = false;
+        this.logger?.info({ replica: this.name, instance: this.lease.instance }, 'joined the cluster again');
+        void this.scan();
+        return;
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, pause).unref());
+      }
+    }
+  }
+}
+
+function keep(list: number[], ms: number): void {
+  list.push(ms);
+  if (list.length > 100) list.shift();
+}
