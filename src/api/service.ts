@@ -158,6 +158,7 @@ export class Service {
   private async resume(id: string): Promise<{ runId: string; reason: string } | undefined> {
     const events = await this.store.events(id);
     try {
+      if (events[0]) this.tracing?.resumed(events[0]);
       await this.engine.restore(events);
       return undefined;
     } catch (e) {
@@ -241,7 +242,7 @@ export class Service {
   /** With tracing on, the request under a run id whose run span continues `traceparent` (DESIGN §15). */
   private traced(s: SubmitRequest, traceparent: string | undefined): SubmitRequest {
     const runId = traceparent === undefined || s.runId !== undefined ? undefined : this.tracing?.continueTrace(traceparent);
-    return runId === undefined ? s : { ...s, runId };
+    return runId === undefined ? s : { ...s, runId, traceparent: traceparent as string };
   }
 
   private admitNew(s: SubmitRequest & { tenant: string }, stored = 0): void {

@@ -46,6 +46,7 @@ export const EVENT_PAYLOAD_SCHEMAS = {
     estimates: z.record(z.string(), z.number()),
     open: z.literal(true).optional(),
     idempotencyKey: z.string().optional(),
+    traceparent: z.string().optional(),
   }),
   'run.started': z.object({ ...step, generations }),
   'call.ready': z.record(z.string(), z.never()),

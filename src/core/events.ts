@@ -35,6 +35,11 @@ export interface EventPayloads {
     open?: true;
     /** From `SubmitOptions.meta` (the engine's idempotency key). */
     idempotencyKey?: string;
+    /**
+     * From `SubmitOptions.meta`, with tracing on: the W3C `traceparent` the run's trace continues, so
+     * that a run resumed elsewhere (a takeover, a restart) goes on in the same trace (DESIGN §15).
+     */
+    traceparent?: string;
   };
   'run.started': PlanStepData & { generations: string[][] };
   'call.ready': Record<string, never>;

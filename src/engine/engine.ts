@@ -170,7 +170,9 @@ export class Engine {
         calls: req.calls,
         ...(req.failure ? { failure: req.failure } : {}),
         ...(req.tags ? { tags: req.tags } : {}),
-        ...(req.idempotencyKey !== undefined ? { meta: { idempotencyKey: req.idempotencyKey } } : {}),
+        ...(req.idempotencyKey !== undefined || req.traceparent !== undefined
+          ? { meta: { ...(req.idempotencyKey !== undefined ? { idempotencyKey: req.idempotencyKey } : {}), ...(req.traceparent !== undefined ? { traceparent: req.traceparent } : {}) } }
+          : {}),
         ...(req.open ? { open: true } : {}),
       });
   }
