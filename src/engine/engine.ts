@@ -319,7 +319,6 @@ export class Engine {
     return this.inflight.size;
   }
 
-  /** How full each limit is; and every limit and lock in use here now, holders and waiters (GET /v1/limits). */
   limitUsage = () => this.scheduler.limitUsage();
   limitsInUse = (): LimitInUse[] => this.scheduler.limitsInUse(this.clock());
 
