@@ -24,7 +24,7 @@ const WaitingSchema = z
     perMs: z.number().optional(),
     retryAt: z.string().optional().describe('a rate: when its bucket has a token again'),
     domain: z.string().optional().describe('a lock: global or tenant:<t>'),
-    holders: z.array(WaitHolderSchema).describe('up to 5, oldest first'),
+    holders: z.array(WaitHolderSchema).describe("up to 5, oldest first; none for perRun (the run's own running calls)"),
     queuedBehind: z.array(WaitHolderSchema).optional().describe('a lock with no holder in conflict: the waiters of other runs ahead'),
     otherHolders: z.number().int().optional().describe("holders of other tenants, not named to an agent"),
   })

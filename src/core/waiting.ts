@@ -42,7 +42,10 @@ export interface WaitReason {
   retryAt?: number;
   /** `lock`: who shares the lock, `global` or `tenant:<t>` (the tool's `scope`). */
   domain?: string;
-  /** The running calls that hold it (up to `MAX_HOLDERS`, oldest first; none for `rate`). */
+  /**
+   * The running calls that hold it (up to `MAX_HOLDERS`, oldest first). None for `rate`, and none for
+   * `perRun`: those are the run's own running calls (a big run's change at every step).
+   */
   holders: WaitHolder[];
   /**
    * `lock` with no holder in conflict: the calls of other runs that asked first and wait for it too

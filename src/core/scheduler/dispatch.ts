@@ -113,6 +113,11 @@ function takeReady(run: ScheduledRun, c: ScheduledCall): void {
   if (heap.peek() === c) heap.pop();
   else heap.removeWhere((x) => x === c);
   run.readyCount--;
+  // It waits no more: its queue (waits.ts) is shorter by one.
+  if (c.waitGroup !== undefined) {
+    c.waitGroup.live--;
+    c.waitGroup = undefined;
+  }
 }
 
 function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {

@@ -120,7 +120,7 @@ function waitersByLimit(s: SchedulerState): Map<string, { n: number; since: numb
   for (const byKey of book.groups.values()) {
     for (const g of byKey.values()) {
       const id = g.key === undefined ? g.kind : `${g.kind}\u0000${g.key}`;
-      g.members.forEach((c, k) => c.waitSeq === g.seqs[k] && c.status === 'ready' && count(id, c));
+      g.members.forEach((c, k) => c.waitGroup === g && c.waitSeq === g.seqs[k] && c.status === 'ready' && count(id, c));
     }
   }
   for (const m of book.locks) {

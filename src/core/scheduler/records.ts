@@ -121,8 +121,8 @@ export interface WaitBook {
   released: ScheduledCall[];
   /** The groups of each kind, by key (`''` for `global`). */
   groups: Map<WaitKind, Map<string, WaitGroup>>;
-  /** How many groups there are. */
-  groupCount: number;
+  /** The same groups, in the order they were made (looked at after every step). */
+  list: WaitGroup[];
   /** Calls waiting for a lock. */
   locks: LockWait[];
 }
@@ -223,7 +223,7 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     now: 0,
     dirty: [],
     dirtyCount: 0,
-    waits: opts.explainWaits ? { fresh: [], released: [], groups: new Map(), groupCount: 0, locks: [] } : undefined,
+    waits: opts.explainWaits ? { fresh: [], released: [], groups: new Map(), list: [], locks: [] } : undefined,
     permitEpoch: 0,
   };
 }

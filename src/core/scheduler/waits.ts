@@ -1,7 +1,8 @@
 /**
  * Why ready calls wait (DESIGN §7: `waitingFor`, the `call.waiting` event), with `explainWaits` on.
  *
- * Off the hot path: dispatch only notes the calls that became ready (`WaitBook.fresh`). After each
+ * Off the hot path: dispatch only notes the calls that became ready (`WaitBook.fresh`), and takes a
+ * call it starts out of its queue (`WaitGroup.live`). After each
  * step, `noteWaits` explains those that did not start, and explains again only the waiters whose
  * limit changed under them:
  * - a lock whose holders, or the waiters ahead, are not the same any more: always;
@@ -67,15 +68,6 @@ const NO_REASONS: WaitReason[] = Object.freeze([]) as unknown as WaitReason[];
 /** After a step: explains the calls that became ready and did not start, and the waiters whose limit changed. */
 export function noteWaits(s: SchedulerState): void {
   const book = s.waits as WaitBook;
-  // Calls that started in this step wait no more (their queue is shorter by one).
-  const started = s.out.starts;
-  for (let i = 0; i < started.length; i++) {
-    const st = started[i] as (typeof started)[number];
-    const c = st.kind === 'call' ? s.runs.get(st.runId)?.calls[st.index] : undefined;
-    if (c?.waitGroup === undefined) continue;
-    c.waitGroup.live--;
-    c.waitGroup = undefined;
-  }
   // The fresh first: a call that waited before (and ran, and is ready again) gets its new place, so
   // its old one below is stale.
   const fresh = book.fresh;
@@ -90,29 +82,32 @@ export function noteWaits(s: SchedulerState): void {
   }
   fresh.length = 0;
   const released = book.released;
-  if (book.groupCount > 0) {
-    for (const byKey of book.groups.values()) {
-      for (const g of byKey.values()) {
-        if (!isStale(s, g)) {
-          g.staleSince = undefined;
-          // A short queue names who holds its limit now: a holder of it ended in this step.
-          if (g.live <= SHORT_QUEUE && released.length > 0 && anyCounts(g, released)) staleGroups.push(g);
-          continue;
+  const list = book.list;
+  if (list.length > 0) {
+    for (let i = 0; i < list.length; i++) {
+      const g = list[i] as WaitGroup;
+      if (!isStale(s, g)) {
+        g.staleSince = undefined;
+        // A short queue names who holds its limit now: a holder of it ended in this step (the
+        // per-run limit names none).
+        if (g.live <= SHORT_QUEUE && released.length > 0 && g.kind !== 'perRun' && anyCounts(g, released)) staleGroups.push(g);
+        continue;
+      }
+      g.staleSince ??= s.now;
+      if (g.live <= SHORT_QUEUE || s.now - g.staleSince >= LONG_QUEUE_MS) staleGroups.push(g);
+    }
+    if (staleGroups.length > 0) {
+      for (const g of staleGroups) (book.groups.get(g.kind) as Map<string, WaitGroup>).delete(g.key ?? '');
+      book.list = list.filter((g) => !staleGroups.includes(g));
+      for (let i = 0; i < staleGroups.length; i++) {
+        const g = staleGroups[i] as WaitGroup;
+        for (let k = 0; k < g.members.length; k++) {
+          const c = g.members[k] as ScheduledCall;
+          if (c.waitGroup === g && c.waitSeq === g.seqs[k] && c.status === 'ready') explainAgain(s, book, c);
         }
-        g.staleSince ??= s.now;
-        if (g.live <= SHORT_QUEUE || s.now - g.staleSince >= LONG_QUEUE_MS) staleGroups.push(g);
       }
+      staleGroups.length = 0;
     }
-    for (let i = 0; i < staleGroups.length; i++) {
-      const g = staleGroups[i] as WaitGroup;
-      (book.groups.get(g.kind) as Map<string, WaitGroup>).delete(g.key ?? '');
-      book.groupCount--;
-      for (let k = 0; k < g.members.length; k++) {
-        const c = g.members[k] as ScheduledCall;
-        if (c.waitSeq === g.seqs[k] && c.status === 'ready' && c.permitPending !== true) explainAgain(s, book, c);
-      }
-    }
-    staleGroups.length = 0;
   }
   released.length = 0;
   if (book.locks.length > 0) {
@@ -166,7 +161,7 @@ function enter(book: WaitBook, c: ScheduledCall, found: Found): WaitReason[] {
   if (!g) {
     g = { kind: found.kind, key: found.kind === 'global' ? undefined : found.key, index: found.index, members: [], seqs: [], live: 0, compactAt: 64, bucket: found.bucket, staleSince: undefined, last: undefined, lastData: undefined };
     byKey.set(found.key, g);
-    book.groupCount++;
+    book.list.push(g);
   }
   c.waitReasons = reasonsIn(g, found);
   c.waitGroup = g;
@@ -183,7 +178,7 @@ function compact(g: WaitGroup): void {
   for (let k = 0; k < g.members.length; k++) {
     const c = g.members[k] as ScheduledCall;
     const seq = g.seqs[k] as number;
-    if (c.waitSeq !== seq || c.status !== 'ready') continue;
+    if (c.waitGroup !== g || c.waitSeq !== seq || c.status !== 'ready') continue;
     g.members[n] = c;
     g.seqs[n++] = seq;
   }
@@ -244,20 +239,7 @@ function anyCounts(g: WaitGroup, hs: readonly Holder[]): boolean {
 
 /** Whether a running call counts against a group's limit. */
 function counts(g: WaitGroup, h: Holder): boolean {
-  switch (g.kind) {
-    case 'global':
-      return true;
-    case 'tenant':
-      return h.tenant === g.key;
-    case 'perRun':
-      return h.runId === g.key;
-    case 'tool':
-      return h.tool === g.key;
-    case 'resource':
-      return h.resourceLimits?.includes(g.index) === true;
-    default:
-      return false;
-  }
+  return holds(g.kind, g.key ?? '', g.index, h);
 }
 
 /** Whether a lock waiter's holders ended (or the waiters ahead moved on). */
@@ -278,18 +260,17 @@ function watchChanged(m: LockWait): boolean {
 export function explain(s: SchedulerState, c: ScheduledCall): Found | undefined {
   const l = s.limiter;
   const v = l.inspect();
-  if (l.globalFull()) return counted(v, 'global', '', v.limits.global as number, l.runningCount, anyHolder);
-  if (l.tenantFull(c.tenant)) return counted(v, 'tenant', c.tenant, l.tenantLimit(c.tenant) as number, v.byTenant.get(c.tenant) ?? 0, (h) => h.tenant === c.tenant);
-  if (l.runFull(c.runId)) return counted(v, 'perRun', c.runId, v.limits.perRun as number, v.runningOf(c.runId), (h) => h.runId === c.runId);
-  if (l.toolFull(c.tool)) return counted(v, 'tool', c.tool, own(v.limits.tool, c.tool) as number, v.byTool.get(c.tool) ?? 0, (h) => h.tool === c.tool);
+  if (l.globalFull()) return counted(v, 'global', '', v.limits.global as number, l.runningCount, -1);
+  if (l.tenantFull(c.tenant)) return counted(v, 'tenant', c.tenant, l.tenantLimit(c.tenant) as number, v.byTenant.get(c.tenant) ?? 0, -1);
+  // The per-run limit names no holders: they are the run's own running calls, there in its view.
+  if (l.runFull(c.runId)) return counted(v, 'perRun', c.runId, v.limits.perRun as number, v.runningOf(c.runId), -1);
+  if (l.toolFull(c.tool)) return counted(v, 'tool', c.tool, own(v.limits.tool, c.tool) as number, v.byTool.get(c.tool) ?? 0, -1);
   const resources = v.resourcesOf(c);
   for (let k = 0; k < resources.length; k++) {
     const i = resources[k] as number;
     const r = v.resourceKeys[i] as { text: string; limit: number; used: number };
     if (r.used < r.limit) continue;
-    const f = counted(v, 'resource', r.text, r.limit, r.used, (h) => h.resourceLimits?.includes(i) === true);
-    f.index = i;
-    return f;
+    return counted(v, 'resource', r.text, r.limit, r.used, i);
   }
   const buckets = v.bucketsOf(c);
   let latest: Readonly<Bucket> | undefined;
@@ -312,17 +293,38 @@ export function explain(s: SchedulerState, c: ScheduledCall): Found | undefined 
   return c.domain === null ? undefined : lock(s, v, c);
 }
 
-const anyHolder = () => true;
 
 /** A full count limit; its holders (the oldest `MAX_HOLDERS`) go to `HOLDERS`. */
-function counted(v: LimiterState, kind: WaitKind, key: string, limit: number, inUse: number, holds: (h: Holder) => boolean): Found {
+function counted(v: LimiterState, kind: WaitKind, key: string, limit: number, inUse: number, index: number): Found {
   HOLDERS.length = 0;
-  for (const h of v.running) {
-    if (!holds(h)) continue;
-    HOLDERS.push(h as ScheduledCall);
-    if (HOLDERS.length === MAX_HOLDERS) break;
+  if (kind !== 'perRun') {
+    for (const h of v.running) {
+      if (!holds(kind, key, index, h)) continue;
+      HOLDERS.push(h as ScheduledCall);
+      if (HOLDERS.length === MAX_HOLDERS) break;
+    }
   }
-  return found(kind, key, limit, inUse, undefined, undefined, undefined);
+  const f = found(kind, key, limit, inUse, undefined, undefined, undefined);
+  f.index = index;
+  return f;
+}
+
+/** Whether running call `h` counts against the limit of `kind` and `key` (`index`: a resource limit's). */
+function holds(kind: WaitKind, key: string, index: number, h: Holder): boolean {
+  switch (kind) {
+    case 'global':
+      return true;
+    case 'tenant':
+      return h.tenant === key;
+    case 'perRun':
+      return h.runId === key;
+    case 'tool':
+      return h.tool === key;
+    case 'resource':
+      return h.resourceLimits?.includes(index) === true;
+    default:
+      return false;
+  }
 }
 
 function found(kind: WaitKind, key: string, limit: number, inUse: number, bucket: Readonly<Bucket> | undefined, reason: WaitReason | undefined, watch: ScheduledCall[] | undefined): Found {
