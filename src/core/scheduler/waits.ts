@@ -2,9 +2,8 @@
  * Why ready calls wait (DESIGN §7: `waitingFor`, the `call.waiting` event), with `explainWaits` on.
  *
  * Off the hot path: dispatch only notes the calls that became ready (`WaitBook.fresh`), and takes a
- * call it starts out of its queue (`WaitGroup.live`). After each
- * step, `noteWaits` explains those that did not start, and explains again only the waiters whose
- * limit changed under them:
+ * call it starts out of its queue (`WaitGroup.live`). After each step, `noteWaits` explains those
+ * that did not start, and explains again only the waiters whose limit changed under them:
  * - a lock whose holders, or the waiters ahead, are not the same any more: always;
  * - a short queue (`SHORT_QUEUE`) behind a count limit (global, tenant, perRun, tool, resource) or a
  *   rate bucket: as soon as its limit has room after a step (its waiters wait for something else),
