@@ -95,6 +95,8 @@ export class Service {
   private readonly pendingKeys = new Map<string, Promise<RunView>>();
   private readonly tracing: Tracing | undefined;
   readonly cluster: Cluster | undefined;
+  /** Several replicas: per tenant, submissions admitted here and not stored yet (see `admitInCluster`). */
+  private readonly admitting = new Map<string, number>();
 
   constructor(opts: ServiceOptions) {
     this.config = opts.config;
@@ -184,8 +186,8 @@ export class Service {
       const existing = await this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey);
       if (existing) return { run: await this.view(p, existing), created: false };
     }
-    if (this.cluster) await this.admitInCluster(s);
-    else this.admitNew(s);
+    if (this.cluster) return { run: await this.admitInCluster(s, () => this.engine.submit(this.traced(s, traceparent))), created: true };
+    this.admitNew(s);
     return { run: await this.engine.submit(this.traced(s, traceparent)), created: true };
   }
 
@@ -198,8 +200,8 @@ export class Service {
     const s = this.forTenant(p, request);
     this.writable();
     if (s.idempotencyKey === undefined) {
-      if (this.cluster) await this.admitInCluster(s);
-      else this.admitNew(s);
+      if (this.cluster) return { run: await this.admitInCluster(s, () => this.engine.submitGrouped(this.traced(s, traceparent))), created: true };
+      this.admitNew(s);
       return { run: await this.engine.submitGrouped(this.traced(s, traceparent)), created: true };
     }
     const key = `${s.tenant}\u0000${s.idempotencyKey}`;
@@ -209,9 +211,7 @@ export class Service {
     // The key may have been taken while the store was asked.
     const raced = this.pendingKeys.get(key);
     if (raced) return { run: await this.view(p, (await raced).id), created: false };
-    if (this.cluster) await this.admitInCluster(s);
-    else this.admitNew(s);
-    const submitted = this.engine.submitGrouped(this.traced(s, traceparent));
+    const submitted = this.cluster ? this.admitInCluster(s, () => this.engine.submitGrouped(this.traced(s, traceparent))) : (this.admitNew(s), this.engine.submitGrouped(this.traced(s, traceparent)));
     this.pendingKeys.set(key, submitted);
     try {
       return { run: await submitted, created: true };
@@ -226,7 +226,7 @@ export class Service {
    * the engine still holds what it could not store, and stores it once the store is back.
    */
   private writable(): void {
-    if (this.engine.storeUnavailable() !== undefined) {
+    if (this.engine.storeUnavailable() !== undefined || (this.cluster !== undefined && this.cluster.instance === undefined)) {
       throw new ApiError('store_unavailable', 'the store cannot be reached now; nothing was changed; retry later', undefined, { 'retry-after': STORE_RETRY_AFTER });
     }
   }
@@ -247,10 +247,25 @@ export class Service {
     admit({ kind: 'submit', tenant: s.tenant, calls: s.calls, activeRuns: () => Math.max(stored, this.engine.activeRuns(s.tenant)) }, this.config.limits);
   }
 
-  /** Several replicas: every replica's active runs count (read only when there is a cap to check). */
-  private async admitInCluster(s: SubmitRequest & { tenant: string }): Promise<void> {
+  /**
+   * Several replicas: admits against every replica's active runs (read from the store only when there
+   * is a cap to check), plus the submissions this replica admitted that are not stored yet; then submits.
+   * Submissions that reach different replicas in the same instant are not counted against each other.
+   */
+  private async admitInCluster(s: SubmitRequest & { tenant: string }, submit: () => Promise<RunView>): Promise<RunView> {
     this.admitNew(s);
-    if (this.config.limits.maxActiveRunsPerTenant !== undefined) this.admitNew(s, await this.store.activeCount(s.tenant));
+    if (this.config.limits.maxActiveRunsPerTenant === undefined) return submit();
+    const stored = await this.store.activeCount(s.tenant);
+    const admitting = this.admitting.get(s.tenant) ?? 0;
+    this.admitNew(s, stored + admitting);
+    this.admitting.set(s.tenant, admitting + 1);
+    try {
+      return await submit();
+    } finally {
+      const n = (this.admitting.get(s.tenant) ?? 1) - 1;
+      if (n > 0) this.admitting.set(s.tenant, n);
+      else this.admitting.delete(s.tenant);
+    }
   }
 
   /** The run as the principal may see it; 404 for a run of another tenant, as for a missing one. */

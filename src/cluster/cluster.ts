@@ -91,6 +91,7 @@ export class Cluster {
   constructor(opts: ClusterOptions) {
     this.name = opts.name;
     this.store = opts.store;
+    this.store.fenced = true;
     this.logger = opts.logger;
     this.leaseMs = opts.config.store.leaseMs;
     this.scanMs = Math.min(1000, Math.max(100, Math.floor(this.leaseMs / 4)));

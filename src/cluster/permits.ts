@@ -50,6 +50,7 @@ export class ClusterPermits implements PermitGate {
   private running = false;
   private readonly freed = new Set<() => void>();
   private retry: NodeJS.Timeout | undefined;
+  private retryAt = 0;
   private readonly limits: Limits;
 
   constructor(
@@ -106,10 +107,10 @@ export class ClusterPermits implements PermitGate {
         else {
           const started = performance.now();
           try {
-            const granted = await this.take(op.requests);
+            const { granted, tokenInMs } = await this.take(op.requests);
             const n = granted.filter(Boolean).length;
             this.stats?.asked(performance.now() - started, n, granted.length - n);
-            if (n < granted.length) this.askAgainLater();
+            if (n < granted.length) this.askAgainLater(tokenInMs);
             op.resolve(granted);
           } catch (err) {
             this.askAgainLater();
@@ -138,9 +139,10 @@ export class ClusterPermits implements PermitGate {
     );
   }
 
-  private async take(requests: readonly PermitRequest[]): Promise<boolean[]> {
+  /** Grants what fits; `tokenInMs`: when a rate limit that refused one has a token again. */
+  private async take(requests: readonly PermitRequest[]): Promise<{ granted: boolean[]; tokenInMs?: number }> {
     const instance = this.instance();
-    if (instance === undefined) return requests.map(() => false);
+    if (instance === undefined) return { granted: requests.map(() => false) };
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
@@ -157,7 +159,7 @@ export class ClusterPermits implements PermitGate {
     }
   }
 
-  private async takeIn(client: pg.PoolClient, instance: string, requests: readonly PermitRequest[]): Promise<boolean[]> {
+  private async takeIn(client: pg.PoolClient, instance: string, requests: readonly PermitRequest[]): Promise<{ granted: boolean[]; tokenInMs?: number }> {
     await client.query('SELECT pg_advisory_xact_lock($1)', [PERMITS_LOCK]);
     const now = (await client.query<{ now: number }>('SELECT toolgraph_now() AS now')).rows[0]?.now as number;
     // Permits of instances whose lease ended are free again.
@@ -169,14 +171,15 @@ export class ClusterPermits implements PermitGate {
     for (const row of held) limiter.hold(this.holder(row.run_id, row.tenant, row.tool, row.domain, JSON.parse(row.reads) as string[], JSON.parse(row.writes) as string[]));
     const granted: boolean[] = [];
     const rows: PermitRequest[] = [];
+    let tokenAt: number | undefined;
     for (const r of requests) {
       const h = this.holder(r.runId, r.tenant, r.tool, r.domain, r.reads, r.writes);
-      const ok = limiter.check(h, now).ok;
-      if (ok) {
+      const check = limiter.check(h, now);
+      if (check.ok) {
         limiter.acquire(h, now);
         rows.push(r);
-      }
-      granted.push(ok);
+      } else if (check.reason === 'rate' && check.wakeAt !== undefined) tokenAt = Math.min(tokenAt ?? Infinity, check.wakeAt);
+      granted.push(check.ok);
     }
     if (rows.length > 0) {
       await client.query(
@@ -205,7 +208,7 @@ export class ClusterPermits implements PermitGate {
         [buckets.map(([n]) => n), buckets.map(([, b]) => Math.round(b.units)), buckets.map(([, b]) => b.last)],
       );
     }
-    return granted;
+    return tokenAt === undefined ? { granted } : { granted, tokenInMs: Math.max(0, tokenAt - now) };
   }
 
   private holder(runId: string, tenant: string, tool: string, domain: string | null, reads: readonly string[], writes: readonly string[]): Holder {
@@ -217,12 +220,17 @@ export class ClusterPermits implements PermitGate {
     return Object.keys(this.limits.rate.tenant).length > 0 || this.catalog.list().some((m) => m.rate !== undefined);
   }
 
-  private askAgainLater(): void {
-    if (this.retry) return;
+  /** Refused calls ask again after `retryMs`, or when a rate limit has a token again if that is sooner. */
+  private askAgainLater(tokenInMs?: number): void {
+    const delay = Math.min(this.retryMs, tokenInMs ?? Infinity);
+    const at = performance.now() + delay;
+    if (this.retry && this.retryAt <= at) return;
+    if (this.retry) clearTimeout(this.retry);
+    this.retryAt = at;
     this.retry = setTimeout(() => {
       this.retry = undefined;
       this.tellFreed();
-    }, this.retryMs);
+    }, delay);
     this.retry.unref();
   }
 

@@ -84,6 +84,8 @@ function classify(err: unknown, where: string): unknown {
 
 interface Waiting {
   events: readonly RunEvent[];
+  /** The instance that appended it (several replicas): written as that one, or not at all. */
+  owner: string | undefined;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -95,6 +97,8 @@ export class PostgresStore implements Store {
    * `appendStatement`); set by the cluster (cluster/lease.ts) once it holds a lease.
    */
   owner: string | undefined;
+  /** Set by the cluster: every append is fenced, so none goes in while this replica holds no lease. */
+  fenced = false;
   private readonly waiting: Waiting[] = [];
   private writing = false;
   /** Set when a write broke off with its outcome unknown (see the top of the file). */
@@ -112,8 +116,9 @@ export class PostgresStore implements Store {
   append(events: readonly RunEvent[]): Promise<void> {
     if (events.length === 0) return Promise.resolve();
     if (this.closed) return Promise.reject(new StoreError('store_unavailable', 'the store is closed'));
+    if (this.fenced && this.owner === undefined) return Promise.reject(new StoreError('store_unavailable', 'this replica holds no lease now (it is joining the cluster again)'));
     return new Promise((resolve, reject) => {
-      this.waiting.push({ events, resolve, reject });
+      this.waiting.push({ events, owner: this.owner, resolve, reject });
       if (!this.writing) void this.writeLoop();
     });
   }
@@ -122,11 +127,19 @@ export class PostgresStore implements Store {
   private async writeLoop(): Promise<void> {
     this.writing = true;
     while (this.waiting.length > 0) {
-      const group = this.waiting.splice(0);
+      let group = this.waiting.splice(0);
+      // Appended under an instance that is not this replica's any more (its lease was lost meanwhile):
+      // never written under the new one.
+      const stale = group.filter((w) => w.owner !== this.owner);
+      if (stale.length > 0) {
+        for (const w of stale) w.reject(new StoreError('lease_lost', `replica ${w.owner} lost its lease: it appends nothing more`));
+        group = group.filter((w) => w.owner === this.owner);
+        if (group.length === 0) continue;
+      }
       const events = group.length === 1 ? (group[0] as Waiting).events : group.flatMap((w) => w.events);
       let err: unknown;
       try {
-        await this.write(events);
+        await this.write(events, (group[0] as Waiting).owner);
       } catch (e) {
         err = classify(e, this.where);
         if (err instanceof StoreError && err.code === 'store_unavailable') this.uncertain = true;
@@ -144,7 +157,7 @@ export class PostgresStore implements Store {
     this.idle?.();
   }
 
-  private async write(events: readonly RunEvent[]): Promise<void> {
+  private async write(events: readonly RunEvent[], owner: string | undefined): Promise<void> {
     const firstSeqs = new Map<string, number>();
     const reviewed = new Set<string>();
     // Runs whose first event here is out of place (a run.created not at seq 1, a seq below 1): the
@@ -173,7 +186,6 @@ export class PostgresStore implements Store {
       toolOf: (runId, callId) => known?.tools.get(`${runId}\u0000${callId}`),
     };
     const plan = planBatch(events, state);
-    const owner = this.owner;
     const stmt = appendStatement(plan.steps, firstSeqs, owner);
     try {
       await this.pool.query({ name: stmt.name, text: stmt.text, values: stmt.values });

@@ -33,6 +33,12 @@ tools:${tool('lim_a')}${tool('free_b')}
     scope: global
     idempotent: true
     executor: { kind: http, url: "${toolUrl}/lock_w" }${tool('hold_idem')}${tool('hold_once', '', false)}
+  - name: rated
+    reads: []
+    writes: []
+    idempotent: true
+    rate: 2/s
+    executor: { kind: http, url: "${toolUrl}/rated" }
 limits:
   tool: { lim_a: 2 }
   tenant: { capped: 3 }
@@ -78,7 +84,7 @@ describe('several replicas on one PostgreSQL', () => {
           w.runs.map((r, i) =>
             c.request(r.replica, 'POST', '/v1/runs', {
               tenant: r.tenant,
-              calls: r.calls.map((tool, k) => ({ id: `c${k}`, tool, args: { name: `n${(i + k) % 2}`, ms: 300, round } })),
+              calls: r.calls.map((tool, k) => ({ id: `c${k}`, tool, args: { name: `n${(i + k) % 2}`, ms: 800, round } })),
             }),
           ),
         );
@@ -95,7 +101,8 @@ describe('several replicas on one PostgreSQL', () => {
         expect(maxOverlap(capped)).toBeLessThanOrEqual(3);
         expect(maxOverlap(byTool('res_c'))).toBeLessThanOrEqual(1);
         expect(maxOverlap(byTool('lock_w'))).toBeLessThanOrEqual(1);
-        // Reached: every call is ready at once (no references), so a limit with enough calls fills up.
+        // Reached: every call is ready at once (no references), so a limit with enough calls fills up
+        // (the calls take 800 ms, so the replicas that ask later still meet the first ones running).
         expect(maxOverlap(byTool('lim_a'))).toBe(Math.min(2, count('lim_a')));
         expect(maxOverlap(capped)).toBe(Math.min(3, count('free_b')));
         if (count('res_c') > 0) expect(maxOverlap(byTool('res_c'))).toBe(1);
@@ -123,6 +130,29 @@ describe('several replicas on one PostgreSQL', () => {
       },
     );
   }, 120_000);
+
+  it('a rate limit holds across replicas (a token bucket of 2, 2 per second), and is reached', async () => {
+    const runs = await Promise.all(
+      [0, 1, 2, 0, 1, 2].map(async (i, k) => (await c.request(i, 'POST', '/v1/runs', { calls: [0, 1].map((n) => ({ id: `q${n}`, tool: 'rated', args: { ms: 10, k } })) })).body),
+    );
+    for (const r of runs) expect((await c.ended(0, r.id)).status).toBe('succeeded');
+    // When each start was granted: the `at` of its call.started (every replica's clock is this machine's).
+    const starts = (await Promise.all(runs.map((r) => storedEvents(c, r.id))))
+      .flat()
+      .filter((e) => e.type === 'call.started')
+      .map((e) => Number(e.at))
+      .sort((x, y) => x - y);
+    expect(starts).toHaveLength(12);
+    expect(runs.flatMap((r) => c.tools.of(r.id))).toHaveLength(12);
+    // Never exceeded: in any window of W ms, at most 2 + 2·W/1000 starts. A grant is stamped a moment
+    // after the database took its token, and that moment varies on a loaded machine: 250 ms of slack.
+    // Without a shared bucket the three replicas would start 6 at once.
+    for (let i = 0; i < starts.length; i++) {
+      for (let j = i + 1; j < starts.length; j++) expect(j - i + 1, `starts ${i}..${j}: ${starts.map((t) => t - starts[0]!).join(' ')}`).toBeLessThanOrEqual(2 + (2 * (starts[j]! - starts[i]! + 250)) / 1000);
+    }
+    // Reached: 12 starts need 5 s at the rate (2 at once, then one each 500 ms); they take little more.
+    expect(starts.at(-1)! - starts[0]!).toBeLessThan(5000 + 1500);
+  }, 60_000);
 
   it('a run is served by every replica, and its events read through another replica are gapless', async () => {
     const run = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'lim_a', args: { ms: 200 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 200 } }] })).body;
@@ -244,11 +274,11 @@ async function readEvents(base: string, runId: string): Promise<SseEvent[]> {
   return out;
 }
 
-async function storedEvents(c: TestCluster, runId: string): Promise<{ seq: number; type: string; call_id: string | null; data: string }[]> {
+async function storedEvents(c: TestCluster, runId: string): Promise<{ seq: number; type: string; call_id: string | null; at: string; data: string }[]> {
   const client = new pg.Client({ connectionString: c.db });
   await client.connect();
   try {
-    return (await client.query('SELECT seq, type, call_id, data FROM events WHERE run_id = $1 ORDER BY seq', [runId])).rows;
+    return (await client.query('SELECT seq, type, call_id, at, data FROM events WHERE run_id = $1 ORDER BY seq', [runId])).rows;
   } finally {
     await client.end();
   }

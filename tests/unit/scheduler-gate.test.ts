@@ -1,0 +1,69 @@
+/**
+ * The scheduler's permit gate (several replicas, DESIGN §12), driven by hand with a virtual clock: a
+ * call that local limits let start asks the cluster first, and starts only once granted; a refused call
+ * waits until permits free; a call that ended while it asked gives its permit back.
+ */
+import { describe, expect, it } from 'vitest';
+import { Scheduler, type Output } from '../../src/core/scheduler.js';
+import { catalogOf, DEFAULTS, limits, tool } from '../helpers/sched.js';
+
+function gated(toolLimit = 2): Scheduler {
+  return new Scheduler({
+    catalog: catalogOf([tool('t', { reads: [], writes: [] })]),
+    policy: { rules: [] },
+    limits: limits({ tool: { t: toolLimit } }),
+    defaults: DEFAULTS,
+    gated: true,
+  });
+}
+
+const asked = (out: Output | undefined) => (out?.permits ?? []).map((p) => p.callId);
+const started = (out: Output | undefined) => (out?.starts ?? []).map((s) => s.callId);
+const types = (out: Output | undefined, callId: string) => (out?.events ?? []).filter((e) => e.callId === callId).map((e) => e.type);
+
+describe('the permit gate', () => {
+  it('asks for permits within local limits, starts a call only once granted, and asks again for a refused one when permits free', () => {
+    const s = gated(2);
+    const calls = ['a', 'b', 'c'].map((id) => ({ id, tool: 't', args: {} }));
+    const out = s.submit(0, { runId: 'r', tenant: 'x', calls });
+    // The local tool limit (2) holds the third back; nothing starts before the cluster answers.
+    expect(asked(out)).toEqual(['a', 'b']);
+    expect(started(out)).toEqual([]);
+    expect(out.events.some((e) => e.type === 'call.started')).toBe(false);
+
+    const a = s.permitGranted(1, 'r', 'a');
+    expect(started(a)).toEqual(['a']);
+    expect(types(a, 'a')).toEqual(['call.started']);
+    expect(a?.starts[0]?.attempt).toBe(1);
+
+    // b is refused: its local slot frees, so c may ask; b waits for permits to free.
+    const b = s.permitRefused(2, 'r', 'b');
+    expect(started(b)).toEqual([]);
+    expect(asked(b)).toEqual(['c']);
+    expect(s.permitRefused(3, 'r', 'c').permits ?? []).toEqual([]);
+    // An attempt's end frees a local slot, but a refused call does not ask again before permits free.
+    expect(asked(s.attemptEnded(4, { runId: 'r', callId: 'a', attempt: 1, result: { ok: true, output: 1 } }))).toEqual([]);
+    // Permits freed: b and c ask again, best first, within the local limit.
+    expect(asked(s.permitsFreed(5))).toEqual(['b', 'c']);
+    expect(started(s.permitGranted(6, 'r', 'b'))).toEqual(['b']);
+    expect(started(s.permitGranted(7, 'r', 'c'))).toEqual(['c']);
+  });
+
+  it('a call cancelled while it asks gives a late grant back (undefined), and frees its local slot', () => {
+    const s = gated(1);
+    const out = s.submit(0, { runId: 'r', tenant: 'x', calls: [{ id: 'a', tool: 't', args: {} }] });
+    expect(asked(out)).toEqual(['a']);
+    const cancelled = s.cancel(1, 'r');
+    expect(types(cancelled, 'a')).toEqual(['call.cancelled']);
+    expect(s.permitGranted(2, 'r', 'a')).toBeUndefined();
+    // The slot is free: another run's call asks at once.
+    expect(asked(s.submit(3, { runId: 'r2', tenant: 'x', calls: [{ id: 'b', tool: 't', args: {} }] }))).toEqual(['b']);
+  });
+
+  it('without the gate nothing changes: calls start at once and no permit is asked', () => {
+    const s = new Scheduler({ catalog: catalogOf([tool('t', { reads: [], writes: [] })]), policy: { rules: [] }, limits: limits({ tool: { t: 2 } }), defaults: DEFAULTS });
+    const out = s.submit(0, { runId: 'r', tenant: 'x', calls: ['a', 'b', 'c'].map((id) => ({ id, tool: 't', args: {} })) });
+    expect(started(out)).toEqual(['a', 'b']);
+    expect(out.permits).toBeUndefined();
+  });
+});
