@@ -2,8 +2,8 @@
  * The operations side of several replicas (DESIGN §12) over HTTP: `GET /v1/replicas` (operator only)
  * and the `owner` of each run in `GET /v1/runs` and `GET /v1/runs/{id}` — on SQLite (one process: a
  * single replica without a lease, no owner) and on PostgreSQL with two replicas in this process on one
- * throwaway database (a run owned by the replica that accepted it, seen so through the other; no
- * owner once ended; a replica that leaves cleanly leaves the list).
+ * throwaway database (a run owned by the replica that accepted it, seen so through the other, in the
+ * list, the run and `/v1/stream`; no owner once ended; a replica that leaves cleanly leaves the list).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
@@ -149,6 +149,19 @@ describe('on PostgreSQL, two replicas', () => {
     expect(ended).toMatchObject({ status: 'succeeded', owner: null });
     expect((await a.get('/v1/runs')).body.items.find((r: any) => r.id === run.id)).toMatchObject({ status: 'succeeded', owner: null });
     expect(Object.fromEntries((await a.get('/v1/replicas')).body.items.map((r: any) => [r.name, r.ownedRuns]))).toEqual({ ra: 0, rb: 0 });
+  });
+
+  it('/v1/stream on the other replica names the owner of a run as it changes, and none once it ended', async () => {
+    const s = await sse(`${b.url}/v1/stream`);
+    const run = (await a.post('/v1/runs', REVIEWED)).body;
+    const running = await s.next((e) => e.event === 'run' && e.data.id === run.id && e.data.callCounts.awaiting_review === 1);
+    expect(running.data).toMatchObject({ status: 'running', owner: 'ra' });
+    const reviewId = (await a.get(`/v1/reviews?runId=${run.id}`)).body.items[0].id;
+    expect((await a.post(`/v1/reviews/${reviewId}`, { decision: 'approve' })).status).toBe(200);
+    const ended = await s.next((e) => e.event === 'run' && e.data.id === run.id && e.data.endedAt !== null);
+    expect(ended.data).toMatchObject({ status: 'succeeded', owner: null });
+    s.close();
+    await s.ended;
   });
 
   it('a replica that leaves cleanly ends its lease and leaves the list', async () => {
