@@ -7,6 +7,7 @@
  *   feed.ts           any replica's events, for this replica's readers (SSE, waits)
  *   commands.ts       cancel, reviews, replan, append and seal, carried to the run's owner
  *   permits.ts        cluster-wide limits and locks (the engine's permit gate)
+ *   admissions.ts     maxActiveRunsPerTenant across replicas
  *
  * Ownership: the replica that accepts a run owns it (its `run.created` is written with it as owner).
  * Every `scanMs`, each replica takes over the runs whose owner's lease ended (`FOR UPDATE SKIP LOCKED`,
@@ -22,6 +23,7 @@ import type { Config } from '../contract/config.js';
 import type { Engine } from '../engine/engine.js';
 import { StoreError } from '../store/errors.js';
 import type { PostgresStore } from '../store/postgres.js';
+import { Admissions } from './admissions.js';
 import { Commands, type CommandHandler } from './commands.js';
 import { EventFeed } from './feed.js';
 import { Lease } from './lease.js';
@@ -79,6 +81,7 @@ export class Cluster {
   readonly permits: ClusterPermits;
   readonly commands: Commands;
   readonly feed: EventFeed;
+  readonly admissions: Admissions;
   readonly stats: ClusterStats = { takeovers: 0, leaseLosses: 0, renewMs: [], permitAsks: 0, permitRefusals: 0, permitAskMs: [] };
   private readonly scanMs: number;
   private host: ClusterHost | undefined;
@@ -111,6 +114,7 @@ export class Cluster {
     });
     this.commands = new Commands(pool, instance, this.notifications, this.leaseMs + 5000);
     this.feed = new EventFeed(opts.store, this.notifications);
+    this.admissions = new Admissions(pool, instance);
   }
 
   /** The instance this replica writes as now; undefined while it has no lease. */

@@ -16,6 +16,8 @@ export interface SubmitRequest {
   tags?: Record<string, string>;
   /** Stored with the run so that a repeated request finds it (`Idempotency-Key`). */
   idempotencyKey?: string;
+  /** With tracing on: the trace the run continues (kept in its `run.created`). */
+  traceparent?: string;
   /** A streamed run: more calls come with `append` until `seal` (DESIGN §10). */
   open?: boolean;
 }

@@ -7,6 +7,7 @@
  */
 import type { CallInput, Diagnostic, Edge, RunStatus } from './calls.js';
 import type { CallError } from './errors.js';
+import type { HookDecision, HookOn } from './hooks.js';
 import type { FailureMode } from './tool.js';
 
 /** Why a run waits for a replan (`run.needs_replan`, and the run's view). */
@@ -34,6 +35,11 @@ export interface EventPayloads {
     open?: true;
     /** From `SubmitOptions.meta` (the engine's idempotency key). */
     idempotencyKey?: string;
+    /**
+     * From `SubmitOptions.meta`, with tracing on: the W3C `traceparent` the run's trace continues, so
+     * that a run resumed elsewhere (a takeover, a restart) goes on in the same trace (DESIGN §15).
+     */
+    traceparent?: string;
   };
   'run.started': PlanStepData & { generations: string[][] };
   'call.ready': Record<string, never>;
@@ -58,6 +64,8 @@ export interface EventPayloads {
   'call.compensated':
     | { status: 'succeeded'; output: unknown; startedAt: number }
     | { status: 'failed'; error: CallError; startedAt?: number };
+  /** One hook's decision (DESIGN §14); `startedAt` is when the hook was called. */
+  'call.hook': HookDecision & { on: HookOn };
   'review.decided': { decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string };
   'run.needs_replan': { replanContext: ReplanContext };
   'run.replanned': PlanStepData & { calls: CallInput[]; generations: string[][] };
@@ -81,6 +89,7 @@ export const EVENT_TYPES = [
   'call.cancelled',
   'call.awaiting_review',
   'call.compensated',
+  'call.hook',
   'review.decided',
   'run.needs_replan',
   'run.replanned',

@@ -15,3 +15,4 @@ export {
   type StartAttempt,
   type SubmitOptions,
 } from './scheduler/api.js';
+export type { HookAnswer, HookDecision, HookMatcher, HookOn, HookRequest } from './hooks.js';

@@ -13,6 +13,7 @@
  *
  * Loaded only with tracing on (it imports OpenTelemetry).
  */
+import { createHash, randomBytes } from 'node:crypto';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { parseTraceParent } from '@opentelemetry/core';
 import type { RunStatus } from '../core/calls.js';
@@ -65,7 +66,19 @@ export class RunTraces {
   constructor(
     private readonly tracer: Tracer,
     private readonly now: () => number = Date.now,
+    /** The tracer's id generator (see `RunTraceIds`): how a run's trace id follows from its run id. */
+    private readonly ids?: RunTraceIds,
   ) {}
+
+  /** A run resumed from its events: its spans go on in the trace it began in (see `RunTraceIds`). */
+  resumed(created: RunEvent): void {
+    if (this.runs.has(created.runId)) return;
+    const tp = (created.data as { traceparent?: string }).traceparent;
+    const sc = tp === undefined ? undefined : parseTraceParent(tp);
+    const run = newRun(sc ? trace.setSpanContext(ROOT_CONTEXT, { ...sc, isRemote: true }) : ROOT_CONTEXT);
+    run.tenant = (created.data as { tenant?: string }).tenant ?? 'default';
+    this.runs.set(created.runId, run);
+  }
 
   /** Reserves a run id whose run span is a child of `traceparent`; undefined for an invalid one. */
   continueTrace(traceparent: string): string | undefined {
@@ -110,7 +123,8 @@ export class RunTraces {
     if (e.type === 'run.created') return this.created(e);
     let run = this.runs.get(e.runId);
     if (!run) {
-      // A run resumed after a restart (its events start midway): a new trace from here on.
+      // A run resumed after a restart (its events start midway), unless `resumed` told of it: its
+      // trace id follows from its run id all the same (see `RunTraceIds`).
       if (e.type !== 'run.completed' && view.endedAt !== null && view.status !== 'needs_replan') return;
       run = newRun(ROOT_CONTEXT);
       run.tenant = view.tenant;
@@ -125,6 +139,10 @@ export class RunTraces {
     switch (e.type) {
       case 'call.ready':
         c.readyAt = e.at;
+        break;
+      case 'call.hook':
+        // Hook time is not a wait for limits (DESIGN §14): the wait starts once before_call decided.
+        if (e.data.on === 'before_call') c.readyAt = e.at;
         break;
       case 'call.started':
         this.started(e, run, c, call);
@@ -215,7 +233,10 @@ export class RunTraces {
   private runSpan(runId: string, run: RunTrace, at: number, extra?: Attributes, link?: ReturnType<Span['spanContext']>): Span {
     const attributes: Attributes = { [ATTR.runId]: runId, ...extra };
     if (run.tenant !== undefined) attributes[ATTR.tenant] = run.tenant;
+    // A run span without an incoming parent is a trace's root: its trace id is the run's own.
+    if (this.ids && trace.getSpanContext(run.parent) === undefined) this.ids.next = runTraceId(runId);
     const span = this.tracer.startSpan(RUN_SPAN, { kind: SpanKind.INTERNAL, startTime: at, attributes, ...(link ? { links: [{ context: link }] } : {}) }, run.parent);
+    if (this.ids) this.ids.next = undefined;
     run.span = span;
     run.ctx = trace.setSpan(run.parent, span);
     return span;
@@ -280,4 +301,28 @@ function endAttempt(c: CallTrace, at: number, error?: CallError): void {
   c.open = undefined;
   if (error) markError(open.span, error);
   open.span.end(at);
+}
+
+/**
+ * The tracer's id generator (an OpenTelemetry `IdGenerator`): random ids, except that the trace id of a
+ * run span without an incoming parent is derived from the run id (`next`, set just before the span
+ * starts). Wherever the run goes on, after a restart or on another replica, its spans join that trace.
+ */
+export class RunTraceIds {
+  next: string | undefined;
+
+  generateTraceId(): string {
+    const id = this.next;
+    this.next = undefined;
+    return id ?? randomBytes(16).toString('hex');
+  }
+
+  generateSpanId(): string {
+    return randomBytes(8).toString('hex');
+  }
+}
+
+/** The trace id of a run's own trace: 16 bytes of the SHA-256 of its id. */
+export function runTraceId(runId: string): string {
+  return createHash('sha256').update(runId).digest('hex').slice(0, 32);
 }

@@ -10,7 +10,7 @@ import { defaultResource, resourceFromAttributes } from '@opentelemetry/resource
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { ExecuteRequest, ExecuteResult, Executor } from '../executors/types.js';
 import type { Tracing, TracingOptions } from './types.js';
-import { RunTraces } from './spans.js';
+import { RunTraceIds, RunTraces } from './spans.js';
 
 /** The version that goes with the tracer's name (the instrumentation scope). */
 const SCOPE_VERSION = '0.1.0';
@@ -24,18 +24,21 @@ export async function createTracing(opts: TracingOptions): Promise<Tracing> {
   // Only the protocol's exporter is loaded.
   const { OTLPTraceExporter } = (opts.protocol ?? 'http/protobuf') === 'http/json' ? await import('@opentelemetry/exporter-trace-otlp-http') : await import('@opentelemetry/exporter-trace-otlp-proto');
   const exporter = new OTLPTraceExporter(exporterConfig);
+  const ids = new RunTraceIds();
   const provider = new BasicTracerProvider({
+    idGenerator: ids,
     resource: defaultResource().merge(resourceFromAttributes({ 'service.name': opts.serviceName ?? 'toolgraph' })),
     spanProcessors: [new BatchSpanProcessor(exporter, opts.batch ?? {})],
   });
   if (opts.onExportError) setGlobalErrorHandler(throttled(opts.onExportError, 60_000));
-  const traces = new RunTraces(provider.getTracer('toolgraph', SCOPE_VERSION));
+  const traces = new RunTraces(provider.getTracer('toolgraph', SCOPE_VERSION), Date.now, ids);
   let stopped: Promise<void> | undefined;
 
   return {
     listener: traces.listener,
     attach: (engine) => engine.onEvent(traces.listener),
     continueTrace: (traceparent) => traces.continueTrace(traceparent),
+    resumed: (created) => traces.resumed(created),
     instrument(inner: Executor): Executor {
       return {
         execute(request: ExecuteRequest): Promise<ExecuteResult> {

@@ -2,6 +2,7 @@
  * The shapes of traces (DESIGN §15) that the rest of toolgraph sees: the options and the `Tracing`
  * object. Nothing of OpenTelemetry here (see index.ts).
  */
+import type { RunEvent } from '../core/events.js';
 import type { Engine, RunListener } from '../engine/engine.js';
 import type { Executor } from '../executors/types.js';
 
@@ -45,6 +46,11 @@ export interface Tracing {
    * ignored: undefined). Call it right before submitting the run under that id.
    */
   continueTrace(traceparent: string): string | undefined;
+  /**
+   * A run about to be resumed from its events (a restart, a takeover by another replica), given its
+   * `run.created`: its spans go on in the trace it began in.
+   */
+  resumed(created: RunEvent): void;
   /** Exports every ended span now. */
   flush(): Promise<void>;
   /** Flushes (for at most `timeoutMs`, default 2000: a dead collector does not hold an exit) and stops exporting. */

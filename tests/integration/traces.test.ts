@@ -16,6 +16,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
+import { runTraceId } from '../../src/telemetry/spans.js';
 import { buildServer } from '../../src/api/server.js';
 import { Service } from '../../src/api/service.js';
 import { parseConfig } from '../../src/config/load.js';
@@ -68,8 +69,9 @@ function yaml(ts: ToolServer, extra = ''): string {
 ${extra}`;
 }
 
-async function startTraced(ts: ToolServer, tracingOpts: TracingOptions | undefined, extraYaml = ''): Promise<Traced> {
-  const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-traces-'));
+/** `keep`: the directory of the SQLite file, kept on close (a restart of the same server). */
+async function startTraced(ts: ToolServer, tracingOpts: TracingOptions | undefined, extraYaml = '', keep?: string): Promise<Traced> {
+  const dir = keep ?? mkdtempSync(path.join(tmpdir(), 'toolgraph-traces-'));
   const config = parseConfig(yaml(ts, extraYaml), 'traces.yaml', { env: {}, baseDir: dir });
   const store = openSqliteStore(path.join(dir, 'toolgraph.db'));
   const tracing = tracingOpts ? await startTracing(tracingOpts) : undefined;
@@ -91,7 +93,7 @@ async function startTraced(ts: ToolServer, tracingOpts: TracingOptions | undefin
       await service.engine.close();
       await tracing?.shutdown(2000);
       store.close();
-      rmSync(dir, { recursive: true, force: true });
+      if (keep === undefined) rmSync(dir, { recursive: true, force: true });
     },
   };
   cleanups.push(() => traced.close());
@@ -196,10 +198,46 @@ describe.each(['http/protobuf', 'http/json'] as OtlpProtocol[])('traces over OTL
       const sent = ts.requests.filter((r) => r.body.runId === runId && r.body.callId === id).map((r) => r.headers.traceparent);
       expect(sent).toEqual([`00-${TRACE_ID}-${s.spanId}-01`]);
     }
-    // The run's events say nothing of the trace: recordings stay the same.
+    // The run.created keeps the caller's traceparent (a run resumed elsewhere goes on in this trace);
+    // its recording says nothing of the trace, so recordings stay the same.
     const created = (await api.store.events(runId))[0];
-    expect(Object.keys(created?.data ?? {})).not.toContain('traceparent');
-    expect(JSON.stringify(await api.store.events(runId))).not.toContain(TRACE_ID);
+    expect((created?.data as { traceparent?: string } | undefined)?.traceparent).toBe(`00-${TRACE_ID}-${PARENT_SPAN}-01`);
+    const recording = await (await fetch(`${api.url}/v1/runs/${runId}/recording`)).text();
+    expect(recording).toContain(runId);
+    expect(recording).not.toContain(TRACE_ID);
+  });
+});
+
+describe('traces of a resumed run', () => {
+  it('a run resumed after a restart goes on in the trace it began in, whether it came with a traceparent or not', async () => {
+    const ts = await toolServer();
+    const otlp = await receiver();
+    const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-traces-'));
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const opts: TracingOptions = { url: otlp.url, batch: { scheduledDelayMillis: 20 } };
+    const first = await startTraced(ts, opts, '', dir);
+    const held = { calls: [{ id: 'h', tool: 'flaky', args: { hold: true } }] };
+    const own = (await first.post(held)).body.id as string;
+    const continued = (await first.post(held, { traceparent: `00-${TRACE_ID}-${PARENT_SPAN}-01` })).body.id as string;
+    await ts.next((r) => r.body.runId === own);
+    await ts.next((r) => r.body.runId === continued);
+    // Stopped with its calls in flight (their ends not recorded), then started again on the same file.
+    await first.close();
+    const second = await startTraced(ts, opts, '', dir);
+    await second.service.recover();
+    await ts.next((r) => r.body.runId === own && r.body.attempt === 2);
+    await ts.next((r) => r.body.runId === continued && r.body.attempt === 2);
+    ts.release();
+    expect((await second.service.engine.wait(own))?.status).toBe('succeeded');
+    expect((await second.service.engine.wait(continued))?.status).toBe('succeeded');
+    const traceOf = (runId: string) => ts.requests.filter((r) => r.body.runId === runId).map((r) => String(r.headers.traceparent).split('-')[1]);
+    // A run without an incoming trace has its own, whose id follows from the run id.
+    expect(traceOf(own)).toEqual([runTraceId(own), runTraceId(own)]);
+    expect(traceOf(continued)).toEqual([TRACE_ID, TRACE_ID]);
+    const spans = await otlp.waitFor((s) => runSpans(s, own).length === 1 && runSpans(s, continued).length === 1);
+    expect(runSpans(spans, own)[0]?.traceId).toBe(runTraceId(own));
+    expect(runSpans(spans, continued)[0]?.traceId).toBe(TRACE_ID);
+    expect(runSpans(spans, continued)[0]?.parentSpanId).toBe(PARENT_SPAN);
   });
 });
 

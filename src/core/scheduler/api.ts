@@ -5,6 +5,7 @@
 import type { CallInput } from '../calls.js';
 import type { CallError } from '../errors.js';
 import type { CoreEvent, EventPayloads } from '../events.js';
+import type { HookMatcher, HookRequest } from '../hooks.js';
 import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from '../tool.js';
 
 export interface SchedulerOptions {
@@ -12,6 +13,8 @@ export interface SchedulerOptions {
   policy: Policy;
   limits: Limits;
   defaults: Defaults;
+  /** Hooks (DESIGN §14): which calls wait for a `before_call` or `after_call` decision. */
+  hooks?: readonly HookMatcher[];
   /**
    * Several replicas (DESIGN §12): a call that every local limit lets start is not started yet but
    * asks for a cluster-wide permit (`Output.permits`); the shell answers with `permitGranted` or
@@ -41,7 +44,7 @@ export interface SubmitOptions {
   /** Mean duration per tool to rank calls by; defaults to what this scheduler has learned. */
   estimates?: Record<string, number>;
   /** Extra fields for the `run.created` event (an idempotency key). */
-  meta?: Pick<EventPayloads['run.created'], 'idempotencyKey'>;
+  meta?: Pick<EventPayloads['run.created'], 'idempotencyKey' | 'traceparent'>;
   /** A streamed run (DESIGN §10): more calls come with `append`, until `seal` or the open-run timeout. */
   open?: boolean;
 }
@@ -56,6 +59,8 @@ export interface StartAttempt {
   tool: ToolManifest;
   args: Record<string, unknown>;
   timeoutMs: number;
+  /** Gated: the call holds a cluster-wide permit (given back when the attempt ends). */
+  permit?: true;
 }
 
 export interface AbortAttempt {
@@ -69,6 +74,8 @@ export interface Output {
   events: CoreEvent[];
   starts: StartAttempt[];
   aborts: AbortAttempt[];
+  /** Hooks to run (only when `SchedulerOptions.hooks` has some): answer each with `hookDecided`. */
+  hooks?: HookRequest[];
   /** Gated only (`SchedulerOptions.gated`): calls that wait for a cluster-wide permit. */
   permits?: PermitRequest[];
 }
