@@ -22,6 +22,7 @@ export function summarize(view) {
     callCount: view.calls.length,
     callCounts,
     diagnostics: view.diagnostics.map((d) => d.code),
+    owner: view.owner ?? null,
   };
 }
 
