@@ -1,7 +1,7 @@
 /**
  * Prometheus metrics (prom-client, a registry per server): runs by status, call durations, the time
  * ready calls wait for a limit (all, and by the kind of limit that held them back), how full each
- * limit is, and how many calls wait behind each.
+ * limit is, how many calls wait behind each, and hooks' durations and decisions.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Service } from './service.js';
@@ -34,6 +34,19 @@ export function createMetrics(service: Service): Metrics {
     help: 'Duration of call attempts, by tool and outcome',
     labelNames: ['tool', 'outcome'],
     buckets: BUCKETS,
+    registers: [registry],
+  });
+  const hookDuration = new Histogram({
+    name: 'toolgraph_hook_duration_seconds',
+    help: 'Time each hook took (DESIGN §14), by hook, event and decision',
+    labelNames: ['hook', 'on', 'decision'],
+    buckets: BUCKETS,
+    registers: [registry],
+  });
+  const hookDecisions = new Counter({
+    name: 'toolgraph_hook_decisions_total',
+    help: 'Hook decisions, by hook, event and decision; `failed` says whether the hook itself failed (onError decided)',
+    labelNames: ['hook', 'on', 'decision', 'failed'],
     registers: [registry],
   });
   const queueWait = new Histogram({
@@ -122,6 +135,14 @@ export function createMetrics(service: Service): Metrics {
         if (!m) waitKind.set(e.runId, (m = new Map()));
         if (kind) m.set(e.callId as string, kind);
         else m.delete(e.callId as string);
+        break;
+      }
+      case 'call.hook': {
+        const d = e.data;
+        hookDuration.labels(d.hook, d.on, d.decision).observe(d.durationMs / 1000);
+        hookDecisions.labels(d.hook, d.on, d.decision, d.error === undefined ? 'false' : 'true').inc();
+        // The wait for limits starts once before_call decided: hook time is not a wait.
+        if (d.on === 'before_call') readyAt.get(e.runId)?.set(e.callId as string, e.at);
         break;
       }
       case 'call.started': {

@@ -13,7 +13,7 @@ import { unrecoverableEnd } from '../core/unrecoverable.js';
 import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import type { SubmitRequest } from '../contract/submission.js';
-import { Engine, isEnded } from '../engine/engine.js';
+import { Engine, isEnded, newRunId } from '../engine/engine.js';
 import { Cluster, type CommandAnswer } from '../cluster/cluster.js';
 import type { PostgresStore } from '../store/postgres.js';
 import type { Logger } from 'pino';
@@ -96,8 +96,6 @@ export class Service {
   private readonly pendingKeys = new Map<string, Promise<RunView>>();
   private readonly tracing: Tracing | undefined;
   readonly cluster: Cluster | undefined;
-  /** Several replicas: per tenant, submissions admitted here and not stored yet (see `admitInCluster`). */
-  private readonly admitting = new Map<string, number>();
 
   constructor(opts: ServiceOptions) {
     this.config = opts.config;
@@ -188,7 +186,7 @@ export class Service {
       const existing = await this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey);
       if (existing) return { run: await this.view(p, existing), created: false };
     }
-    if (this.cluster) return { run: await this.admitInCluster(s, () => this.engine.submit(this.traced(s, traceparent))), created: true };
+    if (this.cluster) return { run: await this.admitInCluster(this.traced(s, traceparent), (t) => this.engine.submit(t)), created: true };
     this.admitNew(s);
     return { run: await this.engine.submit(this.traced(s, traceparent)), created: true };
   }
@@ -202,7 +200,7 @@ export class Service {
     const s = this.forTenant(p, request);
     this.writable();
     if (s.idempotencyKey === undefined) {
-      if (this.cluster) return { run: await this.admitInCluster(s, () => this.engine.submitGrouped(this.traced(s, traceparent))), created: true };
+      if (this.cluster) return { run: await this.admitInCluster(this.traced(s, traceparent), (t) => this.engine.submitGrouped(t)), created: true };
       this.admitNew(s);
       return { run: await this.engine.submitGrouped(this.traced(s, traceparent)), created: true };
     }
@@ -213,7 +211,7 @@ export class Service {
     // The key may have been taken while the store was asked.
     const raced = this.pendingKeys.get(key);
     if (raced) return { run: await this.view(p, (await raced).id), created: false };
-    const submitted = this.cluster ? this.admitInCluster(s, () => this.engine.submitGrouped(this.traced(s, traceparent))) : (this.admitNew(s), this.engine.submitGrouped(this.traced(s, traceparent)));
+    const submitted = this.cluster ? this.admitInCluster(this.traced(s, traceparent), (t) => this.engine.submitGrouped(t)) : (this.admitNew(s), this.engine.submitGrouped(this.traced(s, traceparent)));
     this.pendingKeys.set(key, submitted);
     try {
       return { run: await submitted, created: true };
@@ -240,7 +238,7 @@ export class Service {
   }
 
   /** With tracing on, the request under a run id whose run span continues `traceparent` (DESIGN §15). */
-  private traced(s: SubmitRequest, traceparent: string | undefined): SubmitRequest {
+  private traced<S extends SubmitRequest>(s: S, traceparent: string | undefined): S {
     const runId = traceparent === undefined || s.runId !== undefined ? undefined : this.tracing?.continueTrace(traceparent);
     return runId === undefined ? s : { ...s, runId, traceparent: traceparent as string };
   }
@@ -250,23 +248,21 @@ export class Service {
   }
 
   /**
-   * Several replicas: admits against every replica's active runs (read from the store only when there
-   * is a cap to check), plus the submissions this replica admitted that are not stored yet; then submits.
-   * Submissions that reach different replicas in the same instant are not counted against each other.
+   * Several replicas: admits, then submits. Under `maxActiveRunsPerTenant` the run first takes a ticket
+   * (cluster/admissions.ts) that counts every replica's active runs and the runs admitted but not stored
+   * yet, one admission of the tenant at a time: the cap holds across replicas.
    */
-  private async admitInCluster(s: SubmitRequest & { tenant: string }, submit: () => Promise<RunView>): Promise<RunView> {
+  private async admitInCluster(s: SubmitRequest & { tenant: string }, submit: (s: SubmitRequest) => Promise<RunView>): Promise<RunView> {
     this.admitNew(s);
-    if (this.config.limits.maxActiveRunsPerTenant === undefined) return submit();
-    const stored = await this.store.activeCount(s.tenant);
-    const admitting = this.admitting.get(s.tenant) ?? 0;
-    this.admitNew(s, stored + admitting);
-    this.admitting.set(s.tenant, admitting + 1);
+    const cap = this.config.limits.maxActiveRunsPerTenant;
+    const cluster = this.cluster as Cluster;
+    if (cap === undefined) return submit(s);
+    const runId = s.runId ?? newRunId();
+    if (!(await cluster.admissions.take(s.tenant, runId, cap))) this.admitNew(s, cap);
     try {
-      return await submit();
+      return await submit({ ...s, runId });
     } finally {
-      const n = (this.admitting.get(s.tenant) ?? 1) - 1;
-      if (n > 0) this.admitting.set(s.tenant, n);
-      else this.admitting.delete(s.tenant);
+      cluster.admissions.drop(runId);
     }
   }
 

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify from 'fastify';
 import { buildServer } from '../api/server.js';
-import { Service } from '../api/service.js';
+import { openService } from '../api/service.js';
 import type { CallInput } from '../core/calls.js';
 import type { Executor } from '../executors/types.js';
 import { openSqliteStore } from '../store/sqlite.js';
@@ -116,7 +116,8 @@ export async function runHttp(o: HttpOptions, executor: Executor, dbDir: string 
   const dir = mkdtempSync(join(dbDir, 'toolgraph-bench-'));
   const store = given ?? openSqliteStore(join(dir, 'bench.db'));
   const config = benchConfig({ tool: {}, maxCallsPerRun: 1000 });
-  const service = new Service({ config, store, executor });
+  // On PostgreSQL, a replica as `serve` runs it (a cluster of one: leases, cluster-wide permits).
+  const service = await openService({ config, store, executor });
   const app = buildServer({ service });
   const bare = Fastify({ logger: false });
   const echo = config.catalog.get('echo');
@@ -173,7 +174,7 @@ export async function runHttp(o: HttpOptions, executor: Executor, dbDir: string 
   } finally {
     await app.close();
     await bare.close();
-    await service.engine.close();
+    await service.close();
     if (!given) await store.close();
     rmSync(dir, { recursive: true, force: true });
   }

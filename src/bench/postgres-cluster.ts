@@ -26,8 +26,11 @@ export interface TestPostgres {
   url(db?: string): string;
   /** Creates an empty database; returns its URL. */
   createDatabase(name?: string): Promise<string>;
-  /** Stops the server, keeping its data (to test a database that goes away). */
-  pause(): void;
+  /**
+   * Stops the server, keeping its data (to test a database that goes away): `fast` (the default) ends
+   * what runs cleanly; `immediate` kills it where it is, like a crash (a statement in flight never commits).
+   */
+  pause(mode?: 'fast' | 'immediate'): void;
   /** Starts it again on the same port. */
   resume(): void;
   /** Stops it and removes everything. */
@@ -78,7 +81,7 @@ export async function startPostgres(): Promise<TestPostgres> {
   const port = await freePort();
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=200`;
   const start = () => run(join(bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(dir, 'log'), '-w', '-t', '30', 'start']);
-  const halt = () => run(join(bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);
+  const halt = (mode: 'fast' | 'immediate') => run(join(bin, 'pg_ctl'), ['-D', data, '-m', mode, '-w', 'stop']);
   let running = false;
   const onExit = () => {
     if (running) spawnSync(asRoot ? 'runuser' : join(bin, 'pg_ctl'), asRoot ? ['-u', 'postgres', '--', join(bin, 'pg_ctl'), '-D', data, '-m', 'immediate', 'stop'] : ['-D', data, '-m', 'immediate', 'stop']);
@@ -101,8 +104,8 @@ export async function startPostgres(): Promise<TestPostgres> {
       }
       return url(name);
     },
-    pause() {
-      halt();
+    pause(mode = 'fast') {
+      halt(mode);
       running = false;
     },
     resume() {

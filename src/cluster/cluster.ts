@@ -7,6 +7,7 @@
  *   feed.ts           any replica's events, for this replica's readers (SSE, waits)
  *   commands.ts       cancel, reviews, replan, append and seal, carried to the run's owner
  *   permits.ts        cluster-wide limits and locks (the engine's permit gate)
+ *   admissions.ts     maxActiveRunsPerTenant across replicas
  *
  * Ownership: the replica that accepts a run owns it (its `run.created` is written with it as owner).
  * Every `scanMs`, each replica takes over the runs whose owner's lease ended (`FOR UPDATE SKIP LOCKED`,
@@ -22,6 +23,7 @@ import type { Config } from '../contract/config.js';
 import type { Engine } from '../engine/engine.js';
 import { StoreError } from '../store/errors.js';
 import type { PostgresStore } from '../store/postgres.js';
+import { Admissions } from './admissions.js';
 import { Commands, type CommandHandler } from './commands.js';
 import { EventFeed } from './feed.js';
 import { Lease } from './lease.js';
@@ -65,6 +67,8 @@ export interface ReplicaInfo {
   leaseUntil: number;
   renewedAt: number;
   alive: boolean;
+  /** How long the lease still holds by the database's clock (ms); 0 once it ended. */
+  leaseLeftMs: number;
   ownedRuns: number;
 }
 
@@ -77,6 +81,7 @@ export class Cluster {
   readonly permits: ClusterPermits;
   readonly commands: Commands;
   readonly feed: EventFeed;
+  readonly admissions: Admissions;
   readonly stats: ClusterStats = { takeovers: 0, leaseLosses: 0, renewMs: [], permitAsks: 0, permitRefusals: 0, permitAskMs: [] };
   private readonly scanMs: number;
   private host: ClusterHost | undefined;
@@ -109,6 +114,7 @@ export class Cluster {
     });
     this.commands = new Commands(pool, instance, this.notifications, this.leaseMs + 5000);
     this.feed = new EventFeed(opts.store, this.notifications);
+    this.admissions = new Admissions(pool, instance);
   }
 
   /** The instance this replica writes as now; undefined while it has no lease. */
@@ -149,12 +155,40 @@ export class Cluster {
 
   /** Every replica that holds or held a lease lately (for `/healthz`, metrics and the dashboard). */
   async replicas(): Promise<ReplicaInfo[]> {
-    const rows = await this.store.pool.query<{ instance: string; name: string; started_at: number; lease_until: number; renewed_at: number; alive: boolean; owned: number }>(
-      `SELECT p.instance, p.name, p.started_at, p.lease_until, p.renewed_at, p.lease_until > toolgraph_now() AS alive,
+    const rows = await this.read<{ instance: string; name: string; started_at: number; lease_until: number; renewed_at: number; alive: boolean; left: number; owned: number }>(
+      `SELECT p.instance, p.name, p.started_at, p.lease_until, p.renewed_at, p.lease_until > toolgraph_now() AS alive, GREATEST(p.lease_until - toolgraph_now(), 0) AS left,
          (SELECT count(*)::int FROM runs r WHERE r.owner = p.instance AND r.status IN ('queued', 'running', 'needs_replan')) AS owned
        FROM replicas p WHERE p.lease_until > toolgraph_now() - 3600000 ORDER BY p.name, p.started_at`,
     );
-    return rows.rows.map((r) => ({ instance: r.instance, name: r.name, startedAt: r.started_at, leaseUntil: r.lease_until, renewedAt: r.renewed_at, alive: r.alive, ownedRuns: r.owned }));
+    return rows.map((r) => ({ instance: r.instance, name: r.name, startedAt: r.started_at, leaseUntil: r.lease_until, renewedAt: r.renewed_at, alive: r.alive, leaseLeftMs: r.left, ownedRuns: r.owned }));
+  }
+
+  /**
+   * The name of the replica that owns each of these runs, for those not ended (`queued`, `running`,
+   * `needs_replan`); an ended run has no owner. An owner whose lease ended stays the owner until
+   * another replica takes the run over.
+   */
+  async owners(runIds: readonly string[]): Promise<Map<string, string>> {
+    if (runIds.length === 0) return new Map();
+    const rows = await this.read<{ id: string; owner: string; name: string | null }>(
+      `SELECT r.id, r.owner, p.name FROM runs r LEFT JOIN replicas p ON p.instance = r.owner
+       WHERE r.id = ANY($1::text[]) AND r.owner IS NOT NULL AND r.status IN ('queued', 'running', 'needs_replan')`,
+      [runIds],
+    );
+    // An instance is `name/random` (lease.ts): its name, should its row be gone.
+    return new Map(rows.map((r) => [r.id, r.name ?? r.owner.slice(0, Math.max(0, r.owner.lastIndexOf('/')))]));
+  }
+
+  /** A read for the API: `store_unavailable` (503) when the database does not answer. */
+  private async read<R extends object>(text: string, values: unknown[] = []): Promise<R[]> {
+    try {
+      return (await this.store.pool.query(text, values)).rows as R[];
+    } catch (err) {
+      // A statement's own error (a SQLSTATE outside the connection and server classes) is a bug: as it is.
+      const code = (err as { code?: unknown }).code;
+      if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !/^(08|53|57|58)/.test(code)) throw err;
+      throw new StoreError('store_unavailable', `PostgreSQL at ${this.store.where} cannot be read now: ${(err as Error).message}`);
+    }
   }
 
   /** Stops: no more scans or commands; gives permits and (with `release`) the lease up, so others take the runs over at once. */

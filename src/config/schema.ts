@@ -1,6 +1,6 @@
 /**
- * The zod schema of the config file (DESIGN §2, §4, §5, §7 Auth, §8): tools, policy, limits,
- * defaults, auth and server. Every object is strict (an unknown key is an error), every field says what
+ * The zod schema of the config file (DESIGN §2, §4, §5, §7 Auth, §8, §14): tools, policy, limits,
+ * defaults, auth, server and hooks. Every object is strict (an unknown key is an error), every field says what
  * it expects in its error message (the loader appends what it found), and the cross-field rules
  * (unique names, retry needs idempotent, known tool names, compiling input schemas) are checks of the
  * same schema, so one parse reports every problem. The result is plain data shaped like `Config`
@@ -15,6 +15,7 @@ import type { AuthKey } from './types.js';
 import { DEFAULT_MAX_ARGS_BYTES, DEFAULT_MAX_OUTPUT_BYTES } from '../core/size.js';
 import { compileSchema } from './catalog.js';
 import { mcpSchema, type McpSection } from './mcp-schema.js';
+import { hooksSchema, type HookConfig } from './hooks-schema.js';
 
 /** What the schema needs from outside the file. */
 export interface SchemaContext {
@@ -36,6 +37,7 @@ export interface ConfigFile {
   server: { host: string; port: number; db: string };
   mcp: McpSection;
   store: { url?: string; poolSize: number; leaseMs: number };
+  hooks: HookConfig[];
 }
 
 export const BUILTIN_EXECUTORS = ['sleep', 'echo', 'fail'] as const;
@@ -295,6 +297,7 @@ function rootObject(ctx: SchemaContext) {
     server: serverSchema().prefault({}),
     mcp: mcpSchema(ctx, toolShape(ctx)).prefault({}),
     store: storeSchema(ctx).prefault({}),
+    hooks: hooksSchema(ctx),
   });
 }
 
@@ -392,6 +395,7 @@ function toConfigFile(file: ParsedFile): ConfigFile {
     server: file.server,
     mcp: file.mcp,
     store: dropUndefined(file.store),
+    hooks: file.hooks,
   };
 }
 

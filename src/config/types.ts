@@ -1,5 +1,6 @@
 import type { Defaults, Limits, Policy, ToolManifest, Catalog } from '../core/tool.js';
 import type { McpSection } from './mcp-schema.js';
+import type { HookConfig } from './hooks-schema.js';
 
 export type Role = 'agent' | 'operator';
 
@@ -22,6 +23,8 @@ export interface Config {
   mcp?: McpSection;
   /** `url`: PostgreSQL (DESIGN §12), above `server.db`; `poolSize`: its most connections; `leaseMs`: a replica's lease on its runs. */
   store: { url?: string; poolSize: number; leaseMs: number };
+  /** Hooks around every matching call (DESIGN §14), in config order; absent or empty: none. */
+  hooks?: readonly HookConfig[];
   /** The catalog built from `tools`, with compiled Ajv checks. */
   catalog: Catalog;
   /** Where it came from: a file path, or `builtin:demo`. */

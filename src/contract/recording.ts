@@ -12,6 +12,7 @@ import type { CallInput, CallStatus, RunStatus } from '../core/calls.js';
 import type { CallError } from '../core/errors.js';
 import type { Defaults, FailureMode, Limits, Policy, ToolManifest } from '../core/tool.js';
 import type { CompensationView } from '../core/view.js';
+import { HOOK_DECISIONS, HOOK_EVENTS, type HookDecisionKind, type HookMatcher, type HookOn } from '../core/hooks.js';
 import { CallErrorSchema, CallSchema, CallStatusSchema, FailureSchema, RunStatusSchema } from './batch.js';
 
 export const RECORDING_FORMAT = 'toolgraph.recording/v1';
@@ -35,6 +36,24 @@ export interface RecordedAttempt {
   compensation?: boolean;
 }
 
+/** One hook's decision (DESIGN §14): replay applies it instead of calling the hook. */
+export interface RecordedHook {
+  callId: string;
+  on: HookOn;
+  /** The hook's name. */
+  hook: string;
+  /** When the hook was called, and how long it took. */
+  atMs: number;
+  durationMs: number;
+  decision: HookDecisionKind;
+  reason?: string;
+  args?: Record<string, unknown>;
+  output?: unknown;
+  fail?: { message: string };
+  /** The hook failed (timeout…), and `decision` is what its `onError` made of it. */
+  error?: string;
+}
+
 export interface RecordedCallResult {
   id: string;
   status: CallStatus;
@@ -46,7 +65,8 @@ export interface RecordedCallResult {
 export interface Recording {
   format: typeof RECORDING_FORMAT;
   run: { id: string; tenant: string; failure: FailureMode; tags: Record<string, string> };
-  config: { tools: ToolManifest[]; policy: Policy; limits: Limits; defaults?: Defaults };
+  /** `hooks`: which calls waited for hooks (where the hooks lived is not kept: replay calls none). */
+  config: { tools: ToolManifest[]; policy: Policy; limits: Limits; defaults?: Defaults; hooks?: HookMatcher[] };
   calls: (CallInput & { atMs?: number })[];
   sealedAtMs?: number;
   /** Mean duration per tool that ranked the ready calls when the run started. */
@@ -57,6 +77,8 @@ export interface Recording {
   cancelledAtMs?: number;
   /** Attempts that ended, in the order they started (a compensation's when it ended). */
   attempts: RecordedAttempt[];
+  /** Hook decisions, in the order they were made (absent when no hook ran). */
+  hooks?: RecordedHook[];
   /** The run's outcome; `endMs` is when it (last) completed: the makespan. */
   result: { status: RunStatus; endMs?: number; calls: RecordedCallResult[] };
 }
@@ -145,13 +167,29 @@ const attempt = z.strictObject({
   compensation: z.boolean().optional(),
 });
 
+const match = z.strictObject({ tool: z.string().optional(), risk: z.enum(['read', 'write', 'dangerous']).optional(), tenant: z.string().optional() });
+const hookMatcher = z.strictObject({ on: z.enum(HOOK_EVENTS), name: z.string().min(1), match: match.default({}) });
+const hook = z.strictObject({
+  callId: z.string().min(1),
+  on: z.enum(HOOK_EVENTS),
+  hook: z.string().min(1),
+  atMs: ms,
+  durationMs: ms,
+  decision: z.enum(HOOK_DECISIONS),
+  reason: z.string().optional(),
+  args: obj.optional(),
+  output: z.unknown().optional(),
+  fail: z.strictObject({ message: z.string() }).optional(),
+  error: z.string().optional(),
+});
+
 const compensationView = z.strictObject({ status: z.enum(['succeeded', 'failed']), output: z.unknown().optional(), error: CallErrorSchema.optional() });
 
 /** The zod schema of a recording document: what `parseRecording` (replay/schema.ts) accepts. */
 export const RecordingSchema = z.strictObject({
   format: z.literal(RECORDING_FORMAT),
   run: z.strictObject({ id: z.string().min(1), tenant: z.string().min(1), failure: FailureSchema, tags: z.record(z.string(), z.string()).default({}) }),
-  config: z.strictObject({ tools: z.array(manifest), policy: policy.prefault({}), limits: limits.prefault({}), defaults: defaults.prefault({}) }),
+  config: z.strictObject({ tools: z.array(manifest), policy: policy.prefault({}), limits: limits.prefault({}), defaults: defaults.prefault({}), hooks: z.array(hookMatcher).optional() }),
   calls: z.array(CallSchema.extend({ atMs: ms.optional(), invalid: z.string().optional() })),
   sealedAtMs: ms.optional(),
   estimates: z.record(z.string(), z.number().min(0)).optional(),
@@ -169,6 +207,7 @@ export const RecordingSchema = z.strictObject({
     .default([]),
   cancelledAtMs: ms.optional(),
   attempts: z.array(attempt),
+  hooks: z.array(hook).optional(),
   result: z.strictObject({
     status: RunStatusSchema,
     endMs: ms.optional(),

@@ -80,6 +80,11 @@ export const RunSchema = z.object({
       sideEffects: z.array(z.string()),
     })
     .optional(),
+  owner: z
+    .string()
+    .nullable()
+    .optional()
+    .describe('GET /v1/runs/{id}: the replica (its --replica-id) that owns the run while it is not ended; null once it ended, and with SQLite'),
 });
 export const RunSummarySchema = z.object({
   id: z.string(),
@@ -91,6 +96,7 @@ export const RunSummarySchema = z.object({
   endedAt: z.string().nullable(),
   callCount: z.number().int(),
   idempotencyKey: z.string().nullable(),
+  owner: z.string().nullable().describe('the replica (its --replica-id) that owns the run while it is not ended; null once it ended, and with SQLite'),
 });
 export const GraphSchema = z.object({
   nodes: z.array(z.object({ id: z.string(), tool: z.string(), status: CallStatusSchema })),
@@ -119,3 +125,22 @@ export const ReviewSchema = z.object({
   createdAt: z.string(),
 });
 export const InvokedSchema = z.object({ runId: z.string(), status: CallStatusSchema, output: z.unknown(), error: CallErrorSchema.nullable(), durationMs: z.number() });
+
+/** `GET /v1/replicas`: the replicas of the cluster (several replicas on PostgreSQL), or this process alone. */
+export const ReplicaSchema = z.object({
+  name: z.string().describe('the replica\'s --replica-id'),
+  instance: z.string().describe('this process of that name (name/random on PostgreSQL: a restart is a new instance)'),
+  self: z.boolean().describe('whether this is the replica that answered'),
+  startedAt: z.string(),
+  leaseUntil: z.string().nullable().describe("until when its lease holds, by the database's clock; null with SQLite (no lease)"),
+  renewedAt: z.string().nullable().describe('its last lease renewal; null with SQLite'),
+  leaseLeftMs: z.number().int().nullable().describe('how long its lease still holds (0 once ended); null with SQLite'),
+  alive: z.boolean().describe('whether its lease holds (its runs are taken over once it does not)'),
+  ownedRuns: z.number().int().describe('runs not ended that it owns'),
+});
+export const ReplicasSchema = z.object({
+  store: z.enum(['memory', 'sqlite', 'postgres']),
+  replica: z.string().describe('the name of the replica that answered'),
+  leaseMs: z.number().int().nullable().describe('store.leaseMs; null with SQLite'),
+  items: z.array(ReplicaSchema),
+});

@@ -22,6 +22,9 @@ export const CALL_ERROR_CODES = [
   'args_too_large',
   'output_too_large',
   'unrecoverable',
+  'hook_denied',
+  'hook_rejected',
+  'hook_changed_resources',
 ] as const;
 
 export type CallErrorCode = (typeof CALL_ERROR_CODES)[number];

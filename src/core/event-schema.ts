@@ -8,6 +8,7 @@
  */
 import { z } from 'zod';
 import { CALL_ERROR_CODES } from './errors.js';
+import { HOOK_DECISIONS, HOOK_EVENTS } from './hooks.js';
 import { EVENT_TYPES, type CoreEvent, type EventPayloads, type EventType, type RunEvent } from './events.js';
 import { RUN_STATUSES } from './state.js';
 import { WAIT_KINDS } from './waiting.js';
@@ -61,6 +62,18 @@ export const EVENT_PAYLOAD_SCHEMAS = {
     z.object({ status: z.literal('succeeded'), output: z.unknown(), startedAt: ms }),
     z.object({ status: z.literal('failed'), error: callError, startedAt: ms.optional() }),
   ]),
+  'call.hook': z.object({
+    on: z.enum(HOOK_EVENTS),
+    hook: z.string(),
+    decision: z.enum(HOOK_DECISIONS),
+    startedAt: ms,
+    durationMs: ms,
+    reason: z.string().optional(),
+    args: args.optional(),
+    output: z.unknown().optional(),
+    fail: z.object({ message: z.string() }).optional(),
+    error: z.string().optional(),
+  }),
   'call.waiting': z.object({ waitingFor: z.array(waitReason) }),
   'review.decided': z.object({ decision: z.enum(['approve', 'reject', 'edit']), args: args.optional(), comment: z.string().optional() }),
   'run.needs_replan': z.object({

@@ -7,6 +7,7 @@
  */
 import type { CallInput, Diagnostic, Edge, RunStatus } from './calls.js';
 import type { CallError } from './errors.js';
+import type { HookDecision, HookOn } from './hooks.js';
 import type { FailureMode } from './tool.js';
 import type { WaitReason } from './waiting.js';
 
@@ -64,6 +65,8 @@ export interface EventPayloads {
   'call.compensated':
     | { status: 'succeeded'; output: unknown; startedAt: number }
     | { status: 'failed'; error: CallError; startedAt?: number };
+  /** One hook's decision (DESIGN §14); `startedAt` is when the hook was called. */
+  'call.hook': HookDecision & { on: HookOn };
   /** A ready call's wait changed: what refused it now (empty: nothing names it any more). */
   'call.waiting': { waitingFor: WaitReason[] };
   'review.decided': { decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string };
@@ -89,6 +92,7 @@ export const EVENT_TYPES = [
   'call.cancelled',
   'call.awaiting_review',
   'call.compensated',
+  'call.hook',
   'call.waiting',
   'review.decided',
   'run.needs_replan',

@@ -133,6 +133,18 @@ export class Limiter {
     return limit !== undefined && (this.byTool.get(tool) ?? 0) >= limit;
   }
 
+  /**
+   * Several replicas (DESIGN §12): whether any limit shared by the cluster applies to `h` (a tenant,
+   * tool, resource or rate limit, or a lock: resources in a lock domain). A call under none of them
+   * needs no cluster-wide permit.
+   */
+  shared(h: Holder): boolean {
+    if (this.tenantLimit(h.tenant) !== undefined || own(this.limits.tool, h.tool) !== undefined) return true;
+    if (h.toolRate !== undefined || own(this.limits.rate.tenant, h.tenant) !== undefined || own(this.limits.rate.tenant, 'default') !== undefined) return true;
+    if (h.domain !== null && (h.reads.length > 0 || h.writes.length > 0)) return true;
+    return this.resourceLimitsOf(h).length > 0;
+  }
+
   /** Whether `h` could start now; the earliest time worth trying again when only a rate refuses. */
   check(h: Holder, now: number): Check {
     if (this.globalFull()) return REFUSED.global;

@@ -10,6 +10,7 @@
  */
 import type { CoreEvent } from './events.js';
 import { MinHeap } from './heap.js';
+import type { HookDecision, HookRequest } from './hooks.js';
 import type { AttemptResult, Output, Scheduler, StartAttempt } from './scheduler.js';
 
 export interface SimulatedAttempt {
@@ -20,6 +21,11 @@ export interface SimulatedAttempt {
 export interface SimulationHooks {
   /** Decides how long an attempt takes and how it ends. */
   attempt(start: StartAttempt, now: number): SimulatedAttempt;
+  /**
+   * Answers the hooks a call waits for (DESIGN §14): when, and with which decisions. Default: at once,
+   * with none (the call goes on as if no hook matched).
+   */
+  hook?(request: HookRequest, now: number): { at: number; decisions: HookDecision[] };
   /** Sees every event as it is emitted (to schedule a review decision, say). */
   onEvent?(event: CoreEvent, sim: Simulation): void;
   /**
@@ -107,6 +113,10 @@ export class Simulation {
       const p: Pending = { at: this.now + Math.max(0, a.durationMs), seq: this.seq++, kind: 'end', start: s, result: a.result };
       this.track(p);
       this.queue.push(p);
+    }
+    for (const h of out.hooks ?? []) {
+      const a = this.hooks.hook?.(h, this.now) ?? { at: this.now, decisions: [] };
+      this.at(a.at, (t) => this.scheduler.hookDecided(t, { on: h.on, runId: h.runId, callId: h.callId, index: h.index, decisions: a.decisions }));
     }
     for (const a of out.aborts) {
       const due = this.inFlight.get(a.callId);

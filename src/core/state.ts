@@ -6,7 +6,8 @@
  *
  * Calls:
  *   pending          → ready | awaiting_review | failed | blocked | cancelled
- *   ready            → running | failed | blocked | cancelled          (a limit never moves it back)
+ *   ready            → running | awaiting_review (a before_call hook asked for one) | failed | blocked
+ *                      | cancelled                                  (a limit never moves it back)
  *   awaiting_review  → pending (approved or edited) | ready | failed (review_rejected) | blocked | cancelled
  *   running          → succeeded | failed | cancelled | pending (a retry waits for its backoff)
  *   blocked          → cancelled (superseded by a replan)                                    ended
@@ -30,7 +31,7 @@ export type CallStatus = (typeof CALL_STATUSES)[number];
 
 export const CALL_STATES = {
   pending: { ended: false, exits: ['ready', 'awaiting_review', 'failed', 'blocked', 'cancelled'] },
-  ready: { ended: false, exits: ['running', 'failed', 'blocked', 'cancelled'] },
+  ready: { ended: false, exits: ['running', 'awaiting_review', 'failed', 'blocked', 'cancelled'] },
   running: { ended: false, exits: ['succeeded', 'failed', 'cancelled', 'pending'] },
   awaiting_review: { ended: false, exits: ['pending', 'ready', 'failed', 'blocked', 'cancelled'] },
   succeeded: { ended: true, exits: [] },

@@ -32,7 +32,7 @@ export interface CallView {
   blockedBy: CallError | null;
   startedAt: string | null;
   endedAt: string | null;
-  /** Args after references were substituted (and after a review's edit). */
+  /** Args after references were substituted (and after a hook's rewrite or a review's edit). */
   resolvedArgs?: Record<string, unknown>;
   review?: { reason: string; decision?: string; comment?: string };
   compensation?: CompensationView;
@@ -259,6 +259,10 @@ function applyCallEvent(c: CallView, e: CallEvent): void {
       c.compensation = d.status === 'succeeded' ? { status: d.status, ...(d.output !== undefined ? { output: d.output } : {}) } : { status: d.status, error: d.error };
       return;
     }
+    case 'call.hook':
+      // A before_call hook's new args are the ones the call runs with.
+      if (e.data.args && e.data.on === 'before_call') c.resolvedArgs = e.data.args;
+      return;
     case 'review.decided': {
       const d = e.data;
       if (!c.review) return;

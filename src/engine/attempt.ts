@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { RunEvent } from '../core/events.js';
-import type { AbortAttempt, Output, StartAttempt } from '../core/scheduler.js';
+import type { AbortAttempt, HookRequest, Output, StartAttempt } from '../core/scheduler.js';
 import type { CallView, RunView } from '../core/view.js';
 import type { ExecuteRequest } from '../executors/types.js';
 
@@ -72,12 +72,19 @@ export function merge(into: Output, out: Output): void {
   into.events.push(...out.events);
   into.starts.push(...out.starts);
   into.aborts.push(...out.aborts);
+  if (out.hooks) (into.hooks ??= []).push(...out.hooks);
   if (out.permits) (into.permits ??= []).push(...out.permits);
 }
 
-/** Takes a run's events, starts and aborts out of an output; returns the starts taken (early ones too). */
+/** Resolves when `p` does, or after `ms`, whichever comes first. */
+export function within(p: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer));
+}
+
+/** Takes a run's events, starts, aborts and hooks out of an output; returns the starts taken (early ones too). */
 export function strip<E extends { runId: string }>(
-  q: { events: E[]; starts: readonly StartAttempt[]; aborts: readonly AbortAttempt[]; early?: readonly StartAttempt[] },
+  q: { events: E[]; starts: readonly StartAttempt[]; aborts: readonly AbortAttempt[]; early?: readonly StartAttempt[]; hooks?: readonly HookRequest[] },
   runId: string,
 ): StartAttempt[] {
   const taken = [...(q.early ?? []), ...q.starts].filter((s) => s.runId === runId);
@@ -85,6 +92,7 @@ export function strip<E extends { runId: string }>(
   q.starts = q.starts.filter((s) => s.runId !== runId);
   q.aborts = q.aborts.filter((a) => a.runId !== runId);
   if (q.early) q.early = q.early.filter((s) => s.runId !== runId);
+  if (q.hooks) q.hooks = q.hooks.filter((h) => h.runId !== runId);
   return taken;
 }
 

@@ -30,7 +30,9 @@ import type { RunProjection, RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import { createExecutors } from '../executors/index.js';
 import type { Executor } from '../executors/types.js';
-import { merge, newRunId, startsEarly, type RunListener } from './attempt.js';
+import { merge, newRunId, startsEarly, within, type RunListener } from './attempt.js';
+import { HookGate } from './hook-gate.js';
+import { WakeTimer } from './wake-timer.js';
 import { InFlight, refuseRun } from './in-flight.js';
 import { isEnded, RunViews } from './run-views.js';
 import { CommitPipeline, type Commit } from './commit-pipeline.js';
@@ -45,11 +47,6 @@ export { isEnded } from './run-views.js';
 
 const NOTHING: Output = { events: [], starts: [], aborts: [] };
 
-/** Resolves when `p` does, or after `ms`, whichever comes first. */
-function within(p: Promise<void>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer));
-}
 
 export class Engine {
   readonly config: Config;
@@ -69,8 +66,9 @@ export class Engine {
   private readonly inflight: InFlight;
   /** Attempts that ended and wait for the next group commit (see `flush`). */
   private readonly ended: AttemptEnded[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  private timerAt: number | undefined;
+  /** Runs hooks (DESIGN §14); their answers wait for the next group commit like attempts' ends. */
+  private readonly hooks: HookGate | undefined;
+  private readonly timer: WakeTimer;
   /** Set by `close`: no new runs. Running calls still finish, and what they unblock still starts. */
   private accepting = true;
   /** Set once `close` has drained: nothing starts, and attempt results are no longer recorded. */
@@ -86,6 +84,7 @@ export class Engine {
         limits: opts.config.limits,
         defaults: opts.config.defaults,
         explainWaits: true,
+        ...(opts.config.hooks ? { hooks: opts.config.hooks } : {}),
         ...(opts.permits ? { gated: true } : {}),
       });
     this.scheduler = this.makeScheduler();
@@ -104,7 +103,7 @@ export class Engine {
     const executor = opts.executor ?? createExecutors();
     this.executor = opts.instrument ? opts.instrument(executor) : executor;
     this.inflight = new InFlight(this.executor, (s, result, wasEarly) => {
-      if (this.desk && s.kind === 'call') this.desk.release(s.runId, s.callId);
+      if (s.permit) this.desk?.release(s.runId, s.callId);
       if (this.closed) return;
       this.ended.push({ runId: s.runId, callId: s.callId, index: s.index, attempt: s.attempt, kind: s.kind, result });
       this.scheduleFlush();
@@ -127,8 +126,13 @@ export class Engine {
           setImmediate(() => {
             throw err;
           })),
-    });
+    }, { clock: () => this.clock() });
     this.clock = opts.clock ?? Date.now;
+    this.timer = new WakeTimer(this.clock, (at) => {
+      this.enqueue(this.scheduler.tick(Math.max(this.clock(), at)));
+      this.pipeline.send();
+    });
+    this.hooks = HookGate.of(opts.config, opts.hooks, this.clock, () => this.scheduleFlush());
     this.views = new RunViews(opts.retainEndedMs ?? 10 * 60_000, opts.retainEndedRuns ?? 10_000, (runId) => this.scheduler.evict(runId));
   }
 
@@ -237,7 +241,7 @@ export class Engine {
       this.views.forget(first.runId);
       throw new Error(`cannot resume run ${first.runId}: ${(e as Error).message}`, { cause: e });
     }
-    await this.command(() => out);
+    await this.command(() => out, { orHeld: true }); // with the store away: held, stored once it is back
     return this.views.get(first.runId) ?? view;
   }
 
@@ -334,9 +338,8 @@ export class Engine {
     this.inflight.abortAll(callError('interrupted', 'this replica lost its lease; another takes the run over'), true);
     this.views.forgetAll();
     this.scheduler = this.makeScheduler();
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.timerAt = undefined;
+    this.hooks?.forget();
+    this.timer.clear();
   }
 
   /** The ids of the runs this engine holds and has not ended. */
@@ -371,12 +374,12 @@ export class Engine {
     this.pipeline.send();
     await within(this.pipeline.drained(), Math.max(5000, opts.drainMs ?? 0));
     this.closed = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.timer.clear();
     // Nothing will change any more: whoever waits gets the run as it stands now (a pending wait's
     // timer would otherwise keep the process alive for up to its whole timeout).
     this.views.wakeAll();
     this.inflight.abortAll();
+    await this.hooks?.close();
     if (this.ownsExecutor) await this.executor.close();
   }
 
@@ -386,9 +389,9 @@ export class Engine {
    * Feeds the scheduler and sends its output at once (after whatever is queued); resolves once it is
    * stored, rejects if the store refuses it (or the scheduler the input).
    */
-  private command(input: (now: number) => Output, submission: Pick<Commit, 'creates'> = {}): Promise<void> {
+  private command(input: (now: number) => Output, { creates, orHeld }: Pick<Commit, 'creates'> & { orHeld?: boolean } = {}): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.enqueue(input(this.clock()), { ...submission, committed: { resolve, reject } });
+      this.enqueue(input(this.clock()), { ...(creates === undefined ? {} : { creates }), committed: { resolve, reject }, ...(orHeld ? { onHeld: resolve } : {}) });
       this.pipeline.send();
     });
   }
@@ -398,10 +401,12 @@ export class Engine {
    * run (see `disown`). A grouped submission (`early`) starts its early attempts now, as its commit
    * is still to come (see `startsEarly`); everything else starts once stored.
    */
-  private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed'> & { early?: boolean } = {}): void {
+  private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed' | 'onHeld'> & { early?: boolean } = {}): void {
     const q: Commit = { events: out.events.map((e) => this.views.number(e)), starts: out.starts, aborts: out.aborts };
+    if (out.hooks) q.hooks = out.hooks;
     if (submission.creates !== undefined) q.creates = submission.creates;
     if (submission.committed) q.committed = submission.committed;
+    if (submission.onHeld) q.onHeld = submission.onHeld;
     const runId = submission.creates;
     if (submission.early && runId !== undefined) {
       const early = out.starts.filter((s) => startsEarly(s, runId));
@@ -446,10 +451,12 @@ export class Engine {
   private flush(): void {
     this.flushScheduled = false;
     const ends = this.ended.splice(0);
-    if (!this.closed && ends.length > 0) {
+    const answers = this.hooks?.answered() ?? [];
+    if (!this.closed && ends.length + answers.length > 0) {
       const now = this.clock();
       const merged: Output = { events: [], starts: [], aborts: [] };
       for (const e of ends) merge(merged, this.scheduler.attemptEnded(now, e));
+      for (const a of answers) merge(merged, this.scheduler.hookDecided(now, a));
       this.enqueue(merged);
     }
     this.pipeline.send();
@@ -461,6 +468,7 @@ export class Engine {
     for (const e of q.events) this.views.publish(e);
     // Starts before aborts: in a group commit a later step may abort what an earlier one started.
     if (!this.closed) for (const s of q.starts) this.inflight.launch(s);
+    if (q.hooks) for (const h of q.hooks) this.hooks?.launch(h);
     for (const a of q.aborts) this.inflight.abort(a.runId, a.callId, a.attempt, a.reason);
   }
 
@@ -476,7 +484,7 @@ export class Engine {
   private disown(runId: string, held: readonly Commit[]): void {
     this.views.forget(runId);
     const rest = refuseRun(this.scheduler, this.clock(), runId, held, this.inflight);
-    if (rest.events.length + rest.starts.length + rest.aborts.length > 0) {
+    if (rest.events.length + rest.starts.length + rest.aborts.length + (rest.hooks?.length ?? 0) > 0) {
       this.enqueue(rest);
       this.scheduleFlush();
     }
@@ -484,18 +492,6 @@ export class Engine {
 
   /** Keeps exactly one timer, for the scheduler's next wake-up. */
   private arm(): void {
-    const at = this.scheduler.nextWakeAt();
-    if (at === this.timerAt) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.timerAt = at;
-    if (at === undefined || this.closed) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.timerAt = undefined;
-      this.enqueue(this.scheduler.tick(Math.max(this.clock(), at)));
-      this.pipeline.send();
-    }, Math.max(0, at - this.clock()));
+    this.timer.set(this.closed ? undefined : this.scheduler.nextWakeAt());
   }
-
 }

@@ -4,6 +4,7 @@ import type { PermitRequest } from '../core/scheduler.js';
 import type { RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import type { Executor } from '../executors/types.js';
+import type { HookRunner } from '../hooks/index.js';
 import type { EventLog } from './commit-pipeline.js';
 
 /** Where events go before anything else sees them; a store makes them durable (see `EventLog`). */
@@ -15,6 +16,8 @@ export interface EngineOptions {
   executor?: Executor;
   /** Wraps the executor (tracing gives each attempt its trace context); the engine still closes the one it made. */
   instrument?: (executor: Executor) => Executor;
+  /** Runs the config's hooks (DESIGN §14); default: one made from `config.hooks`, when it has any. */
+  hooks?: HookRunner;
   sink?: EventSink;
   /** Epoch milliseconds; default `Date.now`. */
   clock?: () => number;

@@ -1,18 +1,19 @@
 /**
  * Recordings (DESIGN §8): one self-contained JSON document per run, derived from its event log alone.
  * It carries the batch, the config that mattered (the manifests of the tools used, policy, limits,
- * defaults), the estimates that ranked ready calls, every attempt with its time and outcome, reviews,
- * replans, a cancel, and the result. Times are ms from the run's `run.created`.
+ * defaults, which calls hooks were for), the estimates that ranked ready calls, every attempt with its
+ * time and outcome, hook decisions, reviews, replans, a cancel, and the result. Times are ms from the run's `run.created`.
  *
  * `recordingOf` is also how replay describes what it did: it folds the replay's (virtual-time) events
  * the same way, so recorded and replayed runs are compared as two documents of one shape.
  */
 import type { CallInput } from '../core/calls.js';
 import type { CallError } from '../core/errors.js';
-import type { CoreEvent } from '../core/events.js';
+import type { CoreEvent, EventPayloads } from '../core/events.js';
 import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from '../core/tool.js';
 import { RunProjection } from '../core/view.js';
-import { RECORDING_FORMAT, type RecordedAttempt, type Recording } from '../contract/recording.js';
+import { RECORDING_FORMAT, type RecordedAttempt, type RecordedHook, type Recording } from '../contract/recording.js';
+import type { HookMatcher } from '../core/hooks.js';
 
 /** What a recording needs from a config (a loaded `Config` is one). */
 export interface RecordingConfig {
@@ -21,6 +22,8 @@ export interface RecordingConfig {
   policy: Policy;
   limits: Limits;
   defaults: Defaults;
+  /** Hooks (DESIGN §14); only which calls they are for is recorded. */
+  hooks?: readonly HookMatcher[];
 }
 
 /** Tools that a run used: its calls' tools and the tools that compensate them. */
@@ -38,6 +41,28 @@ function redact(t: ToolManifest): ToolManifest {
   if (t.executor.kind !== 'http' || !t.executor.headers) return t;
   const headers = Object.fromEntries(Object.keys(t.executor.headers).map((k) => [k, '[redacted]']));
   return { ...t, executor: { ...t.executor, headers } };
+}
+
+/** The config's hooks as a recording keeps them: which calls they are for, not where they live. */
+function hooksOf(config: RecordingConfig): { hooks?: HookMatcher[] } {
+  if (!config.hooks || config.hooks.length === 0) return {};
+  return { hooks: config.hooks.map((h) => ({ on: h.on, name: h.name, match: { ...h.match } })) };
+}
+
+function recordedHook(callId: string, d: EventPayloads['call.hook'], atMs: number): RecordedHook {
+  return {
+    callId,
+    on: d.on,
+    hook: d.hook,
+    atMs,
+    durationMs: d.durationMs,
+    decision: d.decision,
+    ...(d.reason !== undefined ? { reason: d.reason } : {}),
+    ...(d.args !== undefined ? { args: d.args } : {}),
+    ...(Object.hasOwn(d, 'output') ? { output: d.output } : {}),
+    ...(d.fail !== undefined ? { fail: d.fail } : {}),
+    ...(d.error !== undefined ? { error: d.error } : {}),
+  };
 }
 
 /**
@@ -61,7 +86,7 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
   const rec: Recording = {
     format: RECORDING_FORMAT,
     run: { id: created.runId, tenant: cd.tenant, failure: cd.failure, tags: cd.tags },
-    config: { tools: [], policy: config.policy, limits: config.limits, defaults: { ...config.defaults } },
+    config: { tools: [], policy: config.policy, limits: config.limits, defaults: { ...config.defaults }, ...hooksOf(config) },
     calls: [...cd.calls],
     ...(cd.estimates ? { estimates: cd.estimates } : {}),
     replans: [],
@@ -69,12 +94,15 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
     attempts: [],
     result: { status: 'running', calls: [] },
   };
+  // An attempt whose after_call hooks ran ended when the first of them was called (DESIGN §14).
+  const hooked = new Map<string, number>();
   const close = (e: CoreEvent, fields: Partial<RecordedAttempt> & { ok: boolean }) => {
     const a = open.get(e.callId as string);
     if (!a) return;
     open.delete(e.callId as string);
     delete a.open;
-    Object.assign(a, { endMs: ms(e.at) }, fields);
+    Object.assign(a, { endMs: hooked.get(a.callId) ?? ms(e.at) }, fields);
+    hooked.delete(a.callId);
   };
   for (const e of events) {
     switch (e.type) {
@@ -130,6 +158,12 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
           ...(d.status === 'failed' && d.error !== undefined ? { error: d.error } : {}),
           compensation: true,
         });
+        break;
+      }
+      case 'call.hook': {
+        const h = recordedHook(e.callId as string, e.data, ms(e.data.startedAt));
+        if (h.on === 'after_call' && open.has(h.callId) && !hooked.has(h.callId)) hooked.set(h.callId, h.atMs);
+        (rec.hooks ??= []).push(h);
         break;
       }
       case 'review.decided': {

@@ -13,6 +13,9 @@
  *   its backoff ended (the engine's timer ran late) becomes ready that much later in replay too, so the
  *   real lag of one retry chain does not reorder it against another (a limit's wait is not a lag: the
  *   replay waits for the limit itself);
+ * - hooks (DESIGN §14) are never called: a call that waits for its hooks gets their recorded decisions,
+ *   at their recorded time or as soon as it waits if that is later, after their recorded durations; a
+ *   call whose decisions the recording lacks goes on as if its hooks allowed it (and a note says so);
  * - reviews are decided at their recorded time, or as soon as the call awaits review if that is later;
  *   replans are applied at their recorded time once the run is `needs_replan`; a cancel at its time;
  * - the run keeps its id (retry jitter derives from it) and its recorded `estimates` (ranking).
@@ -27,7 +30,8 @@ import { Scheduler, type AttemptResult, type Output, type StartAttempt } from '.
 import { Simulation, type SimulatedAttempt } from '../core/simulation.js';
 import type { Defaults } from '../core/tool.js';
 import { createAjv, createCatalog } from '../config/catalog.js';
-import type { RecordedAttempt, Recording } from '../contract/recording.js';
+import type { RecordedAttempt, RecordedHook, Recording } from '../contract/recording.js';
+import type { HookDecision } from '../core/hooks.js';
 import { recordingOf, type RecordingConfig } from './recording.js';
 import { internInputs } from './schema.js';
 
@@ -64,7 +68,31 @@ export function configOfRecording(rec: Recording, ajv: Ajv = createAjv()): Recor
     policy: rec.config.policy,
     limits: rec.config.limits,
     defaults: { ...DEFAULTS, ...rec.config.defaults },
+    ...(rec.config.hooks ? { hooks: rec.config.hooks } : {}),
   };
+}
+
+/** The recorded decisions of one call's hooks of one event, as the scheduler takes them, due no earlier than `now`. */
+function recordedDecisions(list: readonly RecordedHook[], now: number): { at: number; decisions: HookDecision[] } {
+  const first = (list[0] as RecordedHook).atMs;
+  const start = Math.max(now, first);
+  let at = start;
+  const decisions = list.map((h): HookDecision => {
+    const startedAt = start + (h.atMs - first);
+    at = Math.max(at, startedAt + h.durationMs);
+    return {
+      hook: h.hook,
+      decision: h.decision,
+      startedAt,
+      durationMs: h.durationMs,
+      ...(h.reason !== undefined ? { reason: h.reason } : {}),
+      ...(h.args !== undefined ? { args: h.args } : {}),
+      ...(Object.hasOwn(h, 'output') ? { output: h.output } : {}),
+      ...(h.fail !== undefined ? { fail: h.fail } : {}),
+      ...(h.error !== undefined ? { error: h.error } : {}),
+    };
+  });
+  return { at, decisions };
 }
 
 const EMPTY: Output = { events: [], starts: [], aborts: [] };
@@ -117,7 +145,9 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
   }
   const recordedTimeouts = new Map(rec.config.tools.map((t) => [t.name, t.timeoutMs]));
   const notes: string[] = [];
-  const scheduler = new LaggedTimers({ catalog: config.catalog, policy: config.policy, limits: config.limits, defaults: config.defaults });
+  const scheduler = new LaggedTimers({ catalog: config.catalog, policy: config.policy, limits: config.limits, defaults: config.defaults, ...(config.hooks ? { hooks: config.hooks } : {}) });
+  const hooks = new Map<string, RecordedHook[]>();
+  for (const h of rec.hooks ?? []) hooks.set(`${h.on}/${h.callId}`, [...(hooks.get(`${h.on}/${h.callId}`) ?? []), h]);
 
   const attempt = (s: StartAttempt): SimulatedAttempt => {
     const a = byKey.get(keyOf(s.kind, s.callId, s.attempt));
@@ -182,6 +212,12 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
 
   const sim = new Simulation(scheduler, {
     attempt,
+    hook(req, now) {
+      const list = hooks.get(`${req.on}/${req.callId}`);
+      if (list) return recordedDecisions(list, now);
+      notes.push(`the ${req.on} hooks of ${req.callId} (at ${now} ms) are not in the recording: it went on as if they allowed it`);
+      return { at: now, decisions: [] };
+    },
     onEvent(e, s) {
       if (e.type === 'call.retry_scheduled' && e.callId !== undefined) {
         const failed = byKey.get(keyOf('call', e.callId, e.data.attempt - 1));

@@ -86,6 +86,9 @@ function crossCheck(r: Parsed, ajv: Ajv): { path: Path; message: string; got?: u
     if (!ids.has(v.callId)) out.push({ path: ['reviews', i, 'callId'], message: 'expected the id of a call of the recording', got: v.callId });
     if (v.decision === 'edit' && v.args === undefined) out.push({ path: ['reviews', i, 'args'], message: 'expected the edited args of an edit', got: undefined });
   });
+  (r.hooks ?? []).forEach((h, i) => {
+    if (!ids.has(h.callId)) out.push({ path: ['hooks', i, 'callId'], message: 'expected the id of a call of the recording', got: h.callId });
+  });
   r.result.calls.forEach((c, i) => {
     if (!ids.has(c.id)) out.push({ path: ['result', 'calls', i, 'id'], message: 'expected the id of a call of the recording', got: c.id });
   });

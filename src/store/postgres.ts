@@ -10,8 +10,9 @@
  *   batch waiting behind it is refused (`batch_refused`: it was planned on top of it), as SQLite's
  *   writer thread does.
  * - Reads go to the pool (`poolSize` connections at most) and run concurrently.
- * - Faults: a connection that fails or a server that is gone is `store_unavailable`. When a write's
- *   outcome is unknown (the connection broke while it ran), the next refusal of a batch is checked
+ * - Faults: a connection that fails, a server that is gone or an append that takes longer than
+ *   `writeTimeoutMs` is `store_unavailable`. When a write's outcome is unknown (the connection broke
+ *   while it ran, or it timed out and may still land), the next refusal of a batch is checked
  *   against what the database holds: a batch that is there already counts as stored, so that trying it
  *   again never writes an event twice.
  */
@@ -31,6 +32,11 @@ export interface PostgresStoreOptions {
   poolSize?: number;
   /** How long a new connection may take (ms); default 3000. */
   connectTimeoutMs?: number;
+  /**
+   * How long an append may take (ms) before it counts as `store_unavailable` (its outcome then unknown,
+   * see the top of the file); default 5000. A server that hangs never holds a submission longer.
+   */
+  writeTimeoutMs?: number;
 }
 
 /** SQLSTATE classes that mean the server or the connection is in trouble, not the statement. */
@@ -59,7 +65,7 @@ export async function openPostgresStore(opts: PostgresStoreOptions): Promise<Pos
     await pool.end().catch(() => {});
     throw classify(err, where);
   }
-  return new PostgresStore(pool, where, opts.url);
+  return new PostgresStore(pool, where, opts.url, opts.writeTimeoutMs ?? 5000);
 }
 
 /** `HOST:PORT/DB` of a URL, without user or password. */
@@ -111,6 +117,8 @@ export class PostgresStore implements Store {
     readonly where: string,
     /** For the cluster's own LISTEN connection. */
     readonly url: string,
+    /** See `PostgresStoreOptions.writeTimeoutMs`. */
+    private readonly writeTimeoutMs: number = 5000,
   ) {}
 
   append(events: readonly RunEvent[]): Promise<void> {
@@ -188,7 +196,10 @@ export class PostgresStore implements Store {
     const plan = planBatch(events, state);
     const stmt = appendStatement(plan.steps, firstSeqs, owner);
     try {
-      await this.pool.query({ name: stmt.name, text: stmt.text, values: stmt.values });
+      // Past the bound, pg answers an error and the pool drops the connection (pg reads the bound from
+      // the query too, though its types have it only on the client).
+      const query: pg.QueryConfig & { query_timeout: number } = { name: stmt.name, text: stmt.text, values: stmt.values, query_timeout: this.writeTimeoutMs };
+      await this.pool.query(query);
       this.uncertain = false;
     } catch (err) {
       const classified = classify(err, this.where);

@@ -16,9 +16,10 @@
  * constraints refuse (a duplicate key) or the batch fails its plan, and the engine stores it again once
  * the batches before it are settled.
  *
- * A full disk, an I/O error or a lock held too long is `store_unavailable` (the engine tries again).
+ * A full disk, an I/O error or a lock held too long is `store_unavailable` (the engine tries again);
+ * so is a disk with less than `MIN_FREE_BYTES` free to `ping`, which says when there is room again.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statfsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { storedEvent, type RunEvent } from '../core/events.js';
@@ -36,6 +37,8 @@ const BUSY_TIMEOUT_MS = 5000;
 const MAX_CACHED_RUNS = 10_000;
 /** Statements built per filter shape (list, reviews) are cached up to this many. */
 const MAX_CACHED_SHAPES = 200;
+/** Less room than this on the database's disk, and `ping` says the store is unavailable (the disk is full). */
+const MIN_FREE_BYTES = 1024 * 1024;
 const ACTIVE = `status IN ('queued', 'running')`;
 /** Every connection to the file, this one and the writer thread's, is set up with these. */
 const PRAGMAS = ['journal_mode = WAL', 'synchronous = FULL', `busy_timeout = ${BUSY_TIMEOUT_MS}`, 'foreign_keys = ON'];
@@ -322,12 +325,17 @@ class SqliteStore implements Store {
     return statusCounts(rows);
   }
 
+  /** The file answers, and its disk has room (`MIN_FREE_BYTES`): a full disk is degraded before a write fails. */
   async ping(): Promise<void> {
     try {
       this.db.prepare('SELECT 1').get();
     } catch (err) {
       throw classify(err);
     }
+    if (this.file === undefined) return;
+    const fs = statfsSync(dirname(this.file));
+    const free = fs.bavail * fs.bsize;
+    if (free < MIN_FREE_BYTES) throw new StoreError('store_unavailable', `the disk of the SQLite database has ${free} bytes free (less than ${MIN_FREE_BYTES})`);
   }
 
   async close(): Promise<void> {

@@ -140,6 +140,10 @@ export class RunTraces {
       case 'call.ready':
         c.readyAt = e.at;
         break;
+      case 'call.hook':
+        // Hook time is not a wait for limits (DESIGN §14): the wait starts once before_call decided.
+        if (e.data.on === 'before_call') c.readyAt = e.at;
+        break;
       case 'call.started':
         this.started(e, run, c, call);
         break;

@@ -11,7 +11,8 @@ import type { CallInput, CallStatus } from '../../src/core/calls.js';
 import { callError } from '../../src/core/errors.js';
 import type { CoreEvent, EventOf } from '../../src/core/events.js';
 import { Scheduler, type AbortAttempt, type StartAttempt, type SubmitOptions } from '../../src/core/scheduler.js';
-import { Simulation, type SimulatedAttempt } from '../../src/core/simulation.js';
+import { Simulation, type SimulatedAttempt, type SimulationHooks } from '../../src/core/simulation.js';
+import type { HookMatcher } from '../../src/core/hooks.js';
 import { transition } from '../../src/core/state.js';
 import type { Defaults, FailureMode, Limits, Policy, ToolManifest } from '../../src/core/tool.js';
 import { catalogOf } from './catalog.js';
@@ -52,6 +53,9 @@ export interface RigOptions {
   defaultFailure?: FailureMode;
   script?: Script;
   onEvent?: (e: CoreEvent, sim: Simulation) => void;
+  /** Hooks (DESIGN §14): which calls wait for them, and how the test answers them. */
+  hooks?: HookMatcher[];
+  hook?: SimulationHooks['hook'];
   /** `SchedulerOptions.explainWaits`: `call.waiting` events. */
   explainWaits?: boolean;
 }
@@ -73,12 +77,14 @@ export function rig(o: RigOptions): Rig {
     policy: o.policy ?? { rules: [] },
     limits: limits(o.limits),
     defaults: { ...DEFAULTS, failure: o.defaultFailure ?? 'partial' },
+    ...(o.hooks ? { hooks: o.hooks } : {}),
     ...(o.explainWaits ? { explainWaits: true } : {}),
   });
   const script = o.script ?? defaultScript;
   const sim = new Simulation(scheduler, {
     attempt: (s, now) => script(s, now),
     ...(o.onEvent ? { onEvent: o.onEvent } : {}),
+    ...(o.hook ? { hook: o.hook } : {}),
   });
   const aborts: Rig['aborts'] = [];
   const apply = sim.apply.bind(sim);

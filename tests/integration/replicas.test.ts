@@ -40,6 +40,7 @@ tools:${tool('lim_a')}${tool('free_b')}
     rate: 2/s
     executor: { kind: http, url: "${toolUrl}/rated" }
 limits:
+  maxActiveRunsPerTenant: 5
   tool: { lim_a: 2 }
   tenant: { capped: 3 }
   resource: { "res:*": 1 }
@@ -133,7 +134,7 @@ describe('several replicas on one PostgreSQL', () => {
 
   it('a rate limit holds across replicas (a token bucket of 2, 2 per second), and is reached', async () => {
     const runs = await Promise.all(
-      [0, 1, 2, 0, 1, 2].map(async (i, k) => (await c.request(i, 'POST', '/v1/runs', { calls: [0, 1].map((n) => ({ id: `q${n}`, tool: 'rated', args: { ms: 10, k } })) })).body),
+      [0, 1, 2].map(async (i, k) => (await c.request(i, 'POST', '/v1/runs', { calls: [0, 1, 2, 3].map((n) => ({ id: `q${n}`, tool: 'rated', args: { ms: 10, k } })) })).body),
     );
     for (const r of runs) expect((await c.ended(0, r.id)).status).toBe('succeeded');
     // When each start was granted: the `at` of its call.started (every replica's clock is this machine's).
@@ -154,6 +155,18 @@ describe('several replicas on one PostgreSQL', () => {
     expect(starts.at(-1)! - starts[0]!).toBeLessThan(5000 + 1500);
   }, 60_000);
 
+  it('maxActiveRunsPerTenant (5) holds across replicas: of six runs sent at once to three replicas, with three running, exactly two are admitted', async () => {
+    const held = await Promise.all([0, 1, 2].map(async (i) => (await c.request(i, 'POST', '/v1/runs', { tenant: 'burst', calls: [{ id: 'h', tool: 'hold_idem', args: { hold: true, i } }] })).body));
+    for (const r of held) expect(r.status).toBe('running');
+    const burst = await Promise.all([0, 1, 2, 0, 1, 2].map((i, k) => c.request(i, 'POST', '/v1/runs', { tenant: 'burst', calls: [{ id: 'b', tool: 'hold_idem', args: { hold: true, k } }] })));
+    expect(burst.map((r) => r.status).sort()).toEqual([201, 201, 429, 429, 429, 429]);
+    for (const r of burst.filter((x) => x.status === 429)) expect(r.body.error.code).toBe('too_many_runs');
+    const admitted = [...held, ...burst.filter((x) => x.status === 201).map((x) => x.body)];
+    for (const r of admitted) await until(`${r.id} to run`, () => c.tools.of(r.id)[0]);
+    c.tools.release((a) => admitted.some((r) => r.id === a.runId));
+    for (const r of admitted) expect((await c.ended(0, r.id)).status).toBe('succeeded');
+  }, 60_000);
+
   it('a run is served by every replica, and its events read through another replica are gapless', async () => {
     const run = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'lim_a', args: { ms: 200 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 200 } }] })).body;
     const streamed = readEvents(c.replicas[2]!.url, run.id);
@@ -167,6 +180,42 @@ describe('several replicas on one PostgreSQL', () => {
       expect(got.body.status).toBe('succeeded');
       expect((await c.request(i, 'GET', `/v1/runs?limit=200`)).body.items.map((r: { id: string }) => r.id)).toContain(run.id);
     }
+  }, 60_000);
+
+  it('/v1/stream on one replica shows the runs of the others', async () => {
+    const res = await fetch(`${c.replicas[0]!.url}/v1/stream`);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const run = (await c.request(1, 'POST', '/v1/runs', { calls: [{ id: 's', tool: 'free_b', args: { ms: 50 } }] })).body;
+    let text = '';
+    const decoder = new TextDecoder();
+    try {
+      await until('the other replica\'s run on the stream', async () => {
+        const { value } = await reader.read();
+        text += decoder.decode(value, { stream: true });
+        return text.includes(`"id":"${run.id}"`) && text.includes('"status":"succeeded"') ? true : undefined;
+      }, 15_000);
+    } finally {
+      await reader.cancel();
+    }
+  }, 60_000);
+
+  it('a lost LISTEN connection is opened again, and events read through another replica still arrive, gapless', async () => {
+    const admin = new pg.Client({ connectionString: c.db });
+    await admin.connect();
+    try {
+      const killed = await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`);
+      expect(killed.rowCount).toBeGreaterThanOrEqual(3);
+    } finally {
+      await admin.end();
+    }
+    const run = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'lim_a', args: { ms: 100 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 100 } }] })).body;
+    const events = await readEvents(c.replicas[1]!.url, run.id);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.at(-1)?.type).toBe('run.completed');
+    await until('every replica to listen again', async () => {
+      const all = await Promise.all([0, 1, 2].map((i) => c.request(i, 'GET', '/healthz')));
+      return all.every((h) => h.body.cluster?.listening === true) ? true : undefined;
+    }, 10_000);
   }, 60_000);
 
   it('a cancel sent to a replica that does not own the run aborts the running call', async () => {

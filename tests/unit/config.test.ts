@@ -118,7 +118,7 @@ describe('errors name the path, the expectation and what was found', () => {
     ['a string for an int', 'limits: { maxCallsPerRun: "ten" }', 'limits.maxCallsPerRun: expected an integer ≥ 1, got "ten"'],
     ['a list for a mapping', 'limits: { tenant: [] }', 'limits.tenant: expected a mapping, got a list []'],
     ['a map value', 'limits: { resource: { "file:/a": 0 } }', 'limits.resource["file:/a"]: expected an integer ≥ 1, got 0'],
-    ['unknown top-level key', 'toolz: []', 'toolz: unknown key, expected one of tools, policy, limits, defaults, auth, server, mcp, store'],
+    ['unknown top-level key', 'toolz: []', 'toolz: unknown key, expected one of tools, policy, limits, defaults, auth, server, mcp, store, hooks'],
     ['unknown nested key', 'server: { hots: x }', 'server.hots: unknown key, expected one of host, port, db'],
     ['port range', 'server: { port: 70000 }', 'server.port: expected an integer from 0 to 65535, got 70000'],
     ['store url scheme', 'store: { url: "mysql://u:secret@h/db" }', 'store.url: expected a postgres:// or postgresql:// URL or a SQLite file, got a mysql:// URL'],

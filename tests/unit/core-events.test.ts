@@ -15,6 +15,18 @@ function sampleEvents(): CoreEvent[] {
   r.sim.at(100, (now) => r.scheduler.replan(now, 'r1', [{ id: 'c', tool: 't', args: {} }]));
   r.run();
   out.push(...r.events);
+  // A hook's decisions (DESIGN §14): a before_call rewrite and an after_call replacement.
+  const h = rig({
+    tools: [tool('t')],
+    hooks: [{ on: 'before_call', name: 'guard', match: {} }, { on: 'after_call', name: 'redact', match: {} }],
+    hook: (req, now) => ({
+      at: now + 1,
+      decisions: [req.on === 'before_call' ? { hook: 'guard', decision: 'allow', startedAt: now, durationMs: 1, args: { x: 1 } } : { hook: 'redact', decision: 'replace', startedAt: now, durationMs: 1, output: 'hidden' }],
+    }),
+  });
+  h.submit(0, { calls: [{ id: 'a', tool: 't', args: {} }] });
+  h.run();
+  out.push(...h.events);
   // Waits explained (`call.waiting`): a tool limit, a rate and a lock.
   const w = rig({ tools: [tool('t', { reads: [], writes: ['k:{a}'], rate: { tokens: 2, perMs: 1000 } })], limits: { tool: { t: 1 } }, explainWaits: true });
   w.submit(0, { calls: [{ id: 'a', tool: 't', args: { a: 'x' } }, { id: 'b', tool: 't', args: { a: 'y' } }, { id: 'c', tool: 't', args: { a: 'z' } }] });

@@ -20,7 +20,7 @@ import {
 // added to or dropped from the code without this list changing fails here.
 const CALL_EXITS: Record<CallStatus, CallStatus[]> = {
   pending: ['ready', 'awaiting_review', 'failed', 'blocked', 'cancelled'],
-  ready: ['running', 'failed', 'blocked', 'cancelled'],
+  ready: ['running', 'awaiting_review', 'failed', 'blocked', 'cancelled'],
   running: ['succeeded', 'failed', 'cancelled', 'pending'],
   awaiting_review: ['pending', 'ready', 'failed', 'blocked', 'cancelled'],
   succeeded: [],

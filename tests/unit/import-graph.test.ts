@@ -114,6 +114,7 @@ const LAYERS: Record<string, number> = {
   config: 1,
   contract: 2,
   executors: 3,
+  hooks: 3,
   store: 3,
   mcp: 3,
   engine: 4,

@@ -60,6 +60,30 @@ describe('the permit gate', () => {
     expect(asked(s.submit(3, { runId: 'r2', tenant: 'x', calls: [{ id: 'b', tool: 't', args: {} }] }))).toEqual(['b']);
   });
 
+  it('a call that no shared limit or lock applies to starts at once, asking nothing; a granted one holds its permit', () => {
+    const s = new Scheduler({
+      catalog: catalogOf([tool('t', { reads: [], writes: [] }), tool('free', { reads: [], writes: [] }), tool('w', { reads: [], writes: ['file:{path}'] })]),
+      policy: { rules: [] },
+      limits: limits({ tool: { t: 2 } }),
+      defaults: DEFAULTS,
+      gated: true,
+    });
+    const out = s.submit(0, {
+      runId: 'r',
+      tenant: 'x',
+      calls: [
+        { id: 'f', tool: 'free', args: {} },
+        { id: 'l', tool: 't', args: {} },
+        { id: 'k', tool: 'w', args: { path: '/a' } },
+      ],
+    });
+    // `free` has no limit and no resources; `t` has a tool limit; `w` writes a resource in its tenant's lock domain.
+    expect(started(out)).toEqual(['f']);
+    expect(out.starts[0]?.permit).toBeUndefined();
+    expect(asked(out)).toEqual(['l', 'k']);
+    expect(s.permitGranted(1, 'r', 'l')?.starts[0]?.permit).toBe(true);
+  });
+
   it('without the gate nothing changes: calls start at once and no permit is asked', () => {
     const s = new Scheduler({ catalog: catalogOf([tool('t', { reads: [], writes: [] })]), policy: { rules: [] }, limits: limits({ tool: { t: 2 } }), defaults: DEFAULTS });
     const out = s.submit(0, { runId: 'r', tenant: 'x', calls: ['a', 'b', 'c'].map((id) => ({ id, tool: 't', args: {} })) });

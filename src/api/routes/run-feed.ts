@@ -5,8 +5,9 @@
  *
  * - `event: run` — `{ id, tenant, status, failure, tags, createdAt, endedAt, callCount, callCounts,
  *   diagnostics, waitingSince }` (the fields of a `GET /v1/runs` item, plus the number of calls in each
- *   status, the codes of the run's diagnostics, and since when its longest-waiting call waits) when a run is created, replanned or completed, and when its
- *   calls change status, at most a few times per second per run;
+ *   status, the codes of the run's diagnostics, since when its longest-waiting call waits, and with
+ *   several replicas `owner`) when a run is created, replanned or completed, and when its calls change
+ *   status, at most a few times per second per run;
  * - `event: counts` — `{ counts: { <run status>: n } }` once on connect, then when runs start or end;
  * - `: ping` comments every heartbeat.
  *
@@ -25,6 +26,7 @@ import { StreamQuery } from '../../contract/requests.js';
 import type { AppContext } from '../context.js';
 import type { Service } from '../service.js';
 import { parseRequestPart } from '../request-part.js';
+import { withOwner } from '../owners.js';
 
 /** At most this often per run (ms): 4 updates per second. */
 const RUN_INTERVAL_MS = 250;
@@ -80,6 +82,8 @@ interface Client {
 interface Pending {
   /** Undefined for a run that changed on any replica (several replicas): read when it goes out. */
   view: RunView | undefined;
+  /** Several replicas: the replica that owns the run (null once it ended), read with the view. */
+  owner?: string | null;
   timer: NodeJS.Timeout | undefined;
   /** When the next summary may go out. */
   dueAt: number;
@@ -159,14 +163,17 @@ class RunFeed {
     const p = this.runs.get(runId);
     if (!p) return;
     let view: RunView;
+    let owner: string | null;
     try {
       view = (await this.service.projection({ role: 'operator' }, runId)).view;
+      owner = (await withOwner(this.service, view)).owner;
     } catch {
       this.runs.delete(runId);
       return;
     }
     if (p.view?.status !== view.status) this.countsChanged();
     p.view = view;
+    p.owner = owner;
     this.flushRun(runId);
   }
 
@@ -176,7 +183,8 @@ class RunFeed {
     p.timer = undefined;
     p.last = Date.now();
     const view = p.view;
-    const data = `event: run\ndata: ${JSON.stringify(runFeedItem(view))}\n\n`;
+    const item = p.owner === undefined ? runFeedItem(view) : { ...runFeedItem(view), owner: p.owner };
+    const data = `event: run\ndata: ${JSON.stringify(item)}\n\n`;
     for (const c of this.clients) if (this.sees(c, view.tenant)) c.write(data);
     if (view.endedAt !== null) this.runs.delete(runId);
   }

@@ -21,6 +21,7 @@ import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 import { fastSubmitBody } from '../fast-body.js';
 import { anthropicMessages, openAiMessages } from '../formats.js';
+import { withOwner, withOwners } from '../owners.js';
 import { submissionOf } from '../submission.js';
 import { parseRequestPart } from '../request-part.js';
 import { serveRunEvents } from './events.js';
@@ -59,18 +60,20 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
       const i = t.indexOf(':');
       return [t.slice(0, i), t.slice(i + 1)] as [string, string];
     });
-    return service.store.list({
+    const page = await service.store.list({
       limit: q.limit,
       ...(tenant !== undefined ? { tenant } : {}),
       ...(q.status ? { status: q.status } : {}),
       ...(tags.length ? { tags } : {}),
       ...(q.cursor ? { cursor: q.cursor } : {}),
     });
+    // Each item names the replica that owns it (null once ended, and with SQLite).
+    return withOwners(service, page);
   });
 
   app.get('/v1/runs/:id', async (req) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
-    return runFor(req.principal, await service.view(req.principal, id));
+    return runFor(req.principal, await withOwner(service, await service.view(req.principal, id)));
   });
 
   app.get('/v1/runs/:id/graph', async (req, reply) => {

@@ -5,6 +5,7 @@
 import type { CallInput } from '../calls.js';
 import type { CallError } from '../errors.js';
 import type { CoreEvent, EventPayloads } from '../events.js';
+import type { HookMatcher, HookRequest } from '../hooks.js';
 import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from '../tool.js';
 
 export interface SchedulerOptions {
@@ -12,6 +13,8 @@ export interface SchedulerOptions {
   policy: Policy;
   limits: Limits;
   defaults: Defaults;
+  /** Hooks (DESIGN §14): which calls wait for a `before_call` or `after_call` decision. */
+  hooks?: readonly HookMatcher[];
   /**
    * Explain why ready calls wait: a `call.waiting` event when what refuses a call changes, and
    * `Scheduler.limitsInUse()` (DESIGN §7). The live engine turns it on; replay and tests of the
@@ -62,6 +65,8 @@ export interface StartAttempt {
   tool: ToolManifest;
   args: Record<string, unknown>;
   timeoutMs: number;
+  /** Gated: the call holds a cluster-wide permit (given back when the attempt ends). */
+  permit?: true;
 }
 
 export interface AbortAttempt {
@@ -75,6 +80,8 @@ export interface Output {
   events: CoreEvent[];
   starts: StartAttempt[];
   aborts: AbortAttempt[];
+  /** Hooks to run (only when `SchedulerOptions.hooks` has some): answer each with `hookDecided`. */
+  hooks?: HookRequest[];
   /** Gated only (`SchedulerOptions.gated`): calls that wait for a cluster-wide permit. */
   permits?: PermitRequest[];
 }

@@ -6,18 +6,28 @@
  */
 import type { KeyedHeap } from '../heap.js';
 import { transition } from '../state.js';
+import { askHooks } from './hook-requests.js';
 import { byPriority, emit, markDirty, readySet, type ScheduledCall, type ScheduledRun, type SchedulerState } from './records.js';
 
 /** The data of events that carry none (shared, so frozen). */
 const NO_DATA: Record<string, never> = Object.freeze({});
 
-/** Makes a call ready if nothing holds it back any more: armed, reviewed, no conflict to wait for. */
+/**
+ * Makes a call ready if nothing holds it back any more: armed, reviewed, no conflict to wait for. A
+ * call with `before_call` hooks then waits for them (hooking.ts) before it joins the ready set.
+ */
 export function maybeReady(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
   if (c.status !== 'pending' || !c.armed || c.retrying || c.conflictWaiting > 0) return;
   if (c.review !== undefined && !c.reviewed) return;
   if (run.cancelRequested || run.failFastBy !== undefined) return;
   transition(c, 'ready');
   emit(s, 'call.ready', run, c, NO_DATA);
+  if (!c.hooked && askHooks(s, run, c, 'before_call')) return markDirty(s, run);
+  enqueueReady(s, run, c);
+}
+
+/** A ready call joins its run's ready set, to start when every limit has room. */
+export function enqueueReady(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
   let heap = run.ready.get(c.tool);
   if (!heap) {
     heap = readySet();
@@ -122,7 +132,7 @@ function takeReady(run: ScheduledRun, c: ScheduledCall): void {
 
 function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
   s.limiter.acquire(c, s.now);
-  if (s.opts.gated) {
+  if (s.opts.gated && s.limiter.shared(c)) {
     // Held here (so local limits count it) while the cluster is asked (DESIGN §12); `permitted` starts it.
     c.permitPending = true;
     (s.out.permits ??= []).push({
@@ -143,7 +153,7 @@ function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
 export function permitted(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): boolean {
   if (!c.permitPending || c.status !== 'ready') return false;
   c.permitPending = false;
-  begin(s, run, c);
+  begin(s, run, c, true);
   return true;
 }
 
@@ -158,7 +168,8 @@ export function permitRefused(s: SchedulerState, run: ScheduledRun, c: Scheduled
   run.readyCount++;
 }
 
-function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
+/** `permit`: it holds a cluster-wide permit, to give back when its attempt ends. */
+function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, permit = false): void {
   transition(c, 'running');
   run.running++;
   c.attempts++;
@@ -166,7 +177,7 @@ function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
   const args = c.resolved as Record<string, unknown>;
   emit(s, 'call.started', run, c, { attempt: c.attempts, args });
   const m = c.manifest as NonNullable<ScheduledCall['manifest']>;
-  s.out.starts.push({ kind: 'call', runId: run.id, callId: c.id, index: c.index, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs });
+  s.out.starts.push({ kind: 'call', runId: run.id, callId: c.id, index: c.index, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs, ...(permit ? { permit } : {}) });
 }
 
 /** A timer for when a rate limit has a token again (one per instant). */

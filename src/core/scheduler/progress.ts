@@ -44,7 +44,9 @@ export function arm(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): voi
     const r = resolveValue(c.args, () => undefined);
     if (r.ok) args = r.value as Record<string, unknown>;
   }
-  const big = c.hasRefs ? undefined : checkArgsSize(args, s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES);
+  // What a before_call hook gave (known again after a restart) replaces them, checked when it was given.
+  if (c.hookArgs) args = c.hookArgs;
+  const big = c.hasRefs || c.hookArgs ? undefined : checkArgsSize(args, s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES);
   if (big) return fail(s, run, c, { ...big, message: `${c.id}: ${big.message}` }, true);
   setResolved(run, c, args);
   if (c.review !== undefined && !c.reviewed) {
@@ -70,10 +72,11 @@ export function setResolved(run: ScheduledRun, c: ScheduledCall, args: Record<st
   c.buckets = undefined;
 }
 
-export function succeed(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, output: unknown): void {
+/** `durationMs`: the attempt's, when it ended before now (its after_call hooks took the rest). */
+export function succeed(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, output: unknown, durationMs = s.now - (c.attemptStartedAt as number)): void {
   transition(c, 'succeeded');
   c.output = output;
-  emit(s, 'call.succeeded', run, c, { attempt: c.attempts, output, durationMs: s.now - (c.attemptStartedAt as number) });
+  emit(s, 'call.succeeded', run, c, { attempt: c.attempts, output, durationMs });
   ended(s, run, c);
   // Indexed loops over successor lists, here and in `release`: most are the shared frozen empty
   // list, which for…of iterates through the generic (allocating) iterator path, several times slower.
@@ -90,18 +93,15 @@ export function failureModeOf(run: ScheduledRun, c: ScheduledCall): FailureMode 
   return c.manifest?.failure === 'fail_fast' ? 'fail_fast' : run.failure;
 }
 
-/** Fails a call; with `propagate`, the run's failure mode then applies to it. */
-export function fail(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, error: CallError, propagate: boolean): void {
+/**
+ * Fails a call; with `propagate`, the run's failure mode then applies to it. `durationMs`: the
+ * attempt's, when it ended before now (as `succeed`).
+ */
+export function fail(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, error: CallError, propagate: boolean, durationMs = s.now - (c.attemptStartedAt as number)): void {
   const wasRunning = c.status === 'running';
   transition(c, 'failed');
   c.error = error;
-  emit(
-    s,
-    'call.failed',
-    run,
-    c,
-    wasRunning ? { attempt: c.attempts, retryable: c.lastRetryable === true, durationMs: s.now - (c.attemptStartedAt as number), error } : { error },
-  );
+  emit(s, 'call.failed', run, c, wasRunning ? { attempt: c.attempts, retryable: c.lastRetryable === true, durationMs, error } : { error });
   ended(s, run, c);
   if (propagate) applyFailureMode(s, run, c);
 }

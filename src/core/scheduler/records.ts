@@ -6,6 +6,7 @@
 import type { CallInput, CallStatus, Diagnostic, RunStatus } from '../calls.js';
 import type { CallError } from '../errors.js';
 import type { CoreEvent, EventOf, EventPayloads, EventType } from '../events.js';
+import type { HookOn } from '../hooks.js';
 import { KeyedHeap, MinHeap } from '../heap.js';
 import { Limiter, type Bucket, type Holder } from '../limits.js';
 import type { PlannedCall } from '../plan.js';
@@ -13,7 +14,7 @@ import type { Access, Key } from '../resources.js';
 import type { StreamPlanner } from '../stream-plan.js';
 import type { FailureMode, ToolManifest } from '../tool.js';
 import type { WaitHolder, WaitKind, WaitReason } from '../waiting.js';
-import { SchedulerError, type Output, type SchedulerOptions } from './api.js';
+import { SchedulerError, type AttemptResult, type Output, type SchedulerOptions } from './api.js';
 
 /**
  * A call as its run keeps it. It is its own limit holder (the fields of `Holder`, set when its args
@@ -59,6 +60,14 @@ export interface ScheduledCall extends Holder {
   lastRetryable?: boolean;
   /** In a streamed run: arrived, but a later call may still give it a predecessor. */
   held?: boolean;
+  /** Hooks (DESIGN §14, hooking.ts): the event whose hooks the call waits for. */
+  hookPending?: HookOn;
+  /** Its `before_call` hooks have decided (they run once per call, retries and reviews included). */
+  hooked: boolean;
+  /** The args its `before_call` hooks gave, if they gave any. */
+  hookArgs?: Record<string, unknown>;
+  /** The last attempt's outcome while its `after_call` hooks decide, and whether a failure propagates. */
+  outcome?: { result: AttemptResult; propagate: boolean; durationMs: number };
   /** Gated (DESIGN §12): taken from its ready set and asking for a cluster-wide permit. */
   permitPending?: boolean;
   /** Gated: the `permitEpoch` in which the cluster refused it (it waits for the next one). */
@@ -347,6 +356,10 @@ export function newCall(run: ScheduledRun, p: PlannedCall): ScheduledCall {
     planAccess: p.access,
     lastRetryable: undefined,
     held: false,
+    hookPending: undefined,
+    hooked: false,
+    hookArgs: undefined,
+    outcome: undefined,
     waitReasons: undefined,
     waitSince: 0,
     waitGroup: undefined,

@@ -77,6 +77,14 @@ export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): voi
       case 'call.compensated':
         (run.compensations ??= []).push(callOf(e.callId).index);
         break;
+      case 'call.hook':
+        // Its before_call hooks decided: they are not asked again, and their args stand.
+        if (e.data.on === 'before_call') {
+          const c = callOf(e.callId);
+          c.hooked = true;
+          if (e.data.args) c.hookArgs = e.data.args;
+        }
+        break;
       default:
         break;
     }

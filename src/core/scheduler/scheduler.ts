@@ -6,9 +6,11 @@
  *   api.ts           what the scheduler takes and gives; `SchedulerError`
  *   records.ts       the state: runs and calls as kept, `SchedulerState`, emit, lookups
  *   ../state.ts      the call and run state machines: every status change goes through them
+ *   hook-requests.ts asking the shell to run a call's hooks (DESIGN §14)
  *   dispatch.ts      ready sets, and starting ready calls under every limit (`perRun` included)
  *   progress.ts      how a call moves on: armed, ready, succeeded/failed/blocked/cancelled, retries,
  *                    the failure modes, releasing conflict successors
+ *   hooking.ts       what the hooks' decisions do to the call
  *   compensation.ts  undoing succeeded calls after a fail-fast, newest first
  *   ending.ts        when and how a run ends (its final status, deadlocks)
  *   planning.ts      building a run from its plan, and a replan's calls
@@ -37,7 +39,9 @@ import { compensationEnded } from './compensation.js';
 import { dispatch, maybeReady, permitRefused, permitted } from './dispatch.js';
 import { finishRuns } from './ending.js';
 import { addCalls } from './planning.js';
-import { cancelCall, fail, mayRetry, scheduleRetry, setResolved, stopRun, succeed } from './progress.js';
+import { cancelCall, fail, mayRetry, scheduleRetry, setResolved, stopRun } from './progress.js';
+import { attemptSettled, hookDecided } from './hooking.js';
+import type { HookAnswer } from '../hooks.js';
 import { createState, emit, emptyOutput, findCall, forgetRun, getRun, markDirty, newRun, normalized, type ScheduledCall, type SchedulerState } from './records.js';
 import { restoreRun } from './restore.js';
 import { checkArgsSize } from '../references.js';
@@ -137,22 +141,33 @@ export class Scheduler {
       if (run.compensating === idx) compensationEnded(s, run, c, e.result);
       return this.flush();
     }
-    if (c.status !== 'running' || e.attempt !== c.attempts) return this.flush();
+    if (c.status !== 'running' || e.attempt !== c.attempts || c.hookPending !== undefined) return this.flush();
     s.limiter.release(c);
     s.waits?.released.push(c);
-    run.running--;
     this.learn(c.tool, now - (c.attemptStartedAt as number));
     const r = outputChecked(e.result, c, s.opts.limits.maxOutputBytes);
-    if (r.ok) succeed(s, run, c, r.output);
+    // `run.running` counts the call until it settles: its after_call hooks (hooking.ts) may hold it.
+    if (r.ok) attemptSettled(s, run, c, r, true);
     else if (run.cancelRequested || run.failFastBy !== undefined) {
-      if (r.error.code === 'cancelled') cancelCall(s, run, c, r.error);
-      else fail(s, run, c, r.error, false);
-    } else if (mayRetry(c, r)) scheduleRetry(s, run, c, r);
-    else {
+      if (r.error.code === 'cancelled') {
+        run.running--;
+        cancelCall(s, run, c, r.error);
+      } else attemptSettled(s, run, c, r, false);
+    } else if (mayRetry(c, r)) {
+      run.running--;
+      scheduleRetry(s, run, c, r);
+    } else {
       c.lastRetryable = r.retryable === true;
-      fail(s, run, c, r.error, true);
+      attemptSettled(s, run, c, r, true);
     }
     markDirty(s, run);
+    return this.flush();
+  }
+
+  /** The shell's answer to a `HookRequest` (DESIGN §14, hooking.ts). */
+  hookDecided(now: number, a: HookAnswer): Output {
+    this.state.now = now;
+    hookDecided(this.state, a);
     return this.flush();
   }
 

@@ -9,6 +9,8 @@ import { limitName } from './waiting.js';
  *   outcome?: 'succeeded'|'failed'|'retry'|'cancelled', error?: object, retryAt?: number,
  *   waits?: object[] }} Attempt — `waits`: what held it back before it started (each `call.waiting`'s
  *   first reason, in order)
+ * @typedef {{ on: 'before_call'|'after_call', hook: string, decision: string, from: number, to: number,
+ *   reason?: string, error?: string }} HookTime  one hook's call (DESIGN §14)
  */
 
 export class RunModel {
@@ -103,7 +105,7 @@ export class RunModel {
     const calls = this.calls;
     for (let i = calls.length - 1; i >= 0 && calls[i].timing === undefined; i--) {
       calls[i].index = i;
-      calls[i].timing = { attempts: [] };
+      calls[i].timing = { attempts: [], hooks: [] };
       this.changed.add(calls[i].id);
       if (i === calls.length - 1) this.structure++;
     }
@@ -163,6 +165,16 @@ export class RunModel {
         break;
       case 'call.compensated':
         break;
+      case 'call.hook': {
+        const from = typeof d.startedAt === 'number' ? d.startedAt : at;
+        const h = { on: d.on, hook: d.hook, decision: d.decision, from, to: from + (d.durationMs ?? 0) };
+        if (d.reason !== undefined) h.reason = d.reason;
+        if (d.error !== undefined) h.error = d.error;
+        c.timing.hooks.push(h);
+        // Hook time is not a wait for a limit: the wait starts once before_call decided.
+        if (d.on === 'before_call' && last && last.startedAt === undefined) last.readyAt = at;
+        break;
+      }
       default:
         return;
     }

@@ -1,6 +1,6 @@
 // The timeline (Gantt) of a run's attempts, from its events: for every call, the time it waited for
-// a limit (ready → started, hatched), for a human (review, dotted), its attempts (solid, by outcome)
-// and the backoff before a retry (a thin dashed line).
+// a limit (ready → started, hatched), for a human (review, dotted), for its hooks (striped violet),
+// its attempts (solid, by outcome) and the backoff before a retry (a thin dashed line).
 
 import { esc, fmtMs } from './util.js';
 import { waitText } from './waiting.js';
@@ -86,6 +86,10 @@ export class TimelineView {
       if (c.review?.since !== undefined) {
         const to = c.review.decidedAt ?? c.timing.endAt ?? end;
         parts.push(bar('review', x(c.review.since), x(to), by, `${c.id} awaited review for ${fmtMs(to - c.review.since)}${c.review.decision ? ` (${c.review.decision})` : ''}`));
+      }
+      for (const h of c.timing.hooks ?? []) {
+        const what = `${c.id}: hook ${h.hook} (${h.on}) decided ${h.decision} in ${fmtMs(h.to - h.from)}${h.reason ? ` — ${h.reason}` : ''}${h.error ? ` (${h.error})` : ''}`;
+        parts.push(bar(`hook d-${h.decision}`, x(h.from), x(h.to), by, what));
       }
       for (const a of c.timing.attempts) {
         if (a.readyAt !== undefined) {

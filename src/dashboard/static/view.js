@@ -175,6 +175,11 @@ function applyCallEvent(c, e) {
             c.compensation = d.status === 'succeeded' ? { status: d.status, ...(d.output !== undefined ? { output: d.output } : {}) } : { status: d.status, error: d.error };
             return;
         }
+        case 'call.hook':
+            // A before_call hook's new args are the ones the call runs with.
+            if (e.data.args && e.data.on === 'before_call')
+                c.resolvedArgs = e.data.args;
+            return;
         case 'review.decided': {
             const d = e.data;
             if (!c.review)

@@ -34,6 +34,7 @@ export function summarize(view) {
     callCounts,
     diagnostics: view.diagnostics.map((d) => d.code),
     waitingSince: waitingSince(view),
+    owner: view.owner ?? null,
   };
 }
 

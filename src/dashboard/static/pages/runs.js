@@ -5,7 +5,8 @@
 import { api, stream } from '../api.js';
 import { el, errorText, markNav, setHash } from '../dom.js';
 import { ATTENTION, attentionReasons, LONG_WAIT_S, mapLimit, summarize } from './attention.js';
-import { ago, announce, badge, CALL_STATUSES, esc, fmtMs, fmtTime, frameScheduler, GLYPH, label, plural, RUN_STATUSES } from '../util.js';
+import { hasOwners, ownerHtml } from '../cluster.js';
+import { ago, announce, badge, CALL_STATUSES, ENDED_RUN, esc, fmtMs, fmtTime, frameScheduler, GLYPH, label, plural, RUN_STATUSES } from '../util.js';
 
 /** How long a call may wait for a limit before its run needs attention (s): the choices. */
 const WAIT_CHOICES = [1, 10, 30, 120, 600];
@@ -44,7 +45,7 @@ export class RunsPage {
         <select name="wait" aria-label="How long a call may wait for a limit before its run needs attention">${WAIT_CHOICES.map((w) => `<option value="${w}">${w < 60 ? `${w} s` : `${w / 60} min`}</option>`).join('')}</select>.</p>
       <div class="table-wrap"><table class="runs">
         <caption class="sr-only">Runs, newest first</caption>
-        <thead><tr><th scope="col">Run</th><th scope="col">Status</th><th scope="col">Attention</th><th scope="col">Calls</th><th scope="col" class="c-tenant">Tenant</th><th scope="col" class="c-tags">Tags</th><th scope="col" class="c-created">Created</th><th scope="col" class="c-dur">Duration</th></tr></thead>
+        <thead><tr><th scope="col">Run</th><th scope="col">Status</th><th scope="col" class="c-owner" hidden>Replica</th><th scope="col">Attention</th><th scope="col">Calls</th><th scope="col" class="c-tenant">Tenant</th><th scope="col" class="c-tags">Tags</th><th scope="col" class="c-created">Created</th><th scope="col" class="c-dur">Duration</th></tr></thead>
         <tbody></tbody>
       </table></div>
       <p class="empty" hidden>No runs match these filters.</p>
@@ -92,6 +93,12 @@ export class RunsPage {
     this.connect();
     this.load(false);
     this.tick();
+    // Several replicas: a column names the replica that owns each unfinished run.
+    hasOwners().then((on) => {
+      this.owners = on;
+      this.el.querySelector('th.c-owner').hidden = !on;
+      this.schedule();
+    });
   }
 
   /** Durations move on; in the attention view a waiting call crosses the threshold in time. */
@@ -307,6 +314,7 @@ export class RunsPage {
       return `<tr data-id="${esc(r.id)}" data-status="${esc(r.status)}"${this.fresh.has(r.id) ? ' class="fresh"' : ''}>
         <th scope="row"><a href="#/runs/${encodeURIComponent(r.id)}"><code>${esc(r.id)}</code></a></th>
         <td>${badge(r.status)}</td>
+        ${this.owners ? `<td class="c-owner">${ownerHtml(ENDED_RUN.has(r.status) && r.status !== 'needs_replan' ? null : r.owner)}</td>` : ''}
         <td class="c-why">${reasons || '<span class="muted">–</span>'}</td>
         <td class="c-calls">${r.callCount}${breakdown ? `<div class="muted small">${esc(breakdown)}</div>` : ''}</td>
         <td class="c-tenant">${esc(r.tenant)}</td>

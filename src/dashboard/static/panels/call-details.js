@@ -39,6 +39,11 @@ export function renderCallDetails(panel, m, selected, { serverNow, onClose }) {
         })
         .join('')}</tbody></table>`
     : '<p class="muted">No attempt yet.</p>';
+  const hooks = c.timing.hooks?.length
+    ? `<h3>Hooks</h3><table class="attempts"><thead><tr><th scope="col">Hook</th><th scope="col">On</th><th scope="col">Took</th><th scope="col">Decision</th></tr></thead><tbody>${c.timing.hooks
+        .map((h) => `<tr><td><code>${esc(h.hook)}</code></td><td>${esc(h.on)}</td><td>${fmtMs(h.to - h.from)}</td><td><strong>${esc(h.decision)}</strong>${h.reason ? ` — ${esc(h.reason)}` : ''}${h.error ? ` <span class="muted">(${esc(h.error)})</span>` : ''}</td></tr>`)
+        .join('')}</tbody></table>`
+    : '';
   const block = (title, value, cls = '') => `<h3>${title}</h3><pre class="json ${cls}" tabindex="0">${esc(json(value))}</pre>`;
   const why =
     r && c.status !== 'succeeded' && c.status !== 'running'
@@ -60,6 +65,7 @@ export function renderCallDetails(panel, m, selected, { serverNow, onClose }) {
     <h3>Depends on</h3>${edgeList(ins, 'from')}
     <h3>Needed by</h3>${edgeList(outs, 'to')}
     <h3>Attempts</h3>${attempts}
+    ${hooks}
     ${block('Args', c.args)}
     ${c.resolvedArgs !== undefined ? block('Resolved args', c.resolvedArgs) : ''}
     ${c.status === 'succeeded' || c.output != null ? block('Output', c.output) : ''}

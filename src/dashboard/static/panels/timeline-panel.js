@@ -8,6 +8,7 @@ import { fmtMs, plural } from '../util.js';
 const TIMELINE_LEGEND = `<ul class="legend legend-tl" aria-label="Timeline legend">
   <li><svg width="26" height="12" aria-hidden="true"><rect class="bar wait" width="26" height="12"/></svg> waiting for a limit (ready → started)</li>
   <li><svg width="26" height="12" aria-hidden="true"><rect class="bar review" width="26" height="12"/></svg> awaiting review</li>
+  <li><svg width="26" height="12" aria-hidden="true"><rect class="bar hook" width="26" height="12"/></svg> a hook deciding</li>
   <li><svg width="26" height="12" aria-hidden="true"><rect class="bar run o-running" width="26" height="12"/></svg> running</li>
   <li><svg width="26" height="12" aria-hidden="true"><rect class="bar run o-succeeded" width="26" height="12"/></svg> succeeded</li>
   <li><svg width="26" height="12" aria-hidden="true"><rect class="bar run o-failed" width="26" height="12"/></svg> failed / retried</li>

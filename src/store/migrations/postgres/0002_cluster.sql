@@ -62,3 +62,15 @@ BEGIN
   END IF;
   RETURN TRUE;
 END $$;
+
+-- Admissions under `maxActiveRunsPerTenant`: a replica that admits a run takes a ticket, under a lock of
+-- the tenant, before the run is stored; tickets of runs not stored yet count as active runs, so that
+-- replicas admitting at the same instant never pass the cap together. A ticket goes once its run is
+-- stored or refused; those of instances whose lease ended count no more.
+CREATE TABLE admissions (
+  run_id   TEXT   PRIMARY KEY,
+  tenant   TEXT   NOT NULL,
+  instance TEXT   NOT NULL,
+  at       BIGINT NOT NULL
+);
+CREATE INDEX admissions_tenant ON admissions (tenant);
