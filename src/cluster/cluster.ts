@@ -238,8 +238,7 @@ export class Cluster {
       return 0;
     }
     if (claimed.length > 0) this.logger?.info({ replica: this.name, runs: claimed.length }, 'took over runs whose owner is gone');
-    const held = new Set(host.engine.liveRuns());
-    const toResume = [...new Set([...claimed, ...mine])].filter((id) => !held.has(id) && !host.engine.has(id));
+    const toResume = [...new Set([...claimed, ...mine])].filter((id) => !host.engine.knows(id));
     let resumed = 0;
     for (const id of toResume) {
       if (this.lease.instance !== me || this.closed) break;

@@ -47,7 +47,6 @@ export { isEnded } from './run-views.js';
 
 const NOTHING: Output = { events: [], starts: [], aborts: [] };
 
-
 export class Engine {
   readonly config: Config;
   /** Replaced by `abandon`. */
@@ -306,13 +305,9 @@ export class Engine {
     return this.get(decision.runId) as RunView;
   }
 
-  /**
-   * The view of a run that has ended for good (not needs_replan): such a run takes no more input, and
-   * the scheduler has already let it go (see `publish`), so the engine answers for it.
-   */
+  /** The view of a run that has ended for good: the engine answers for it (see `RunViews.endedForGood`). */
   private endedRun(runId: string): RunView | undefined {
-    const view = this.get(runId);
-    return view && isEnded(view.status) && view.status !== 'needs_replan' ? view : undefined;
+    return this.views.endedForGood(runId);
   }
 
   activeRuns(tenant?: string): number {
@@ -340,6 +335,11 @@ export class Engine {
     this.scheduler = this.makeScheduler();
     this.hooks?.forget();
     this.timer.clear();
+  }
+
+  /** Whether the run is in hand (held, unborn, withdrawn and to be ended): never resumed from the store. */
+  knows(runId: string): boolean {
+    return this.views.knows(runId) || this.scheduler.has(runId) || this.pipeline.withdrawing(runId);
   }
 
   /** The ids of the runs this engine holds and has not ended. */

@@ -322,6 +322,11 @@ export class Scheduler {
     forgetRun(this.state, run);
   }
 
+  /** Whether the scheduler holds the run (ended or not, until it is evicted). */
+  has(runId: string): boolean {
+    return this.state.runs.has(runId);
+  }
+
   /** The runs not ended (needs_replan included: it waits for a replan). */
   liveRuns(): string[] {
     const out: string[] = [];
