@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { EVENT_TYPES } from '../core/events.js';
+import { WAIT_KINDS } from '../core/waiting.js';
 import { CallErrorSchema, CallStatusSchema, FailureSchema, RunStatusSchema } from './batch.js';
 import { API_ERRORS } from './errors.js';
 
@@ -13,6 +14,37 @@ export const ErrorBodySchema = z.object({
 });
 const EdgeSchema = z.object({ from: z.string(), to: z.string(), kind: z.enum(['data', 'policy', 'conflict']), reason: z.string() });
 const DiagnosticSchema = z.object({ code: z.string(), message: z.string(), callId: z.string().optional(), callIds: z.array(z.string()).optional() });
+const WaitHolderSchema = z.object({ runId: z.string(), callId: z.string(), tenant: z.string(), since: z.string().describe('when its attempt started') });
+const WaitingSchema = z
+  .object({
+    kind: z.enum(WAIT_KINDS),
+    key: z.string().optional().describe('the tenant, run id, tool, resource key, rate bucket (tool:<name> or tenant:<t>) or locked resource key'),
+    limit: z.number().optional().describe('running calls, or tokens per perMs for a rate'),
+    inUse: z.number().optional(),
+    perMs: z.number().optional(),
+    retryAt: z.string().optional().describe('a rate: when its bucket has a token again'),
+    domain: z.string().optional().describe('a lock: global or tenant:<t>'),
+    holders: z.array(WaitHolderSchema).describe("up to 5, oldest first; none for perRun (the run's own running calls)"),
+    queuedBehind: z.array(WaitHolderSchema).optional().describe('a lock with no holder in conflict: the waiters of other runs ahead'),
+    otherHolders: z.number().int().optional().describe("holders of other tenants, not named to an agent"),
+  })
+  .describe('What refused a ready call that has not started');
+export const LimitsSchema = z.object({
+  items: z.array(
+    z.object({
+      kind: z.enum(WAIT_KINDS),
+      key: z.string().optional(),
+      domain: z.string().optional(),
+      limit: z.number().optional(),
+      perMs: z.number().optional(),
+      inUse: z.number(),
+      waiting: z.number().int(),
+      longestWaitMs: z.number(),
+      retryAt: z.string().optional(),
+      holders: z.array(WaitHolderSchema),
+    }),
+  ),
+});
 const CallViewSchema = z.object({
   id: z.string(),
   tool: z.string(),
@@ -28,6 +60,8 @@ const CallViewSchema = z.object({
   resolvedArgs: z.record(z.string(), z.unknown()).optional(),
   review: z.object({ reason: z.string(), decision: z.string().optional(), comment: z.string().optional() }).optional(),
   compensation: z.object({ status: z.enum(['succeeded', 'failed']), output: z.unknown().optional(), error: CallErrorSchema.optional() }).optional(),
+  waitingFor: z.array(WaitingSchema).optional(),
+  waitingSince: z.string().optional().describe('with waitingFor: since when the call waits'),
 });
 export const RunSchema = z.object({
   id: z.string(),

@@ -25,7 +25,7 @@
 import type { CallInput } from '../core/calls.js';
 import { callError } from '../core/errors.js';
 import type { RunEvent } from '../core/events.js';
-import { Scheduler, SchedulerError, type AttemptEnded, type Output, type ReviewDecision } from '../core/scheduler.js';
+import { Scheduler, SchedulerError, type AttemptEnded, type LimitInUse, type Output, type ReviewDecision } from '../core/scheduler.js';
 import type { RunProjection, RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import { createExecutors } from '../executors/index.js';
@@ -82,6 +82,7 @@ export class Engine {
         policy: opts.config.policy,
         limits: opts.config.limits,
         defaults: opts.config.defaults,
+        explainWaits: true,
         ...(opts.config.hooks ? { hooks: opts.config.hooks } : {}),
         ...(opts.permits ? { gated: true } : {}),
       });
@@ -317,9 +318,8 @@ export class Engine {
     return this.inflight.size;
   }
 
-  limitUsage() {
-    return this.scheduler.limitUsage();
-  }
+  limitUsage = () => this.scheduler.limitUsage();
+  limitsInUse = (): LimitInUse[] => this.scheduler.limitsInUse(this.clock());
 
   /**
    * Several replicas (DESIGN §12): this replica lost its lease, so another may own its runs now. Every

@@ -4,9 +4,10 @@
  * own tenant). Events:
  *
  * - `event: run` — `{ id, tenant, status, failure, tags, createdAt, endedAt, callCount, callCounts,
- *   diagnostics }` (the fields of a `GET /v1/runs` item, plus the number of calls in each status and
- *   the codes of the run's diagnostics; with several replicas, `owner` too) when a run is created,
- *   replanned or completed, and when its calls change status, at most a few times per second per run;
+ *   diagnostics, waitingSince }` (the fields of a `GET /v1/runs` item, plus the number of calls in each
+ *   status, the codes of the run's diagnostics, since when its longest-waiting call waits, and with
+ *   several replicas `owner`) when a run is created, replanned or completed, and when its calls change
+ *   status, at most a few times per second per run;
  * - `event: counts` — `{ counts: { <run status>: n } }` once on connect, then when runs start or end;
  * - `: ping` comments every heartbeat.
  *
@@ -44,11 +45,17 @@ export interface RunFeedItem {
   callCount: number;
   callCounts: Record<CallStatus, number>;
   diagnostics: string[];
+  /** Since when its longest-waiting ready call waits for a limit or lock (ISO), else null. */
+  waitingSince: string | null;
 }
 
 export function runFeedItem(view: RunView): RunFeedItem {
   const callCounts = Object.fromEntries(CALL_STATUSES.map((s) => [s, 0])) as Record<CallStatus, number>;
-  for (const c of view.calls) callCounts[c.status]++;
+  let waitingSince: string | null = null;
+  for (const c of view.calls) {
+    callCounts[c.status]++;
+    if (c.waitingSince !== undefined && c.status === 'ready' && (waitingSince === null || c.waitingSince < waitingSince)) waitingSince = c.waitingSince;
+  }
   return {
     id: view.id,
     tenant: view.tenant,
@@ -60,6 +67,7 @@ export function runFeedItem(view: RunView): RunFeedItem {
     callCount: view.calls.length,
     callCounts,
     diagnostics: view.diagnostics.map((d) => d.code),
+    waitingSince,
   };
 }
 

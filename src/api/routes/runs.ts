@@ -25,6 +25,7 @@ import { withOwner, withOwners } from '../owners.js';
 import { submissionOf } from '../submission.js';
 import { parseRequestPart } from '../request-part.js';
 import { serveRunEvents } from './events.js';
+import { runFor } from '../waiting.js';
 
 export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
   const { service } = ctx;
@@ -38,7 +39,7 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
     const traceparent = req.headers.traceparent;
     const { run, created } = await service.submitGrouped(req.principal, submissionOf(req.principal, body, key), typeof traceparent === 'string' ? traceparent : undefined);
     const view = body.waitMs ? await service.wait(req.principal, run.id, body.waitMs) : run;
-    return reply.status(created ? 201 : 200).send(view);
+    return reply.status(created ? 201 : 200).send(runFor(req.principal, view));
   });
 
   app.post('/v1/plan', async (req) => {
@@ -72,7 +73,7 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   app.get('/v1/runs/:id', async (req) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
-    return withOwner(service, await service.view(req.principal, id));
+    return runFor(req.principal, await withOwner(service, await service.view(req.principal, id)));
   });
 
   app.get('/v1/runs/:id/graph', async (req, reply) => {
@@ -91,24 +92,24 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   app.post('/v1/runs/:id/cancel', async (req, reply) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
-    return reply.status(202).send(await service.cancel(req.principal, id));
+    return reply.status(202).send(runFor(req.principal, await service.cancel(req.principal, id)));
   });
 
   app.post('/v1/runs/:id/replan', async (req, reply) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
     const body = parseRequestPart(ReplanBodySchema, req.body ?? {}, 'body');
-    return reply.status(202).send(await service.replan(req.principal, id, body.calls));
+    return reply.status(202).send(runFor(req.principal, await service.replan(req.principal, id, body.calls)));
   });
 
   app.post('/v1/runs/:id/calls', async (req) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
     const body = parseRequestPart(AppendBodySchema, req.body ?? {}, 'body');
-    return service.append(req.principal, id, body.calls);
+    return runFor(req.principal, await service.append(req.principal, id, body.calls));
   });
 
   app.post('/v1/runs/:id/seal', async (req) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
-    return service.seal(req.principal, id);
+    return runFor(req.principal, await service.seal(req.principal, id));
   });
 
   app.get('/v1/runs/:id/messages', async (req) => {

@@ -227,7 +227,7 @@ export class RunPage {
     const laidOut = this.graph.render(m, this.selected);
     if (changed) {
       this.renderCounts();
-      renderStuck(this.el.querySelector('.stuck'), m);
+      renderStuck(this.el.querySelector('.stuck'), m, this.serverNow());
     }
     if (changed || this.detailsDirty) {
       renderCallDetails(this.el.querySelector('.details'), m, this.selected, { serverNow: () => this.serverNow(), onClose: () => this.closeDetails() });
