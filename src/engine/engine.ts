@@ -26,7 +26,7 @@ import type { CallInput } from '../core/calls.js';
 import { callError } from '../core/errors.js';
 import type { RunEvent } from '../core/events.js';
 import { Scheduler, SchedulerError, type AttemptEnded, type LimitInUse, type Output, type ReviewDecision } from '../core/scheduler.js';
-import type { RunProjection, RunView } from '../core/view.js';
+import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import { createExecutors } from '../executors/index.js';
 import type { Executor } from '../executors/types.js';
@@ -230,6 +230,8 @@ export class Engine {
   async restore(events: readonly RunEvent[]): Promise<RunView> {
     const first = events[0];
     if (!first) throw new Error('cannot restore a run from no events');
+    // One this engine holds (stored, say, but its commit not applied here yet) is not taken back twice.
+    if (this.scheduler.runStatus(first.runId) !== undefined || this.views.has(first.runId)) return this.views.get(first.runId) ?? RunProjection.of(events).view;
     const view = this.views.adopt(events);
     let out: Output;
     try {
