@@ -11,7 +11,9 @@
 #   4. builds the image and checks: HEALTHCHECK healthy; a run submitted with the agent key; a SIGTERM
 #      drain that lets a running call finish; a run that survives down/up on the named volume; a
 #      root-owned bind mount refused with a message that says what to do; then the same through
-#      docker-compose, and the backup and restore of docs/operations.md.
+#      docker-compose (on its PostgreSQL), and the backup and restore of docs/operations.md (SQLite);
+#      then two replicas (docker-compose.replicas.yml): both answer, and a run submitted to one is
+#      read through the other, which names its owner.
 # Everything it makes lives under .tmp/docker-ci (DOCKER_CI_DIR) and /run/toolgraph-docker-ci.PID, and
 # is removed at the end; DOCKER_CI_KEEP=1 keeps the data-root (and so the stand-ins) for the next run.
 set -euo pipefail
@@ -44,7 +46,9 @@ cleanup() {
   trap - EXIT INT TERM
   step "cleanup"
   if [ -n "$DOCKERD_PID" ] && kill -0 "$DOCKERD_PID" 2>/dev/null; then
-    if [ -f "$ROOT/docker-compose.yml" ]; then
+    if [ -f "$ROOT/docker-compose.replicas.yml" ]; then
+      compose2 down -v --remove-orphans >/dev/null 2>&1
+    elif [ -f "$ROOT/docker-compose.yml" ]; then
       compose down -v --remove-orphans >/dev/null 2>&1
     fi
     local ids
@@ -77,6 +81,8 @@ cleanup() {
 }
 
 compose() { /usr/bin/docker-compose -p "$PROJECT" -f "$ROOT/docker-compose.yml" "$@"; }
+# The compose file with the second replica's override.
+compose2() { /usr/bin/docker-compose -p "$PROJECT" -f "$ROOT/docker-compose.yml" -f "$ROOT/docker-compose.replicas.yml" "$@"; }
 
 free_port() { node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"; }
 
@@ -328,6 +334,11 @@ expect_code 201 "$(api POST /v1/runs '{"waitMs":10000,"calls":[{"id":"a","tool":
 [ "$(field 'b.status + " " + JSON.stringify(b.calls[1].output)')" = 'succeeded {"y":1}' ] || fail "compose run: $(field 'JSON.stringify(b)')"
 RUN3=$(field 'b.id')
 ok "run $RUN3 succeeded through the compose service on port $TOOLGRAPH_PORT"
+if [ "$WITH_POSTGRES" = 1 ]; then
+  expect_code 200 "$(api GET /healthz '' "$TOOLGRAPH_OPERATOR_KEY")" "GET /healthz (operator)"
+  [ "$(field 'b.store + " " + b.replica')" = "postgres toolgraph-1" ] || fail "the compose service should run on PostgreSQL as toolgraph-1: $(field 'JSON.stringify(b)')"
+  ok "on PostgreSQL, replica toolgraph-1"
+fi
 
 step "docker-compose down / up"
 compose down >/dev/null 2>&1
@@ -358,5 +369,40 @@ expect_code 200 "$(api GET "/v1/runs/$RUN3")" "GET /v1/runs/$RUN3 after the rest
 [ "$(field 'b.status')" = succeeded ] || fail "run $RUN3 after the restore: $(field 'b.status')"
 ok "a fresh volume restored from the backup has run $RUN3"
 fi
-compose down -v >/dev/null 2>&1
+
+# --- 6. two replicas -----------------------------------------------------------------------------
+if [ "$WITH_POSTGRES" = 1 ] && [ -f docker-compose.replicas.yml ]; then
+  step "two replicas (docker-compose.replicas.yml)"
+  export TOOLGRAPH_PORT_2
+  TOOLGRAPH_PORT_2=$(free_port)
+  compose2 up -d >/dev/null 2>&1 || { compose2 logs --tail 30; fail "docker-compose up (two replicas)"; }
+  for svc in $(compose2 config --services); do wait_healthy "$(compose2 ps -q "$svc")" 120; done
+  B1=http://127.0.0.1:$TOOLGRAPH_PORT
+  B2=http://127.0.0.1:$TOOLGRAPH_PORT_2
+  for pair in "toolgraph-1 $B1" "toolgraph-2 $B2"; do
+    BASE=${pair#* }
+    expect_code 200 "$(api GET /healthz '' "$TOOLGRAPH_OPERATOR_KEY")" "GET /healthz of ${pair% *}"
+    [ "$(field 'b.status + " " + b.store + " " + b.replica + " " + b.cluster.lease')" = "ok postgres ${pair% *} held" ] ||
+      fail "${pair% *}: $(field 'JSON.stringify(b)')"
+  done
+  ok "both answer: toolgraph-1 on port $TOOLGRAPH_PORT, toolgraph-2 on port $TOOLGRAPH_PORT_2, each holding its lease"
+  BASE=$B2
+  expect_code 201 "$(api POST /v1/runs '{"calls":[{"id":"nap","tool":"sleep","args":{"ms":2500}}]}')" "POST /v1/runs to toolgraph-2"
+  RUN4=$(field 'b.id')
+  BASE=$B1
+  expect_code 200 "$(api GET "/v1/runs/$RUN4")" "GET /v1/runs/$RUN4 through toolgraph-1"
+  [ "$(field 'b.status + " " + b.owner')" = "running toolgraph-2" ] || fail "run $RUN4 through toolgraph-1 while it runs: $(field 'JSON.stringify(b)')"
+  for _ in $(seq 1 100); do
+    expect_code 200 "$(api GET "/v1/runs/$RUN4")" "GET /v1/runs/$RUN4 through toolgraph-1"
+    [ "$(field 'b.status')" = running ] || break
+    sleep 0.1
+  done
+  [ "$(field 'b.status + " " + b.calls[0].status + " " + b.owner')" = "succeeded succeeded null" ] || fail "run $RUN4 through toolgraph-1: $(field 'JSON.stringify(b)')"
+  expect_code 200 "$(api GET /v1/replicas '' "$TOOLGRAPH_OPERATOR_KEY")" "GET /v1/replicas"
+  [ "$(field 'b.items.filter((r) => r.alive).map((r) => r.name).join(" ")')" = "toolgraph-1 toolgraph-2" ] || fail "GET /v1/replicas: $(field 'JSON.stringify(b)')"
+  ok "run $RUN4 submitted to toolgraph-2 is read through toolgraph-1 (owner toolgraph-2 while it ran, then succeeded); /v1/replicas lists both alive"
+  compose2 down -v >/dev/null 2>&1
+else
+  compose down -v >/dev/null 2>&1
+fi
 ok "down -v"

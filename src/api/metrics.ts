@@ -1,6 +1,7 @@
 /**
  * Prometheus metrics (prom-client, a registry per server): runs by status, call durations, the time
- * ready calls wait for a limit, how full each limit is, and hooks' durations and decisions.
+ * ready calls wait for a limit (all, and by the kind of limit that held them back), how full each
+ * limit is, how many calls wait behind each, and hooks' durations and decisions.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Service } from './service.js';
@@ -75,6 +76,31 @@ export function createMetrics(service: Service): Metrics {
       for (const u of engine.limitUsage()) this.set({ limit: u.name }, u.limit);
     },
   });
+  const limitWait = new Histogram({
+    name: 'toolgraph_limit_wait_seconds',
+    help: 'Time from ready to started of calls a limit or lock held back, by the kind that held them last (call.waiting)',
+    labelNames: ['kind'],
+    buckets: BUCKETS,
+    registers: [registry],
+  });
+  new Gauge({
+    name: 'toolgraph_limit_waiting',
+    help: 'Ready calls waiting now behind each limit (per-run limits and locks summed by kind: their keys are unbounded)',
+    labelNames: ['kind', 'limit'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const sums = new Map<string, { kind: string; limit: string; n: number }>();
+      for (const l of engine.limitsInUse()) {
+        const limit = l.kind === 'perRun' || l.kind === 'lock' || l.key === undefined ? '' : l.key;
+        const id = `${l.kind}\u0000${limit}`;
+        const sum = sums.get(id) ?? { kind: l.kind, limit, n: 0 };
+        sum.n += l.waiting;
+        sums.set(id, sum);
+      }
+      for (const { kind, limit, n } of sums.values()) this.set({ kind, limit }, n);
+    },
+  });
   new Gauge({
     name: 'toolgraph_attempts_running',
     help: 'Attempts running now',
@@ -86,6 +112,9 @@ export function createMetrics(service: Service): Metrics {
 
   // When each call became ready, per run (a run's entry goes when the run ends).
   const readyAt = new Map<string, Map<string, number>>();
+  // The kind of limit each waiting call waits for (its latest call.waiting), per run.
+  const waitKind = new Map<string, Map<string, string>>();
+  const limitWaitOf = children((kind: string) => limitWait.labels(kind));
   // One child per label value: observing through a child skips prom-client's hashing of the labels.
   const waitOf = children((tool: string) => queueWait.labels(tool));
   const succeededOf = children((tool: string) => duration.labels(tool, 'succeeded'));
@@ -98,6 +127,14 @@ export function createMetrics(service: Service): Metrics {
         let m = readyAt.get(e.runId);
         if (!m) readyAt.set(e.runId, (m = new Map()));
         m.set(e.callId as string, e.at);
+        break;
+      }
+      case 'call.waiting': {
+        const kind = e.data.waitingFor[0]?.kind;
+        let m = waitKind.get(e.runId);
+        if (!m) waitKind.set(e.runId, (m = new Map()));
+        if (kind) m.set(e.callId as string, kind);
+        else m.delete(e.callId as string);
         break;
       }
       case 'call.hook': {
@@ -114,6 +151,12 @@ export function createMetrics(service: Service): Metrics {
         if (at === undefined) break;
         m?.delete(e.callId as string);
         waitOf(tool).observe((e.at - at) / 1000);
+        const kinds = waitKind.get(e.runId);
+        const kind = kinds?.get(e.callId as string);
+        if (kind !== undefined) {
+          kinds?.delete(e.callId as string);
+          limitWaitOf(kind).observe((e.at - at) / 1000);
+        }
         break;
       }
       case 'call.succeeded':
@@ -124,9 +167,11 @@ export function createMetrics(service: Service): Metrics {
         break;
       case 'call.cancelled':
         readyAt.get(e.runId)?.delete(e.callId as string);
+        waitKind.get(e.runId)?.delete(e.callId as string);
         break;
       case 'run.completed':
         readyAt.delete(e.runId);
+        waitKind.delete(e.runId);
         completedOf(e.data.status).inc();
         break;
     }

@@ -18,7 +18,7 @@ import {
   SubmitBodySchema,
 } from '../contract/requests.js';
 import { ToolsQuery } from './tool-list.js';
-import { ErrorBodySchema, EventSchema, GraphSchema, InvokedSchema, PlanSchema, ReviewSchema, RunSchema, RunSummarySchema } from '../contract/responses.js';
+import { ErrorBodySchema, EventSchema, GraphSchema, InvokedSchema, LimitsSchema, PlanSchema, ReplicasSchema, ReviewSchema, RunSchema, RunSummarySchema } from '../contract/responses.js';
 
 type Schema = z.ZodType;
 
@@ -198,6 +198,20 @@ function buildDocument(): Record<string, unknown> {
         parameters: params(['name']),
         requestBody: { required: false, content: content(InvokeBodySchema) },
         responses: { '200': { description: 'The outcome', content: content(InvokedSchema) }, ...errors(400, 401, 403, 404, 429) },
+      },
+    },
+    '/v1/limits': {
+      get: {
+        summary: 'Every limit and lock in use: how full, who holds it, how many calls wait behind it and for how long (operator only)',
+        responses: { '200': { description: 'Limits in use', content: content(LimitsSchema) }, ...errors(401, 403) },
+      },
+    },
+    '/v1/replicas': {
+      get: {
+        summary: 'The replicas serving this API, with their lease health and owned runs (operator only)',
+        description:
+          'With PostgreSQL: every replica that holds a lease, or held one in the last hour and did not leave cleanly (alive: false). With SQLite: this process alone, without a lease (the lease fields are null).',
+        responses: { '200': { description: 'Replicas', content: content(ReplicasSchema) }, ...errors(401, 403, 503) },
       },
     },
     '/healthz': { get: { summary: 'Liveness', security: [], responses: { '200': { description: 'OK' } } } },

@@ -13,8 +13,10 @@ import { ApiError, httpErrorOf, type HttpError } from './errors.js';
 import { checkHost } from './host-check.js';
 import { createMetrics } from './metrics.js';
 import { metaRoutes } from './routes/meta.js';
+import { replicaRoutes } from './routes/replicas.js';
 import { reviewRoutes } from './routes/reviews.js';
 import { runRoutes } from './routes/runs.js';
+import { limitRoutes } from './routes/limits.js';
 import { runFeedRoutes } from './routes/run-feed.js';
 import { toolRoutes } from './routes/tools.js';
 import type { Service } from './service.js';
@@ -170,6 +172,8 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
   reviewRoutes(app, ctx);
   toolRoutes(app, ctx);
   runFeedRoutes(app, ctx);
+  replicaRoutes(app, ctx);
+  limitRoutes(app, ctx);
   for (const plugin of opts.plugins ?? []) plugin(app, opts.service);
   return app;
 }

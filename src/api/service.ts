@@ -21,8 +21,9 @@ import type { Executor } from '../executors/types.js';
 import type { Store } from '../store/types.js';
 import type { Tracing } from '../telemetry/index.js';
 import { admit } from './admission.js';
-import { canSee, tenantFor, type Principal } from './auth.js';
+import { canSee, requireOperator, tenantFor, type Principal } from './auth.js';
 import { ApiError, httpErrorOf, STORE_RETRY_AFTER, type ApiErrorCode } from './errors.js';
+import { limitJson } from './waiting.js';
 
 export interface ServiceOptions {
   config: Config;
@@ -298,6 +299,15 @@ export class Service {
       });
       const timer = setTimeout(() => finish(this.engine.get(runId) ?? view), waitMs);
     });
+  }
+
+  /**
+   * `GET /v1/limits` (operator only): every limit and lock in use, with its holders and waiters. This
+   * process's; the one place to make it cluster-wide.
+   */
+  async limits(p: Principal): Promise<{ items: ReturnType<typeof limitJson>[] }> {
+    requireOperator(p);
+    return { items: this.engine.limitsInUse().map(limitJson) };
   }
 
   /** `wait` for a run another replica runs: its events are followed through the store (cluster/feed.ts). */

@@ -82,7 +82,8 @@ export function bigBatch(n: number, seed: number): { calls: CallInput[]; refs: n
 }
 
 function schedulerOnce(calls: CallInput[], config: Config): { total: Cost; plan: Cost } {
-  const scheduler = new Scheduler({ catalog: config.catalog, policy: config.policy, limits: config.limits, defaults: config.defaults });
+  // Waits explained, as the live engine has them (call.waiting events, issue #21).
+  const scheduler = new Scheduler({ catalog: config.catalog, policy: config.policy, limits: config.limits, defaults: config.defaults, explainWaits: true });
   let ended = 0;
   const sim = new Simulation(scheduler, {
     attempt: (s) => ({ durationMs: (s.args as { ms: number }).ms, result: { ok: true, output: { ms: (s.args as { ms: number }).ms } } }),

@@ -67,6 +67,8 @@ export interface ReplicaInfo {
   leaseUntil: number;
   renewedAt: number;
   alive: boolean;
+  /** How long the lease still holds by the database's clock (ms); 0 once it ended. */
+  leaseLeftMs: number;
   ownedRuns: number;
 }
 
@@ -153,12 +155,40 @@ export class Cluster {
 
   /** Every replica that holds or held a lease lately (for `/healthz`, metrics and the dashboard). */
   async replicas(): Promise<ReplicaInfo[]> {
-    const rows = await this.store.pool.query<{ instance: string; name: string; started_at: number; lease_until: number; renewed_at: number; alive: boolean; owned: number }>(
-      `SELECT p.instance, p.name, p.started_at, p.lease_until, p.renewed_at, p.lease_until > toolgraph_now() AS alive,
+    const rows = await this.read<{ instance: string; name: string; started_at: number; lease_until: number; renewed_at: number; alive: boolean; left: number; owned: number }>(
+      `SELECT p.instance, p.name, p.started_at, p.lease_until, p.renewed_at, p.lease_until > toolgraph_now() AS alive, GREATEST(p.lease_until - toolgraph_now(), 0) AS left,
          (SELECT count(*)::int FROM runs r WHERE r.owner = p.instance AND r.status IN ('queued', 'running', 'needs_replan')) AS owned
        FROM replicas p WHERE p.lease_until > toolgraph_now() - 3600000 ORDER BY p.name, p.started_at`,
     );
-    return rows.rows.map((r) => ({ instance: r.instance, name: r.name, startedAt: r.started_at, leaseUntil: r.lease_until, renewedAt: r.renewed_at, alive: r.alive, ownedRuns: r.owned }));
+    return rows.map((r) => ({ instance: r.instance, name: r.name, startedAt: r.started_at, leaseUntil: r.lease_until, renewedAt: r.renewed_at, alive: r.alive, leaseLeftMs: r.left, ownedRuns: r.owned }));
+  }
+
+  /**
+   * The name of the replica that owns each of these runs, for those not ended (`queued`, `running`,
+   * `needs_replan`); an ended run has no owner. An owner whose lease ended stays the owner until
+   * another replica takes the run over.
+   */
+  async owners(runIds: readonly string[]): Promise<Map<string, string>> {
+    if (runIds.length === 0) return new Map();
+    const rows = await this.read<{ id: string; owner: string; name: string | null }>(
+      `SELECT r.id, r.owner, p.name FROM runs r LEFT JOIN replicas p ON p.instance = r.owner
+       WHERE r.id = ANY($1::text[]) AND r.owner IS NOT NULL AND r.status IN ('queued', 'running', 'needs_replan')`,
+      [runIds],
+    );
+    // An instance is `name/random` (lease.ts): its name, should its row be gone.
+    return new Map(rows.map((r) => [r.id, r.name ?? r.owner.slice(0, Math.max(0, r.owner.lastIndexOf('/')))]));
+  }
+
+  /** A read for the API: `store_unavailable` (503) when the database does not answer. */
+  private async read<R extends object>(text: string, values: unknown[] = []): Promise<R[]> {
+    try {
+      return (await this.store.pool.query(text, values)).rows as R[];
+    } catch (err) {
+      // A statement's own error (a SQLSTATE outside the connection and server classes) is a bug: as it is.
+      const code = (err as { code?: unknown }).code;
+      if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !/^(08|53|57|58)/.test(code)) throw err;
+      throw new StoreError('store_unavailable', `PostgreSQL at ${this.store.where} cannot be read now: ${(err as Error).message}`);
+    }
   }
 
   /** Stops: no more scans or commands; gives permits and (with `release`) the lease up, so others take the runs over at once. */
@@ -208,8 +238,7 @@ export class Cluster {
       return 0;
     }
     if (claimed.length > 0) this.logger?.info({ replica: this.name, runs: claimed.length }, 'took over runs whose owner is gone');
-    const held = new Set(host.engine.liveRuns());
-    const toResume = [...new Set([...claimed, ...mine])].filter((id) => !held.has(id) && !host.engine.has(id));
+    const toResume = [...new Set([...claimed, ...mine])].filter((id) => !host.engine.knows(id));
     let resumed = 0;
     for (const id of toResume) {
       if (this.lease.instance !== me || this.closed) break;

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { EVENT_TYPES } from '../core/events.js';
+import { WAIT_KINDS } from '../core/waiting.js';
 import { CallErrorSchema, CallStatusSchema, FailureSchema, RunStatusSchema } from './batch.js';
 import { API_ERRORS } from './errors.js';
 
@@ -13,6 +14,37 @@ export const ErrorBodySchema = z.object({
 });
 const EdgeSchema = z.object({ from: z.string(), to: z.string(), kind: z.enum(['data', 'policy', 'conflict']), reason: z.string() });
 const DiagnosticSchema = z.object({ code: z.string(), message: z.string(), callId: z.string().optional(), callIds: z.array(z.string()).optional() });
+const WaitHolderSchema = z.object({ runId: z.string(), callId: z.string(), tenant: z.string(), since: z.string().describe('when its attempt started') });
+const WaitingSchema = z
+  .object({
+    kind: z.enum(WAIT_KINDS),
+    key: z.string().optional().describe('the tenant, run id, tool, resource key, rate bucket (tool:<name> or tenant:<t>) or locked resource key'),
+    limit: z.number().optional().describe('running calls, or tokens per perMs for a rate'),
+    inUse: z.number().optional(),
+    perMs: z.number().optional(),
+    retryAt: z.string().optional().describe('a rate: when its bucket has a token again'),
+    domain: z.string().optional().describe('a lock: global or tenant:<t>'),
+    holders: z.array(WaitHolderSchema).describe("up to 5, oldest first; none for perRun (the run's own running calls)"),
+    queuedBehind: z.array(WaitHolderSchema).optional().describe('a lock with no holder in conflict: the waiters of other runs ahead'),
+    otherHolders: z.number().int().optional().describe("holders of other tenants, not named to an agent"),
+  })
+  .describe('What refused a ready call that has not started');
+export const LimitsSchema = z.object({
+  items: z.array(
+    z.object({
+      kind: z.enum(WAIT_KINDS),
+      key: z.string().optional(),
+      domain: z.string().optional(),
+      limit: z.number().optional(),
+      perMs: z.number().optional(),
+      inUse: z.number(),
+      waiting: z.number().int(),
+      longestWaitMs: z.number(),
+      retryAt: z.string().optional(),
+      holders: z.array(WaitHolderSchema),
+    }),
+  ),
+});
 const CallViewSchema = z.object({
   id: z.string(),
   tool: z.string(),
@@ -28,6 +60,8 @@ const CallViewSchema = z.object({
   resolvedArgs: z.record(z.string(), z.unknown()).optional(),
   review: z.object({ reason: z.string(), decision: z.string().optional(), comment: z.string().optional() }).optional(),
   compensation: z.object({ status: z.enum(['succeeded', 'failed']), output: z.unknown().optional(), error: CallErrorSchema.optional() }).optional(),
+  waitingFor: z.array(WaitingSchema).optional(),
+  waitingSince: z.string().optional().describe('with waitingFor: since when the call waits'),
 });
 export const RunSchema = z.object({
   id: z.string(),
@@ -46,6 +80,11 @@ export const RunSchema = z.object({
       sideEffects: z.array(z.string()),
     })
     .optional(),
+  owner: z
+    .string()
+    .nullable()
+    .optional()
+    .describe('GET /v1/runs/{id}: the replica (its --replica-id) that owns the run while it is not ended; null once it ended, and with SQLite'),
 });
 export const RunSummarySchema = z.object({
   id: z.string(),
@@ -57,6 +96,7 @@ export const RunSummarySchema = z.object({
   endedAt: z.string().nullable(),
   callCount: z.number().int(),
   idempotencyKey: z.string().nullable(),
+  owner: z.string().nullable().describe('the replica (its --replica-id) that owns the run while it is not ended; null once it ended, and with SQLite'),
 });
 export const GraphSchema = z.object({
   nodes: z.array(z.object({ id: z.string(), tool: z.string(), status: CallStatusSchema })),
@@ -85,3 +125,22 @@ export const ReviewSchema = z.object({
   createdAt: z.string(),
 });
 export const InvokedSchema = z.object({ runId: z.string(), status: CallStatusSchema, output: z.unknown(), error: CallErrorSchema.nullable(), durationMs: z.number() });
+
+/** `GET /v1/replicas`: the replicas of the cluster (several replicas on PostgreSQL), or this process alone. */
+export const ReplicaSchema = z.object({
+  name: z.string().describe('the replica\'s --replica-id'),
+  instance: z.string().describe('this process of that name (name/random on PostgreSQL: a restart is a new instance)'),
+  self: z.boolean().describe('whether this is the replica that answered'),
+  startedAt: z.string(),
+  leaseUntil: z.string().nullable().describe("until when its lease holds, by the database's clock; null with SQLite (no lease)"),
+  renewedAt: z.string().nullable().describe('its last lease renewal; null with SQLite'),
+  leaseLeftMs: z.number().int().nullable().describe('how long its lease still holds (0 once ended); null with SQLite'),
+  alive: z.boolean().describe('whether its lease holds (its runs are taken over once it does not)'),
+  ownedRuns: z.number().int().describe('runs not ended that it owns'),
+});
+export const ReplicasSchema = z.object({
+  store: z.enum(['memory', 'sqlite', 'postgres']),
+  replica: z.string().describe('the name of the replica that answered'),
+  leaseMs: z.number().int().nullable().describe('store.leaseMs; null with SQLite'),
+  items: z.array(ReplicaSchema),
+});

@@ -11,6 +11,7 @@ import { CALL_ERROR_CODES } from './errors.js';
 import { HOOK_DECISIONS, HOOK_EVENTS } from './hooks.js';
 import { EVENT_TYPES, type CoreEvent, type EventPayloads, type EventType, type RunEvent } from './events.js';
 import { RUN_STATUSES } from './state.js';
+import { WAIT_KINDS } from './waiting.js';
 
 const args = z.record(z.string(), z.unknown());
 const callError = z.object({ code: z.enum(CALL_ERROR_CODES), message: z.string(), callId: z.string().optional(), details: z.unknown().optional() });
@@ -21,6 +22,19 @@ const step = { edges: z.array(edge), diagnostics: z.array(diagnostic) };
 const generations = z.array(z.array(z.string()));
 const int1 = z.int().min(1);
 const ms = z.number();
+const holder = z.object({ runId: z.string(), callId: z.string(), tenant: z.string(), since: ms });
+const waitReason = z.object({
+  kind: z.enum(WAIT_KINDS),
+  key: z.string().optional(),
+  limit: z.number().optional(),
+  inUse: z.number().optional(),
+  perMs: z.number().optional(),
+  retryAt: ms.optional(),
+  domain: z.string().optional(),
+  holders: z.array(holder),
+  queuedBehind: z.array(holder).optional(),
+  otherHolders: z.int().min(0).optional(),
+});
 
 /** One schema per event type, for its payload. */
 export const EVENT_PAYLOAD_SCHEMAS = {
@@ -60,6 +74,7 @@ export const EVENT_PAYLOAD_SCHEMAS = {
     fail: z.object({ message: z.string() }).optional(),
     error: z.string().optional(),
   }),
+  'call.waiting': z.object({ waitingFor: z.array(waitReason) }),
   'review.decided': z.object({ decision: z.enum(['approve', 'reject', 'edit']), args: args.optional(), comment: z.string().optional() }),
   'run.needs_replan': z.object({
     replanContext: z.object({

@@ -9,6 +9,7 @@ import type { CallInput, Diagnostic, Edge, RunStatus } from './calls.js';
 import type { CallError } from './errors.js';
 import type { HookDecision, HookOn } from './hooks.js';
 import type { FailureMode } from './tool.js';
+import type { WaitReason } from './waiting.js';
 
 /** Why a run waits for a replan (`run.needs_replan`, and the run's view). */
 export interface ReplanContext {
@@ -66,6 +67,8 @@ export interface EventPayloads {
     | { status: 'failed'; error: CallError; startedAt?: number };
   /** One hook's decision (DESIGN §14); `startedAt` is when the hook was called. */
   'call.hook': HookDecision & { on: HookOn };
+  /** A ready call's wait changed: what refused it now (empty: nothing names it any more). */
+  'call.waiting': { waitingFor: WaitReason[] };
   'review.decided': { decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string };
   'run.needs_replan': { replanContext: ReplanContext };
   'run.replanned': PlanStepData & { calls: CallInput[]; generations: string[][] };
@@ -90,6 +93,7 @@ export const EVENT_TYPES = [
   'call.awaiting_review',
   'call.compensated',
   'call.hook',
+  'call.waiting',
   'review.decided',
   'run.needs_replan',
   'run.replanned',

@@ -72,6 +72,22 @@ export interface LimitUsage {
   used: number;
 }
 
+/** A read-only look at a `Limiter` (see `Limiter.inspect`). */
+export interface LimiterState {
+  readonly limits: Limits;
+  readonly byTenant: ReadonlyMap<string, number>;
+  readonly byTool: ReadonlyMap<string, number>;
+  readonly resourceKeys: readonly { text: string; limit: number; used: number }[];
+  readonly buckets: ReadonlyMap<string, Readonly<Bucket>>;
+  /** The running calls, in the order they started. */
+  readonly running: ReadonlySet<Holder>;
+  /** Lock waiters, first come first. */
+  readonly waiters: readonly Holder[];
+  runningOf(runId: string): number;
+  resourcesOf(h: Holder): readonly number[];
+  bucketsOf(h: Holder): readonly Readonly<Bucket>[];
+}
+
 export class Limiter {
   private global = 0;
   private readonly byTenant = new Map<string, number>();
@@ -83,6 +99,7 @@ export class Limiter {
    *  that runs is of its own run (one big run, say) the lock check needs no scan of them. */
   private readonly runningPerRun = new Map<string, number>();
   private readonly waiters: Holder[] = [];
+  private state: LimiterState | undefined;
   private seeds: Map<string, { units: number; last: number }> | undefined;
 
   /** `rates`: false when rate limits are counted elsewhere (several replicas: the cluster's buckets). */
@@ -228,6 +245,26 @@ export class Limiter {
     return this.global;
   }
 
+  /**
+   * What is held and queued now, and which resource limits and buckets a holder counts against: for
+   * explaining waits (scheduler/waits.ts), off the hot path. One object, live (not a copy): read it,
+   * never change it.
+   */
+  inspect(): LimiterState {
+    return (this.state ??= {
+      limits: this.limits,
+      byTenant: this.byTenant,
+      byTool: this.byTool,
+      resourceKeys: this.resourceKeys,
+      buckets: this.buckets,
+      running: this.running,
+      waiters: this.waiters,
+      runningOf: (runId) => this.runningPerRun.get(runId) ?? 0,
+      resourcesOf: (h) => this.resourceLimitsOf(h),
+      bucketsOf: (h) => this.bucketsOf(h),
+    });
+  }
+
   private resourceLimitsOf(h: Holder): number[] {
     if (h.resourceLimits) return h.resourceLimits;
     if (this.resourceKeys.length === 0) return (h.resourceLimits = NOTHING);
@@ -284,7 +321,7 @@ export class Limiter {
 }
 
 /** Whether two calls of different runs in one lock domain conflict: a write of one overlaps the other. */
-function clash(h: Holder, o: Holder): boolean {
+export function clash(h: Holder, o: Holder): boolean {
   return (
     o.runId !== h.runId &&
     o.domain === h.domain &&

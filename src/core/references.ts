@@ -322,7 +322,11 @@ function subst(value: unknown, lookup: TargetLookup, meter: Meter | undefined): 
       if (!Object.hasOwn(value, k)) continue;
       if (meter) spend(meter, (first ? 0 : 1) + 3 + escapedBytes(k, meter.budget - meter.spent));
       first = false;
-      out[k] = subst((value as Record<string, unknown>)[k], lookup, meter);
+      const v = subst((value as Record<string, unknown>)[k], lookup, meter);
+      // A key named `__proto__` (JSON.parse makes it an own property) stays one: `out[k] = v` would set
+      // the object's prototype instead, and the key would be lost.
+      if (k === '__proto__') Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true });
+      else out[k] = v;
     }
     return out;
   }

@@ -10,6 +10,7 @@ import type { CallInput, CallStatus, Diagnostic, Edge, RunStatus } from './calls
 import type { CallError } from './errors.js';
 import type { CoreEvent, EventOf, PlanStepData, ReplanContext } from './events.js';
 import type { FailureMode } from './tool.js';
+import type { WaitHolder, WaitReason } from './waiting.js';
 
 export type { ReplanContext } from './events.js';
 
@@ -35,7 +36,21 @@ export interface CallView {
   resolvedArgs?: Record<string, unknown>;
   review?: { reason: string; decision?: string; comment?: string };
   compensation?: CompensationView;
+  /** A `ready` call that has not started: what refused it (the latest `call.waiting`). */
+  waitingFor?: WaitingView[];
+  /** With `waitingFor`: since when the call waits (its first `call.waiting` since it became ready). */
+  waitingSince?: string;
 }
+
+/** A holder of what a call waits for, as the run's view shows it: `since` as an ISO time. */
+export type WaitHolderView = Omit<WaitHolder, 'since'> & { since: string };
+
+/** A `WaitReason` as the run's view shows it: its times as ISO text. */
+export type WaitingView = Omit<WaitReason, 'retryAt' | 'holders' | 'queuedBehind'> & {
+  retryAt?: string;
+  holders: WaitHolderView[];
+  queuedBehind?: WaitHolderView[];
+};
 
 export interface RunView {
   id: string;
@@ -185,7 +200,21 @@ export class RunProjection {
 type CallEvent = Exclude<CoreEvent, EventOf<'run.created' | 'run.started' | 'run.replanned' | 'run.calls_added' | 'run.sealed' | 'run.needs_replan' | 'run.completed'>>;
 
 function applyCallEvent(c: CallView, e: CallEvent): void {
+  // A wait lasts until the call's next move (it starts, ends, or waits again after a retry).
+  if (c.waitingFor !== undefined && e.type !== 'call.waiting') {
+    delete c.waitingFor;
+    delete c.waitingSince;
+  }
   switch (e.type) {
+    case 'call.waiting':
+      if (c.status === 'ready' && e.data.waitingFor.length > 0) {
+        c.waitingFor = e.data.waitingFor.map(waitingView);
+        c.waitingSince ??= iso(e.at);
+      } else {
+        delete c.waitingFor;
+        delete c.waitingSince;
+      }
+      return;
     case 'call.ready':
       c.status = 'ready';
       return;
@@ -244,4 +273,16 @@ function applyCallEvent(c: CallView, e: CallEvent): void {
       return;
     }
   }
+}
+
+function waitingView(w: WaitReason): WaitingView {
+  const { retryAt, holders, queuedBehind, ...rest } = w;
+  const v: WaitingView = { ...rest, holders: holders.map(holderView) };
+  if (retryAt !== undefined) v.retryAt = iso(retryAt);
+  if (queuedBehind !== undefined) v.queuedBehind = queuedBehind.map(holderView);
+  return v;
+}
+
+function holderView(h: WaitHolder): WaitHolderView {
+  return { runId: h.runId, callId: h.callId, tenant: h.tenant, since: iso(h.since) };
 }

@@ -388,6 +388,11 @@ export class CommitPipeline {
     }
   }
 
+  /** Whether the pipeline will end this withdrawn run once the store is back (see `endWithdrawn`). */
+  withdrawing(runId: string): boolean {
+    return this.maybeStored.some((m) => m.runId === runId);
+  }
+
   /** Asks the log whether it is back; `undefined` when it is. */
   private async probe(): Promise<unknown> {
     if (!this.log?.ping) return undefined;

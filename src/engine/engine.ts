@@ -25,7 +25,7 @@
 import type { CallInput } from '../core/calls.js';
 import { callError } from '../core/errors.js';
 import type { RunEvent } from '../core/events.js';
-import { Scheduler, SchedulerError, type AttemptEnded, type Output, type ReviewDecision } from '../core/scheduler.js';
+import { Scheduler, SchedulerError, type AttemptEnded, type LimitInUse, type Output, type ReviewDecision } from '../core/scheduler.js';
 import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import { createExecutors } from '../executors/index.js';
@@ -46,7 +46,6 @@ export type { SubmitRequest } from '../contract/submission.js';
 export { isEnded } from './run-views.js';
 
 const NOTHING: Output = { events: [], starts: [], aborts: [] };
-
 
 export class Engine {
   readonly config: Config;
@@ -83,6 +82,7 @@ export class Engine {
         policy: opts.config.policy,
         limits: opts.config.limits,
         defaults: opts.config.defaults,
+        explainWaits: true,
         ...(opts.config.hooks ? { hooks: opts.config.hooks } : {}),
         ...(opts.permits ? { gated: true } : {}),
       });
@@ -307,13 +307,9 @@ export class Engine {
     return this.get(decision.runId) as RunView;
   }
 
-  /**
-   * The view of a run that has ended for good (not needs_replan): such a run takes no more input, and
-   * the scheduler has already let it go (see `publish`), so the engine answers for it.
-   */
+  /** The view of a run that has ended for good: the engine answers for it (see `RunViews.endedForGood`). */
   private endedRun(runId: string): RunView | undefined {
-    const view = this.get(runId);
-    return view && isEnded(view.status) && view.status !== 'needs_replan' ? view : undefined;
+    return this.views.endedForGood(runId);
   }
 
   activeRuns(tenant?: string): number {
@@ -324,9 +320,8 @@ export class Engine {
     return this.inflight.size;
   }
 
-  limitUsage() {
-    return this.scheduler.limitUsage();
-  }
+  limitUsage = () => this.scheduler.limitUsage();
+  limitsInUse = (): LimitInUse[] => this.scheduler.limitsInUse(this.clock());
 
   /**
    * Several replicas (DESIGN §12): this replica lost its lease, so another may own its runs now. Every
@@ -342,6 +337,11 @@ export class Engine {
     this.scheduler = this.makeScheduler();
     this.hooks?.forget();
     this.timer.clear();
+  }
+
+  /** Whether the run is in hand (held, unborn, withdrawn and to be ended): never resumed from the store. */
+  knows(runId: string): boolean {
+    return this.views.knows(runId) || this.scheduler.has(runId) || this.pipeline.withdrawing(runId);
   }
 
   /** The ids of the runs this engine holds and has not ended. */

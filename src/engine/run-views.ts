@@ -48,6 +48,20 @@ export class RunViews {
     return this.runs.has(runId);
   }
 
+  /**
+   * The view of a run that has ended for good (not needs_replan): such a run takes no more input, and
+   * the scheduler has already let it go (see `publish`), so the engine answers for it.
+   */
+  endedForGood(runId: string): RunView | undefined {
+    const view = this.runs.get(runId)?.projection.view;
+    return view && isEnded(view.status) && view.status !== 'needs_replan' ? view : undefined;
+  }
+
+  /** Whether the run is here at all: visible, or submitted and not stored yet (unborn). */
+  knows(runId: string): boolean {
+    return this.runs.has(runId) || this.unborn.has(runId);
+  }
+
   get(runId: string): RunView | undefined {
     return this.runs.get(runId)?.projection.view;
   }

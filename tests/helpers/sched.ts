@@ -56,6 +56,8 @@ export interface RigOptions {
   /** Hooks (DESIGN §14): which calls wait for them, and how the test answers them. */
   hooks?: HookMatcher[];
   hook?: SimulationHooks['hook'];
+  /** `SchedulerOptions.explainWaits`: `call.waiting` events. */
+  explainWaits?: boolean;
 }
 
 export interface Rig {
@@ -76,6 +78,7 @@ export function rig(o: RigOptions): Rig {
     limits: limits(o.limits),
     defaults: { ...DEFAULTS, failure: o.defaultFailure ?? 'partial' },
     ...(o.hooks ? { hooks: o.hooks } : {}),
+    ...(o.explainWaits ? { explainWaits: true } : {}),
   });
   const script = o.script ?? defaultScript;
   const sim = new Simulation(scheduler, {

@@ -70,6 +70,8 @@ export interface StartOptions {
   dir?: string;
   /** The store: a `postgres://…` URL (tests/helpers/postgres.ts), or a SQLite file; default `toolgraph.db` in `dir`. */
   db?: string;
+  /** On PostgreSQL, this replica's name (`--replica-id`); two in-process replicas need two names. */
+  replica?: string;
 }
 
 const open: Api[] = [];
@@ -88,7 +90,7 @@ export async function startApi(opts: StartOptions): Promise<Api> {
   const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'toolgraph-api-'));
   const dbFile = opts.db ?? path.join(dir, 'toolgraph.db');
   const config = parseConfig(opts.yaml, 'test.yaml', { env: {}, baseDir: dir });
-  const { store, service, app } = await serverOn(config, dbFile, opts.heartbeatMs);
+  const { store, service, app } = await serverOn(config, dbFile, opts.heartbeatMs, opts.replica);
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : 0;

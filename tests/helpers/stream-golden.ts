@@ -172,8 +172,9 @@ function attempt(s: StartAttempt): SimulatedAttempt {
   return { durationMs: ms, result: { ok: true, output: { id: s.callId, v: a.v, a: a.a, attempt: s.attempt, list: [a.b] } } };
 }
 
-function newScheduler(sc: GoldenScenario): Scheduler {
+function newScheduler(sc: GoldenScenario, explainWaits: boolean): Scheduler {
   return new Scheduler({
+    ...(explainWaits ? { explainWaits } : {}),
     catalog: catalogOf(sc.tools),
     policy: sc.policy,
     limits: limits({ global: 1 + (sc.seed % 4), maxCallsPerRun: 100_000 }),
@@ -190,7 +191,11 @@ export interface GoldenTraces {
   errors: string[];
 }
 
-export function traces(sc: GoldenScenario): GoldenTraces {
+/**
+ * With `explainWaits` (issue #21), the scheduler adds `call.waiting` events; they are left out of the
+ * traces, which must then be what they are without it: explaining waits changes no decision.
+ */
+export function traces(sc: GoldenScenario, explainWaits = false, waited?: (n: number) => void): GoldenTraces {
   // The planner alone.
   const planner: unknown[] = [];
   const p = new StreamPlanner('acme', catalogOf(sc.tools), sc.policy);
@@ -199,7 +204,7 @@ export function traces(sc: GoldenScenario): GoldenTraces {
 
   // The scheduler on the virtual clock.
   const errors: string[] = [];
-  const s = newScheduler(sc);
+  const s = newScheduler(sc, explainWaits);
   const guarded = (what: string, f: () => Output) => () => {
     try {
       return f();
@@ -222,13 +227,14 @@ export function traces(sc: GoldenScenario): GoldenTraces {
   if (sc.sealAt !== undefined) sim.at(sc.sealAt, (now) => guarded('seal', () => s.seal(now, 'r1'))());
   if (sc.cancelAt !== undefined) sim.at(sc.cancelAt, (now) => guarded('cancel', () => s.cancel(now, 'r1'))());
   sim.run();
-  const events = sim.events;
+  const events = explainWaits ? sim.events.filter((e) => e.type !== 'call.waiting') : sim.events;
+  waited?.(sim.events.length - events.length);
 
   // Restored from a prefix of the events, then the rest of the stream.
   const cut = Math.max(1, Math.floor(sc.cut * events.length));
   const prefix = events.slice(0, cut);
   const last = prefix[prefix.length - 1] as CoreEvent;
-  const r = newScheduler(sc);
+  const r = newScheduler(sc, explainWaits);
   const restored: unknown[] = [];
   try {
     restored.push(outJson(r.restore(last.at, prefix)));
@@ -255,9 +261,10 @@ export function traceHash(t: GoldenTraces): string {
 // ---- serializing ---------------------------------------------------------------------------------
 
 function outJson(o: Output): unknown {
+  const events = o.events.filter((e) => e.type !== 'call.waiting');
   // `index` is a lookup hint added after the traces were recorded; what it must be is tested in
   // scheduler-internals.test.ts.
-  return { events: o.events, starts: o.starts.map(({ index: _, ...s }) => ({ ...s, tool: s.tool.name })), aborts: o.aborts };
+  return { events, starts: o.starts.map(({ index: _, ...s }) => ({ ...s, tool: s.tool.name })), aborts: o.aborts };
 }
 
 /**

@@ -27,6 +27,12 @@ function sampleEvents(): CoreEvent[] {
   h.submit(0, { calls: [{ id: 'a', tool: 't', args: {} }] });
   h.run();
   out.push(...h.events);
+  // Waits explained (`call.waiting`): a tool limit, a rate and a lock.
+  const w = rig({ tools: [tool('t', { reads: [], writes: ['k:{a}'], rate: { tokens: 2, perMs: 1000 } })], limits: { tool: { t: 1 } }, explainWaits: true });
+  w.submit(0, { calls: [{ id: 'a', tool: 't', args: { a: 'x' } }, { id: 'b', tool: 't', args: { a: 'y' } }, { id: 'c', tool: 't', args: { a: 'z' } }] });
+  w.submit(1, { runId: 'r2', calls: [{ id: 'a', tool: 't', args: { a: 'x' } }] });
+  w.run();
+  out.push(...w.events);
   return out;
 }
 

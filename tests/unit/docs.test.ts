@@ -165,7 +165,10 @@ describe('docs/', () => {
           ? Object.fromEntries(Object.entries(v).filter(([k, x]) => inProps || k !== 'id' || typeof x !== 'string').map(([k, x]) => [k, strip(x, !inProps && (k === 'properties' || k === 'patternProperties'))]))
           : v;
     const check = new Ajv2019({ strict: false, allErrors: true, logger: false }).compile(strip(raw) as object);
-    const files = [...blocks(/^yaml$/).filter((b) => /^services:/m.test(b.body)), { where: 'docker-compose.yml', lang: 'yaml', body: readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8') }];
+    const files = [
+      ...blocks(/^yaml$/).filter((b) => /^services:/m.test(b.body)),
+      ...['docker-compose.yml', 'docker-compose.replicas.yml'].map((f) => ({ where: f, lang: 'yaml', body: readFileSync(path.join(ROOT, f), 'utf8') })),
+    ];
     for (const b of files) {
       expect(check(parse(b.body)), `${b.where}: ${JSON.stringify(check.errors)}`).toBe(true);
     }
@@ -173,6 +176,8 @@ describe('docs/', () => {
 
   it('every Prometheus rule names only metrics the service exports', () => {
     const exported = new Set([...readFileSync(path.join(ROOT, 'src/api/metrics.ts'), 'utf8').matchAll(/name: '(toolgraph_\w+)'/g)].map((m) => m[1] as string));
+    // Each replica's own metrics (several replicas on PostgreSQL).
+    for (const m of readFileSync(path.join(ROOT, 'src/api/cluster-metrics.ts'), 'utf8').matchAll(/gauge\('(toolgraph_\w+)'/g)) exported.add(m[1] as string);
     expect(exported.size).toBeGreaterThan(4);
     const rules = blocks(/^yaml$/).filter((b) => /^groups:/m.test(b.body));
     expect(rules.length).toBeGreaterThan(0);

@@ -87,6 +87,13 @@ describe('resolving under limits.maxArgsBytes', () => {
     expect(!over.ok && over.error.code).toBe('args_too_large');
   });
 
+  it('a key named __proto__ stays a key of the resolved args (found by the property below)', () => {
+    const args = JSON.parse('{"":{"__proto__":[1]},"a":"${a.output}"}') as Record<string, unknown>;
+    const free = resolveValue(args, () => ({ value: 'z' }));
+    expect(JSON.stringify(free)).toBe('{"ok":true,"value":{"":{"__proto__":[1]},"a":"z"}}');
+    expect(resolveValue(args, () => ({ value: 'z' }), bytes(free.ok ? free.value : null))).toEqual(free);
+  });
+
   it('any args resolve to exactly the same value with a cap they fit, and fail with one byte less', () => {
     fc.assert(
       fc.property(

@@ -13,6 +13,7 @@ import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 import { headOfEventStream, openEventStream } from '../sse.js';
 import { parseRequestPart } from '../request-part.js';
+import { eventFor } from '../waiting.js';
 
 const MAX_BUFFERED = 4 * 1024 * 1024;
 
@@ -52,7 +53,7 @@ export async function serveRunEvents(ctx: AppContext, req: FastifyRequest, reply
   const send = (e: RunEvent) => {
     if (closed || e.seq <= last) return;
     last = e.seq;
-    res.write(`id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify(eventJson(e))}\n\n`);
+    res.write(`id: ${e.seq}\nevent: ${e.type}\ndata: ${JSON.stringify(eventJson(eventFor(req.principal, e)))}\n\n`);
     if (res.writableLength > MAX_BUFFERED) res.destroy();
     else if (e.type === 'run.completed') close();
   };

@@ -4,9 +4,10 @@
  * own tenant). Events:
  *
  * - `event: run` — `{ id, tenant, status, failure, tags, createdAt, endedAt, callCount, callCounts,
- *   diagnostics }` (the fields of a `GET /v1/runs` item, plus the number of calls in each status and
- *   the codes of the run's diagnostics) when a run is created, replanned or completed, and when its
- *   calls change status, at most a few times per second per run;
+ *   diagnostics, waitingSince }` (the fields of a `GET /v1/runs` item, plus the number of calls in each
+ *   status, the codes of the run's diagnostics, since when its longest-waiting call waits, and with
+ *   several replicas `owner`) when a run is created, replanned or completed, and when its calls change
+ *   status, at most a few times per second per run;
  * - `event: counts` — `{ counts: { <run status>: n } }` once on connect, then when runs start or end;
  * - `: ping` comments every heartbeat.
  *
@@ -25,6 +26,7 @@ import { StreamQuery } from '../../contract/requests.js';
 import type { AppContext } from '../context.js';
 import type { Service } from '../service.js';
 import { parseRequestPart } from '../request-part.js';
+import { withOwner } from '../owners.js';
 
 /** At most this often per run (ms): 4 updates per second. */
 const RUN_INTERVAL_MS = 250;
@@ -43,11 +45,17 @@ export interface RunFeedItem {
   callCount: number;
   callCounts: Record<CallStatus, number>;
   diagnostics: string[];
+  /** Since when its longest-waiting ready call waits for a limit or lock (ISO), else null. */
+  waitingSince: string | null;
 }
 
 export function runFeedItem(view: RunView): RunFeedItem {
   const callCounts = Object.fromEntries(CALL_STATUSES.map((s) => [s, 0])) as Record<CallStatus, number>;
-  for (const c of view.calls) callCounts[c.status]++;
+  let waitingSince: string | null = null;
+  for (const c of view.calls) {
+    callCounts[c.status]++;
+    if (c.waitingSince !== undefined && c.status === 'ready' && (waitingSince === null || c.waitingSince < waitingSince)) waitingSince = c.waitingSince;
+  }
   return {
     id: view.id,
     tenant: view.tenant,
@@ -59,6 +67,7 @@ export function runFeedItem(view: RunView): RunFeedItem {
     callCount: view.calls.length,
     callCounts,
     diagnostics: view.diagnostics.map((d) => d.code),
+    waitingSince,
   };
 }
 
@@ -73,6 +82,8 @@ interface Client {
 interface Pending {
   /** Undefined for a run that changed on any replica (several replicas): read when it goes out. */
   view: RunView | undefined;
+  /** Several replicas: the replica that owns the run (null once it ended), read with the view. */
+  owner?: string | null;
   timer: NodeJS.Timeout | undefined;
   /** When the next summary may go out. */
   dueAt: number;
@@ -152,14 +163,17 @@ class RunFeed {
     const p = this.runs.get(runId);
     if (!p) return;
     let view: RunView;
+    let owner: string | null;
     try {
       view = (await this.service.projection({ role: 'operator' }, runId)).view;
+      owner = (await withOwner(this.service, view)).owner;
     } catch {
       this.runs.delete(runId);
       return;
     }
     if (p.view?.status !== view.status) this.countsChanged();
     p.view = view;
+    p.owner = owner;
     this.flushRun(runId);
   }
 
@@ -169,7 +183,8 @@ class RunFeed {
     p.timer = undefined;
     p.last = Date.now();
     const view = p.view;
-    const data = `event: run\ndata: ${JSON.stringify(runFeedItem(view))}\n\n`;
+    const item = p.owner === undefined ? runFeedItem(view) : { ...runFeedItem(view), owner: p.owner };
+    const data = `event: run\ndata: ${JSON.stringify(item)}\n\n`;
     for (const c of this.clients) if (this.sees(c, view.tenant)) c.write(data);
     if (view.endedAt !== null) this.runs.delete(runId);
   }

@@ -21,9 +21,11 @@ import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 import { fastSubmitBody } from '../fast-body.js';
 import { anthropicMessages, openAiMessages } from '../formats.js';
+import { withOwner, withOwners } from '../owners.js';
 import { submissionOf } from '../submission.js';
 import { parseRequestPart } from '../request-part.js';
 import { serveRunEvents } from './events.js';
+import { runFor } from '../waiting.js';
 
 export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
   const { service } = ctx;
@@ -37,7 +39,7 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
     const traceparent = req.headers.traceparent;
     const { run, created } = await service.submitGrouped(req.principal, submissionOf(req.principal, body, key), typeof traceparent === 'string' ? traceparent : undefined);
     const view = body.waitMs ? await service.wait(req.principal, run.id, body.waitMs) : run;
-    return reply.status(created ? 201 : 200).send(view);
+    return reply.status(created ? 201 : 200).send(runFor(req.principal, view));
   });
 
   app.post('/v1/plan', async (req) => {
@@ -58,18 +60,20 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
       const i = t.indexOf(':');
       return [t.slice(0, i), t.slice(i + 1)] as [string, string];
     });
-    return service.store.list({
+    const page = await service.store.list({
       limit: q.limit,
       ...(tenant !== undefined ? { tenant } : {}),
       ...(q.status ? { status: q.status } : {}),
       ...(tags.length ? { tags } : {}),
       ...(q.cursor ? { cursor: q.cursor } : {}),
     });
+    // Each item names the replica that owns it (null once ended, and with SQLite).
+    return withOwners(service, page);
   });
 
   app.get('/v1/runs/:id', async (req) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
-    return service.view(req.principal, id);
+    return runFor(req.principal, await withOwner(service, await service.view(req.principal, id)));
   });
 
   app.get('/v1/runs/:id/graph', async (req, reply) => {
@@ -88,24 +92,24 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
 
   app.post('/v1/runs/:id/cancel', async (req, reply) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
-    return reply.status(202).send(await service.cancel(req.principal, id));
+    return reply.status(202).send(runFor(req.principal, await service.cancel(req.principal, id)));
   });
 
   app.post('/v1/runs/:id/replan', async (req, reply) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
     const body = parseRequestPart(ReplanBodySchema, req.body ?? {}, 'body');
-    return reply.status(202).send(await service.replan(req.principal, id, body.calls));
+    return reply.status(202).send(runFor(req.principal, await service.replan(req.principal, id, body.calls)));
   });
 
   app.post('/v1/runs/:id/calls', async (req) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
     const body = parseRequestPart(AppendBodySchema, req.body ?? {}, 'body');
-    return service.append(req.principal, id, body.calls);
+    return runFor(req.principal, await service.append(req.principal, id, body.calls));
   });
 
   app.post('/v1/runs/:id/seal', async (req) => {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
-    return service.seal(req.principal, id);
+    return runFor(req.principal, await service.seal(req.principal, id));
   });
 
   app.get('/v1/runs/:id/messages', async (req) => {

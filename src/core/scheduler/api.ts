@@ -16,6 +16,12 @@ export interface SchedulerOptions {
   /** Hooks (DESIGN §14): which calls wait for a `before_call` or `after_call` decision. */
   hooks?: readonly HookMatcher[];
   /**
+   * Explain why ready calls wait: a `call.waiting` event when what refuses a call changes, and
+   * `Scheduler.limitsInUse()` (DESIGN §7). The live engine turns it on; replay and tests of the
+   * schedule alone leave it off (default), and the schedule is the same either way.
+   */
+  explainWaits?: boolean;
+  /**
    * Several replicas (DESIGN §12): a call that every local limit lets start is not started yet but
    * asks for a cluster-wide permit (`Output.permits`); the shell answers with `permitGranted` or
    * `permitRefused`. Off, calls start at once, as always.

@@ -37,6 +37,7 @@ export function enqueueReady(s: SchedulerState, run: ScheduledRun, c: ScheduledC
   heap.push(c);
   run.readyCount++;
   markDirty(s, run);
+  s.waits?.fresh.push(c);
 }
 
 /** Starts ready calls, best first, until no limit has room for any. */
@@ -122,6 +123,11 @@ function takeReady(run: ScheduledRun, c: ScheduledCall): void {
   if (heap.peek() === c) heap.pop();
   else heap.removeWhere((x) => x === c);
   run.readyCount--;
+  // It waits no more: its queue (waits.ts) is shorter by one.
+  if (c.waitGroup !== undefined) {
+    c.waitGroup.live--;
+    c.waitGroup = undefined;
+  }
 }
 
 function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {

@@ -8,11 +8,12 @@ import type { CallError } from '../errors.js';
 import type { CoreEvent, EventOf, EventPayloads, EventType } from '../events.js';
 import type { HookOn } from '../hooks.js';
 import { KeyedHeap, MinHeap } from '../heap.js';
-import { Limiter, type Holder } from '../limits.js';
+import { Limiter, type Bucket, type Holder } from '../limits.js';
 import type { PlannedCall } from '../plan.js';
 import type { Access, Key } from '../resources.js';
 import type { StreamPlanner } from '../stream-plan.js';
 import type { FailureMode, ToolManifest } from '../tool.js';
+import type { WaitHolder, WaitKind, WaitReason } from '../waiting.js';
 import { SchedulerError, type AttemptResult, type Output, type SchedulerOptions } from './api.js';
 
 /**
@@ -71,6 +72,68 @@ export interface ScheduledCall extends Holder {
   permitPending?: boolean;
   /** Gated: the `permitEpoch` in which the cluster refused it (it waits for the next one). */
   permitRefusedIn?: number;
+  /**
+   * Why it waits (waits.ts, with `explainWaits`): what refused it when it was last explained; current
+   * while it is `ready`. Kept on the call, not in an object of its own: a big run has tens of
+   * thousands of calls waiting at once.
+   */
+  waitReasons?: WaitReason[] | undefined;
+  /** When it began waiting. */
+  waitSince?: number;
+  /** The queue it waits in (a count limit or a bucket), while it waits in one. */
+  waitGroup?: WaitGroup | undefined;
+  /** Its explanations so far: tells its place in a queue from an older place it left. */
+  waitSeq?: number;
+  /** The call as a holder of what others wait for, made once per attempt (waits.ts). */
+  heldAs?: WaitHolder | undefined;
+}
+
+/** A call that waits for a lock, and the calls it waits for (waits.ts). */
+export interface LockWait {
+  c: ScheduledCall;
+  seq: number;
+  /** The holders (or the waiters ahead), and their attempts then. */
+  watch: ScheduledCall[];
+  attempts: number[];
+}
+
+/**
+ * The waiters of one count limit or rate bucket (waits.ts). A member is current while its call is
+ * ready and its `waitSeq` is the one it had when it joined.
+ */
+export interface WaitGroup {
+  kind: WaitKind;
+  key: string | undefined;
+  /** A resource limit's index in the limiter. */
+  index: number;
+  members: ScheduledCall[];
+  seqs: number[];
+  /** How many members still wait (at least: a call cancelled while it waited is counted until pruned). */
+  live: number;
+  /** Members are pruned of stale entries when there are this many. */
+  compactAt: number;
+  /** A rate bucket. */
+  bucket: Readonly<Bucket> | undefined;
+  /** A long queue: since when its limit has had room (it is explained again at a later time). */
+  staleSince: number | undefined;
+  /** The reasons last given to a member: the next one that would get the same shares them. */
+  last: WaitReason[] | undefined;
+  /** The `call.waiting` payload of `last`, made once. */
+  lastData: { waitingFor: WaitReason[] } | undefined;
+}
+
+/** What the scheduler keeps to explain waits (`SchedulerOptions.explainWaits`). */
+export interface WaitBook {
+  /** Calls that became ready in this step. */
+  fresh: ScheduledCall[];
+  /** Calls whose attempt ended in this step: what they held, others may now wait for with others. */
+  released: ScheduledCall[];
+  /** The groups of each kind, by key (`''` for `global`). */
+  groups: Map<WaitKind, Map<string, WaitGroup>>;
+  /** The same groups, in the order they were made (looked at after every step). */
+  list: WaitGroup[];
+  /** Calls waiting for a lock. */
+  locks: LockWait[];
 }
 
 export interface ScheduledRun {
@@ -146,6 +209,8 @@ export interface SchedulerState {
   readonly dirty: (ScheduledRun | undefined)[];
   /** How many of `dirty` are in use (the list is not truncated: that would drop its storage). */
   dirtyCount: number;
+  /** Set with `explainWaits`: why ready calls wait (waits.ts). */
+  readonly waits: WaitBook | undefined;
   /** Gated: grows when cluster-wide permits may have freed, so refused calls are asked for again. */
   permitEpoch: number;
 }
@@ -167,6 +232,7 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     now: 0,
     dirty: [],
     dirtyCount: 0,
+    waits: opts.explainWaits ? { fresh: [], released: [], groups: new Map(), list: [], locks: [] } : undefined,
     permitEpoch: 0,
   };
 }
@@ -294,6 +360,11 @@ export function newCall(run: ScheduledRun, p: PlannedCall): ScheduledCall {
     hooked: false,
     hookArgs: undefined,
     outcome: undefined,
+    waitReasons: undefined,
+    waitSince: 0,
+    waitGroup: undefined,
+    waitSeq: 0,
+    heldAs: undefined,
   };
 }
 

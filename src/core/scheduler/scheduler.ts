@@ -47,6 +47,8 @@ import { restoreRun } from './restore.js';
 import { checkArgsSize } from '../references.js';
 import { DEFAULT_MAX_ARGS_BYTES, outputChecked } from '../size.js';
 import { appendTo, sealRun } from './streamed.js';
+import { limitsInUse, type LimitInUse } from './limits-in-use.js';
+import { noteWaits } from './waits.js';
 
 export class Scheduler {
   private readonly state: SchedulerState;
@@ -141,6 +143,7 @@ export class Scheduler {
     }
     if (c.status !== 'running' || e.attempt !== c.attempts || c.hookPending !== undefined) return this.flush();
     s.limiter.release(c);
+    s.waits?.released.push(c);
     this.learn(c.tool, now - (c.attemptStartedAt as number));
     const r = outputChecked(e.result, c, s.opts.limits.maxOutputBytes);
     // `run.running` counts the call until it settles: its after_call hooks (hooking.ts) may hold it.
@@ -319,6 +322,11 @@ export class Scheduler {
     forgetRun(this.state, run);
   }
 
+  /** Whether the scheduler holds the run (ended or not, until it is evicted). */
+  has(runId: string): boolean {
+    return this.state.runs.has(runId);
+  }
+
   /** The runs not ended (needs_replan included: it waits for a replan). */
   liveRuns(): string[] {
     const out: string[] = [];
@@ -336,6 +344,11 @@ export class Scheduler {
     return this.state.limiter.usage();
   }
 
+  /** Every limit and lock in use at `now`: holders, waiters, longest wait (needs `explainWaits`). */
+  limitsInUse(now: number): LimitInUse[] {
+    return limitsInUse(this.state, Math.max(this.state.now, now));
+  }
+
   estimates(): Record<string, number> {
     const out: Record<string, number> = {};
     for (const [tool, st] of [...this.state.learned].sort(([a], [b]) => (a < b ? -1 : 1))) out[tool] = Math.round(st.mean * 1000) / 1000;
@@ -349,6 +362,7 @@ export class Scheduler {
     dispatch(s);
     finishRuns(s);
     // Ending a run can start compensations but never frees a limit, so one more pass is enough.
+    if (s.waits) noteWaits(s);
     const out = s.out;
     s.out = emptyOutput();
     return out;

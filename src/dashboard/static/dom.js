@@ -37,7 +37,7 @@ export function setHash(path, params) {
   history.replaceState(null, '', `#${path}${qs ? `?${qs}` : ''}`);
 }
 
-/** Marks the main navigation's link of `nav` ('runs' or 'attention') as the current page; null marks none. */
+/** Marks the main navigation's link of `nav` ('runs', 'attention' or 'replicas') as the current page; null marks none. */
 export function markNav(nav) {
   for (const a of document.querySelectorAll('[data-nav]')) {
     if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');

@@ -4,6 +4,7 @@
 // top and first in tab order, the edges beneath. The whole picture is laid out again only when calls
 // or edges are added; a status change only updates its node.
 
+import { shortWait } from './waiting.js';
 import { esc, GLYPH, label } from './util.js';
 
 const W = 184;
@@ -325,7 +326,7 @@ export class GraphView {
       note = r?.code === 'awaiting_replan' ? `awaits a replan (${r.on} failed)` : on ? `waits on ${on.id} (${label(on.status)})` : r?.code ?? 'blocked';
     }
     else if (c.status === 'pending' && r?.onAll) note = `waits on ${r.onAll.join(', ')}`;
-    else if (c.status === 'ready') note = 'waiting for a limit';
+    else if (c.status === 'ready') note = r?.waits ? `waiting for ${shortWait(r.waits[0])}` : 'waiting for a limit';
     else if (c.status === 'awaiting_review') note = 'needs a review';
     else if (c.status === 'failed' || c.status === 'cancelled') note = c.error?.code ?? '';
     else if (c.attempts > 1) note = `${c.attempts} attempts`;

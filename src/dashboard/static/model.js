@@ -2,10 +2,13 @@
 // server's own projection (view.js, generated from src/core/view.ts), plus the timing of every attempt
 // for the timeline.
 import { RunProjection } from './view.js';
+import { limitName } from './waiting.js';
 
 /**
  * @typedef {{ n: number, readyAt?: number, startedAt?: number, endedAt?: number, waitEndAt?: number,
- *   outcome?: 'succeeded'|'failed'|'retry'|'cancelled', error?: object, retryAt?: number }} Attempt
+ *   outcome?: 'succeeded'|'failed'|'retry'|'cancelled', error?: object, retryAt?: number,
+ *   waits?: object[] }} Attempt — `waits`: what held it back before it started (each `call.waiting`'s
+ *   first reason, in order)
  * @typedef {{ on: 'before_call'|'after_call', hook: string, decision: string, from: number, to: number,
  *   reason?: string, error?: string }} HookTime  one hook's call (DESIGN §14)
  */
@@ -116,6 +119,14 @@ export class RunModel {
         if (!last || last.startedAt !== undefined) c.timing.attempts.push({ n: c.timing.attempts.length + 1, readyAt: at });
         break;
       }
+      case 'call.waiting': {
+        const w = d.waitingFor?.[0];
+        if (!w || !last || last.startedAt !== undefined) return;
+        const prev = last.waits?.[last.waits.length - 1];
+        if (!prev || prev.kind !== w.kind || prev.key !== w.key) (last.waits ??= []).push(w);
+        else last.waits[last.waits.length - 1] = w;
+        break;
+      }
       case 'call.awaiting_review':
         c.review.since = at;
         break;
@@ -220,6 +231,7 @@ export class RunModel {
         return { code: 'waiting', text: `waits on ${on.map((p) => `${p.id} (${p.status.replace(/_/g, ' ')})`).join(', ')}`, on: on[0].id, onAll: on.map((p) => p.id) };
       }
       case 'ready':
+        if (c.waitingFor?.length) return { code: `waiting for ${c.waitingFor[0].kind === 'lock' ? 'a lock' : 'a limit'}`, text: `waiting for ${c.waitingFor.map((w) => limitName(w)).join(', ')}`, waits: c.waitingFor, since: c.waitingSince };
         return { code: 'limit', text: 'ready; waiting for a free slot under the limits (global, tenant, tool, per run, resource or rate)' };
       case 'awaiting_review':
         return { code: 'review', text: `awaiting a human review: ${c.review?.reason ?? ''}` };

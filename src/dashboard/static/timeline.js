@@ -3,6 +3,7 @@
 // its attempts (solid, by outcome) and the backoff before a retry (a thin dashed line).
 
 import { esc, fmtMs } from './util.js';
+import { waitText } from './waiting.js';
 
 const ROW = 20;
 const BAR = 12;
@@ -93,7 +94,14 @@ export class TimelineView {
       for (const a of c.timing.attempts) {
         if (a.readyAt !== undefined) {
           const to = a.startedAt ?? a.waitEndAt ?? (c.status === 'ready' ? end : undefined);
-          if (to !== undefined && to - a.readyAt > 0) parts.push(bar('wait', x(a.readyAt), x(to), by, `${c.id} attempt ${a.n}: ready, waited ${fmtMs(to - a.readyAt)} for a limit before it started`));
+          const what = a.waits?.length ? a.waits.map(waitText).join(', then ') : 'a limit';
+          if (to !== undefined && to - a.readyAt > 0) {
+            parts.push(bar('wait', x(a.readyAt), x(to), by, `${c.id} attempt ${a.n}: ready, waited ${fmtMs(to - a.readyAt)} for ${what}${a.startedAt === undefined ? ' so far' : ' before it started'}`));
+            // The limit of the wait, on the bar when there is room for it.
+            const last = a.waits?.[a.waits.length - 1];
+            const name = last ? `${last.kind}${last.key !== undefined && last.kind !== 'perRun' ? ` ${last.key}` : ''}` : '';
+            if (name && x(to) - x(a.readyAt) > name.length * 6.5 + 8) parts.push(`<text class="wait-label" x="${x(a.readyAt) + 4}" y="${by + BAR - 2}">${esc(name)}</text>`);
+          }
         }
         if (a.startedAt !== undefined) {
           const to = a.endedAt ?? end;

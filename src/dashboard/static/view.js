@@ -115,7 +115,22 @@ export class RunProjection {
     }
 }
 function applyCallEvent(c, e) {
+    // A wait lasts until the call's next move (it starts, ends, or waits again after a retry).
+    if (c.waitingFor !== undefined && e.type !== 'call.waiting') {
+        delete c.waitingFor;
+        delete c.waitingSince;
+    }
     switch (e.type) {
+        case 'call.waiting':
+            if (c.status === 'ready' && e.data.waitingFor.length > 0) {
+                c.waitingFor = e.data.waitingFor.map(waitingView);
+                c.waitingSince ??= iso(e.at);
+            }
+            else {
+                delete c.waitingFor;
+                delete c.waitingSince;
+            }
+            return;
         case 'call.ready':
             c.status = 'ready';
             return;
@@ -179,4 +194,16 @@ function applyCallEvent(c, e) {
             return;
         }
     }
+}
+function waitingView(w) {
+    const { retryAt, holders, queuedBehind, ...rest } = w;
+    const v = { ...rest, holders: holders.map(holderView) };
+    if (retryAt !== undefined)
+        v.retryAt = iso(retryAt);
+    if (queuedBehind !== undefined)
+        v.queuedBehind = queuedBehind.map(holderView);
+    return v;
+}
+function holderView(h) {
+    return { runId: h.runId, callId: h.callId, tenant: h.tenant, since: iso(h.since) };
 }

@@ -1,10 +1,21 @@
 // What makes a run need an operator, for the runs list's "needs attention" view: the statuses, the
-// reasons shown beside a run, and reading the calls of the runs the list's items say too little about.
+// reasons shown beside a run (a call that has waited too long for a limit among them), and reading
+// the calls of the runs the list's items say too little about.
 
-import { CALL_STATUSES } from '../util.js';
+import { CALL_STATUSES, fmtMs } from '../util.js';
 
 /** The ended statuses that need an operator. */
 export const ATTENTION = ['deadlocked', 'needs_replan', 'failed', 'partial'];
+
+/** A call that has waited this long for a limit or lock needs a look (the default; the page can change it). */
+export const LONG_WAIT_S = 30;
+
+/** Since when the run's longest-waiting ready call waits (ISO), or null. */
+export function waitingSince(view) {
+  let since = null;
+  for (const c of view.calls) if (c.status === 'ready' && c.waitingSince && (!since || c.waitingSince < since)) since = c.waitingSince;
+  return since;
+}
 
 /** A run's view as a list item, with its calls counted per status (the list's items lack those). */
 export function summarize(view) {
@@ -22,6 +33,8 @@ export function summarize(view) {
     callCount: view.calls.length,
     callCounts,
     diagnostics: view.diagnostics.map((d) => d.code),
+    waitingSince: waitingSince(view),
+    owner: view.owner ?? null,
   };
 }
 
@@ -40,9 +53,13 @@ export async function mapLimit(items, n, fn) {
   return out;
 }
 
-/** Why run summary `r` needs an operator: [status, text] pairs (`reviewRuns`: run id → pending reviews). */
-export function attentionReasons(r, reviewRuns) {
+/**
+ * Why run summary `r` needs an operator: [status, text] pairs (`reviewRuns`: run id → pending reviews;
+ * a live run whose call has waited for a limit longer than `longWaitS` at `now`).
+ */
+export function attentionReasons(r, reviewRuns, now = Date.now(), longWaitS = LONG_WAIT_S) {
   const out = [];
+  if (r.waitingSince && !r.endedAt && now - Date.parse(r.waitingSince) >= longWaitS * 1000) out.push(['ready', `a call waiting ${fmtMs(now - Date.parse(r.waitingSince))} for a limit`]);
   const cc = r.callCounts;
   if (r.status === 'deadlocked' || r.diagnostics?.includes('cycle')) out.push(['deadlocked', r.diagnostics?.includes('cycle') ? 'cycle' : 'deadlock']);
   if (r.status === 'needs_replan') out.push(['needs_replan', 'needs replan']);

@@ -3,7 +3,8 @@
 // page reads only the run's event stream (a finished run's events, then a live run's tail) into a
 // RunModel, and draws what changed at most once per frame; each panel draws its own part.
 
-import { ApiError, stream } from '../api.js';
+import { api, ApiError, stream } from '../api.js';
+import { hasOwners, ownerHtml } from '../cluster.js';
 import { el, errorText, setHash } from '../dom.js';
 import { RunModel } from '../model.js';
 import { alertsHtml } from '../panels/alerts.js';
@@ -14,6 +15,9 @@ import { bindRunActions, showRunEnded } from '../panels/run-actions.js';
 import { renderStuck } from '../panels/stuck.js';
 import { TIMELINE_SECTION, TimelinePanel } from '../panels/timeline-panel.js';
 import { announce, badge, CALL_STATUSES, ENDED_RUN, esc, fmtMs, fmtTime, frameScheduler, GLYPH, label, throttle } from '../util.js';
+
+/** How often the run's owner is read again while the run is not over (ms). */
+const OWNER_REFRESH_MS = 3000;
 
 export class RunPage {
   constructor(id, params) {
@@ -96,6 +100,7 @@ export class RunPage {
       },
     });
     this.reviews.load();
+    this.followOwner();
     this.ticker = setInterval(() => {
       if (this.model.run && !ENDED_RUN.has(this.model.run.status)) {
         this.timelineDue = true;
@@ -103,6 +108,34 @@ export class RunPage {
         this.schedule();
       }
     }, 1000);
+  }
+
+  /**
+   * Several replicas: which one owns the run, read at once and every few seconds while the run is not
+   * over (a takeover changes it without an event of its own).
+   */
+  async followOwner() {
+    if (!(await hasOwners()) || this.destroyed) return;
+    this.owners = true;
+    const read = async () => {
+      try {
+        const run = await api(`/v1/runs/${encodeURIComponent(this.id)}`);
+        if (this.destroyed) return;
+        if (run.owner !== this.owner) {
+          this.owner = run.owner;
+          this.model.runChanged = true;
+          this.schedule();
+        }
+        if (ENDED_RUN.has(run.status) && run.status !== 'needs_replan') return;
+      } catch {
+        // shown by the event stream; tried again below
+      }
+      if (!this.destroyed) this.ownerTimer = setTimeout(read, OWNER_REFRESH_MS);
+    };
+    this.owner = null;
+    this.model.runChanged = true;
+    this.schedule();
+    await read();
   }
 
   failed(e) {
@@ -118,6 +151,7 @@ export class RunPage {
     this.destroyed = true;
     this.events?.close();
     clearInterval(this.ticker);
+    clearTimeout(this.ownerTimer);
     clearTimeout(this.timelineTimer);
     clearTimeout(this.settle);
     this.timeline.destroy();
@@ -193,7 +227,7 @@ export class RunPage {
     const laidOut = this.graph.render(m, this.selected);
     if (changed) {
       this.renderCounts();
-      renderStuck(this.el.querySelector('.stuck'), m);
+      renderStuck(this.el.querySelector('.stuck'), m, this.serverNow());
     }
     if (changed || this.detailsDirty) {
       renderCallDetails(this.el.querySelector('.details'), m, this.selected, { serverNow: () => this.serverNow(), onClose: () => this.closeDetails() });
@@ -241,6 +275,7 @@ export class RunPage {
       <div><dt>Failure mode</dt><dd>${esc(label(r.failure ?? ''))}</dd></div>
       <div><dt>Created</dt><dd><time datetime="${esc(r.createdAt)}">${esc(fmtTime(r.createdAt))}</time></dd></div>
       <div><dt>${r.endedAt ? 'Took' : 'Running for'}</dt><dd>${fmtMs(dur)}</dd></div>
+      ${this.owners ? `<div class="owner-meta"><dt>Replica</dt><dd>${ownerHtml(ENDED_RUN.has(r.status) && r.status !== 'needs_replan' ? null : this.owner)}</dd></div>` : ''}
       ${tags ? `<div><dt>Tags</dt><dd>${tags}</dd></div>` : ''}
       <div class="calls-meta"><dt>Calls</dt><dd class="call-counts"></dd></div>`;
     showRunEnded(this.el.querySelector('.run-head'), ENDED_RUN.has(r.status));

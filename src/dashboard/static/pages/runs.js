@@ -4,8 +4,12 @@
 
 import { api, stream } from '../api.js';
 import { el, errorText, markNav, setHash } from '../dom.js';
-import { ATTENTION, attentionReasons, mapLimit, summarize } from './attention.js';
-import { ago, announce, badge, CALL_STATUSES, esc, fmtMs, fmtTime, frameScheduler, GLYPH, label, plural, RUN_STATUSES } from '../util.js';
+import { ATTENTION, attentionReasons, LONG_WAIT_S, mapLimit, summarize } from './attention.js';
+import { hasOwners, ownerHtml } from '../cluster.js';
+import { ago, announce, badge, CALL_STATUSES, ENDED_RUN, esc, fmtMs, fmtTime, frameScheduler, GLYPH, label, plural, RUN_STATUSES } from '../util.js';
+
+/** How long a call may wait for a limit before its run needs attention (s): the choices. */
+const WAIT_CHOICES = [1, 10, 30, 120, 600];
 
 export class RunsPage {
   constructor(params) {
@@ -14,6 +18,7 @@ export class RunsPage {
       tenant: params.get('tenant') ?? '',
       tag: params.getAll('tag').join(' '),
       attention: params.get('attention') === '1',
+      wait: WAIT_CHOICES.includes(Number(params.get('wait'))) ? Number(params.get('wait')) : LONG_WAIT_S,
     };
     this.rows = new Map();
     /** Summaries from the live stream, with when they came: fresher than a page fetched before. */
@@ -36,10 +41,11 @@ export class RunsPage {
         <button type="button" class="clear">Clear</button>
         <p class="form-error" role="alert"></p>
       </form>
-      <p class="attention-help" hidden>Runs that need an operator: deadlocked, needs replan, failed or partial, with blocked or failed calls, or with calls awaiting review.</p>
+      <p class="attention-help" hidden>Runs that need an operator: deadlocked, needs replan, failed or partial, with blocked or failed calls, with calls awaiting review, or with a call that has waited for a limit or lock longer than
+        <select name="wait" aria-label="How long a call may wait for a limit before its run needs attention">${WAIT_CHOICES.map((w) => `<option value="${w}">${w < 60 ? `${w} s` : `${w / 60} min`}</option>`).join('')}</select>.</p>
       <div class="table-wrap"><table class="runs">
         <caption class="sr-only">Runs, newest first</caption>
-        <thead><tr><th scope="col">Run</th><th scope="col">Status</th><th scope="col">Attention</th><th scope="col">Calls</th><th scope="col" class="c-tenant">Tenant</th><th scope="col" class="c-tags">Tags</th><th scope="col" class="c-created">Created</th><th scope="col" class="c-dur">Duration</th></tr></thead>
+        <thead><tr><th scope="col">Run</th><th scope="col">Status</th><th scope="col" class="c-owner" hidden>Replica</th><th scope="col">Attention</th><th scope="col">Calls</th><th scope="col" class="c-tenant">Tenant</th><th scope="col" class="c-tags">Tags</th><th scope="col" class="c-created">Created</th><th scope="col" class="c-dur">Duration</th></tr></thead>
         <tbody></tbody>
       </table></div>
       <p class="empty" hidden>No runs match these filters.</p>
@@ -62,6 +68,9 @@ export class RunsPage {
       this.apply({ status: '', tenant: '', tag: '', attention: false });
     });
     form.querySelector('.attention-toggle').addEventListener('click', () => this.apply({ attention: !this.filters.attention }));
+    const waitSelect = this.el.querySelector('select[name="wait"]');
+    waitSelect.value = String(this.filters.wait);
+    waitSelect.addEventListener('change', () => this.apply({ wait: Number(waitSelect.value) }));
     this.el.querySelector('.counts').addEventListener('click', (ev) => {
       const b = ev.target.closest('button[data-status]');
       if (!b) return;
@@ -83,7 +92,25 @@ export class RunsPage {
     this.el.querySelector('h1').focus({ preventScroll: true });
     this.connect();
     this.load(false);
-    this.ticker = setInterval(() => this.schedule(), 15_000);
+    this.tick();
+    // Several replicas: a column names the replica that owns each unfinished run.
+    hasOwners().then((on) => {
+      this.owners = on;
+      this.el.querySelector('th.c-owner').hidden = !on;
+      this.schedule();
+    });
+  }
+
+  /** Durations move on; in the attention view a waiting call crosses the threshold in time. */
+  tick() {
+    clearInterval(this.ticker);
+    this.ticker = setInterval(
+      () => {
+        if (this.filters.attention) for (const [id, r] of this.rows) if (this.matches(r)) this.visible.add(id);
+        this.schedule();
+      },
+      this.filters.attention ? 1000 : 15_000,
+    );
   }
 
   destroy() {
@@ -111,13 +138,16 @@ export class RunsPage {
     }
     err.textContent = '';
     const tenantChanged = next.tenant !== this.filters.tenant;
+    const attentionChanged = next.attention !== this.filters.attention;
     this.filters = next;
     const params = new URLSearchParams();
     if (next.status) params.set('status', next.status);
     if (next.tenant) params.set('tenant', next.tenant);
     for (const t of this.tags()) params.append('tag', t);
     if (next.attention) params.set('attention', '1');
+    if (next.attention && next.wait !== LONG_WAIT_S) params.set('wait', String(next.wait));
     setHash('/', params);
+    if (attentionChanged) this.tick();
     markNav(next.attention ? 'attention' : 'runs');
     if (tenantChanged) this.connect();
     this.load(false);
@@ -245,7 +275,7 @@ export class RunsPage {
       const i = t.indexOf(':');
       if ((r.tags ?? {})[t.slice(0, i)] !== t.slice(i + 1)) return false;
     }
-    if (f.attention && !ATTENTION.includes(r.status) && attentionReasons(r, this.reviewRuns).length === 0) return false;
+    if (f.attention && !ATTENTION.includes(r.status) && attentionReasons(r, this.reviewRuns, Date.now(), f.wait).length === 0) return false;
     return true;
   }
 
@@ -268,7 +298,7 @@ export class RunsPage {
     const ids = [...this.visible].map((id) => this.rows.get(id)).filter(Boolean);
     ids.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
     const html = ids.slice(0, 500).map((r) => {
-      const reasons = attentionReasons(r, this.reviewRuns)
+      const reasons = attentionReasons(r, this.reviewRuns, now, f.wait)
         .map(([s, text]) => `<span class="why st-${s}"><span aria-hidden="true">${GLYPH[s] ?? '•'}</span> ${esc(text)}</span>`)
         .join(' ');
       const cc = r.callCounts;
@@ -284,6 +314,7 @@ export class RunsPage {
       return `<tr data-id="${esc(r.id)}" data-status="${esc(r.status)}"${this.fresh.has(r.id) ? ' class="fresh"' : ''}>
         <th scope="row"><a href="#/runs/${encodeURIComponent(r.id)}"><code>${esc(r.id)}</code></a></th>
         <td>${badge(r.status)}</td>
+        ${this.owners ? `<td class="c-owner">${ownerHtml(ENDED_RUN.has(r.status) && r.status !== 'needs_replan' ? null : r.owner)}</td>` : ''}
         <td class="c-why">${reasons || '<span class="muted">–</span>'}</td>
         <td class="c-calls">${r.callCount}${breakdown ? `<div class="muted small">${esc(breakdown)}</div>` : ''}</td>
         <td class="c-tenant">${esc(r.tenant)}</td>

@@ -3,6 +3,7 @@
 
 import { callButton } from '../dom.js';
 import { badge, esc, fmtMs, json, plural } from '../util.js';
+import { waitHtml, waitText } from '../waiting.js';
 
 /**
  * Shows call `selected` of model `m` in `panel` (hidden when there is none), keeping the panel's scroll
@@ -33,7 +34,8 @@ export function renderCallDetails(panel, m, selected, { serverNow, onClose }) {
         .map((a) => {
           const waited = a.readyAt !== undefined ? (a.startedAt ?? a.waitEndAt ?? serverNow()) - a.readyAt : undefined;
           const ran = a.startedAt !== undefined ? (a.endedAt ?? serverNow()) - a.startedAt : undefined;
-          return `<tr><td>${a.n}</td><td>${fmtMs(waited)}</td><td>${a.startedAt !== undefined ? fmtMs(ran) : 'not started'}</td><td>${esc(a.outcome ?? (a.startedAt !== undefined ? 'running' : 'waiting'))}${a.error ? ` — <code>${esc(a.error.code)}</code> ${esc(a.error.message ?? '')}` : ''}</td></tr>`;
+          const held = a.waits?.length ? ` <span class="muted">(${esc(a.waits.map(waitText).join('; then '))})</span>` : '';
+          return `<tr><td>${a.n}</td><td>${fmtMs(waited)}${held}</td><td>${a.startedAt !== undefined ? fmtMs(ran) : 'not started'}</td><td>${esc(a.outcome ?? (a.startedAt !== undefined ? 'running' : 'waiting'))}${a.error ? ` — <code>${esc(a.error.code)}</code> ${esc(a.error.message ?? '')}` : ''}</td></tr>`;
         })
         .join('')}</tbody></table>`
     : '<p class="muted">No attempt yet.</p>';
@@ -45,7 +47,11 @@ export function renderCallDetails(panel, m, selected, { serverNow, onClose }) {
   const block = (title, value, cls = '') => `<h3>${title}</h3><pre class="json ${cls}" tabindex="0">${esc(json(value))}</pre>`;
   const why =
     r && c.status !== 'succeeded' && c.status !== 'running'
-      ? `<div class="why-box st-${esc(c.status)}"><p><strong>${esc(r.code)}</strong>: ${esc(r.text)}</p>${
+      ? `<div class="why-box st-${esc(c.status)}">${
+          r.waits
+            ? `<p class="waiting-for"><strong>Waiting${r.since ? ` ${esc(fmtMs(serverNow() - Date.parse(r.since)))}` : ''}</strong> for ${r.waits.map((w) => waitHtml(w, serverNow())).join('; ')}</p>`
+            : `<p><strong>${esc(r.code)}</strong>: ${esc(r.text)}</p>`
+        }${
           r.on && r.on !== c.id ? `<p>Waits on ${callButton(r.on)}${m.call(r.on) ? ` — ${badge(m.call(r.on).status)}` : ''}</p>` : ''
         }${r.cycle ? `<p>Cycle: ${r.cycle.map(callBtn).join(' → ')}</p>` : ''}</div>`
       : '';

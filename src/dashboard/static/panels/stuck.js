@@ -2,15 +2,20 @@
 // waiting for a limit and failed calls, each with its reason and the call it waits on.
 
 import { callButton } from '../dom.js';
-import { badge, esc, label } from '../util.js';
+import { badge, esc, fmtMs, label } from '../util.js';
+import { waitHtml } from '../waiting.js';
 
-/** Fills `section` (the .stuck element) from model `m`; hidden when no call is stuck. */
-export function renderStuck(section, m) {
+/**
+ * Fills `section` (the .stuck element) from model `m`; hidden when no call is stuck. A ready call
+ * names what it waits for and who holds it, with links (`now`: the server's clock).
+ */
+export function renderStuck(section, m, now = Date.now()) {
   const groups = { blocked: [], awaiting_review: [], ready: [], failed: [] };
   for (const c of m.calls) if (groups[c.status]) groups[c.status].push(c);
   const item = (c) => {
     const r = m.reason(c);
     const on = r?.on && r.on !== c.id ? ` · <span class="waits">waits on ${callButton(r.on)}${m.call(r.on) ? ` (${esc(label(m.call(r.on).status))})` : ''}</span>` : '';
+    if (r?.waits) return `<li data-call="${esc(c.id)}">${callButton(c.id)} — <span class="reason-text waiting-for">waiting for ${r.waits.map((w) => waitHtml(w, now)).join('; ')}</span>${r.since ? ` <span class="muted">(waiting ${esc(fmtMs(now - Date.parse(r.since)))})</span>` : ''}</li>`;
     return `<li data-call="${esc(c.id)}">${callButton(c.id)} — <span class="code">${esc(r?.code ?? c.status)}</span>: <span class="reason-text">${esc(r?.text ?? '')}</span>${on}</li>`;
   };
   const titles = { blocked: 'Blocked', awaiting_review: 'Awaiting review', ready: 'Ready, waiting for a limit', failed: 'Failed' };

@@ -1,0 +1,144 @@
+/**
+ * Every limit and lock in use now (DESIGN §7, `GET /v1/limits`): how full it is, who holds it, how
+ * many calls wait behind it and for how long. Read on demand (an operator's request), never on the
+ * hot path; the waiters come from the scheduler's wait book (waits.ts), so it needs `explainWaits`.
+ *
+ * One process's view: the service hands these items out, and with several replicas it is the place to
+ * merge in the permits of the others.
+ */
+import { own, type Holder } from '../limits.js';
+import { MAX_HOLDERS, type WaitHolder, type WaitKind } from '../waiting.js';
+import type { ScheduledCall, SchedulerState } from './records.js';
+import { unitsAt } from './waits.js';
+
+export interface LimitInUse {
+  kind: WaitKind;
+  /** As in `WaitReason.key`; none for `global`. */
+  key?: string;
+  /** A lock's domain: `global` or `tenant:<t>`. */
+  domain?: string;
+  /** Running calls (a rate: tokens per `perMs`); none for a lock. */
+  limit?: number;
+  perMs?: number;
+  /** Running calls counted against it (a rate: tokens taken and not earned back yet). */
+  inUse: number;
+  /** Ready calls that wait for it now. */
+  waiting: number;
+  /** How long the longest of them has waited (0 when none waits). */
+  longestWaitMs: number;
+  /** A rate: when its bucket has a token again, if it has none now. */
+  retryAt?: number;
+  /** The oldest `MAX_HOLDERS` holders (none for a rate). */
+  holders: WaitHolder[];
+}
+
+/** The limits and locks in use (held, or waited for), in the order of `WAIT_KINDS`, then by key. */
+export function limitsInUse(s: SchedulerState, now: number): LimitInUse[] {
+  const v = s.limiter.inspect();
+  const waiting = waitersByLimit(s);
+  const waitOf = (id: string) => waiting.get(id) ?? { n: 0, since: now };
+  const out: LimitInUse[] = [];
+  const add = (kind: WaitKind, key: string | undefined, item: Omit<LimitInUse, 'kind' | 'key' | 'waiting' | 'longestWaitMs'>) => {
+    const w = waitOf(key === undefined ? kind : `${kind}\u0000${key}`);
+    if (item.inUse === 0 && w.n === 0) return;
+    out.push({ kind, ...(key !== undefined ? { key } : {}), ...item, waiting: w.n, longestWaitMs: now - w.since });
+  };
+  const running = [...v.running];
+  const holdersOf = (pred: (h: Holder) => boolean) => running.filter(pred).slice(0, MAX_HOLDERS).map((h) => holderOf(h as ScheduledCall));
+
+  if (v.limits.global !== undefined) add('global', undefined, { limit: v.limits.global, inUse: s.limiter.runningCount, holders: holdersOf(() => true) });
+  for (const t of sorted(new Set([...v.byTenant.keys(), ...keysOf(waiting, 'tenant')]))) {
+    const limit = s.limiter.tenantLimit(t);
+    if (limit !== undefined) add('tenant', t, { limit, inUse: v.byTenant.get(t) ?? 0, holders: holdersOf((h) => h.tenant === t) });
+  }
+  if (v.limits.perRun !== undefined) {
+    const perRun = v.limits.perRun;
+    const runs = new Set([...running.map((h) => h.runId), ...keysOf(waiting, 'perRun')]);
+    for (const r of sorted(runs)) add('perRun', r, { limit: perRun, inUse: running.filter((h) => h.runId === r).length, holders: holdersOf((h) => h.runId === r) });
+  }
+  for (const tool of sorted(Object.keys(v.limits.tool))) {
+    add('tool', tool, { limit: own(v.limits.tool, tool) as number, inUse: v.byTool.get(tool) ?? 0, holders: holdersOf((h) => h.tool === tool) });
+  }
+  v.resourceKeys.forEach((r, i) => add('resource', r.text, { limit: r.limit, inUse: r.used, holders: holdersOf((h) => h.resourceLimits?.includes(i) === true) }));
+  for (const [name, b] of [...v.buckets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    const units = unitsAt(b, now);
+    const taken = Math.ceil((b.cap * b.perMs - units) / b.perMs);
+    const retryAt = units >= b.perMs ? undefined : Math.max(b.last, now) + Math.ceil((b.perMs - units) / b.cap);
+    add('rate', name, { limit: b.cap, perMs: b.perMs, inUse: taken, ...(retryAt !== undefined ? { retryAt } : {}), holders: [] });
+  }
+  out.push(...locksInUse(now, running, waiting));
+  return out;
+}
+
+/** Held locks, by domain and key: every resource key of a running call of a shared scope. */
+function locksInUse(now: number, running: Holder[], waiting: Map<string, { n: number; since: number }>): LimitInUse[] {
+  const held = new Map<string, { domain: string; key: string; holders: Holder[] }>();
+  for (const h of running) {
+    if (h.domain === null) continue;
+    for (const k of [...h.writes, ...h.reads]) {
+      const id = `lock\u0000${h.domain}\u0000${k.text}`;
+      let e = held.get(id);
+      if (!e) held.set(id, (e = { domain: h.domain, key: k.text, holders: [] }));
+      if (!e.holders.includes(h)) e.holders.push(h);
+    }
+  }
+  for (const id of waiting.keys()) {
+    if (!id.startsWith('lock\u0000') || held.has(id)) continue;
+    const [, domain, key] = id.split('\u0000') as [string, string, string];
+    held.set(id, { domain, key, holders: [] });
+  }
+  const out: LimitInUse[] = [];
+  for (const id of sorted(held.keys())) {
+    const e = held.get(id) as { domain: string; key: string; holders: Holder[] };
+    const w = waiting.get(id) ?? { n: 0, since: now };
+    out.push({
+      kind: 'lock',
+      key: e.key,
+      domain: e.domain,
+      inUse: e.holders.length,
+      waiting: w.n,
+      longestWaitMs: now - w.since,
+      holders: e.holders.slice(0, MAX_HOLDERS).map((h) => holderOf(h as ScheduledCall)),
+    });
+  }
+  return out;
+}
+
+/** The ready calls that wait, counted by what they wait for, with the earliest `since` of each. */
+function waitersByLimit(s: SchedulerState): Map<string, { n: number; since: number }> {
+  const out = new Map<string, { n: number; since: number }>();
+  const book = s.waits;
+  if (!book) return out;
+  const count = (id: string, c: ScheduledCall) => {
+    const since = c.waitSince as number;
+    const w = out.get(id);
+    if (w) {
+      w.n++;
+      w.since = Math.min(w.since, since);
+    } else out.set(id, { n: 1, since });
+  };
+  for (const byKey of book.groups.values()) {
+    for (const g of byKey.values()) {
+      const id = g.key === undefined ? g.kind : `${g.kind}\u0000${g.key}`;
+      g.members.forEach((c, k) => c.waitGroup === g && c.waitSeq === g.seqs[k] && c.status === 'ready' && count(id, c));
+    }
+  }
+  for (const m of book.locks) {
+    const r = m.c.waitReasons?.[0];
+    if (m.c.waitSeq === m.seq && m.c.status === 'ready' && r) count(`lock\u0000${r.domain}\u0000${r.key}`, m.c);
+  }
+  return out;
+}
+
+function keysOf(waiting: Map<string, unknown>, kind: WaitKind): string[] {
+  const prefix = `${kind}\u0000`;
+  return [...waiting.keys()].filter((id) => id.startsWith(prefix)).map((id) => id.slice(prefix.length));
+}
+
+function sorted(xs: Iterable<string>): string[] {
+  return [...xs].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+function holderOf(c: ScheduledCall): WaitHolder {
+  return { runId: c.runId, callId: c.id, tenant: c.tenant, since: c.status === 'running' ? (c.attemptStartedAt ?? 0) : (c.waitSince ?? 0) };
+}

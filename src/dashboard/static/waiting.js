@@ -1,0 +1,70 @@
+// What a ready call waits for, in words (DESIGN §7 `waitingFor`): "waiting for lock file:* held by
+// run … / call … for 3.1 s", with a link to each holder. Shared by the run page's panels, the
+// timeline and the Limits page (whose items have the same kinds, keys and holders).
+
+import { esc, fmtMs } from './util.js';
+
+const KIND = {
+  global: 'the global limit',
+  tenant: 'tenant limit',
+  perRun: 'the per-run limit',
+  tool: 'tool limit',
+  resource: 'resource limit',
+  rate: 'rate limit',
+  lock: 'lock',
+};
+
+/** `3 per min`, `10 per 1 s`: a rate's tokens per period. */
+function per(limit, perMs) {
+  if (perMs === 60_000) return `${limit} per min`;
+  if (perMs === 1000) return `${limit} per s`;
+  return `${limit} per ${fmtMs(perMs)}`;
+}
+
+/** The limit itself, as text: `lock file:*`, `tool limit deploy (1 of 1 in use)`. */
+export function limitName(w, { html = false } = {}) {
+  const code = (s) => (html ? `<code>${esc(s)}</code>` : s);
+  const key = w.key === undefined || w.kind === 'perRun' ? '' : ` ${code(w.key)}`;
+  const use = w.kind === 'rate' ? ` (${per(w.limit, w.perMs)})` : w.limit !== undefined ? ` (${w.inUse ?? '?'} of ${w.limit} in use)` : '';
+  const scope = w.kind === 'lock' && w.domain ? ` (${esc(w.domain === 'global' ? 'shared by every run' : `shared by ${w.domain.replace(/^tenant:/, 'tenant ')}`)})` : '';
+  return `${KIND[w.kind] ?? esc(w.kind)}${key}${use}${scope}`;
+}
+
+/** A link to a holder's call (another run's page, or this one's call). */
+function holderLink(h) {
+  const href = `#/runs/${encodeURIComponent(h.runId)}?call=${encodeURIComponent(h.callId)}`;
+  return `<a href="${esc(href)}" class="holder">run <code>${esc(h.runId)}</code> / call <code>${esc(h.callId)}</code></a>`;
+}
+
+/** Who holds it, for how long (`now`: the server's clock), and how many more. */
+function holdersHtml(w, now) {
+  const list = w.holders ?? [];
+  const named = list.map((h) => `${holderLink(h)} for ${esc(fmtMs(now - Date.parse(h.since)))}`);
+  const more = (w.inUse ?? list.length) - list.length - (w.otherHolders ?? 0);
+  if (w.otherHolders) named.push(`${w.otherHolders} of other tenants`);
+  if (more > 0 && w.kind !== 'lock') named.push(`${more} more`);
+  return named.join(', ');
+}
+
+/** A reason in a few words, for a graph node: `lock file:*`, `tool deploy`, `global`. */
+export function shortWait(w) {
+  return w.kind === 'global' || w.kind === 'perRun' ? (w.kind === 'global' ? 'the global limit' : 'the per-run limit') : `${w.kind} ${w.key}`;
+}
+
+/** One reason as HTML, after "waiting for": what, held by whom since when, or when a token comes. */
+export function waitHtml(w, now) {
+  let text = limitName(w, { html: true });
+  if (w.kind === 'rate' && w.retryAt) {
+    const ms = Date.parse(w.retryAt) - now;
+    text += ms > 0 ? `: next token in ${esc(fmtMs(ms))}` : ': a token is due now';
+  } else if (w.holders?.length || w.otherHolders) text += ` held by ${holdersHtml(w, now)}`;
+  else if (w.queuedBehind?.length) text += `, queued behind ${w.queuedBehind.map(holderLink).join(', ')}, which asked first`;
+  return text;
+}
+
+/** One reason as plain text (a tooltip, a timeline bar). */
+export function waitText(w) {
+  const holders = (w.holders ?? []).map((h) => `run ${h.runId} / call ${h.callId}`);
+  if (w.otherHolders) holders.push(`${w.otherHolders} of other tenants`);
+  return `${limitName(w)}${holders.length ? ` held by ${holders.join(', ')}` : ''}`;
+}
