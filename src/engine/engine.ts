@@ -231,7 +231,7 @@ export class Engine {
     const first = events[0];
     if (!first) throw new Error('cannot restore a run from no events');
     // One this engine holds (stored, say, but its commit not applied here yet) is not taken back twice.
-    if (this.scheduler.runStatus(first.runId) !== undefined || this.views.has(first.runId)) return this.views.get(first.runId) ?? RunProjection.of(events).view;
+    if (this.knows(first.runId)) return this.views.get(first.runId) ?? RunProjection.of(events).view;
     const view = this.views.adopt(events);
     let out: Output;
     try {
