@@ -15,6 +15,7 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
+import { isHttpUrl, secretText, strict, text, type SchemaCtx as Ctx } from './schema-parts.js';
 import { HOOK_EVENTS, type HookMatcher } from '../core/hooks.js';
 
 /** One hook, validated (`env:NAME` header values already read, `module` an absolute path). */
@@ -29,46 +30,10 @@ export interface HookConfig extends HookMatcher {
 }
 
 export const DEFAULT_HOOK_TIMEOUT_MS = 5000;
-const ENV_VALUE_RE = /^env:([A-Za-z_][A-Za-z0-9_]*)$/;
 const TOOL_GLOB_RE = /^[A-Za-z0-9_.*?-]{1,64}$/;
 const HOOK_NAME_RE = /^[A-Za-z0-9_.:[\]-]{1,64}$/;
 
-interface Ctx {
-  env: Readonly<Record<string, string | undefined>>;
-  baseDir: string;
-}
-
-function strict<T extends z.ZodRawShape>(shape: T) {
-  const allowed = Object.keys(shape).join(', ');
-  return z.strictObject(shape, {
-    error: (iss) => (iss.code === 'unrecognized_keys' ? `unknown key, expected one of ${allowed}` : 'expected a mapping'),
-  });
-}
-const text = () => z.string({ error: 'expected a string' }).min(1, { error: 'expected a non-empty string' });
 const oneOf = <const T extends readonly [string, ...string[]]>(values: T) => z.enum(values, { error: `expected one of ${values.join(', ')}` });
-
-/** A header value that may be `env:NAME`: the variable's value replaces it, and never appears in a message. */
-function secretText(ctx: Ctx) {
-  return z.string({ error: 'expected a string' }).transform((v, c) => {
-    const m = ENV_VALUE_RE.exec(v);
-    if (!m) return v;
-    const value = ctx.env[m[1]!];
-    if (value === undefined) {
-      c.addIssue({ code: 'custom', input: undefined, message: `expected environment variable ${m[1]} to be set (env:${m[1]})` });
-      return z.NEVER;
-    }
-    return value;
-  });
-}
-
-function isHttpUrl(s: string): boolean {
-  try {
-    const u = new URL(s);
-    return u.protocol === 'http:' || u.protocol === 'https:';
-  } catch {
-    return false;
-  }
-}
 
 /** The schema of `hooks:`, a list run in its order. */
 export function hooksSchema(ctx: Ctx) {

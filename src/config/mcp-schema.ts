@@ -22,6 +22,7 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
+import { isHttpUrl, secretText, strict, text, type SchemaCtx as Ctx } from './schema-parts.js';
 import type { ToolManifest } from '../core/tool.js';
 
 /** Fields of a tool that an override may set: everything but name, input and executor, plus the output cap. */
@@ -53,47 +54,11 @@ export interface McpSection {
 
 export const MCP_SERVER_NAME_RE = /^[A-Za-z0-9_-]{1,32}$/;
 const PREFIX_RE = /^[A-Za-z0-9_.-]{0,32}$/;
-const ENV_VALUE_RE = /^env:([A-Za-z_][A-Za-z0-9_]*)$/;
 
-interface Ctx {
-  env: Readonly<Record<string, string | undefined>>;
-  baseDir: string;
-}
-
-function strict<T extends z.ZodRawShape>(shape: T) {
-  const allowed = Object.keys(shape).join(', ');
-  return z.strictObject(shape, {
-    error: (iss) => (iss.code === 'unrecognized_keys' ? `unknown key, expected one of ${allowed}` : 'expected a mapping'),
-  });
-}
-const text = () => z.string({ error: 'expected a string' }).min(1, { error: 'expected a non-empty string' });
 const posInt = () => z.int({ error: 'expected an integer ≥ 1' }).min(1, { error: 'expected an integer ≥ 1' });
-
-/** A string that may be `env:NAME`: the variable's value replaces it, and never appears in a message. */
-function secretText(ctx: Ctx) {
-  return z.string({ error: 'expected a string' }).transform((v, c) => {
-    const m = ENV_VALUE_RE.exec(v);
-    if (!m) return v;
-    const value = ctx.env[m[1]!];
-    if (value === undefined) {
-      c.addIssue({ code: 'custom', input: undefined, message: `expected environment variable ${m[1]} to be set (env:${m[1]})` });
-      return z.NEVER;
-    }
-    return value;
-  });
-}
 
 const stringMap = <T extends z.ZodType>(value: T) =>
   z.record(z.string().min(1, { error: 'expected a non-empty key' }), value, { error: 'expected a mapping' });
-
-function isHttpUrl(s: string): boolean {
-  try {
-    const u = new URL(s);
-    return u.protocol === 'http:' || u.protocol === 'https:';
-  } catch {
-    return false;
-  }
-}
 
 /** A tool field's schema without its default, optional: an override sets only what it names. */
 function overrideField(schema: z.ZodType): z.ZodType {

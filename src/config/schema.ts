@@ -11,6 +11,7 @@ import { z } from 'zod';
 import type { Ajv } from 'ajv';
 import type { Defaults, Limits, Policy, Rate, ToolManifest } from '../core/tool.js';
 import { parseStoreValue } from './store-url.js';
+import { strict, text } from './schema-parts.js';
 import type { AuthKey } from './types.js';
 import { DEFAULT_MAX_ARGS_BYTES, DEFAULT_MAX_OUTPUT_BYTES } from '../core/size.js';
 import { compileSchema } from './catalog.js';
@@ -63,15 +64,6 @@ export function isGlob(pattern: string): boolean {
 
 // ---- field helpers: each carries its expectation as the message -------------------------------------
 
-/** A strict object whose unknown keys are reported with the keys it allows. */
-function strict<T extends z.ZodRawShape>(shape: T) {
-  const allowed = Object.keys(shape).join(', ');
-  return z.strictObject(shape, {
-    error: (iss) =>
-      iss.code === 'unrecognized_keys' ? `unknown key, expected one of ${allowed}` : 'expected a mapping',
-  });
-}
-
 function int(min: number, max?: number) {
   const expected = max === undefined ? `expected an integer ≥ ${min}` : `expected an integer from ${min} to ${max}`;
   const schema = z.int({ error: expected }).min(min, { error: expected });
@@ -79,7 +71,6 @@ function int(min: number, max?: number) {
 }
 
 const posInt = () => int(1);
-const text = () => z.string({ error: 'expected a string' }).min(1, { error: 'expected a non-empty string' });
 const bool = () => z.boolean({ error: 'expected true or false' });
 const list = <T extends z.ZodType>(item: T) => z.array(item, { error: 'expected a list' });
 const map = <T extends z.ZodType>(value: T) =>
