@@ -285,7 +285,7 @@ export class Service {
   async wait(p: Principal, runId: string, waitMs: number, until?: (view: RunView) => boolean): Promise<RunView> {
     const view = await this.view(p, runId);
     if (waitMs <= 0 || isEnded(view.status) || until?.(view)) return view;
-    if (!this.engine.has(runId)) return this.cluster ? this.waitElsewhere(p, runId, view, waitMs, until) : view;
+    if (!this.engine.has(runId)) return this.cluster ? this.waitElsewhere(runId, view, waitMs, until) : view;
     if (!until) return (await this.engine.wait(runId, waitMs)) ?? view;
     return new Promise<RunView>((resolve) => {
       const finish = (v: RunView) => {
@@ -311,20 +311,22 @@ export class Service {
   }
 
   /** `wait` for a run another replica runs: its events are followed through the store (cluster/feed.ts). */
-  private waitElsewhere(p: Principal, runId: string, view: RunView, waitMs: number, until?: (view: RunView) => boolean): Promise<RunView> {
+  private waitElsewhere(runId: string, view: RunView, waitMs: number, until?: (view: RunView) => boolean): Promise<RunView> {
     const feed = (this.cluster as Cluster).feed;
     return new Promise<RunView>((resolve) => {
       let current = view;
+      // The run's view, folded from the events the feed delivers (every one, from the first): no other read.
+      let projection: RunProjection | undefined;
       const finish = () => {
         clearTimeout(timer);
         unsubscribe();
         resolve(current);
       };
-      const unsubscribe = feed.subscribe(runId, 0, () => {
-        void this.view(p, runId).then((v) => {
-          current = v;
-          if (isEnded(v.status) || until?.(v)) finish();
-        }, () => {});
+      const unsubscribe = feed.subscribe(runId, 0, (events) => {
+        if (projection) for (const e of events) projection.apply(e);
+        else projection = RunProjection.of(events);
+        current = projection.view;
+        if (isEnded(current.status) || until?.(current)) finish();
       });
       const timer = setTimeout(finish, waitMs);
     });

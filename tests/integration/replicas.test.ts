@@ -167,6 +167,29 @@ describe('several replicas on one PostgreSQL', () => {
     for (const r of admitted) expect((await c.ended(0, r.id)).status).toBe('succeeded');
   }, 60_000);
 
+  it('a submission repeated on another replica with its Idempotency-Key and waitMs waits there for the run to end', async () => {
+    const post = (i: number) =>
+      fetch(`${c.replicas[i]!.url}/v1/runs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': 'k-elsewhere' },
+        body: JSON.stringify({ calls: [{ id: 'a', tool: 'lim_a', args: { ms: 400 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 400 } }], waitMs: 20_000 }),
+      }).then(async (r) => ({ status: r.status, body: await r.json() }));
+    const first = fetch(`${c.replicas[0]!.url}/v1/runs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': 'k-elsewhere' },
+      body: JSON.stringify({ calls: [{ id: 'a', tool: 'lim_a', args: { ms: 400 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 400 } }] }),
+    }).then(async (r) => ({ status: r.status, body: await r.json() }));
+    const created = await first;
+    expect(created.status).toBe(201);
+    expect(created.body.status).toBe('running');
+    // Replica 2 does not run it: it follows the run's events from the store until it ends.
+    const again = await post(2);
+    expect(again.status).toBe(200);
+    expect(again.body.id).toBe(created.body.id);
+    expect(again.body.status).toBe('succeeded');
+    expect(again.body.calls.map((x: { status: string }) => x.status)).toEqual(['succeeded', 'succeeded']);
+  }, 60_000);
+
   it('a run is served by every replica, and its events read through another replica are gapless', async () => {
     const run = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'lim_a', args: { ms: 200 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 200 } }] })).body;
     const streamed = readEvents(c.replicas[2]!.url, run.id);
