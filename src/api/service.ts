@@ -18,6 +18,7 @@ import { Cluster, type CommandAnswer } from '../cluster/cluster.js';
 import type { PostgresStore } from '../store/postgres.js';
 import type { Logger } from 'pino';
 import type { Executor } from '../executors/types.js';
+import { StoreError } from '../store/errors.js';
 import type { Store } from '../store/types.js';
 import type { Tracing } from '../telemetry/index.js';
 import { admit } from './admission.js';
@@ -90,10 +91,10 @@ export class Service {
   readonly replica: string;
   private readonly cache = new EndedRunCache(200);
   /**
-   * Idempotency keys of submissions waiting for their group commit, and the run each will be: the
-   * store cannot know these runs yet, and a repeat of the key must get the same run, not a second one.
+   * The submission under each idempotency key (by tenant) that is being looked up or stored now: a
+   * repeat of the key waits for it, then gets its run, not a second one (`submitOnce`).
    */
-  private readonly pendingKeys = new Map<string, Promise<RunView>>();
+  private readonly pendingKeys = new Map<string, Promise<{ run: RunView; created: boolean }>>();
   private readonly tracing: Tracing | undefined;
   readonly cluster: Cluster | undefined;
 
@@ -177,18 +178,7 @@ export class Service {
    * `traceparent` (W3C) makes the run's span its child.
    */
   async submit(p: Principal, request: SubmitRequest, traceparent?: string): Promise<{ run: RunView; created: boolean }> {
-    const s = this.forTenant(p, request);
-    this.writable();
-    if (s.idempotencyKey !== undefined) {
-      // A grouped submission with this key may be waiting for its commit: store it first, so the
-      // lookup below finds it.
-      await this.engine.commitQueued();
-      const existing = await this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey);
-      if (existing) return { run: await this.view(p, existing), created: false };
-    }
-    if (this.cluster) return { run: await this.admitInCluster(this.traced(s, traceparent), (t) => this.engine.submit(t)), created: true };
-    this.admitNew(s);
-    return { run: await this.engine.submit(this.traced(s, traceparent)), created: true };
+    return this.submitOnce(p, request, traceparent, (s) => this.engine.submit(s));
   }
 
   /**
@@ -197,28 +187,46 @@ export class Service {
    * uses, one fsync for many runs. Resolves once the run is stored.
    */
   async submitGrouped(p: Principal, request: SubmitRequest, traceparent?: string): Promise<{ run: RunView; created: boolean }> {
+    return this.submitOnce(p, request, traceparent, (s) => this.engine.submitGrouped(s));
+  }
+
+  /**
+   * One submission under an idempotency key at a time in this process: a repeat waits for the one
+   * before it to be stored (or refused), then finds its run. A repeat on another replica that raced
+   * this one is refused by the store's unique index, and gets the run that won.
+   */
+  private async submitOnce(p: Principal, request: SubmitRequest, traceparent: string | undefined, submit: (s: SubmitRequest) => Promise<RunView>): Promise<{ run: RunView; created: boolean }> {
     const s = this.forTenant(p, request);
     this.writable();
-    if (s.idempotencyKey === undefined) {
-      if (this.cluster) return { run: await this.admitInCluster(this.traced(s, traceparent), (t) => this.engine.submitGrouped(t)), created: true };
-      this.admitNew(s);
-      return { run: await this.engine.submitGrouped(this.traced(s, traceparent)), created: true };
-    }
-    const key = `${s.tenant}\u0000${s.idempotencyKey}`;
-    const pending = this.pendingKeys.get(key);
-    const existing = (await this.store.findByIdempotencyKey(s.tenant, s.idempotencyKey)) ?? (pending && (await pending).id);
-    if (existing) return { run: await this.view(p, existing), created: false };
-    // The key may have been taken while the store was asked.
-    const raced = this.pendingKeys.get(key);
-    if (raced) return { run: await this.view(p, (await raced).id), created: false };
-    const submitted = this.cluster ? this.admitInCluster(this.traced(s, traceparent), (t) => this.engine.submitGrouped(t)) : (this.admitNew(s), this.engine.submitGrouped(this.traced(s, traceparent)));
-    this.pendingKeys.set(key, submitted);
+    const key = s.idempotencyKey;
+    if (key === undefined) return { run: await this.admitted(this.traced(s, traceparent), submit), created: true };
+    const slot = `${s.tenant}\u0000${key}`;
+    const before = this.pendingKeys.get(slot);
+    const once = (async () => {
+      await before?.catch(() => undefined);
+      const existing = await this.store.findByIdempotencyKey(s.tenant, key);
+      if (existing) return { run: await this.view(p, existing), created: false };
+      try {
+        return { run: await this.admitted(this.traced(s, traceparent), submit), created: true };
+      } catch (err) {
+        const won = err instanceof StoreError && err.code === 'duplicate_idempotency_key' ? await this.store.findByIdempotencyKey(s.tenant, key) : undefined;
+        if (won === undefined) throw err;
+        return { run: await this.view(p, won), created: false };
+      }
+    })();
+    this.pendingKeys.set(slot, once);
     try {
-      return { run: await submitted, created: true };
+      return await once;
     } finally {
-      // Stored by now (or refused): the store answers for the key from here on.
-      this.pendingKeys.delete(key);
+      if (this.pendingKeys.get(slot) === once) this.pendingKeys.delete(slot);
     }
+  }
+
+  /** Admits `s` (across the cluster with several replicas) and submits it. */
+  private admitted(s: SubmitRequest & { tenant: string }, submit: (s: SubmitRequest) => Promise<RunView>): Promise<RunView> {
+    if (this.cluster) return this.admitInCluster(s, submit);
+    this.admitNew(s);
+    return submit(s);
   }
 
   /**

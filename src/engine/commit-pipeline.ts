@@ -334,7 +334,7 @@ export class CommitPipeline {
       for (let i = 0; i < list.length; ) {
         const c = list[i] as Commit;
         if (c.committed && c.creates === undefined && c.events.length + c.starts.length + c.aborts.length === 0) {
-          // A caller that waits only for what came before it (`Engine.commitQueued`): nothing to undo.
+          // A caller that waits only for what came before it (a command that changed nothing): nothing to undo.
           list.splice(i, 1);
           c.committed.reject(err);
           continue;

@@ -45,7 +45,6 @@ export type { EngineOptions, EventSink, OpenRun, PermitGate } from './options.js
 export type { SubmitRequest } from '../contract/submission.js';
 export { isEnded } from './run-views.js';
 
-const NOTHING: Output = { events: [], starts: [], aborts: [] };
 
 export class Engine {
   readonly config: Config;
@@ -244,11 +243,6 @@ export class Engine {
     }
     await this.command(() => out, { orHeld: true }); // with the store away: held, stored once it is back
     return this.views.get(first.runId) ?? view;
-  }
-
-  /** Stores (and then publishes and starts) what waits for the group commit, now; resolves once it is. */
-  async commitQueued(): Promise<void> {
-    await this.command(() => NOTHING);
   }
 
   /**

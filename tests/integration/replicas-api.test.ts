@@ -3,7 +3,8 @@
  * and the `owner` of each run in `GET /v1/runs` and `GET /v1/runs/{id}` — on SQLite (one process: a
  * single replica without a lease, no owner) and on PostgreSQL with two replicas in this process on one
  * throwaway database (a run owned by the replica that accepted it, seen so through the other, in the
- * list, the run and `/v1/stream`; no owner once ended; a replica that leaves cleanly leaves the list).
+ * list, the run and `/v1/stream`; no owner once ended; repeats of an idempotency key on both make one
+ * run; a replica that leaves cleanly leaves the list).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
@@ -162,6 +163,18 @@ describe('on PostgreSQL, two replicas', () => {
     expect(ended.data).toMatchObject({ status: 'succeeded', owner: null });
     s.close();
     await s.ended;
+  });
+
+  it('repeats of an Idempotency-Key sent together to both replicas get one run: one 201, the rest 200 with its id', async () => {
+    for (let round = 0; round < 5; round++) {
+      const key = `both-${round}`;
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => (i % 2 ? a : b).post('/v1/runs', { tags: { key }, calls: [{ id: 'a', tool: 'echo', args: { round } }] }, { headers: { 'idempotency-key': key } })),
+      );
+      expect(answers.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
+      expect(new Set(answers.map((r) => r.body.id)).size).toBe(1);
+      expect((await b.get(`/v1/runs?tag=key:${key}`)).body.items.map((r: any) => r.id)).toEqual([answers[0]?.body.id]);
+    }
   });
 
   it('a replica that leaves cleanly ends its lease and leaves the list', async () => {
