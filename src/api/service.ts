@@ -310,12 +310,14 @@ export class Service {
   }
 
   /**
-   * `GET /v1/limits` (operator only): every limit and lock in use, with its holders and waiters. This
-   * process's; the one place to make it cluster-wide.
+   * `GET /v1/limits` (operator only): every limit and lock in use, with its holders and waiters. With
+   * several replicas, cluster-wide (cluster/limits-view.ts), but for `global` and `perRun`: this one's.
    */
   async limits(p: Principal): Promise<{ items: ReturnType<typeof limitJson>[] }> {
     requireOperator(p);
-    return { items: this.engine.limitsInUse().map(limitJson) };
+    const local = this.engine.limitsInUse();
+    const items = this.cluster ? await this.cluster.limits(local, this.engine.waitCounts()) : local;
+    return { items: items.map(limitJson) };
   }
 
   /** `wait` for a run another replica runs: its events are followed through the store (cluster/feed.ts). */

@@ -266,9 +266,9 @@ async function permitProbe(c: TestCluster, from: number, to: number, out: number
     for (let k = 0; performance.now() < to; k++) {
       const request = { runId: 'probe', callId: `p${k}`, tenant: 'probe', tool: 'free_b', domain: null, reads: [], writes: [] };
       const sent = performance.now();
-      const [granted] = await permits.acquire([request]);
+      const [answer] = await permits.acquire([request]);
       out.push(performance.now() - sent);
-      if (granted) permits.release([request]);
+      if (answer?.granted) permits.release([request]);
       await sleep(100);
     }
   } finally {

@@ -8,6 +8,8 @@
  *   commands.ts       cancel, reviews, replan, append and seal, carried to the run's owner
  *   permits.ts        cluster-wide limits and locks (the engine's permit gate)
  *   admissions.ts     maxActiveRunsPerTenant across replicas
+ *   wait-summary.ts   what this replica's calls wait for, published for the others
+ *   limits-view.ts    `GET /v1/limits` across the cluster: permits and every replica's waiters
  *
  * Ownership: the replica that accepts a run owns it (its `run.created` is written with it as owner).
  * Every `scanMs`, each replica takes over the runs whose owner's lease ended (`FOR UPDATE SKIP LOCKED`,
@@ -20,6 +22,7 @@
  */
 import type { Logger } from 'pino';
 import type { Config } from '../contract/config.js';
+import type { LimitInUse, WaitCounts } from '../core/scheduler.js';
 import type { Engine } from '../engine/engine.js';
 import { StoreError } from '../store/errors.js';
 import type { PostgresStore } from '../store/postgres.js';
@@ -28,7 +31,9 @@ import { Commands, type CommandHandler } from './commands.js';
 import { EventFeed } from './feed.js';
 import { Lease } from './lease.js';
 import { Notifications } from './notifications.js';
+import { clusterLimits, LIMITS_SQL, MAX_PERMITS_READ, type LimitsRow } from './limits-view.js';
 import { ClusterPermits } from './permits.js';
+import { WaitPublisher } from './wait-summary.js';
 
 export { type CommandAnswer, type CommandHandler } from './commands.js';
 
@@ -82,6 +87,7 @@ export class Cluster {
   readonly commands: Commands;
   readonly feed: EventFeed;
   readonly admissions: Admissions;
+  readonly waits: WaitPublisher;
   readonly stats: ClusterStats = { takeovers: 0, leaseLosses: 0, renewMs: [], permitAsks: 0, permitRefusals: 0, permitAskMs: [] };
   private readonly scanMs: number;
   private host: ClusterHost | undefined;
@@ -90,9 +96,11 @@ export class Cluster {
   private rejoining = false;
   private closed = false;
   private readonly logger: Logger | undefined;
+  private readonly config: Config;
 
   constructor(opts: ClusterOptions) {
     this.name = opts.name;
+    this.config = opts.config;
     this.store = opts.store;
     this.store.fenced = true;
     this.logger = opts.logger;
@@ -115,6 +123,7 @@ export class Cluster {
     this.commands = new Commands(pool, instance, this.notifications, this.leaseMs + 5000);
     this.feed = new EventFeed(opts.store, this.notifications);
     this.admissions = new Admissions(pool, instance);
+    this.waits = new WaitPublisher(pool, instance);
   }
 
   /** The instance this replica writes as now; undefined while it has no lease. */
@@ -137,6 +146,7 @@ export class Cluster {
   async start(host: ClusterHost): Promise<number> {
     this.host = host;
     this.commands.start(host.apply);
+    this.waits.start(() => host.engine.waitCounts());
     const first = await this.scan();
     const tick = () => {
       this.scanTimer = setTimeout(() => {
@@ -179,6 +189,16 @@ export class Cluster {
     return new Map(rows.map((r) => [r.id, r.name ?? r.owner.slice(0, Math.max(0, r.owner.lastIndexOf('/')))]));
   }
 
+  /**
+   * `GET /v1/limits` across the cluster (limits-view.ts): every shared limit and lock in use by any
+   * replica; `local` (this replica's items: its `global` and `perRun` are kept) and `mine` (its waiters
+   * now) are this replica's.
+   */
+  async limits(local: readonly LimitInUse[], mine: { counts: WaitCounts; now: number }): Promise<LimitInUse[]> {
+    const [row] = await this.read<LimitsRow>(LIMITS_SQL, [this.lease.instance ?? null, MAX_PERMITS_READ]);
+    return clusterLimits({ row: row as LimitsRow, limits: this.config.limits, catalog: this.config.catalog, local, mine });
+  }
+
   /** A read for the API: `store_unavailable` (503) when the database does not answer. */
   private async read<R extends object>(text: string, values: unknown[] = []): Promise<R[]> {
     try {
@@ -196,6 +216,7 @@ export class Cluster {
     this.closed = true;
     if (this.scanTimer) clearTimeout(this.scanTimer);
     this.commands.stop();
+    this.waits.stop();
     this.permits.close();
     this.feed.close();
     await this.scanning?.catch(() => {});

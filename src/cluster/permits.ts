@@ -7,7 +7,9 @@
  * counted into a `Limiter` of the same limits, minus `global` and `perRun`, which stay per replica; each
  * request is then checked and taken all or nothing, in the order asked, exactly as one replica's
  * limiter does (tenant, tool, resource, rate, and the reader–writer locks of `tenant` and `global`
- * scope). Rate buckets live in `rate_buckets`, on the database's clock.
+ * scope). Rate buckets live in `rate_buckets`, on the database's clock. A refusal says why
+ * (refusals.ts): the limit or lock, its key, capacity and use, and the running calls of any replica that
+ * hold it; the call waits for that (its `waitingFor`, DESIGN §7).
  *
  * Giving permits back deletes the rows and NOTIFYs `toolgraph_permits`, so that replicas with refused
  * calls ask again at once (`onFreed`); they also ask again every `retryMs`, in case a notification was
@@ -20,8 +22,13 @@ import { key } from '../core/resources.js';
 import type { PermitRequest } from '../core/scheduler.js';
 import type { Limits, Rate } from '../core/tool.js';
 import type { Catalog } from '../core/tool.js';
-import type { PermitGate } from '../engine/engine.js';
+import type { WaitHolder } from '../core/waiting.js';
+import type { PermitAnswer, PermitGate } from '../engine/engine.js';
 import type { Notifications } from './notifications.js';
+import { refusalOf } from './refusals.js';
+
+const GRANTED: PermitAnswer = Object.freeze({ granted: true });
+const REFUSED: PermitAnswer = Object.freeze({ granted: false });
 
 /** The advisory lock that takes asks one at a time ("tgpm"). */
 const PERMITS_LOCK = 0x7467706d;
@@ -38,7 +45,7 @@ interface PermitRow {
   since: number;
 }
 
-type Op = { kind: 'acquire'; requests: readonly PermitRequest[]; resolve: (granted: boolean[]) => void; reject: (err: unknown) => void } | { kind: 'release'; permits: { runId: string; callId: string }[] };
+type Op = { kind: 'acquire'; requests: readonly PermitRequest[]; resolve: (answers: PermitAnswer[]) => void; reject: (err: unknown) => void } | { kind: 'release'; permits: { runId: string; callId: string }[] };
 
 export interface PermitStats {
   /** Asks answered, and how long each took (ms), for the metrics. */
@@ -73,7 +80,7 @@ export class ClusterPermits implements PermitGate {
     this.freed.add(listener);
   }
 
-  acquire(requests: readonly PermitRequest[]): Promise<boolean[]> {
+  acquire(requests: readonly PermitRequest[]): Promise<PermitAnswer[]> {
     return new Promise((resolve, reject) => {
       this.ops.push({ kind: 'acquire', requests, resolve, reject });
       void this.run();
@@ -107,11 +114,11 @@ export class ClusterPermits implements PermitGate {
         else {
           const started = performance.now();
           try {
-            const { granted, tokenInMs } = await this.take(op.requests);
-            const n = granted.filter(Boolean).length;
-            this.stats?.asked(performance.now() - started, n, granted.length - n);
-            if (n < granted.length) this.askAgainLater(tokenInMs);
-            op.resolve(granted);
+            const { answers, tokenInMs } = await this.take(op.requests);
+            const n = answers.filter((a) => a.granted).length;
+            this.stats?.asked(performance.now() - started, n, answers.length - n);
+            if (n < answers.length) this.askAgainLater(tokenInMs);
+            op.resolve(answers);
           } catch (err) {
             this.askAgainLater();
             op.reject(err);
@@ -139,10 +146,13 @@ export class ClusterPermits implements PermitGate {
     );
   }
 
-  /** Grants what fits; `tokenInMs`: when a rate limit that refused one has a token again. */
-  private async take(requests: readonly PermitRequest[]): Promise<{ granted: boolean[]; tokenInMs?: number }> {
+  /**
+   * Grants what fits, and says what refused the rest (their `waitingFor`); `tokenInMs`: when a rate
+   * limit that refused one has a token again.
+   */
+  private async take(requests: readonly PermitRequest[]): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
     const instance = this.instance();
-    if (instance === undefined) return { granted: requests.map(() => false) };
+    if (instance === undefined) return { answers: requests.map(() => REFUSED) };
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
@@ -159,27 +169,39 @@ export class ClusterPermits implements PermitGate {
     }
   }
 
-  private async takeIn(client: pg.PoolClient, instance: string, requests: readonly PermitRequest[]): Promise<{ granted: boolean[]; tokenInMs?: number }> {
+  private async takeIn(client: pg.PoolClient, instance: string, requests: readonly PermitRequest[]): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
     await client.query('SELECT pg_advisory_xact_lock($1)', [PERMITS_LOCK]);
     const now = (await client.query<{ now: number }>('SELECT toolgraph_now() AS now')).rows[0]?.now as number;
     // Permits of instances whose lease ended are free again.
     await client.query('DELETE FROM permits p WHERE NOT EXISTS (SELECT 1 FROM replicas r WHERE r.instance = p.instance AND r.lease_until > $1)', [now]);
-    const held = (await client.query<PermitRow>('SELECT * FROM permits')).rows;
+    // Oldest first: a refusal names the oldest holders.
+    const held = (await client.query<PermitRow>('SELECT * FROM permits ORDER BY since, run_id, call_id')).rows;
     const limiter = new Limiter(this.limits);
     const rated = this.hasRates();
     if (rated) for (const b of (await client.query<{ name: string; units: number; last: number }>('SELECT * FROM rate_buckets')).rows) limiter.seedBucket(b.name, b.units, b.last);
-    for (const row of held) limiter.hold(this.holder(row.run_id, row.tenant, row.tool, row.domain, JSON.parse(row.reads) as string[], JSON.parse(row.writes) as string[]));
-    const granted: boolean[] = [];
+    // Who each running call (and each ask of this batch) is, to name it as a holder in a refusal.
+    const who = new Map<Holder, WaitHolder>();
+    for (const row of held) {
+      const h = this.holder(row.run_id, row.tenant, row.tool, row.domain, JSON.parse(row.reads) as string[], JSON.parse(row.writes) as string[]);
+      who.set(h, { runId: row.run_id, callId: row.call_id, tenant: row.tenant, since: row.since });
+      limiter.hold(h);
+    }
+    const answers: PermitAnswer[] = [];
     const rows: PermitRequest[] = [];
     let tokenAt: number | undefined;
     for (const r of requests) {
       const h = this.holder(r.runId, r.tenant, r.tool, r.domain, r.reads, r.writes);
+      who.set(h, { runId: r.runId, callId: r.callId, tenant: r.tenant, since: now });
       const check = limiter.check(h, now);
       if (check.ok) {
         limiter.acquire(h, now);
         rows.push(r);
-      } else if (check.reason === 'rate' && check.wakeAt !== undefined) tokenAt = Math.min(tokenAt ?? Infinity, check.wakeAt);
-      granted.push(check.ok);
+        answers.push(GRANTED);
+        continue;
+      }
+      if (check.reason === 'rate' && check.wakeAt !== undefined) tokenAt = Math.min(tokenAt ?? Infinity, check.wakeAt);
+      const why = refusalOf(limiter, h, check, who);
+      answers.push(why ? { granted: false, waitingFor: [why] } : REFUSED);
     }
     if (rows.length > 0) {
       await client.query(
@@ -208,7 +230,7 @@ export class ClusterPermits implements PermitGate {
         [buckets.map(([n]) => n), buckets.map(([, b]) => Math.round(b.units)), buckets.map(([, b]) => b.last)],
       );
     }
-    return tokenAt === undefined ? { granted } : { granted, tokenInMs: Math.max(0, tokenAt - now) };
+    return tokenAt === undefined ? { answers } : { answers, tokenInMs: Math.max(0, tokenAt - now) };
   }
 
   private holder(runId: string, tenant: string, tool: string, domain: string | null, reads: readonly string[], writes: readonly string[]): Holder {

@@ -16,4 +16,4 @@ export {
   type SubmitOptions,
 } from './scheduler/api.js';
 export type { HookAnswer, HookDecision, HookMatcher, HookOn, HookRequest } from './hooks.js';
-export type { LimitInUse } from './scheduler/limits-in-use.js';
+export { limitItems, waitId, type LimitInUse, type LimitSource, type WaitCount, type WaitCounts } from './scheduler/limits-in-use.js';

@@ -25,7 +25,7 @@
 import type { CallInput } from '../core/calls.js';
 import { callError } from '../core/errors.js';
 import type { RunEvent } from '../core/events.js';
-import { Scheduler, SchedulerError, type AttemptEnded, type LimitInUse, type Output, type ReviewDecision } from '../core/scheduler.js';
+import { Scheduler, SchedulerError, type AttemptEnded, type LimitInUse, type Output, type ReviewDecision, type WaitCounts } from '../core/scheduler.js';
 import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import { createExecutors } from '../executors/index.js';
@@ -41,7 +41,7 @@ import type { SubmitRequest } from '../contract/submission.js';
 import type { EngineOptions, OpenRun } from './options.js';
 
 export { newRunId, type RunListener } from './attempt.js';
-export type { EngineOptions, EventSink, OpenRun, PermitGate } from './options.js';
+export type { EngineOptions, EventSink, OpenRun, PermitAnswer, PermitGate } from './options.js';
 export type { SubmitRequest } from '../contract/submission.js';
 export { isEnded } from './run-views.js';
 
@@ -316,6 +316,8 @@ export class Engine {
 
   limitUsage = () => this.scheduler.limitUsage();
   limitsInUse = (): LimitInUse[] => this.scheduler.limitsInUse(this.clock());
+  /** The ready calls that wait, by what they wait for, and the engine's time (several replicas publish them). */
+  waitCounts = (): { counts: WaitCounts; now: number } => ({ counts: this.scheduler.waitCounts(), now: this.clock() });
 
   /**
    * Several replicas (DESIGN §12): this replica lost its lease, so another may own its runs now. Every

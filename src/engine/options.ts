@@ -2,6 +2,7 @@
 import type { CallInput } from '../core/calls.js';
 import type { PermitRequest } from '../core/scheduler.js';
 import type { RunView } from '../core/view.js';
+import type { WaitReason } from '../core/waiting.js';
 import type { Config } from '../contract/config.js';
 import type { Executor } from '../executors/types.js';
 import type { HookRunner } from '../hooks/index.js';
@@ -43,10 +44,16 @@ export interface EngineOptions {
   onLeaseLost?: (err: unknown) => void;
 }
 
+/**
+ * The cluster's answer to one request: granted, or refused with what refused it (the limit or lock,
+ * its key, capacity and use, its holders, `retryAt` for a rate), as the call's `waitingFor`.
+ */
+export type PermitAnswer = { granted: true } | { granted: false; waitingFor?: WaitReason[] };
+
 /** Where calls take cluster-wide permits (cluster/permits.ts): all or nothing per call. */
 export interface PermitGate {
-  /** One answer per request, in order: granted or not. Rejects when the cluster cannot be asked. */
-  acquire(requests: readonly PermitRequest[]): Promise<boolean[]>;
+  /** One answer per request, in order. Rejects when the cluster cannot be asked. */
+  acquire(requests: readonly PermitRequest[]): Promise<PermitAnswer[]>;
   /** Gives permits back (batched by the gate; nothing to wait for). */
   release(permits: readonly { runId: string; callId: string }[]): void;
   /** `listener` is told when permits may have freed somewhere (or after a while, to ask again). */

@@ -6,11 +6,16 @@
  * ask again when permits free, or on the gate's own retry.
  */
 import type { Output, PermitRequest, Scheduler } from '../core/scheduler.js';
-import type { PermitGate } from './options.js';
+import type { WaitReason } from '../core/waiting.js';
+import type { PermitAnswer, PermitGate } from './options.js';
+
+/** A refusal that says nothing more (the cluster could not be asked). */
+const REFUSED: PermitAnswer = Object.freeze({ granted: false });
 
 export interface PermitAnswers {
   granted(r: PermitRequest): void;
-  refused(r: PermitRequest): void;
+  /** `waitingFor`: what refused it, when the gate said. */
+  refused(r: PermitRequest, waitingFor?: WaitReason[]): void;
   /** Permits may have freed: refused calls may ask again. */
   freed(): void;
 }
@@ -45,14 +50,18 @@ export class PermitDesk {
     if (this.asking || this.waiting.length === 0) return;
     this.asking = true;
     const batch = this.waiting.splice(0);
-    let answers: boolean[];
+    let answers: PermitAnswer[];
     try {
       answers = await this.gate.acquire(batch);
     } catch {
-      answers = batch.map(() => false);
+      answers = batch.map(() => REFUSED);
     }
     this.asking = false;
-    batch.forEach((r, i) => (answers[i] ? this.answers.granted(r) : this.answers.refused(r)));
+    batch.forEach((r, i) => {
+      const a = answers[i] ?? REFUSED;
+      if (a.granted) this.answers.granted(r);
+      else this.answers.refused(r, a.waitingFor);
+    });
     if (this.waiting.length > 0) void this.send();
   }
 }
@@ -74,7 +83,7 @@ export function gatedStarts(gate: PermitGate, e: GatedEngine): PermitDesk {
       if (out) e.step(out);
       else gate.release([r]);
     },
-    refused: (r) => e.step(e.scheduler().permitRefused(e.now(), r.runId, r.callId)),
+    refused: (r, waitingFor) => e.step(e.scheduler().permitRefused(e.now(), r.runId, r.callId, waitingFor)),
     freed: () => {
       if (!e.closed()) e.step(e.scheduler().permitsFreed(e.now()));
     },

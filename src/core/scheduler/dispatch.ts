@@ -6,6 +6,8 @@
  */
 import type { KeyedHeap } from '../heap.js';
 import { transition } from '../state.js';
+import type { WaitReason } from '../waiting.js';
+import { refusedFor } from './cluster-waits.js';
 import { askHooks } from './hook-requests.js';
 import { byPriority, emit, markDirty, readySet, type ScheduledCall, type ScheduledRun, type SchedulerState } from './records.js';
 
@@ -157,8 +159,11 @@ export function permitted(s: SchedulerState, run: ScheduledRun, c: ScheduledCall
   return true;
 }
 
-/** Gated: the cluster refused the call's permit: it is ready again, but waits until permits free. */
-export function permitRefused(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
+/**
+ * Gated: the cluster refused the call's permit: it is ready again, but waits until permits free.
+ * `reasons`: what refused it, as the cluster saw it (its `waitingFor` then; cluster-waits.ts).
+ */
+export function permitRefused(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, reasons?: readonly WaitReason[]): void {
   if (!c.permitPending) return;
   c.permitPending = false;
   s.limiter.release(c);
@@ -166,6 +171,7 @@ export function permitRefused(s: SchedulerState, run: ScheduledRun, c: Scheduled
   c.permitRefusedIn = s.permitEpoch;
   (run.ready.get(c.tool) as KeyedHeap<ScheduledCall>).push(c);
   run.readyCount++;
+  if (reasons !== undefined) refusedFor(s, run, c, reasons);
 }
 
 /** `permit`: it holds a cluster-wide permit, to give back when its attempt ends. */

@@ -3,10 +3,10 @@
  * many calls wait behind it and for how long. Read on demand (an operator's request), never on the
  * hot path; the waiters come from the scheduler's wait book (waits.ts), so it needs `explainWaits`.
  *
- * One process's view: the service hands these items out, and with several replicas it is the place to
- * merge in the permits of the others.
+ * `limitItems` makes the items of any limiter, so that several replicas (DESIGN §12) can make the
+ * cluster's from the permits of every replica and the waiters each publishes (`waitCounts`).
  */
-import { own, type Holder } from '../limits.js';
+import { own, type Bucket, type Holder, type Limiter } from '../limits.js';
 import { MAX_HOLDERS, type WaitHolder, type WaitKind } from '../waiting.js';
 import type { ScheduledCall, SchedulerState } from './records.js';
 import { unitsAt } from './waits.js';
@@ -32,23 +32,57 @@ export interface LimitInUse {
   holders: WaitHolder[];
 }
 
+/** Waiters of one limit: how many, and since when the longest of them waits. */
+export interface WaitCount {
+  n: number;
+  since: number;
+}
+
+/**
+ * Waiters by what they wait for: the key is `waitId(kind, key)`, or for a lock
+ * `waitId('lock', key, domain)`.
+ */
+export type WaitCounts = Map<string, WaitCount>;
+
+/** The key of `WaitCounts` for a limit (`key` undefined: `global`) or, with `domain`, a lock. */
+export function waitId(kind: WaitKind, key: string | undefined, domain?: string): string {
+  if (kind === 'lock') return `lock\u0000${domain ?? ''}\u0000${key ?? ''}`;
+  return key === undefined ? kind : `${kind}\u0000${key}`;
+}
+
+/** What `limitItems` reads. */
+export interface LimitSource {
+  limiter: Limiter;
+  now: number;
+  waiting: WaitCounts;
+  /** A running call as a holder. */
+  holderOf: (h: Holder) => WaitHolder;
+  /** The rate buckets, by name (default: the limiter's own). */
+  buckets?: ReadonlyMap<string, Readonly<Bucket>>;
+}
+
 /** The limits and locks in use (held, or waited for), in the order of `WAIT_KINDS`, then by key. */
 export function limitsInUse(s: SchedulerState, now: number): LimitInUse[] {
-  const v = s.limiter.inspect();
-  const waiting = waitersByLimit(s);
+  return limitItems({ limiter: s.limiter, now, waiting: waitCounts(s), holderOf: (h) => holderOf(h as ScheduledCall) });
+}
+
+/** The items of any limiter: those held, or waited for as `waiting` says. */
+export function limitItems(src: LimitSource): LimitInUse[] {
+  const { limiter: l, now, waiting } = src;
+  const v = l.inspect();
   const waitOf = (id: string) => waiting.get(id) ?? { n: 0, since: now };
   const out: LimitInUse[] = [];
   const add = (kind: WaitKind, key: string | undefined, item: Omit<LimitInUse, 'kind' | 'key' | 'waiting' | 'longestWaitMs'>) => {
-    const w = waitOf(key === undefined ? kind : `${kind}\u0000${key}`);
+    const w = waitOf(waitId(kind, key));
     if (item.inUse === 0 && w.n === 0) return;
-    out.push({ kind, ...(key !== undefined ? { key } : {}), ...item, waiting: w.n, longestWaitMs: now - w.since });
+    out.push({ kind, ...(key !== undefined ? { key } : {}), ...item, waiting: w.n, longestWaitMs: Math.max(0, now - w.since) });
   };
   const running = [...v.running];
-  const holdersOf = (pred: (h: Holder) => boolean) => running.filter(pred).slice(0, MAX_HOLDERS).map((h) => holderOf(h as ScheduledCall));
+  const holdersOf = (pred: (h: Holder) => boolean) => running.filter(pred).slice(0, MAX_HOLDERS).map(src.holderOf);
 
-  if (v.limits.global !== undefined) add('global', undefined, { limit: v.limits.global, inUse: s.limiter.runningCount, holders: holdersOf(() => true) });
+  if (v.limits.global !== undefined) add('global', undefined, { limit: v.limits.global, inUse: l.runningCount, holders: holdersOf(() => true) });
   for (const t of sorted(new Set([...v.byTenant.keys(), ...keysOf(waiting, 'tenant')]))) {
-    const limit = s.limiter.tenantLimit(t);
+    const limit = l.tenantLimit(t);
     if (limit !== undefined) add('tenant', t, { limit, inUse: v.byTenant.get(t) ?? 0, holders: holdersOf((h) => h.tenant === t) });
   }
   if (v.limits.perRun !== undefined) {
@@ -60,23 +94,24 @@ export function limitsInUse(s: SchedulerState, now: number): LimitInUse[] {
     add('tool', tool, { limit: own(v.limits.tool, tool) as number, inUse: v.byTool.get(tool) ?? 0, holders: holdersOf((h) => h.tool === tool) });
   }
   v.resourceKeys.forEach((r, i) => add('resource', r.text, { limit: r.limit, inUse: r.used, holders: holdersOf((h) => h.resourceLimits?.includes(i) === true) }));
-  for (const [name, b] of [...v.buckets].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+  for (const [name, b] of [...(src.buckets ?? v.buckets)].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     const units = unitsAt(b, now);
     const taken = Math.ceil((b.cap * b.perMs - units) / b.perMs);
     const retryAt = units >= b.perMs ? undefined : Math.max(b.last, now) + Math.ceil((b.perMs - units) / b.cap);
     add('rate', name, { limit: b.cap, perMs: b.perMs, inUse: taken, ...(retryAt !== undefined ? { retryAt } : {}), holders: [] });
   }
-  out.push(...locksInUse(now, running, waiting));
+  out.push(...locksInUse(src, running));
   return out;
 }
 
 /** Held locks, by domain and key: every resource key of a running call of a shared scope. */
-function locksInUse(now: number, running: Holder[], waiting: Map<string, { n: number; since: number }>): LimitInUse[] {
+function locksInUse(src: LimitSource, running: Holder[]): LimitInUse[] {
+  const { now, waiting } = src;
   const held = new Map<string, { domain: string; key: string; holders: Holder[] }>();
   for (const h of running) {
     if (h.domain === null) continue;
     for (const k of [...h.writes, ...h.reads]) {
-      const id = `lock\u0000${h.domain}\u0000${k.text}`;
+      const id = waitId('lock', k.text, h.domain);
       let e = held.get(id);
       if (!e) held.set(id, (e = { domain: h.domain, key: k.text, holders: [] }));
       if (!e.holders.includes(h)) e.holders.push(h);
@@ -97,16 +132,16 @@ function locksInUse(now: number, running: Holder[], waiting: Map<string, { n: nu
       domain: e.domain,
       inUse: e.holders.length,
       waiting: w.n,
-      longestWaitMs: now - w.since,
-      holders: e.holders.slice(0, MAX_HOLDERS).map((h) => holderOf(h as ScheduledCall)),
+      longestWaitMs: Math.max(0, now - w.since),
+      holders: e.holders.slice(0, MAX_HOLDERS).map(src.holderOf),
     });
   }
   return out;
 }
 
 /** The ready calls that wait, counted by what they wait for, with the earliest `since` of each. */
-function waitersByLimit(s: SchedulerState): Map<string, { n: number; since: number }> {
-  const out = new Map<string, { n: number; since: number }>();
+export function waitCounts(s: SchedulerState): WaitCounts {
+  const out: WaitCounts = new Map();
   const book = s.waits;
   if (!book) return out;
   const count = (id: string, c: ScheduledCall) => {
@@ -119,18 +154,21 @@ function waitersByLimit(s: SchedulerState): Map<string, { n: number; since: numb
   };
   for (const byKey of book.groups.values()) {
     for (const g of byKey.values()) {
-      const id = g.key === undefined ? g.kind : `${g.kind}\u0000${g.key}`;
+      const id = waitId(g.kind, g.key);
       g.members.forEach((c, k) => c.waitGroup === g && c.waitSeq === g.seqs[k] && c.status === 'ready' && count(id, c));
     }
   }
-  for (const m of book.locks) {
-    const r = m.c.waitReasons?.[0];
-    if (m.c.waitSeq === m.seq && m.c.status === 'ready' && r) count(`lock\u0000${r.domain}\u0000${r.key}`, m.c);
+  // Lock waiters, and calls the cluster refused (several replicas): by the reason they were given.
+  for (const list of [book.locks, book.refused]) {
+    for (const m of list) {
+      const r = m.c.waitReasons?.[0];
+      if (m.c.waitSeq === m.seq && m.c.status === 'ready' && r) count(waitId(r.kind, r.key, r.domain), m.c);
+    }
   }
   return out;
 }
 
-function keysOf(waiting: Map<string, unknown>, kind: WaitKind): string[] {
+function keysOf(waiting: WaitCounts, kind: WaitKind): string[] {
   const prefix = `${kind}\u0000`;
   return [...waiting.keys()].filter((id) => id.startsWith(prefix)).map((id) => id.slice(prefix.length));
 }

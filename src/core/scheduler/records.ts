@@ -134,6 +134,8 @@ export interface WaitBook {
   list: WaitGroup[];
   /** Calls waiting for a lock. */
   locks: LockWait[];
+  /** Gated: calls the cluster refused, waiting for what it said (cluster-waits.ts). */
+  refused: { c: ScheduledCall; seq: number }[];
 }
 
 export interface ScheduledRun {
@@ -232,7 +234,7 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     now: 0,
     dirty: [],
     dirtyCount: 0,
-    waits: opts.explainWaits ? { fresh: [], released: [], groups: new Map(), list: [], locks: [] } : undefined,
+    waits: opts.explainWaits ? { fresh: [], released: [], groups: new Map(), list: [], locks: [], refused: [] } : undefined,
     permitEpoch: 0,
   };
 }

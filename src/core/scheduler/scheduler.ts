@@ -47,7 +47,8 @@ import { restoreRun } from './restore.js';
 import { checkArgsSize } from '../references.js';
 import { DEFAULT_MAX_ARGS_BYTES, outputChecked } from '../size.js';
 import { appendTo, sealRun } from './streamed.js';
-import { limitsInUse, type LimitInUse } from './limits-in-use.js';
+import { limitsInUse, waitCounts, type LimitInUse, type WaitCounts } from './limits-in-use.js';
+import type { WaitReason } from '../waiting.js';
 import { noteWaits } from './waits.js';
 
 export class Scheduler {
@@ -186,14 +187,17 @@ export class Scheduler {
     return this.flush();
   }
 
-  /** Gated: the cluster refused a call's permit; it waits for `permitsFreed`. */
-  permitRefused(now: number, runId: string, callId: string): Output {
+  /**
+   * Gated: the cluster refused a call's permit; it waits for `permitsFreed`. `waitingFor`: what
+   * refused it, as the cluster saw it (the call's `waitingFor` then, with `explainWaits`).
+   */
+  permitRefused(now: number, runId: string, callId: string, waitingFor?: readonly WaitReason[]): Output {
     const s = this.state;
     s.now = now;
     const run = s.runs.get(runId);
     const idx = run?.byId.get(callId);
     const c = idx === undefined ? undefined : run?.calls[idx];
-    if (run && c) permitRefused(s, run, c);
+    if (run && c) permitRefused(s, run, c, waitingFor);
     return this.flush();
   }
 
@@ -347,6 +351,11 @@ export class Scheduler {
   /** Every limit and lock in use at `now`: holders, waiters, longest wait (needs `explainWaits`). */
   limitsInUse(now: number): LimitInUse[] {
     return limitsInUse(this.state, Math.max(this.state.now, now));
+  }
+
+  /** The ready calls that wait now, counted by what they wait for (needs `explainWaits`). */
+  waitCounts(): WaitCounts {
+    return waitCounts(this.state);
   }
 
   estimates(): Record<string, number> {
