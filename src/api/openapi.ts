@@ -203,7 +203,9 @@ function buildDocument(): Record<string, unknown> {
     '/v1/limits': {
       get: {
         summary: 'Every limit and lock in use: how full, who holds it, how many calls wait behind it and for how long (operator only)',
-        responses: { '200': { description: 'Limits in use', content: content(LimitsSchema) }, ...errors(401, 403) },
+        description:
+          'With several replicas on PostgreSQL, cluster-wide on any replica: holders and inUse from every live replica\'s running calls, waiting and longestWaitMs summed over live replicas; the global and perRun items are the answering replica\'s own. 503 when the database cannot be read.',
+        responses: { '200': { description: 'Limits in use', content: content(LimitsSchema) }, ...errors(401, 403, 503) },
       },
     },
     '/v1/replicas': {

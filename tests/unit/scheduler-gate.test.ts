@@ -1,21 +1,28 @@
 /**
  * The scheduler's permit gate (several replicas, DESIGN §12), driven by hand with a virtual clock: a
  * call that local limits let start asks the cluster first, and starts only once granted; a refused call
- * waits until permits free; a call that ended while it asked gives its permit back.
+ * waits until permits free; a call that ended while it asked gives its permit back. A refusal that says
+ * why (several replicas, DESIGN §7) is the call's `waitingFor`, with a `call.waiting` when it changes.
  */
 import { describe, expect, it } from 'vitest';
 import { Scheduler, type Output } from '../../src/core/scheduler.js';
 import { catalogOf, DEFAULTS, limits, tool } from '../helpers/sched.js';
 
-function gated(toolLimit = 2): Scheduler {
+function gated(toolLimit = 2, explainWaits = false): Scheduler {
   return new Scheduler({
     catalog: catalogOf([tool('t', { reads: [], writes: [] })]),
     policy: { rules: [] },
     limits: limits({ tool: { t: toolLimit } }),
     defaults: DEFAULTS,
     gated: true,
+    explainWaits,
   });
 }
+
+/** What the cluster says refused a call of `t`: its limit of 2, full with calls of another replica's run. */
+const refusedBy = (inUse: number) => [
+  { kind: 'tool' as const, key: 't', limit: 2, inUse, holders: [{ runId: 'elsewhere', callId: 'e1', tenant: 'y', since: 0 }] },
+];
 
 const asked = (out: Output | undefined) => (out?.permits ?? []).map((p) => p.callId);
 const started = (out: Output | undefined) => (out?.starts ?? []).map((s) => s.callId);
@@ -82,6 +89,42 @@ describe('the permit gate', () => {
     expect(out.starts[0]?.permit).toBeUndefined();
     expect(asked(out)).toEqual(['l', 'k']);
     expect(s.permitGranted(1, 'r', 'l')?.starts[0]?.permit).toBe(true);
+  });
+
+  it("a refusal that says why is the call's wait: one call.waiting per change, none once it starts; counted among the waiters once", () => {
+    const s = gated(1, true);
+    const out = s.submit(10, { runId: 'r', tenant: 'x', calls: ['a', 'b'].map((id) => ({ id, tool: 't', args: {} })) });
+    expect(asked(out)).toEqual(['a']);
+    // b waits here for the local tool limit, held by a while it asks.
+    expect(out.events.filter((e) => e.type === 'call.waiting').map((e) => [e.callId, e.data.waitingFor[0]?.kind, e.data.waitingFor[0]?.holders.map((h) => h.callId)])).toEqual([['b', 'tool', ['a']]]);
+
+    // The cluster refuses a, saying why: that is a's wait now; the local slot frees, so b asks.
+    const r1 = s.permitRefused(11, 'r', 'a', refusedBy(2));
+    expect(r1.events.map((e) => [e.type, e.callId])).toEqual([['call.waiting', 'a']]);
+    expect(r1.events[0]?.data).toEqual({ waitingFor: refusedBy(2) });
+    expect(asked(r1)).toEqual(['b']);
+    // Counted once, under the limit the cluster named, since it was refused (b asks: it waits for nothing here).
+    expect([...s.waitCounts()]).toEqual([['tool\u0000t', { n: 1, since: 11 }]]);
+
+    // The same answer again: no event. Another (one fewer in use, still full for it): an event.
+    expect(types(s.permitRefused(12, 'r', 'b'), 'b')).toEqual([]);
+    expect(asked(s.permitsFreed(13))).toEqual(['a']);
+    const r2 = s.permitRefused(14, 'r', 'a', refusedBy(2));
+    expect(types(r2, 'a')).toEqual([]);
+    expect(asked(r2)).toEqual(['b']);
+    expect(types(s.permitRefused(14, 'r', 'b'), 'b')).toEqual([]);
+    expect(asked(s.permitsFreed(15))).toEqual(['a']);
+    const r3 = s.permitRefused(16, 'r', 'a', refusedBy(1));
+    expect(r3.events.map((e) => [e.type, e.callId, e.data])).toEqual([['call.waiting', 'a', { waitingFor: refusedBy(1) }]]);
+    expect(asked(r3)).toEqual(['b']);
+    expect(types(s.permitRefused(16, 'r', 'b'), 'b')).toEqual([]);
+    expect([...s.waitCounts()]).toEqual([['tool\u0000t', { n: 1, since: 11 }]]);
+
+    // Granted: it starts, and waits for nothing any more.
+    expect(asked(s.permitsFreed(17))).toEqual(['a']);
+    const go = s.permitGranted(18, 'r', 'a');
+    expect(types(go, 'a')).toEqual(['call.started']);
+    expect([...s.waitCounts()]).toEqual([]);
   });
 
   it('without the gate nothing changes: calls start at once and no permit is asked', () => {
