@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { expectApiError, sse, startApi, type Api } from '../helpers/server.js';
 import { ToolServer } from '../helpers/toolserver.js';
+import type { PostgresStore } from '../../src/store/postgres.js';
 import { until } from '../helpers/wait.js';
 
 const ACME = 'agent-acme-key';
@@ -39,6 +40,13 @@ function yaml(ts: ToolServer): string {
     risk: write
     concurrency: 1
     executor: { kind: http, url: "${ts.url('/deploy')}" }
+  - name: notify
+    input: { type: object }
+    reads: []
+    writes: []
+    risk: read
+    rate: 1/min
+    executor: { kind: builtin, name: echo }
 auth:
   keys:
     - { key: "${ACME}", tenant: acme, role: agent }
@@ -176,5 +184,50 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
     write.respond({ status: 200, body: {} });
     expect((await b.settled(writer.id, OPS)).status).toBe('succeeded');
     expect(await eventsOf(b, writer.id)).toEqual(['run.created', 'run.started', 'call.ready', 'call.waiting', 'call.started', 'call.succeeded', 'run.completed']);
+  });
+
+  it("a replica's published waiters count while its lease holds, and not once it ended", async () => {
+    const pool = (a.store as PostgresStore).pool;
+    // A replica of its own, as the database sees it: alive, with 3 calls waiting for deploy for 4 s
+    // (on its own clock, an hour off the others': only the age counts).
+    const waits = JSON.stringify([{ kind: 'tool', key: 'deploy', n: 3, since: 3_600_000 }]);
+    await pool.query(
+      `INSERT INTO replicas (instance, name, started_at, lease_until, renewed_at, waits, waits_clock, waits_at)
+       VALUES ('ghost/1', 'ghost', toolgraph_now(), toolgraph_now() + 60000, toolgraph_now(), $1, 3604000, toolgraph_now())`,
+      [waits],
+    );
+    try {
+      for (const api of [a, b]) {
+        const items = (await limitsOn(api)).filter((l) => l.kind === 'tool');
+        expect(items).toEqual([{ kind: 'tool', key: 'deploy', limit: 1, inUse: 0, waiting: 3, longestWaitMs: expect.any(Number), holders: [] }]);
+        expect(items[0].longestWaitMs).toBeGreaterThanOrEqual(4000);
+        expect(items[0].longestWaitMs).toBeLessThan(60_000);
+      }
+      await pool.query(`UPDATE replicas SET lease_until = 0 WHERE instance = 'ghost/1'`);
+      for (const api of [a, b]) expect((await limitsOn(api)).filter((l) => l.kind === 'tool')).toEqual([]);
+    } finally {
+      await pool.query(`DELETE FROM replicas WHERE instance = 'ghost/1'`);
+    }
+  });
+
+  it("a rate wait gives retryAt from the cluster's bucket: a minute after the other replica took its token", async () => {
+    const first = await submit(a, ACME, [{ id: 'n', tool: 'notify', args: {} }]);
+    expect((await a.settled(first.id, OPS)).status).toBe('succeeded');
+    const second = await submit(b, ACME, [{ id: 'n', tool: 'notify', args: {} }]);
+    const waiting = await until('the refused call names its wait', async () => (await call(b, second.id, 'n')).waitingFor);
+    expect(waiting).toEqual([{ kind: 'rate', key: 'tool:notify', limit: 1, perMs: 60_000, retryAt: expect.stringMatching(ISO), holders: [] }]);
+    // The token was taken when the first started (on the database's clock, a little before).
+    const taken = Date.parse((await call(a, first.id, 'n')).startedAt);
+    expect(Math.abs(Date.parse(waiting[0].retryAt) - (taken + 60_000))).toBeLessThan(1000);
+    const item = { kind: 'rate', key: 'tool:notify', limit: 1, perMs: 60_000, inUse: 1, waiting: 1, longestWaitMs: expect.any(Number), retryAt: waiting[0].retryAt, holders: [] };
+    for (const api of [a, b]) {
+      const rates = await until('the cluster-wide limits to count the rate waiter', async () => {
+        const got = (await limitsOn(api)).filter((l) => l.kind === 'rate');
+        return got.length === 1 && got[0].waiting === 1 ? got : undefined;
+      });
+      expect(rates).toEqual([item]);
+    }
+    expect((await a.post(`/v1/runs/${second.id}/cancel`, undefined, { token: ACME })).status).toBe(202);
+    expect((await b.settled(second.id, OPS)).status).toBe('cancelled');
   });
 });
