@@ -127,6 +127,29 @@ describe('the permit gate', () => {
     expect([...s.waitCounts()]).toEqual([]);
   });
 
+  it("a retry's refusal for the same reason as the attempt before is news: its wait was told no more once it started", () => {
+    const s = new Scheduler({
+      catalog: catalogOf([tool('t', { reads: [], writes: [], idempotent: true, retry: { attempts: 2, backoffMs: 10, maxBackoffMs: 10 } })]),
+      policy: { rules: [] },
+      limits: limits({ tool: { t: 2 } }),
+      defaults: DEFAULTS,
+      gated: true,
+      explainWaits: true,
+    });
+    expect(asked(s.submit(0, { runId: 'r', tenant: 'x', calls: [{ id: 'a', tool: 't', args: {} }] }))).toEqual(['a']);
+    expect(types(s.permitRefused(1, 'r', 'a', refusedBy(2)), 'a')).toEqual(['call.waiting']);
+    expect(asked(s.permitsFreed(2))).toEqual(['a']);
+    expect(types(s.permitGranted(3, 'r', 'a'), 'a')).toEqual(['call.started']);
+    const failed = s.attemptEnded(4, { runId: 'r', callId: 'a', attempt: 1, result: { ok: false, error: { code: 'tool_error', message: 'flaky' }, retryable: true } });
+    expect(types(failed, 'a')).toEqual(['call.retry_scheduled']);
+    const again = s.tick(14);
+    expect(types(again, 'a')).toEqual(['call.ready']);
+    expect(asked(again)).toEqual(['a']);
+    const r2 = s.permitRefused(15, 'r', 'a', refusedBy(2));
+    expect(r2.events.map((e) => [e.type, e.callId, e.data])).toEqual([['call.waiting', 'a', { waitingFor: refusedBy(2) }]]);
+    expect([...s.waitCounts()]).toEqual([['tool\u0000t', { n: 1, since: 15 }]]);
+  });
+
   it('without the gate nothing changes: calls start at once and no permit is asked', () => {
     const s = new Scheduler({ catalog: catalogOf([tool('t', { reads: [], writes: [] })]), policy: { rules: [] }, limits: limits({ tool: { t: 2 } }), defaults: DEFAULTS });
     const out = s.submit(0, { runId: 'r', tenant: 'x', calls: ['a', 'b', 'c'].map((id) => ({ id, tool: 't', args: {} })) });

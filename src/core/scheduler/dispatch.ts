@@ -155,6 +155,8 @@ function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
 export function permitted(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): boolean {
   if (!c.permitPending || c.status !== 'ready') return false;
   c.permitPending = false;
+  // What it waited for is told no more (cluster-waits.ts: a refusal in its next wait is news).
+  c.waitReasons = undefined;
   begin(s, run, c, true);
   return true;
 }
