@@ -25,7 +25,7 @@ import type { Catalog } from '../core/tool.js';
 import type { WaitHolder } from '../core/waiting.js';
 import type { PermitAnswer, PermitGate } from '../engine/engine.js';
 import type { Notifications } from './notifications.js';
-import { refusalOf } from './refusals.js';
+import { Refusals } from './refusals.js';
 
 const GRANTED: PermitAnswer = Object.freeze({ granted: true });
 const REFUSED: PermitAnswer = Object.freeze({ granted: false });
@@ -187,6 +187,7 @@ export class ClusterPermits implements PermitGate {
       limiter.hold(h);
     }
     const answers: PermitAnswer[] = [];
+    const refusals = new Refusals(limiter, who);
     const rows: PermitRequest[] = [];
     let tokenAt: number | undefined;
     for (const r of requests) {
@@ -195,12 +196,13 @@ export class ClusterPermits implements PermitGate {
       const check = limiter.check(h, now);
       if (check.ok) {
         limiter.acquire(h, now);
+        refusals.granted();
         rows.push(r);
         answers.push(GRANTED);
         continue;
       }
       if (check.reason === 'rate' && check.wakeAt !== undefined) tokenAt = Math.min(tokenAt ?? Infinity, check.wakeAt);
-      const why = refusalOf(limiter, h, check, who);
+      const why = refusals.of(h, check);
       answers.push(why ? { granted: false, waitingFor: [why] } : REFUSED);
     }
     if (rows.length > 0) {

@@ -9,6 +9,31 @@ import { clash, own, type Bucket, type Check, type Holder, type Limiter } from '
 import { overlaps, type Key } from '../core/resources.js';
 import { MAX_HOLDERS, type WaitHolder, type WaitReason } from '../core/waiting.js';
 
+/**
+ * The refusals of one ask: calls refused by the same tenant or tool limit share one reason until
+ * the next grant changes what is held (an ask may hold many calls of one tool).
+ */
+export class Refusals {
+  private readonly shared = new Map<string, WaitReason | undefined>();
+
+  constructor(
+    private readonly limiter: Limiter,
+    private readonly who: ReadonlyMap<Holder, WaitHolder>,
+  ) {}
+
+  of(h: Holder, check: Extract<Check, { ok: false }>): WaitReason | undefined {
+    const id = check.reason === 'tenant' ? `tenant\u0000${h.tenant}` : check.reason === 'tool' ? `tool\u0000${h.tool}` : undefined;
+    if (id === undefined) return refusalOf(this.limiter, h, check, this.who);
+    if (!this.shared.has(id)) this.shared.set(id, refusalOf(this.limiter, h, check, this.who));
+    return this.shared.get(id);
+  }
+
+  /** A call was granted: what is held changed. */
+  granted(): void {
+    this.shared.clear();
+  }
+}
+
 /** Why `limiter` refused `h` (`check`, just made); `who` names running calls and asks as holders. */
 export function refusalOf(limiter: Limiter, h: Holder, check: Extract<Check, { ok: false }>, who: ReadonlyMap<Holder, WaitHolder>): WaitReason | undefined {
   const v = limiter.inspect();
