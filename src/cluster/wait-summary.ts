@@ -27,12 +27,13 @@ export interface PublishedWait {
   since: number;
 }
 
-/** The entries of a summary, longest waits first, at most `MAX_PUBLISHED`. */
+/** The entries of a summary (the shared limits and locks), longest waits first, at most `MAX_PUBLISHED`. */
 export function summaryOf(counts: WaitCounts): PublishedWait[] {
   const out: PublishedWait[] = [];
   for (const [id, w] of counts) {
     const [kind, a, b] = id.split('\u0000') as [WaitKind, string | undefined, string | undefined];
-    if (!(WAIT_KINDS as readonly string[]).includes(kind)) continue;
+    // `global` and `perRun` are each replica's own: not shared, so not published.
+    if (!(WAIT_KINDS as readonly string[]).includes(kind) || kind === 'global' || kind === 'perRun') continue;
     if (kind === 'lock') out.push({ kind, key: b ?? '', domain: a ?? '', n: w.n, since: w.since });
     else out.push({ kind, ...(a !== undefined ? { key: a } : {}), n: w.n, since: w.since });
   }
@@ -56,11 +57,21 @@ export class WaitPublisher {
 
   start(source: WaitSource): void {
     this.stop();
-    const tick = () => {
-      this.timer = setTimeout(() => void this.publish(source).finally(() => this.timer && tick()), this.everyMs);
+    const tick = (delay: number) => {
+      this.timer = setTimeout(() => {
+        void this.publish(source).then((tookMs) => this.timer && tick(this.next(tookMs)));
+      }, delay);
       this.timer.unref();
     };
-    tick();
+    tick(this.everyMs);
+  }
+
+  /**
+   * The pause before the next look: `everyMs`, or longer when counting took long (tens of thousands of
+   * waiting calls), so that looking costs at most ~2% of the replica's time.
+   */
+  private next(tookMs: number): number {
+    return Math.min(5000, Math.max(this.everyMs, Math.round(tookMs * 50)));
   }
 
   stop(): void {
@@ -68,13 +79,18 @@ export class WaitPublisher {
     this.timer = undefined;
   }
 
-  /** Writes the summary if it changed since the last write (or the instance did); never throws. */
-  async publish(source: WaitSource): Promise<void> {
+  /**
+   * Writes the summary if it changed since the last write (or the instance did); never throws.
+   * Resolves with how long making it took (ms), the database's round trip left out.
+   */
+  async publish(source: WaitSource): Promise<number> {
     const instance = this.instance();
-    if (instance === undefined || this.busy) return;
+    if (instance === undefined || this.busy) return 0;
+    const started = performance.now();
     const { counts, now } = source();
     const text = JSON.stringify(summaryOf(counts));
-    if (this.last?.instance === instance && this.last.text === text) return;
+    const tookMs = performance.now() - started;
+    if (this.last?.instance === instance && this.last.text === text) return tookMs;
     this.busy = true;
     try {
       await this.pool.query('UPDATE replicas SET waits = $2, waits_clock = $3, waits_at = toolgraph_now() WHERE instance = $1', [instance, text, Math.round(now)]);
@@ -85,5 +101,6 @@ export class WaitPublisher {
     } finally {
       this.busy = false;
     }
+    return tookMs;
   }
 }
