@@ -91,12 +91,21 @@ export function createMetrics(service: Service): Metrics {
     collect() {
       this.reset();
       const sums = new Map<string, { kind: string; limit: string; n: number }>();
-      for (const l of engine.limitsInUse()) {
-        const limit = l.kind === 'perRun' || l.kind === 'lock' || l.key === undefined ? '' : l.key;
-        const id = `${l.kind}\u0000${limit}`;
-        const sum = sums.get(id) ?? { kind: l.kind, limit, n: 0 };
-        sum.n += l.waiting;
+      const add = (kind: string, key: string | undefined, n: number) => {
+        const limit = kind === 'perRun' || kind === 'lock' || key === undefined ? '' : key;
+        const id = `${kind}\u0000${limit}`;
+        const sum = sums.get(id) ?? { kind, limit, n: 0 };
+        sum.n += n;
         sums.set(id, sum);
+      };
+      for (const l of engine.limitsInUse()) add(l.kind, l.key, l.waiting);
+      // Waiters of a limit this replica does not keep itself (several replicas: a rate the cluster
+      // refused a call for), by what they were told.
+      const listed = new Set(sums.keys());
+      for (const [id, w] of engine.waitCounts().counts) {
+        const [kind, key] = id.split('\u0000') as [string, string | undefined];
+        if (kind === 'lock' || kind === 'perRun' || listed.has(`${kind}\u0000${key ?? ''}`)) continue;
+        add(kind, key, w.n);
       }
       for (const { kind, limit, n } of sums.values()) this.set({ kind, limit }, n);
     },

@@ -227,6 +227,8 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
       });
       expect(rates).toEqual([item]);
     }
+    // The replica where it waits counts it in its metrics (it keeps no rate bucket of its own).
+    expect((await b.get('/metrics', { token: OPS })).text).toContain('toolgraph_limit_waiting{kind="rate",limit="tool:notify"} 1');
     expect((await a.post(`/v1/runs/${second.id}/cancel`, undefined, { token: ACME })).status).toBe(202);
     expect((await b.settled(second.id, OPS)).status).toBe('cancelled');
   });
