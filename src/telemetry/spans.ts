@@ -13,7 +13,7 @@
  *
  * Loaded only with tracing on (it imports OpenTelemetry).
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomFillSync } from 'node:crypto';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { parseTraceParent } from '@opentelemetry/core';
 import type { RunStatus } from '../core/calls.js';
@@ -303,22 +303,44 @@ function endAttempt(c: CallTrace, at: number, error?: CallError): void {
   open.span.end(at);
 }
 
+/** Random bytes are drawn this many at a time (one `randomFillSync` per 512 span ids). */
+const POOL_BYTES = 4096;
+
 /**
  * The tracer's id generator (an OpenTelemetry `IdGenerator`): random ids, except that the trace id of a
  * run span without an incoming parent is derived from the run id (`next`, set just before the span
  * starts). Wherever the run goes on, after a restart or on another replica, its spans join that trace.
+ *
+ * The random bytes come from a pool filled 4 KiB at a time: a `randomBytes` call per id cost more than
+ * the rest of a span's making (DESIGN §15's spans, bench/RESULTS.md "Traces").
  */
 export class RunTraceIds {
   next: string | undefined;
+  private readonly pool = Buffer.allocUnsafe(POOL_BYTES);
+  private offset = POOL_BYTES;
 
   generateTraceId(): string {
     const id = this.next;
     this.next = undefined;
-    return id ?? randomBytes(16).toString('hex');
+    return id ?? this.random(16);
   }
 
   generateSpanId(): string {
-    return randomBytes(8).toString('hex');
+    return this.random(8);
+  }
+
+  /** `bytes` random bytes in hex, never all zeros (an invalid id). */
+  private random(bytes: number): string {
+    if (this.offset + bytes > POOL_BYTES) {
+      randomFillSync(this.pool);
+      this.offset = 0;
+    }
+    const start = this.offset;
+    this.offset += bytes;
+    let zero = true;
+    for (let i = start; i < this.offset && zero; i++) zero = this.pool[i] === 0;
+    if (zero) this.pool[this.offset - 1] = 1;
+    return this.pool.toString('hex', start, this.offset);
   }
 }
 
