@@ -13,7 +13,7 @@
  *
  * Loaded only with tracing on (it imports OpenTelemetry).
  */
-import { createHash, randomFillSync } from 'node:crypto';
+import { hash, randomFillSync } from 'node:crypto';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { parseTraceParent } from '@opentelemetry/core';
 import type { RunStatus } from '../core/calls.js';
@@ -23,6 +23,11 @@ import type { CallView, RunView } from '../core/view.js';
 import { newRunId, type RunListener } from '../engine/engine.js';
 import type { ExecuteRequest } from '../executors/types.js';
 import { ATTR, EXECUTE_TOOL, LIMIT_WAIT_EVENT, RUN_SPAN, attemptSpanName, runFailed } from './attributes.js';
+
+/** The call events that start, end or time an attempt's span: the others make no span, and are passed over. */
+const CALL_EVENTS: ReadonlySet<RunEvent['type']> = new Set<RunEvent['type']>(['call.ready', 'call.hook', 'call.started', 'call.succeeded', 'call.failed', 'call.retry_scheduled', 'call.cancelled', 'call.compensated']);
+/** At most this many tools' span names are kept (one string per tool, not one per span). */
+const MAX_SPAN_NAMES = 1000;
 
 /** How long a run id reserved by `continueTrace` (or seen first by the executor) may wait for its `run.created`. */
 const PENDING_MS = 60_000;
@@ -60,6 +65,7 @@ export class RunTraces {
   /** Runs known before their `run.created` (reserved, or started early), with when: see `sweep`. */
   private readonly pending = new Map<string, number>();
   private readonly awaitingReplan = new Map<string, true>();
+  private readonly names = new Map<string, string>();
 
   readonly listener: RunListener = (e, view, call) => this.on(e, view, call);
 
@@ -121,6 +127,7 @@ export class RunTraces {
 
   private on(e: RunEvent, view: RunView, call: CallView | undefined): void {
     if (e.type === 'run.created') return this.created(e);
+    if (e.callId !== undefined && !CALL_EVENTS.has(e.type)) return;
     let run = this.runs.get(e.runId);
     if (!run) {
       // A run resumed after a restart (its events start midway), unless `resumed` told of it: its
@@ -253,7 +260,18 @@ export class RunTraces {
     };
     if (a.waitMs !== undefined) attributes[ATTR.waitMs] = a.waitMs;
     if (a.compensation) attributes[ATTR.compensation] = true;
-    return this.tracer.startSpan(attemptSpanName(a.tool), { kind: SpanKind.INTERNAL, startTime: a.at, attributes }, run.ctx);
+    return this.tracer.startSpan(this.spanName(a.tool), { kind: SpanKind.INTERNAL, startTime: a.at, attributes }, run.ctx);
+  }
+
+  /** `execute_tool <tool>`, the same string for each span of a tool. */
+  private spanName(tool: string): string {
+    let name = this.names.get(tool);
+    if (name === undefined) {
+      name = attemptSpanName(tool);
+      if (this.names.size >= MAX_SPAN_NAMES) this.names.clear();
+      this.names.set(tool, name);
+    }
+    return name;
   }
 
   private expect(runId: string): void {
@@ -346,5 +364,6 @@ export class RunTraceIds {
 
 /** The trace id of a run's own trace: 16 bytes of the SHA-256 of its id. */
 export function runTraceId(runId: string): string {
-  return createHash('sha256').update(runId).digest('hex').slice(0, 32);
+  // The one-shot `hash` (the same digest): a `createHash` object per run cost ten times as much.
+  return hash('sha256', runId, 'hex').slice(0, 32);
 }
