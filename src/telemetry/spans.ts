@@ -14,7 +14,7 @@
  * Loaded only with tracing on (it imports OpenTelemetry).
  */
 import { hash, randomFillSync } from 'node:crypto';
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type HrTime, type Span, type Tracer } from '@opentelemetry/api';
 import { parseTraceParent } from '@opentelemetry/core';
 import type { RunStatus } from '../core/calls.js';
 import type { CallError } from '../core/errors.js';
@@ -108,7 +108,7 @@ export class RunTraces {
     const at = this.now();
     let span: Span;
     if (c.succeeded) {
-      c.compensation?.end(at);
+      c.compensation?.end(hrTime(at));
       span = c.compensation = this.startAttempt(req.runId, run, { callId: req.callId, tool: req.tool.name, n: req.attempt, at, compensation: true });
     } else if (c.open?.n === req.attempt) span = c.open.span;
     else {
@@ -169,7 +169,7 @@ export class RunTraces {
         if (c.compensation) {
           const failed = e.data.status === 'failed' ? (e.data.error as CallError | undefined) : undefined;
           if (failed) markError(c.compensation, failed);
-          c.compensation.end(e.at);
+          c.compensation.end(hrTime(e.at));
           c.compensation = undefined;
         }
         break;
@@ -201,7 +201,7 @@ export class RunTraces {
       span = this.startAttempt(e.runId, run, { callId: e.callId as string, tool: call?.tool ?? 'unknown', n, at: e.at, waitMs });
       c.open = { n, span };
     }
-    if (waitMs > 0) span.addEvent(LIMIT_WAIT_EVENT, { [ATTR.waitMs]: waitMs }, c.readyAt);
+    if (waitMs > 0) span.addEvent(LIMIT_WAIT_EVENT, { [ATTR.waitMs]: waitMs }, hrTime(c.readyAt as number));
     c.readyAt = undefined;
   }
 
@@ -211,7 +211,7 @@ export class RunTraces {
     if (span && !run.ended) {
       span.setAttribute(ATTR.runStatus, status);
       if (runFailed(status)) span.setStatus({ code: SpanStatusCode.ERROR, message: `the run ${status}` });
-      span.end(e.at);
+      span.end(hrTime(e.at));
       run.ended = true;
     }
     if (status !== 'needs_replan') {
@@ -242,7 +242,10 @@ export class RunTraces {
     if (run.tenant !== undefined) attributes[ATTR.tenant] = run.tenant;
     // A run span without an incoming parent is a trace's root: its trace id is the run's own.
     if (this.ids && trace.getSpanContext(run.parent) === undefined) this.ids.next = runTraceId(runId);
-    const span = this.tracer.startSpan(RUN_SPAN, { kind: SpanKind.INTERNAL, startTime: at, attributes, ...(link ? { links: [{ context: link }] } : {}) }, run.parent);
+    // Attributes are set on the started span, not passed to `startSpan`, which copies them twice more
+    // for the sampler's sake; the samplers the SDK takes from the environment never read them.
+    const span = this.tracer.startSpan(RUN_SPAN, { kind: SpanKind.INTERNAL, startTime: hrTime(at), ...(link ? { links: [{ context: link }] } : {}) }, run.parent);
+    span.setAttributes(attributes);
     if (this.ids) this.ids.next = undefined;
     run.span = span;
     run.ctx = trace.setSpan(run.parent, span);
@@ -260,7 +263,7 @@ export class RunTraces {
     };
     if (a.waitMs !== undefined) attributes[ATTR.waitMs] = a.waitMs;
     if (a.compensation) attributes[ATTR.compensation] = true;
-    return this.tracer.startSpan(this.spanName(a.tool), { kind: SpanKind.INTERNAL, startTime: a.at, attributes }, run.ctx);
+    return this.tracer.startSpan(this.spanName(a.tool), { kind: SpanKind.INTERNAL, startTime: hrTime(a.at) }, run.ctx).setAttributes(attributes);
   }
 
   /** `execute_tool <tool>`, the same string for each span of a tool. */
@@ -295,6 +298,15 @@ export class RunTraces {
   }
 }
 
+/**
+ * An event's time (epoch ms) as the SDK keeps it, [seconds, nanoseconds], as its own `millisToHrTime`
+ * does. A number would do, but the SDK first asks `performance.now()` whether it is one of its
+ * timestamps, once per start, end and span event.
+ */
+function hrTime(ms: number): HrTime {
+  return [Math.trunc(ms / 1000), Math.round((ms % 1000) * 1e6)];
+}
+
 function newRun(parent: Context): RunTrace {
   return { parent, ended: false, calls: new Map() };
 }
@@ -318,7 +330,7 @@ function endAttempt(c: CallTrace, at: number, error?: CallError): void {
   if (!open) return;
   c.open = undefined;
   if (error) markError(open.span, error);
-  open.span.end(at);
+  open.span.end(hrTime(at));
 }
 
 /** Random bytes are drawn this many at a time (one `randomFillSync` per 512 span ids). */
