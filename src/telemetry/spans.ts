@@ -376,6 +376,7 @@ export class RunTraceIds {
 
 /** The trace id of a run's own trace: 16 bytes of the SHA-256 of its id. */
 export function runTraceId(runId: string): string {
-  // The one-shot `hash` (the same digest): a `createHash` object per run cost ten times as much.
-  return hash('sha256', runId, 'hex').slice(0, 32);
+  // The one-shot `hash` (the same digest): a `createHash` object per run cost ten times as much. Hex
+  // of the first 16 bytes, not a slice of all 64 digits: a flat string, which the exporter reads faster.
+  return hash('sha256', runId, 'buffer').toString('hex', 0, 16);
 }
