@@ -76,22 +76,29 @@ export class McpConnection {
   /**
    * `tools/call` on the shared connection. An abort of `signal`, or `timeoutMs` passing, sends
    * `notifications/cancelled`.
-   * Throws `McpUnavailableError` when the server is down or the connection dropped during the call.
+   * Rejects with `McpUnavailableError` when the server is down or the connection dropped during the call.
+   *
+   * While the connection is up, this is the SDK's call and one reaction to it: no `await` of `ready()`
+   * and no async wrapper, each of which would add a promise and a turn of the microtask queue to every
+   * call (issue #18).
    */
-  async call(tool: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number): Promise<CallToolResult> {
-    const client = await this.ready(signal);
-    try {
-      // The SDK's timeout sends notifications/cancelled and fails with RequestTimeout (-32001).
-      const timeout = Number.isFinite(timeoutMs) ? Math.min(timeoutMs, 2 ** 31 - 1) : 2 ** 31 - 1;
-      return (await client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout })) as CallToolResult;
-    } catch (err) {
+  call(tool: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number): Promise<CallToolResult> {
+    const client = this.state === 'up' ? this.client : undefined;
+    if (client) return this.send(client, tool, args, signal, timeoutMs);
+    return this.ready(signal).then((c) => this.send(c, tool, args, signal, timeoutMs));
+  }
+
+  private send(client: Client, tool: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number): Promise<CallToolResult> {
+    // The SDK's timeout sends notifications/cancelled and fails with RequestTimeout (-32001).
+    const timeout = Number.isFinite(timeoutMs) ? Math.min(timeoutMs, 2 ** 31 - 1) : 2 ** 31 - 1;
+    return (client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout }) as Promise<CallToolResult>).catch((err: unknown) => {
       if (signal.aborted) throw err;
       if (isConnectionError(err) || this.client !== client) {
         this.markDown(client, `the connection dropped during the call: ${messageOf(err)}`);
         throw new McpUnavailableError(`mcp server "${this.server.name}" ${this.lastDown}`);
       }
       throw err;
-    }
+    });
   }
 
   async close(): Promise<void> {
