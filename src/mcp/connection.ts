@@ -26,6 +26,9 @@ export interface ConnectionOptions {
   onToolsChanged?: () => void;
   /** Where a dropped connection is told (a log line). */
   onDown?: (why: string) => void;
+  /** Makes the transport instead of the server's `command` or `url`: for an in-process server
+   * (the SDK's InMemoryTransport) in benchmarks and tests. */
+  transport?: () => Transport;
 }
 
 /** How many lines of a stdio server's stderr are kept for messages. */
@@ -160,7 +163,7 @@ export class McpConnection {
 
   private async open(): Promise<Client> {
     const s = this.server;
-    const transport = this.transport();
+    const transport = this.opts.transport?.() ?? this.transport();
     const client = new Client({ name: 'toolgraph', version: '1' });
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.opts.onToolsChanged?.());
     client.onclose = () => this.markDown(client, this.exitDescription('the connection closed'));

@@ -17,6 +17,10 @@
  * less; and each server's CPU per call (Linux: /proc/<pid>/task/<tid>/schedstat).
  * Also shown, for scale: a whole run of one call through the Engine (planning, events, scheduling).
  *
+ * And in process, where a busy machine matters least: each side talks to its own SDK Server (the same
+ * `echo`) over the SDK's InMemoryTransport, no pipe, no second process. This process's CPU per call is
+ * then the whole call, client and server, and the executor's share of it is bigger than over stdio.
+ *
  * Target (issue #18): the executor at most 10% over the direct call.
  *
  * Run: `npx tsx src/bench/scripts/mcp-overhead.ts [--calls N] [--rounds R] [--profile]` (N calls per
@@ -30,11 +34,17 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { parseConfig } from '../../config/load.js';
 import { Engine } from '../../engine/engine.js';
-import { createExecutors } from '../../executors/index.js';
+import { createExecutors, type Executor } from '../../executors/index.js';
 import type { ExecuteRequest } from '../../executors/types.js';
+import { McpConnection } from '../../mcp/connection.js';
 import { startMcp } from '../../mcp/runtime.js';
+import type { ToolManifest } from '../../core/tool.js';
 import { blockProfiler, type BlockProfiler } from '../block-profile.js';
 import { median } from '../stats.js';
 
@@ -83,6 +93,75 @@ async function measure(call: () => Promise<unknown>, calls: number, concurrency:
   return { wall, cpu: (c.user + c.system) / calls, server: (processCpuUs(serverPid) - s0) / calls };
 }
 
+/** The tests' server's `echo`, in this process: an SDK Server on one end of a linked pair of
+ * InMemoryTransports; returns the other end, for a client. */
+async function inProcessServer(): Promise<Transport> {
+  const [client, server] = InMemoryTransport.createLinkedPair();
+  const s = new Server({ name: 'echo', version: '1' }, { capabilities: { tools: {} } });
+  s.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: [{ name: 'echo', inputSchema: { type: 'object', properties: { text: { type: 'string' } } }, annotations: { readOnlyHint: true, idempotentHint: true } }],
+  }));
+  s.setRequestHandler(CallToolRequestSchema, async (req) => {
+    const args = req.params.arguments ?? {};
+    return { content: [{ type: 'text', text: JSON.stringify(args) }], structuredContent: args };
+  });
+  await s.connect(server);
+  return client;
+}
+
+/** The two sides, each an async function that awaits its call and checks its answer. */
+function sides(direct: Client, executor: Executor, tool: ToolManifest) {
+  const viaSdk = async () => {
+    const r = (await direct.callTool({ name: 'echo', arguments: ARGS }, undefined, { signal: new AbortController().signal, timeout: TIMEOUT_MS })) as CallToolResult;
+    if (r.isError === true) throw new Error('isError');
+  };
+  const viaBareSdk = async () => {
+    const r = (await direct.callTool({ name: 'echo', arguments: ARGS })) as CallToolResult;
+    if (r.isError === true) throw new Error('isError');
+  };
+  // A fresh signal per call, as the engine gives each attempt its own.
+  const viaExecutor = async () => {
+    const r = await executor.execute({ runId: 'bench', callId: 'c', tool, args: ARGS, attempt: 1, timeoutMs: TIMEOUT_MS, signal: new AbortController().signal });
+    if (!r.ok) throw new Error(r.error.message);
+  };
+  return { viaSdk, viaBareSdk, viaExecutor };
+}
+
+/** In process: CPU per call (client and server) of each side, paired blocks. */
+async function inProcess(concurrency: number): Promise<string> {
+  const direct = new Client({ name: 'bench', version: '1' });
+  await direct.connect(await inProcessServer());
+  await direct.listTools();
+  const transport = await inProcessServer();
+  const server = { name: 'p', args: [], prefix: 'p__', trustAnnotations: true, scope: 'tenant' as const, tools: {} };
+  const connection = new McpConnection(server, { transport: () => transport });
+  await connection.start();
+  await connection.listTools();
+  const executor = createExecutors({ mcp: new Map([['p', connection]]) });
+  const tool: ToolManifest = { name: 'p__echo', scope: 'tenant', risk: 'read', idempotent: true, timeoutMs: TIMEOUT_MS, after: [], requires: [], executor: { kind: 'mcp', server: 'p', tool: 'echo' } };
+  const { viaSdk, viaBareSdk, viaExecutor } = sides(direct, executor, tool);
+  const calls = CALLS * 10;
+  for (const f of [viaSdk, viaBareSdk, viaExecutor]) await measure(f, 2000, 4, NaN);
+  const sdk: Block[] = [];
+  const exe: Block[] = [];
+  const bare: Block[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    if (r % 2 === 0) {
+      sdk.push(await measure(viaSdk, calls, concurrency, NaN));
+      exe.push(await measure(viaExecutor, calls, concurrency, NaN));
+    } else {
+      exe.push(await measure(viaExecutor, calls, concurrency, NaN));
+      sdk.push(await measure(viaSdk, calls, concurrency, NaN));
+    }
+    if (r % 4 === 0) bare.push(await measure(viaBareSdk, calls, concurrency, NaN));
+  }
+  await executor.close();
+  await connection.close();
+  await direct.close();
+  const m = (bs: Block[]) => median(bs.map((b) => b.cpu));
+  return `| ${concurrency} | ${m(sdk).toFixed(2)} | ${m(exe).toFixed(2)} | ${pct(exe.map((e, i) => e.cpu / (sdk[i] as Block).cpu))} | ${(m(exe) - m(sdk)).toFixed(2)} | ${m(bare).toFixed(2)} |`;
+}
+
 const f1 = (x: number) => (Number.isNaN(x) ? '–' : x.toFixed(1));
 const pct = (ratios: number[]) => `${((median(ratios) - 1) * 100).toFixed(1)}%`;
 const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
@@ -99,18 +178,12 @@ async function main(): Promise<void> {
   const mcp = await startMcp(parseConfig(yaml, 'bench.yaml', { env: {} }));
   const executor = createExecutors({ mcp: mcp.servers });
   const tool = mcp.config.catalog.get('b__echo')!;
-  // A fresh signal per call, as the engine gives each attempt its own.
-  const request = (t = tool): ExecuteRequest => ({ runId: 'bench', callId: 'c', tool: t, args: ARGS, attempt: 1, timeoutMs: TIMEOUT_MS, signal: new AbortController().signal });
-  const pidOut = await executor.execute(request(mcp.config.catalog.get('b__pid')!));
+  const pidRequest: ExecuteRequest = { runId: 'bench', callId: 'pid', tool: mcp.config.catalog.get('b__pid')!, args: {}, attempt: 1, timeoutMs: TIMEOUT_MS, signal: new AbortController().signal };
+  const pidOut = await executor.execute(pidRequest);
   const executorPid = pidOut.ok ? (pidOut.output as { pid: number }).pid : NaN;
   const engine = new Engine({ config: mcp.config, executor });
 
-  const viaSdk = () => direct.callTool({ name: 'echo', arguments: ARGS }, undefined, { signal: new AbortController().signal, timeout: TIMEOUT_MS });
-  const viaBareSdk = () => direct.callTool({ name: 'echo', arguments: ARGS });
-  const viaExecutor = async () => {
-    const r = await executor.execute(request());
-    if (!r.ok) throw new Error(r.error.message);
-  };
+  const { viaSdk, viaBareSdk, viaExecutor } = sides(direct, executor, tool);
   const viaEngine = async () => {
     const run = await engine.submit({ calls: [{ id: 'c', tool: 'b__echo', args: ARGS }] });
     const v = await engine.wait(run.id);
@@ -153,12 +226,16 @@ async function main(): Promise<void> {
     cpuRows.push(`| ${concurrency} | ${f1(m(sdk, 'cpu'))} | ${f1(m(exe, 'cpu'))} | ${pct(ratios('cpu'))} | ${f1(m(sdk, 'server'))} | ${f1(m(exe, 'server'))} |`);
     if (profiler) profiles.push(`c=${concurrency}: ${profiler.summary(`sdk@${concurrency}`, `executor@${concurrency}`, 25)}`);
   }
+  const inProcessRows = [await inProcess(1), await inProcess(16)];
   process.stdout.write(
     `MCP call overhead (${ROUNDS} paired blocks of ${CALLS} calls, medians, µs per call; load average ${loadBefore} before, ${load()} after)\n\n` +
       '| concurrency | direct SDK call | mcp executor | overhead, wall (median of paired ratios) | bare SDK call (no signal) | whole run through the Engine |\n|---|---|---|---|---|---|\n' +
       `${wallRows.join('\n')}\n\n` +
       '| concurrency | CPU here, direct SDK call | CPU here, mcp executor | overhead, CPU (median of paired ratios) | its server\'s CPU, direct | its server\'s CPU, executor |\n|---|---|---|---|---|---|\n' +
-      `${cpuRows.join('\n')}\n` +
+      `${cpuRows.join('\n')}\n\n` +
+      `In process (the SDK's InMemoryTransport; ${ROUNDS} paired blocks of ${CALLS * 10} calls), CPU µs per call, client and server:\n\n` +
+      '| concurrency | direct SDK call | mcp executor | overhead (median of paired ratios) | executor − direct | bare SDK call (no signal) |\n|---|---|---|---|---|---|\n' +
+      `${inProcessRows.join('\n')}\n` +
       (profiles.length > 0 ? `\n${profiles.join('\n')}` : ''),
   );
   profiler?.close();
