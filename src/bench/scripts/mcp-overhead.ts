@@ -24,7 +24,7 @@
  * Target (issue #18): the executor at most 10% over the direct call.
  *
  * Run: `npx tsx src/bench/scripts/mcp-overhead.ts [--calls N] [--rounds R] [--profile]` (N calls per
- * block, R pairs of blocks; defaults 200 and 30), or `npm run bench:mcp`. `--profile` also profiles
+ * block, R pairs of blocks; defaults 200 and 60; in process, 5R pairs), or `npm run bench:mcp`. `--profile` also profiles
  * every block (src/bench/block-profile.ts) and prints, per concurrency, the functions whose CPU self
  * time per call differs most between the two sides.
  */
@@ -46,10 +46,10 @@ import { McpConnection } from '../../mcp/connection.js';
 import { startMcp } from '../../mcp/runtime.js';
 import type { ToolManifest } from '../../core/tool.js';
 import { blockProfiler, type BlockProfiler } from '../block-profile.js';
-import { median } from '../stats.js';
+import { median, quantile } from '../stats.js';
 
 const { values } = parseArgs({
-  options: { calls: { type: 'string', default: '200' }, rounds: { type: 'string', default: '30' }, profile: { type: 'boolean', default: false } },
+  options: { calls: { type: 'string', default: '200' }, rounds: { type: 'string', default: '60' }, profile: { type: 'boolean', default: false } },
 });
 const CALLS = Number(values.calls);
 const ROUNDS = Number(values.rounds);
@@ -140,20 +140,19 @@ async function inProcess(concurrency: number): Promise<string> {
   const executor = createExecutors({ mcp: new Map([['p', connection]]) });
   const tool: ToolManifest = { name: 'p__echo', scope: 'tenant', risk: 'read', idempotent: true, timeoutMs: TIMEOUT_MS, after: [], requires: [], executor: { kind: 'mcp', server: 'p', tool: 'echo' } };
   const { viaSdk, viaBareSdk, viaExecutor } = sides(direct, executor, tool);
-  const calls = CALLS * 10;
   for (const f of [viaSdk, viaBareSdk, viaExecutor]) await measure(f, 2000, 4, NaN);
   const sdk: Block[] = [];
   const exe: Block[] = [];
   const bare: Block[] = [];
-  for (let r = 0; r < ROUNDS; r++) {
+  for (let r = 0; r < ROUNDS * 5; r++) {
     if (r % 2 === 0) {
-      sdk.push(await measure(viaSdk, calls, concurrency, NaN));
-      exe.push(await measure(viaExecutor, calls, concurrency, NaN));
+      sdk.push(await measure(viaSdk, CALLS, concurrency, NaN));
+      exe.push(await measure(viaExecutor, CALLS, concurrency, NaN));
     } else {
-      exe.push(await measure(viaExecutor, calls, concurrency, NaN));
-      sdk.push(await measure(viaSdk, calls, concurrency, NaN));
+      exe.push(await measure(viaExecutor, CALLS, concurrency, NaN));
+      sdk.push(await measure(viaSdk, CALLS, concurrency, NaN));
     }
-    if (r % 4 === 0) bare.push(await measure(viaBareSdk, calls, concurrency, NaN));
+    if (r % 4 === 0) bare.push(await measure(viaBareSdk, CALLS, concurrency, NaN));
   }
   await executor.close();
   await connection.close();
@@ -163,12 +162,16 @@ async function inProcess(concurrency: number): Promise<string> {
 }
 
 const f1 = (x: number) => (Number.isNaN(x) ? '–' : x.toFixed(1));
-const pct = (ratios: number[]) => `${((median(ratios) - 1) * 100).toFixed(1)}%`;
+const pc = (r: number) => `${((r - 1) * 100).toFixed(1)}%`;
+/** The median of paired ratios as an overhead, with the middle half of them (the spread of the pairs). */
+const pct = (ratios: number[]) => `${pc(median(ratios))} (${pc(quantile(ratios, 0.25))} … ${pc(quantile(ratios, 0.75))})`;
 const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
 
 async function main(): Promise<void> {
   const loadBefore = load();
-  const transport = new StdioClientTransport({ command: process.execPath, args: [SERVER] });
+  // Started as McpConnection starts a stdio server: stderr piped (and read), the SDK's default env.
+  const transport = new StdioClientTransport({ command: process.execPath, args: [SERVER], stderr: 'pipe' });
+  transport.stderr?.on('data', () => {});
   const direct = new Client({ name: 'bench', version: '1' });
   await direct.connect(transport);
   await direct.listTools();
@@ -229,12 +232,12 @@ async function main(): Promise<void> {
   const inProcessRows = [await inProcess(1), await inProcess(16)];
   process.stdout.write(
     `MCP call overhead (${ROUNDS} paired blocks of ${CALLS} calls, medians, µs per call; load average ${loadBefore} before, ${load()} after)\n\n` +
-      '| concurrency | direct SDK call | mcp executor | overhead, wall (median of paired ratios) | bare SDK call (no signal) | whole run through the Engine |\n|---|---|---|---|---|---|\n' +
+      '| concurrency | direct SDK call | mcp executor | overhead, wall (median of paired ratios, and their middle half) | bare SDK call (no signal) | whole run through the Engine |\n|---|---|---|---|---|---|\n' +
       `${wallRows.join('\n')}\n\n` +
-      '| concurrency | CPU here, direct SDK call | CPU here, mcp executor | overhead, CPU (median of paired ratios) | its server\'s CPU, direct | its server\'s CPU, executor |\n|---|---|---|---|---|---|\n' +
+      '| concurrency | CPU here, direct SDK call | CPU here, mcp executor | overhead, CPU (median of paired ratios, and their middle half) | its server\'s CPU, direct | its server\'s CPU, executor |\n|---|---|---|---|---|---|\n' +
       `${cpuRows.join('\n')}\n\n` +
-      `In process (the SDK's InMemoryTransport; ${ROUNDS} paired blocks of ${CALLS * 10} calls), CPU µs per call, client and server:\n\n` +
-      '| concurrency | direct SDK call | mcp executor | overhead (median of paired ratios) | executor − direct | bare SDK call (no signal) |\n|---|---|---|---|---|---|\n' +
+      `In process (the SDK's InMemoryTransport; ${ROUNDS * 5} paired blocks of ${CALLS} calls), CPU µs per call, client and server:\n\n` +
+      '| concurrency | direct SDK call | mcp executor | overhead (median of paired ratios, and their middle half) | executor − direct | bare SDK call (no signal) |\n|---|---|---|---|---|---|\n' +
       `${inProcessRows.join('\n')}\n` +
       (profiles.length > 0 ? `\n${profiles.join('\n')}` : ''),
   );
