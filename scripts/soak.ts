@@ -54,7 +54,13 @@ const port = await new Promise<number>((resolve, reject) => {
 });
 const base = `http://127.0.0.1:${port}`;
 
-const counts = { requests: 0, runs: 0, status5xx: 0, failures: 0, byStatus: new Map<number, number>() };
+const counts = { requests: 0, runs: 0, status5xx: 0, failures: 0, byStatus: new Map<number, number>(), why: new Map<string, number>() };
+
+/** An answer that was not the one expected: counted, by what it was, for the summary at the end. */
+function unexpected(what: string): void {
+  counts.failures++;
+  counts.why.set(what, (counts.why.get(what) ?? 0) + 1);
+}
 const ended: string[] = [];
 
 function count(status: number): void {
@@ -91,7 +97,8 @@ function raw(bytes: string): Promise<void> {
     s.on('close', () => {
       const m = /^HTTP\/1\.1 (\d{3})/.exec(out);
       count(m ? Number(m[1]) : 0);
-      if (!m || !out.includes('"error"')) counts.failures++;
+      if (!m) unexpected('raw socket: no status line (closed or timed out)');
+      else if (!out.includes('"error"')) unexpected(`raw socket: ${m[1]} without an error body`);
       resolve();
     });
     s.on('error', () => {});
@@ -120,22 +127,24 @@ const CASES: [number, () => Promise<void>][] = [
       counts.runs++;
       if (ended.length < 500) ended.push(r.json.id);
       else ended[counts.runs % 500] = r.json.id;
-      if (r.json.status !== 'succeeded') counts.failures++;
-    } else counts.failures++;
+      if (r.json.status !== 'succeeded') unexpected(`chain run: ${r.json.status} when waitMs passed`);
+    } else unexpected(`chain run: ${r.status}`);
   }],
   [10, async () => void (await request('POST', '/v1/plan', { calls: chain(20) }))],
   [4, async () => {
     const r = await request('POST', '/v1/runs', { calls: doubling(), waitMs: 20_000 });
     counts.runs++;
-    if (!r.json?.calls?.some((c: any) => c.error?.code === 'args_too_large')) counts.failures++;
+    if (!r.json?.calls?.some((c: any) => c.error?.code === 'args_too_large')) unexpected(`doubling run: ${r.status} ${r.json?.status ?? ''} without args_too_large`);
   }],
   [3, async () => {
     const calls = Array.from({ length: 1500 }, (_, i) => ({ id: `p${i}`, tool: 'echo' }));
-    if ((await request('POST', '/v1/plan', { calls })).status !== 413) counts.failures++;
+    const r = await request('POST', '/v1/plan', { calls });
+    if (r.status !== 413) unexpected(`1500-call plan: ${r.status}`);
   }],
   [3, async () => {
     const tags = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`t${i}`, 'v']));
-    if ((await request('POST', '/v1/runs', { calls: chain(2), tags })).status !== 400) counts.failures++;
+    const r = await request('POST', '/v1/runs', { calls: chain(2), tags });
+    if (r.status !== 400) unexpected(`200 tags: ${r.status}`);
   }],
   [3, () => raw('GET /v1/runs HTTP/1.1\r\nHost: rebind.example:8080\r\nConnection: close\r\n\r\n')],
   [3, () => raw(`GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`)],
@@ -182,7 +191,7 @@ await Promise.all(
       try {
         await pick()();
       } catch (e) {
-        counts.failures++;
+        unexpected(`request failed: ${(e as Error).message}`);
         if (child.exitCode !== null) throw new Error(`the server died: ${String(e)}\n${logTail}`);
       }
     }
@@ -192,6 +201,7 @@ clearInterval(timer);
 report();
 const health = await fetch(`${base}/healthz`);
 console.log(`healthz ${health.status}; statuses ${JSON.stringify(Object.fromEntries([...counts.byStatus].sort((a, b) => a[0] - b[0])))}`);
+for (const [what, n] of counts.why) console.log(`unexpected: ${n} × ${what}`);
 child.kill('SIGTERM');
 await new Promise((r) => child.once('exit', r));
 rmSync(dir, { recursive: true, force: true });

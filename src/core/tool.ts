@@ -27,7 +27,11 @@ export type ExecutorSpec =
   | { kind: 'builtin'; name: 'sleep' | 'echo' | 'fail' }
   | { kind: 'http'; url: string; headers?: Record<string, string> }
   | { kind: 'worker'; module: string }
-  /** A tool of an MCP server (DESIGN §13): `tool` is the server's own name for it, without the prefix. */
+  /**
+   * A tool of an MCP server (DESIGN §13): `tool` is the server's own name for it, without the prefix.
+   * `maxOutputBytes` is only read from recordings made before the cap moved to the manifest's own
+   * field; nothing uses it.
+   */
   | { kind: 'mcp'; server: string; tool: string; maxOutputBytes?: number };
 
 export interface CompensateSpec {

@@ -22,10 +22,13 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** The attempt's budget: the request's `timeoutMs`, else the tool's, else none. */
 export function budgetOf(request: ExecuteRequest): number {
-  for (const ms of [request.timeoutMs, request.tool?.timeoutMs]) {
-    if (typeof ms === 'number' && Number.isFinite(ms) && ms > 0) return ms;
-  }
-  return Infinity;
+  if (isBudget(request.timeoutMs)) return request.timeoutMs;
+  const ms = request.tool?.timeoutMs;
+  return isBudget(ms) ? ms : Infinity;
+}
+
+function isBudget(ms: unknown): ms is number {
+  return typeof ms === 'number' && Number.isFinite(ms) && ms > 0;
 }
 
 export function deadline(request: ExecuteRequest): Deadline {

@@ -7,10 +7,11 @@
  * - Cancel and timeout abort the request, which sends `notifications/cancelled` to the server.
  * - A server that is down, or a connection lost during the call, is a retryable `tool_error`; the
  *   connection is made again for the next call.
- * - An output whose JSON is larger than the tool's `maxOutputBytes` fails with `output_too_large`.
+ *
+ * The output's size is not checked here: the engine holds every output to the tool's `maxOutputBytes`
+ * (a server's or a tool's own, in the manifest; else `limits.maxOutputBytes`), for every kind of tool.
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { callError } from '../core/errors.js';
 import type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
 import { budgetOf, cancelledResult, messageOf, timeoutResult, toolError } from './deadline.js';
 
@@ -41,38 +42,50 @@ function outputOf(result: CallToolResult): unknown {
   return result.structuredContent !== undefined ? result.structuredContent : { content: result.content ?? [] };
 }
 
-async function call(request: ExecuteRequest, caller: McpCaller, server: string, tool: string, maxBytes: number | undefined): Promise<ExecuteResult> {
-  // The SDK's own request timeout is the attempt's budget (it sends notifications/cancelled when it
-  // fires), and the request's signal is the cancel: no second timer or AbortController per call.
-  const budget = budgetOf(request);
-  const signal = request.signal;
-  if (signal.aborted) return cancelledResult();
-  try {
-    const result = await caller.call(tool, request.args ?? {}, signal, budget);
-    if (result.isError === true) {
-      const text = textOf(result);
-      return toolError(text === '' ? `${tool} failed on mcp server "${server}"` : text, false, { content: result.content ?? [] });
-    }
-    const output = outputOf(result);
-    if (maxBytes !== undefined) {
-      const size = Buffer.byteLength(JSON.stringify(output) ?? '', 'utf8');
-      if (size > maxBytes) {
-        return {
-          ok: false,
-          error: callError('output_too_large', `the output of ${tool} is ${size} bytes of JSON, more than maxOutputBytes (${maxBytes})`, { details: { bytes: size, maxOutputBytes: maxBytes } }),
-          retryable: false,
-        };
-      }
-    }
-    return { ok: true, output };
-  } catch (err) {
-    if (signal.aborted) return cancelledResult();
-    if (rpcCode(err) === REQUEST_TIMEOUT) return timeoutResult(budget);
-    if (err instanceof Error && err.name === UNAVAILABLE) return toolError(err.message, true, { server });
-    const rpc = rpcCode(err);
-    const code = rpc !== undefined ? { code: rpc } : {};
-    return toolError(`mcp server "${server}": ${messageOf(err)}`, false, { server, ...code });
+/** The attempt's result from the server's answer. */
+function resultOf(result: CallToolResult, server: string, tool: string): ExecuteResult {
+  if (result.isError === true) {
+    const text = textOf(result);
+    return toolError(text === '' ? `${tool} failed on mcp server "${server}"` : text, false, { content: result.content ?? [] });
   }
+  return { ok: true, output: outputOf(result) };
+}
+
+/** The attempt's result from a failed call. */
+function failureOf(err: unknown, signal: AbortSignal, budget: number, server: string): ExecuteResult {
+  if (signal.aborted) return cancelledResult();
+  const rpc = rpcCode(err);
+  if (rpc === REQUEST_TIMEOUT) return timeoutResult(budget);
+  if (err instanceof Error && err.name === UNAVAILABLE) return toolError(err.message, true, { server });
+  return toolError(`mcp server "${server}": ${messageOf(err)}`, false, { server, ...(rpc !== undefined ? { code: rpc } : {}) });
+}
+
+/**
+ * One attempt: the caller's promise and one reaction to it, nothing more (no async wrappers: each
+ * would add a promise and a turn of the microtask queue to every call). The SDK's own request timeout
+ * is the attempt's budget (it sends notifications/cancelled when it fires), and the request's signal
+ * is the cancel: no second timer or AbortController per call.
+ */
+function call(request: ExecuteRequest, caller: McpCaller, server: string, tool: string): Promise<ExecuteResult> {
+  const signal = request.signal;
+  if (signal.aborted) return Promise.resolve(cancelledResult());
+  const budget = budgetOf(request);
+  let answer: Promise<CallToolResult>;
+  try {
+    answer = caller.call(tool, request.args ?? {}, signal, budget);
+  } catch (err) {
+    answer = Promise.reject(err);
+  }
+  return answer.then(
+    (result) => {
+      try {
+        return resultOf(result, server, tool);
+      } catch (err) {
+        return toolError(`mcp server "${server}": an answer that is not a tools/call result: ${messageOf(err)}`, false, { server });
+      }
+    },
+    (err: unknown) => failureOf(err, signal, budget, server),
+  );
 }
 
 /**
@@ -81,15 +94,15 @@ async function call(request: ExecuteRequest, caller: McpCaller, server: string, 
  */
 export function createMcpExecutor(servers: ReadonlyMap<string, McpCaller>): Executor {
   return {
-    async execute(request) {
-      const spec = request.tool.executor;
-      if (spec.kind !== 'mcp') return toolError(`not an mcp tool: ${spec.kind}`, false);
-      const caller = servers.get(spec.server);
-      if (!caller) return toolError(`no mcp server named "${spec.server}" is connected`, false);
+    execute(request) {
       try {
-        return await call(request, caller, spec.server, spec.tool, spec.maxOutputBytes);
+        const spec = request.tool.executor;
+        if (spec.kind !== 'mcp') return Promise.resolve(toolError(`not an mcp tool: ${spec.kind}`, false));
+        const caller = servers.get(spec.server);
+        if (!caller) return Promise.resolve(toolError(`no mcp server named "${spec.server}" is connected`, false));
+        return call(request, caller, spec.server, spec.tool);
       } catch (err) {
-        return toolError(messageOf(err), false);
+        return Promise.resolve(toolError(messageOf(err), false));
       }
     },
     // The connections belong to whoever started them (`McpRuntime.close`).

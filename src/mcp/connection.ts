@@ -26,6 +26,9 @@ export interface ConnectionOptions {
   onToolsChanged?: () => void;
   /** Where a dropped connection is told (a log line). */
   onDown?: (why: string) => void;
+  /** Makes the transport instead of the server's `command` or `url`: for an in-process server
+   * (the SDK's InMemoryTransport) in benchmarks and tests. */
+  transport?: () => Transport;
 }
 
 /** How many lines of a stdio server's stderr are kept for messages. */
@@ -76,22 +79,29 @@ export class McpConnection {
   /**
    * `tools/call` on the shared connection. An abort of `signal`, or `timeoutMs` passing, sends
    * `notifications/cancelled`.
-   * Throws `McpUnavailableError` when the server is down or the connection dropped during the call.
+   * Rejects with `McpUnavailableError` when the server is down or the connection dropped during the call.
+   *
+   * While the connection is up, this is the SDK's call and one reaction to it: no `await` of `ready()`
+   * and no async wrapper, each of which would add a promise and a turn of the microtask queue to every
+   * call (issue #18).
    */
-  async call(tool: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number): Promise<CallToolResult> {
-    const client = await this.ready(signal);
-    try {
-      // The SDK's timeout sends notifications/cancelled and fails with RequestTimeout (-32001).
-      const timeout = Number.isFinite(timeoutMs) ? Math.min(timeoutMs, 2 ** 31 - 1) : 2 ** 31 - 1;
-      return (await client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout })) as CallToolResult;
-    } catch (err) {
+  call(tool: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number): Promise<CallToolResult> {
+    const client = this.state === 'up' ? this.client : undefined;
+    if (client) return this.send(client, tool, args, signal, timeoutMs);
+    return this.ready(signal).then((c) => this.send(c, tool, args, signal, timeoutMs));
+  }
+
+  private send(client: Client, tool: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number): Promise<CallToolResult> {
+    // The SDK's timeout sends notifications/cancelled and fails with RequestTimeout (-32001).
+    const timeout = Number.isFinite(timeoutMs) ? Math.min(timeoutMs, 2 ** 31 - 1) : 2 ** 31 - 1;
+    return (client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout }) as Promise<CallToolResult>).catch((err: unknown) => {
       if (signal.aborted) throw err;
       if (isConnectionError(err) || this.client !== client) {
         this.markDown(client, `the connection dropped during the call: ${messageOf(err)}`);
         throw new McpUnavailableError(`mcp server "${this.server.name}" ${this.lastDown}`);
       }
       throw err;
-    }
+    });
   }
 
   async close(): Promise<void> {
@@ -153,7 +163,7 @@ export class McpConnection {
 
   private async open(): Promise<Client> {
     const s = this.server;
-    const transport = this.transport();
+    const transport = this.opts.transport?.() ?? this.transport();
     const client = new Client({ name: 'toolgraph', version: '1' });
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => this.opts.onToolsChanged?.());
     client.onclose = () => this.markDown(client, this.exitDescription('the connection closed'));

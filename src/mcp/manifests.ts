@@ -10,6 +10,8 @@
  *   `idempotent: true`. An untrusted server's tools are opaque: `writes: ["*"]`, not idempotent.
  * - An override wins field by field; one that declares `reads` or `writes` declares the tool's effects
  *   (the one it leaves out is empty).
+ * - `maxOutputBytes` (the tool's override, else the server's) is the manifest's own, so the engine's
+ *   one check of an output's size uses it; without either, `limits.maxOutputBytes` applies.
  */
 import type { Ajv } from 'ajv';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
@@ -17,7 +19,6 @@ import type { Defaults, Limits, ToolManifest } from '../core/tool.js';
 import { compileSchema } from '../config/catalog.js';
 import type { McpServerConfig, ToolOverride } from '../config/mcp-schema.js';
 import { TOOL_NAME_RE } from '../config/schema.js';
-import { DEFAULT_MAX_OUTPUT_BYTES } from '../core/size.js';
 import { serverPath } from './checks.js';
 
 export interface ServerManifests {
@@ -95,13 +96,11 @@ function manifestOf(server: McpServerConfig, tool: Tool, name: string, o: ToolOv
     timeoutMs: o.timeoutMs ?? ctx.defaults.timeoutMs,
     after: o.after ?? [],
     requires: o.requires ?? [],
-    executor: {
-      kind: 'mcp',
-      server: server.name,
-      tool: tool.name,
-      maxOutputBytes: o.maxOutputBytes ?? server.maxOutputBytes ?? ctx.limits.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES,
-    },
+    executor: { kind: 'mcp', server: server.name, tool: tool.name },
   };
+  // The tool's own cap, which the engine holds every output to (else `limits.maxOutputBytes`).
+  const maxOutputBytes = o.maxOutputBytes ?? server.maxOutputBytes;
+  if (maxOutputBytes !== undefined) m.maxOutputBytes = maxOutputBytes;
   if (o.retry !== undefined) m.retry = o.retry;
   if (o.concurrency !== undefined) m.concurrency = o.concurrency;
   if (o.rate !== undefined) m.rate = o.rate;

@@ -13,8 +13,8 @@
  *
  * Loaded only with tracing on (it imports OpenTelemetry).
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { hash, randomFillSync } from 'node:crypto';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type HrTime, type Span, type Tracer } from '@opentelemetry/api';
 import { parseTraceParent } from '@opentelemetry/core';
 import type { RunStatus } from '../core/calls.js';
 import type { CallError } from '../core/errors.js';
@@ -23,6 +23,11 @@ import type { CallView, RunView } from '../core/view.js';
 import { newRunId, type RunListener } from '../engine/engine.js';
 import type { ExecuteRequest } from '../executors/types.js';
 import { ATTR, EXECUTE_TOOL, LIMIT_WAIT_EVENT, RUN_SPAN, attemptSpanName, runFailed } from './attributes.js';
+
+/** The call events that start, end or time an attempt's span: the others make no span, and are passed over. */
+const CALL_EVENTS: ReadonlySet<RunEvent['type']> = new Set<RunEvent['type']>(['call.ready', 'call.hook', 'call.started', 'call.succeeded', 'call.failed', 'call.retry_scheduled', 'call.cancelled', 'call.compensated']);
+/** At most this many tools' span names are kept (one string per tool, not one per span). */
+const MAX_SPAN_NAMES = 1000;
 
 /** How long a run id reserved by `continueTrace` (or seen first by the executor) may wait for its `run.created`. */
 const PENDING_MS = 60_000;
@@ -60,6 +65,7 @@ export class RunTraces {
   /** Runs known before their `run.created` (reserved, or started early), with when: see `sweep`. */
   private readonly pending = new Map<string, number>();
   private readonly awaitingReplan = new Map<string, true>();
+  private readonly names = new Map<string, string>();
 
   readonly listener: RunListener = (e, view, call) => this.on(e, view, call);
 
@@ -102,7 +108,7 @@ export class RunTraces {
     const at = this.now();
     let span: Span;
     if (c.succeeded) {
-      c.compensation?.end(at);
+      c.compensation?.end(hrTime(at));
       span = c.compensation = this.startAttempt(req.runId, run, { callId: req.callId, tool: req.tool.name, n: req.attempt, at, compensation: true });
     } else if (c.open?.n === req.attempt) span = c.open.span;
     else {
@@ -121,6 +127,7 @@ export class RunTraces {
 
   private on(e: RunEvent, view: RunView, call: CallView | undefined): void {
     if (e.type === 'run.created') return this.created(e);
+    if (e.callId !== undefined && !CALL_EVENTS.has(e.type)) return;
     let run = this.runs.get(e.runId);
     if (!run) {
       // A run resumed after a restart (its events start midway), unless `resumed` told of it: its
@@ -162,7 +169,7 @@ export class RunTraces {
         if (c.compensation) {
           const failed = e.data.status === 'failed' ? (e.data.error as CallError | undefined) : undefined;
           if (failed) markError(c.compensation, failed);
-          c.compensation.end(e.at);
+          c.compensation.end(hrTime(e.at));
           c.compensation = undefined;
         }
         break;
@@ -194,7 +201,7 @@ export class RunTraces {
       span = this.startAttempt(e.runId, run, { callId: e.callId as string, tool: call?.tool ?? 'unknown', n, at: e.at, waitMs });
       c.open = { n, span };
     }
-    if (waitMs > 0) span.addEvent(LIMIT_WAIT_EVENT, { [ATTR.waitMs]: waitMs }, c.readyAt);
+    if (waitMs > 0) span.addEvent(LIMIT_WAIT_EVENT, { [ATTR.waitMs]: waitMs }, hrTime(c.readyAt as number));
     c.readyAt = undefined;
   }
 
@@ -204,7 +211,7 @@ export class RunTraces {
     if (span && !run.ended) {
       span.setAttribute(ATTR.runStatus, status);
       if (runFailed(status)) span.setStatus({ code: SpanStatusCode.ERROR, message: `the run ${status}` });
-      span.end(e.at);
+      span.end(hrTime(e.at));
       run.ended = true;
     }
     if (status !== 'needs_replan') {
@@ -235,7 +242,10 @@ export class RunTraces {
     if (run.tenant !== undefined) attributes[ATTR.tenant] = run.tenant;
     // A run span without an incoming parent is a trace's root: its trace id is the run's own.
     if (this.ids && trace.getSpanContext(run.parent) === undefined) this.ids.next = runTraceId(runId);
-    const span = this.tracer.startSpan(RUN_SPAN, { kind: SpanKind.INTERNAL, startTime: at, attributes, ...(link ? { links: [{ context: link }] } : {}) }, run.parent);
+    // Attributes are set on the started span, not passed to `startSpan`, which copies them twice more
+    // for the sampler's sake; the samplers the SDK takes from the environment never read them.
+    const span = this.tracer.startSpan(RUN_SPAN, { kind: SpanKind.INTERNAL, startTime: hrTime(at), ...(link ? { links: [{ context: link }] } : {}) }, run.parent);
+    span.setAttributes(attributes);
     if (this.ids) this.ids.next = undefined;
     run.span = span;
     run.ctx = trace.setSpan(run.parent, span);
@@ -253,7 +263,18 @@ export class RunTraces {
     };
     if (a.waitMs !== undefined) attributes[ATTR.waitMs] = a.waitMs;
     if (a.compensation) attributes[ATTR.compensation] = true;
-    return this.tracer.startSpan(attemptSpanName(a.tool), { kind: SpanKind.INTERNAL, startTime: a.at, attributes }, run.ctx);
+    return this.tracer.startSpan(this.spanName(a.tool), { kind: SpanKind.INTERNAL, startTime: hrTime(a.at) }, run.ctx).setAttributes(attributes);
+  }
+
+  /** `execute_tool <tool>`, the same string for each span of a tool. */
+  private spanName(tool: string): string {
+    let name = this.names.get(tool);
+    if (name === undefined) {
+      name = attemptSpanName(tool);
+      if (this.names.size >= MAX_SPAN_NAMES) this.names.clear();
+      this.names.set(tool, name);
+    }
+    return name;
   }
 
   private expect(runId: string): void {
@@ -275,6 +296,15 @@ export class RunTraces {
       this.runs.delete(runId);
     }
   }
+}
+
+/**
+ * An event's time (epoch ms) as the SDK keeps it, [seconds, nanoseconds], as its own `millisToHrTime`
+ * does. A number would do, but the SDK first asks `performance.now()` whether it is one of its
+ * timestamps, once per start, end and span event.
+ */
+function hrTime(ms: number): HrTime {
+  return [Math.trunc(ms / 1000), Math.round((ms % 1000) * 1e6)];
 }
 
 function newRun(parent: Context): RunTrace {
@@ -300,29 +330,53 @@ function endAttempt(c: CallTrace, at: number, error?: CallError): void {
   if (!open) return;
   c.open = undefined;
   if (error) markError(open.span, error);
-  open.span.end(at);
+  open.span.end(hrTime(at));
 }
+
+/** Random bytes are drawn this many at a time (one `randomFillSync` per 512 span ids). */
+const POOL_BYTES = 4096;
 
 /**
  * The tracer's id generator (an OpenTelemetry `IdGenerator`): random ids, except that the trace id of a
  * run span without an incoming parent is derived from the run id (`next`, set just before the span
  * starts). Wherever the run goes on, after a restart or on another replica, its spans join that trace.
+ *
+ * The random bytes come from a pool filled 4 KiB at a time: a `randomBytes` call per id cost more than
+ * the rest of a span's making (DESIGN §15's spans, bench/RESULTS.md "Traces").
  */
 export class RunTraceIds {
   next: string | undefined;
+  private readonly pool = Buffer.allocUnsafe(POOL_BYTES);
+  private offset = POOL_BYTES;
 
   generateTraceId(): string {
     const id = this.next;
     this.next = undefined;
-    return id ?? randomBytes(16).toString('hex');
+    return id ?? this.random(16);
   }
 
   generateSpanId(): string {
-    return randomBytes(8).toString('hex');
+    return this.random(8);
+  }
+
+  /** `bytes` random bytes in hex, never all zeros (an invalid id). */
+  private random(bytes: number): string {
+    if (this.offset + bytes > POOL_BYTES) {
+      randomFillSync(this.pool);
+      this.offset = 0;
+    }
+    const start = this.offset;
+    this.offset += bytes;
+    let zero = true;
+    for (let i = start; i < this.offset && zero; i++) zero = this.pool[i] === 0;
+    if (zero) this.pool[this.offset - 1] = 1;
+    return this.pool.toString('hex', start, this.offset);
   }
 }
 
 /** The trace id of a run's own trace: 16 bytes of the SHA-256 of its id. */
 export function runTraceId(runId: string): string {
-  return createHash('sha256').update(runId).digest('hex').slice(0, 32);
+  // The one-shot `hash` (the same digest): a `createHash` object per run cost ten times as much. Hex
+  // of the first 16 bytes, not a slice of all 64 digits: a flat string, which the exporter reads faster.
+  return hash('sha256', runId, 'buffer').toString('hex', 0, 16);
 }

@@ -93,7 +93,7 @@ describe('filesystem MCP server', () => {
     ]);
     const rec = recordingOf(tg.events.filter((e) => e.runId === view.id), tg.config);
     expect(rec.config.tools.map((t) => t.name).sort()).toEqual(['fs__read_text_file', 'fs__write_file']);
-    expect(rec.config.tools.find((t) => t.name === 'fs__write_file')?.executor).toEqual({ kind: 'mcp', server: 'fs', tool: 'write_file', maxOutputBytes: 4 * 1024 * 1024 });
+    expect(rec.config.tools.find((t) => t.name === 'fs__write_file')?.executor).toEqual({ kind: 'mcp', server: 'fs', tool: 'write_file' });
     const parsed = parseRecording(JSON.parse(JSON.stringify(rec)), 'rec.json');
     const replayed = replayRecording(parsed);
     expect(replayed.notes).toEqual([]);

@@ -94,8 +94,9 @@ mcp:
       { id: 'large', tool: 't__big', args: { n: 5000 } },
     ]);
     expect(view.calls[0]?.status).toBe('succeeded');
-    expect(view.calls[1]).toMatchObject({ status: 'failed', error: { code: 'output_too_large' } });
-    expect(view.calls[1]?.error?.message).toMatch(/more than maxOutputBytes \(1000\)/);
+    // The engine's one check, with the tool's own cap (from the server's tools: override).
+    expect(view.calls[1]).toMatchObject({ status: 'failed', error: { code: 'output_too_large', details: { maxBytes: 1000 } } });
+    expect(view.calls[1]?.error?.message).toBe("large: the output passes 1000 bytes of JSON (the tool's maxOutputBytes)");
   });
 
   it('on timeout sends notifications/cancelled to the server', async () => {

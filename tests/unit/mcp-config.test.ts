@@ -75,14 +75,18 @@ describe('server tools as manifests', () => {
     ]);
     const opaque = manifestsOf(server({ trustAnnotations: false }), tools, ctx).manifests;
     expect(opaque.map((m) => [m.reads, m.writes, m.risk, m.idempotent])).toEqual([[[], ['*'], 'write', false], [[], ['*'], 'write', false], [[], ['*'], 'write', false]]);
-    expect(trusted[0]).toMatchObject({ timeoutMs: 1234, scope: 'tenant', executor: { kind: 'mcp', server: 's', tool: 'r', maxOutputBytes: 5000 } });
+    expect(trusted[0]).toMatchObject({ timeoutMs: 1234, scope: 'tenant' });
+    expect(trusted[0]?.executor).toEqual({ kind: 'mcp', server: 's', tool: 'r' });
+    // No cap of its own: the engine holds the output to limits.maxOutputBytes.
+    expect(trusted[0]?.maxOutputBytes).toBeUndefined();
   });
 
   it('an override wins; declaring reads or writes declares the effects', () => {
     const s = server({ trustAnnotations: false, maxOutputBytes: 300, tools: { a: { reads: ['file:{path}'], idempotent: true, risk: 'read', maxOutputBytes: 10 }, b: { scope: 'global' } } });
     const [a, b] = manifestsOf(s, [tool('a'), tool('b')], ctx).manifests;
-    expect(a).toMatchObject({ reads: ['file:{path}'], writes: [], risk: 'read', idempotent: true, executor: { maxOutputBytes: 10 } });
-    expect(b).toMatchObject({ writes: ['*'], scope: 'global', executor: { maxOutputBytes: 300 } });
+    expect(a).toMatchObject({ reads: ['file:{path}'], writes: [], risk: 'read', idempotent: true, maxOutputBytes: 10 });
+    expect(b).toMatchObject({ writes: ['*'], scope: 'global', maxOutputBytes: 300 });
+    expect([a?.executor, b?.executor]).toEqual([{ kind: 'mcp', server: 's', tool: 'a' }, { kind: 'mcp', server: 's', tool: 'b' }]);
   });
 
   it('include globs, unusable names and schemas that do not compile', () => {

@@ -1,6 +1,6 @@
 /**
  * The mcp executor's mapping of a tools/call result, with a server stand-in (an `McpCaller`) that
- * answers as the SDK would: structuredContent or { content }, isError, output_too_large, the SDK's
+ * answers as the SDK would: structuredContent or { content }, isError, the SDK's
  * request timeout, a server that is down (retryable), a JSON-RPC error (not retryable), and cancel.
  */
 import { describe, expect, it } from 'vitest';
@@ -10,7 +10,7 @@ import { createMcpExecutor, type McpCaller } from '../../src/executors/mcp.js';
 
 const tool: ToolManifest = {
   name: 's__t', scope: 'tenant', risk: 'write', idempotent: false, timeoutMs: 1000, after: [], requires: [],
-  executor: { kind: 'mcp', server: 's', tool: 't', maxOutputBytes: 50 },
+  executor: { kind: 'mcp', server: 's', tool: 't' },
 };
 const named = (name: string, props: Record<string, unknown> = {}) => Object.assign(new Error(name), { name, ...props });
 
@@ -44,9 +44,10 @@ describe('mcp executor', () => {
     expect(r).toMatchObject({ ok: false, retryable: false, error: { code: 'tool_error', message: 'no such file' } });
   });
 
-  it('an output over maxOutputBytes is output_too_large', async () => {
-    const { r } = await run(async () => ({ content: [{ type: 'text', text: 'x'.repeat(60) }] }));
-    expect(r).toMatchObject({ ok: false, retryable: false, error: { code: 'output_too_large', details: { maxOutputBytes: 50 } } });
+  it('does not measure the output: the engine holds it to maxOutputBytes, once (tests/integration/mcp-own-server)', async () => {
+    const big = { content: [{ type: 'text' as const, text: 'x'.repeat(60) }] };
+    const { r } = await run(async () => big);
+    expect(r).toEqual({ ok: true, output: big });
   });
 
   it('the SDK\'s request timeout is timeout (retryable)', async () => {
@@ -66,6 +67,23 @@ describe('mcp executor', () => {
     const pending = run((signal) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')))), ac.signal);
     ac.abort();
     expect((await pending).r).toMatchObject({ ok: false, retryable: false, error: { code: 'cancelled' } });
+  });
+
+  it('never rejects: a caller that throws at once, or answers something that is not a result, is a result', async () => {
+    const thrown = await run(() => {
+      throw named('McpUnavailableError');
+    });
+    expect(thrown.r).toMatchObject({ ok: false, retryable: true, error: { code: 'tool_error' } });
+    const odd = await run(async () => null as unknown as CallToolResult);
+    expect(odd.r).toMatchObject({ ok: false, retryable: false, error: { code: 'tool_error' } });
+  });
+
+  it('a signal aborted before the call: cancelled, and the server is not called', async () => {
+    const ac = new AbortController();
+    ac.abort();
+    const { r, seen } = await run(async () => ({ content: [] }), ac.signal);
+    expect(r).toMatchObject({ ok: false, error: { code: 'cancelled' } });
+    expect(seen).toEqual({});
   });
 
   it('a tool of a server that is not connected fails without calling anything', async () => {

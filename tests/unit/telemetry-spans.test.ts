@@ -1,12 +1,13 @@
 // The spans made from a run's events (src/telemetry/spans.ts), fed event by event with a clock of the
 // test's own, into the SDK's in-memory exporter: exact names, parents, attributes, times, and what the
 // tracker forgets (runs that never came, ended runs).
+import { createHash } from 'node:crypto';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../src/core/events.js';
 import type { CallView, RunView } from '../../src/core/view.js';
 import type { ExecuteRequest } from '../../src/executors/types.js';
-import { RunTraces } from '../../src/telemetry/spans.js';
+import { RunTraceIds, RunTraces, runTraceId } from '../../src/telemetry/spans.js';
 
 const T0 = 1_750_000_000_000;
 let exporter: InMemorySpanExporter;
@@ -91,5 +92,27 @@ describe('RunTraces', () => {
     emit(kept, 'run.completed', now, { status: 'succeeded' });
     const spans = exporter.getFinishedSpans();
     expect(spans.map((s) => [s.name, s.parentSpanContext?.spanId, s.spanContext().traceId])).toEqual([['toolgraph.run', '00f067aa0ba902b7', '4bf92f3577b34da6a3ce929d0e0e4736']]);
+  });
+});
+
+describe('RunTraceIds', () => {
+  it('random span and trace ids from its pool: hex of the right length, all distinct across several refills', () => {
+    const ids = new RunTraceIds();
+    const spans = Array.from({ length: 2000 }, () => ids.generateSpanId());
+    const traces = Array.from({ length: 600 }, () => ids.generateTraceId());
+    for (const id of spans) expect(id).toMatch(/^[0-9a-f]{16}$/);
+    for (const id of traces) expect(id).toMatch(/^[0-9a-f]{32}$/);
+    expect(new Set(spans).size).toBe(spans.length);
+    expect(new Set(traces).size).toBe(traces.length);
+    expect(spans.some((id) => /^0+$/.test(id))).toBe(false);
+  });
+
+  it('the next trace id is the run\'s own once, when asked for it, then random again', () => {
+    const ids = new RunTraceIds();
+    ids.next = runTraceId('run_1');
+    expect(ids.generateTraceId()).toBe(runTraceId('run_1'));
+    expect(ids.generateTraceId()).not.toBe(runTraceId('run_1'));
+    // The first 16 bytes of the run id's SHA-256: a run begun by an earlier version stays in its trace.
+    expect(runTraceId('run_1')).toBe(createHash('sha256').update('run_1').digest('hex').slice(0, 32));
   });
 });

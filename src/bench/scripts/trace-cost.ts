@@ -8,12 +8,15 @@
  * in turn order reversed); after each traced round the spans still queued are exported, and that CPU
  * counts in the round. Per round: runs per second, and CPU time (user + system, every thread of this
  * process: the clients, the servers, the SQLite writer) per call. Reported: the medians, and the
- * median of the paired rounds' ratios. Spans dropped by the batch processor's queue are counted too
+ * median of the paired rounds' ratios; and the garbage collector's pauses per call (a span is kept until
+ * its batch is exported, and much of tracing's cost shows there). Spans dropped by the batch processor's queue are counted too
  * (dropped spans would make tracing look cheaper than it is).
  *
  * Then, steadier on a busy machine, the spans alone: the same runs' events (a run, 5 calls ready,
  * started, succeeded) fed straight to the tracing listener, exported to the same collector: CPU per
  * span and per call, export included.
+ *
+ * The load average is printed at the start and the end (the machine's other work shows in every figure).
  *
  * Target (issue #19): tracing costs at most 10% of the HTTP runs per second.
  *
@@ -23,8 +26,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { buildServer } from '../../api/server.js';
 import { Service } from '../../api/service.js';
@@ -84,9 +88,16 @@ function post(agent: http.Agent, url: URL): Promise<boolean> {
   });
 }
 
+/** Milliseconds spent in garbage collection so far (spans kept until their batch is exported cost GC time). */
+let gcMs = 0;
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) gcMs += e.duration;
+}).observe({ entryTypes: ['gc'] });
+
 interface Round {
   runsPerSec: number;
   cpuUsPerCall: number;
+  gcUsPerCall: number;
   runs: number;
   errors: number;
 }
@@ -98,6 +109,7 @@ async function round(target: string, ms: number, after?: () => Promise<void>): P
   let runs = 0;
   let errors = 0;
   const cpu0 = process.cpuUsage();
+  const gc0 = gcMs;
   const t0 = performance.now();
   const end = t0 + ms;
   await Promise.all(
@@ -112,7 +124,7 @@ async function round(target: string, ms: number, after?: () => Promise<void>): P
   await after?.();
   const cpu = process.cpuUsage(cpu0);
   agent.destroy();
-  return { runsPerSec: runs / seconds, cpuUsPerCall: (cpu.user + cpu.system) / (runs * CALLS_PER_RUN), runs, errors };
+  return { runsPerSec: runs / seconds, cpuUsPerCall: (cpu.user + cpu.system) / (runs * CALLS_PER_RUN), gcUsPerCall: ((gcMs - gc0) * 1000) / (runs * CALLS_PER_RUN), runs, errors };
 }
 
 async function server(dir: string, name: string, tracing: Tracing | undefined) {
@@ -177,6 +189,8 @@ async function main(): Promise<void> {
   const on = await server(dir, 'on', tracing);
   const off = await server(dir, 'off', undefined);
   try {
+    const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+    console.log(`load average at the start: ${load()}`);
     console.log(`traces bench: ${ROUNDS} rounds of ${SECONDS} s per mode, ${CLIENTS} clients, ${CALLS_PER_RUN} echo calls per run, OTLP ${PROTOCOL}`);
     await round(off.url, 1000);
     await round(on.url, 1000, () => tracing.flush());
@@ -186,7 +200,7 @@ async function main(): Promise<void> {
       for (const [mode, url] of order) {
         const res = await round(url, SECONDS * 1000, mode === 'on' ? () => tracing.flush() : undefined);
         results[mode].push(res);
-        console.log(`  round ${r + 1} ${mode.padEnd(3)} ${res.runsPerSec.toFixed(0).padStart(5)} runs/s  ${res.cpuUsPerCall.toFixed(1).padStart(6)} µs CPU/call  (${res.errors} errors)`);
+        console.log(`  round ${r + 1} ${mode.padEnd(3)} ${res.runsPerSec.toFixed(0).padStart(5)} runs/s  ${res.cpuUsPerCall.toFixed(1).padStart(6)} µs CPU/call (GC ${res.gcUsPerCall.toFixed(1)})  (${res.errors} errors)`);
       }
     }
     const ratios = results.on.map((x, i) => x.runsPerSec / (results.off[i] as Round).runsPerSec);
@@ -195,10 +209,10 @@ async function main(): Promise<void> {
     const stats = await collectorStats(collector.child);
     const spans = results.on.reduce((n, x) => n + x.runs, 0) * (CALLS_PER_RUN + 1);
     console.log('');
-    console.log(`| tracing | runs/s (median) | CPU µs per call (median) |`);
-    console.log(`|---|---|---|`);
-    console.log(`| off | ${median(results.off.map((x) => x.runsPerSec)).toFixed(0)} | ${cpuOff.toFixed(1)} |`);
-    console.log(`| on (${PROTOCOL}) | ${median(results.on.map((x) => x.runsPerSec)).toFixed(0)} | ${cpuOn.toFixed(1)} |`);
+    console.log(`| tracing | runs/s (median) | CPU µs per call (median) | GC pauses, µs per call (median) |`);
+    console.log(`|---|---|---|---|`);
+    console.log(`| off | ${median(results.off.map((x) => x.runsPerSec)).toFixed(0)} | ${cpuOff.toFixed(1)} | ${median(results.off.map((x) => x.gcUsPerCall)).toFixed(1)} |`);
+    console.log(`| on (${PROTOCOL}) | ${median(results.on.map((x) => x.runsPerSec)).toFixed(0)} | ${cpuOn.toFixed(1)} | ${median(results.on.map((x) => x.gcUsPerCall)).toFixed(1)} |`);
     console.log('');
     const cost = 1 - median(ratios);
     console.log(`runs/s with tracing: ${(median(ratios) * 100).toFixed(1)}% of without (paired rounds ${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)}): costs ${(cost * 100).toFixed(1)}% (target ≤ 10%: ${cost <= 0.1 ? 'met' : 'missed'})`);
@@ -209,6 +223,7 @@ async function main(): Promise<void> {
     for (let r = 0; r < 5; r++) alone.push(await spansAlone(tracing, 10_000, r * 10_000));
     const perCall = median(alone.slice(1));
     console.log(`spans alone (listener + export, no engine): ${perCall.toFixed(1)} µs CPU per call, ${((perCall * CALLS_PER_RUN) / (CALLS_PER_RUN + 1)).toFixed(1)} µs per span (median of 4 rounds of 10,000 runs, after one warm-up); ${((perCall / cpuOff) * 100).toFixed(1)}% of the CPU per call of a traceless HTTP run; ${dropped - droppedBefore} spans dropped`);
+    console.log(`load average at the end: ${load()}`);
     const errors = [...results.on, ...results.off].reduce((n, x) => n + x.errors, 0);
     if (errors > 0) process.exitCode = 1;
   } finally {
