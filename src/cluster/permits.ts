@@ -171,7 +171,16 @@ export class ClusterPermits implements PermitGate {
 
   private async takeIn(client: pg.PoolClient, instance: string, requests: readonly PermitRequest[]): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
     await client.query('SELECT pg_advisory_xact_lock($1)', [PERMITS_LOCK]);
-    const now = (await client.query<{ now: number }>('SELECT toolgraph_now() AS now')).rows[0]?.now as number;
+    const clock = (
+      await client.query<{ now: number; alive: boolean }>(
+        'SELECT toolgraph_now() AS now, EXISTS (SELECT 1 FROM replicas WHERE instance = $1 AND lease_until > toolgraph_now()) AS alive',
+        [instance],
+      )
+    ).rows[0];
+    const now = clock?.now as number;
+    // An instance whose lease ended may not know it yet: the others count its permits free already, so
+    // it gets none (its lease watchdog ends its runs).
+    if (clock?.alive !== true) return { answers: requests.map(() => REFUSED) };
     // Permits of instances whose lease ended are free again.
     await client.query('DELETE FROM permits p WHERE NOT EXISTS (SELECT 1 FROM replicas r WHERE r.instance = p.instance AND r.lease_until > $1)', [now]);
     // Oldest first: a refusal names the oldest holders.

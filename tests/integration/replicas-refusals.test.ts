@@ -2,7 +2,8 @@
  * What the cluster says when it refuses a permit (DESIGN §7 `waitingFor`, §12), asked directly of
  * `ClusterPermits` on a throwaway PostgreSQL, under a lease of its own: a tool, tenant or resource
  * limit names its key, capacity, use and the calls that hold it (granted earlier in the same ask, or
- * held by then); a lock names its holder, or the earlier ask it queues behind when nothing holds it.
+ * held by then); a lock names its holder, or the earlier ask it queues behind when nothing holds it. An
+ * instance whose lease ended gets no permit, though it asks.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterPermits } from '../../src/cluster/permits.js';
@@ -104,5 +105,25 @@ describe('refusals of cluster-wide permits', () => {
       { granted: true },
     ]);
     permits.release(['w1', 'y1'].map((runId) => ({ runId, callId: 'c' })));
+  });
+  it('an instance whose lease ended, and that does not know it yet, gets no permit; one whose lease holds does', async () => {
+    const config = parseConfig(YAML, 'test');
+    const gate = (instance: string) => new ClusterPermits(store.pool, () => instance, config.limits, config.catalog, notifications);
+    await store.pool.query(
+      `INSERT INTO replicas (instance, name, started_at, lease_until, renewed_at)
+       VALUES ('gone/1', 'gone', 0, toolgraph_now() - 1000, 0), ('alive/1', 'alive', 0, toolgraph_now() + 60000, 0)`,
+    );
+    const gone = gate('gone/1');
+    const alive = gate('alive/1');
+    try {
+      expect(await gone.acquire([ask('g1')])).toEqual([{ granted: false }]);
+      expect((await store.pool.query(`SELECT count(*)::int AS n FROM permits WHERE instance = 'gone/1'`)).rows[0].n).toBe(0);
+      expect(await alive.acquire([ask('a1')])).toEqual([{ granted: true }]);
+      alive.release([{ runId: 'a1', callId: 'c' }]);
+    } finally {
+      gone.close();
+      alive.close();
+      await store.pool.query(`DELETE FROM replicas WHERE instance IN ('gone/1', 'alive/1')`);
+    }
   });
 });
