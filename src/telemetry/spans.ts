@@ -160,14 +160,14 @@ export class RunTraces {
         break;
       case 'call.failed':
       case 'call.retry_scheduled':
-        endAttempt(c, e.at, e.data.error as CallError | undefined);
+        endAttempt(c, e.at, e.data.error);
         break;
       case 'call.cancelled':
-        endAttempt(c, e.at, e.data.reason as CallError | undefined);
+        endAttempt(c, e.at, e.data.reason);
         break;
       case 'call.compensated':
         if (c.compensation) {
-          const failed = e.data.status === 'failed' ? (e.data.error as CallError | undefined) : undefined;
+          const failed = e.data.status === 'failed' ? e.data.error : undefined;
           if (failed) markError(c.compensation, failed);
           c.compensation.end(hrTime(e.at));
           c.compensation = undefined;
