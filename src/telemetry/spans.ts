@@ -18,7 +18,7 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Co
 import { parseTraceParent } from '@opentelemetry/core';
 import type { RunStatus } from '../core/calls.js';
 import type { CallError } from '../core/errors.js';
-import type { RunEvent } from '../core/events.js';
+import type { EventOf, RunEvent } from '../core/events.js';
 import type { CallView, RunView } from '../core/view.js';
 import { newRunId, type RunListener } from '../engine/engine.js';
 import type { ExecuteRequest } from '../executors/types.js';
@@ -78,11 +78,11 @@ export class RunTraces {
 
   /** A run resumed from its events: its spans go on in the trace it began in (see `RunTraceIds`). */
   resumed(created: RunEvent): void {
-    if (this.runs.has(created.runId)) return;
-    const tp = (created.data as { traceparent?: string }).traceparent;
+    if (this.runs.has(created.runId) || created.type !== 'run.created') return;
+    const tp = created.data.traceparent;
     const sc = tp === undefined ? undefined : parseTraceParent(tp);
     const run = newRun(sc ? trace.setSpanContext(ROOT_CONTEXT, { ...sc, isRemote: true }) : ROOT_CONTEXT);
-    run.tenant = (created.data as { tenant?: string }).tenant ?? 'default';
+    run.tenant = created.data.tenant;
     this.runs.set(created.runId, run);
   }
 
@@ -178,21 +178,21 @@ export class RunTraces {
     }
   }
 
-  private created(e: RunEvent): void {
+  private created(e: EventOf<'run.created'>): void {
     let run = this.runs.get(e.runId);
     if (!run) {
       run = newRun(ROOT_CONTEXT);
       this.runs.set(e.runId, run);
     }
     this.pending.delete(e.runId);
-    run.tenant = (e.data as { tenant?: string }).tenant ?? 'default';
+    run.tenant = e.data.tenant;
     if (run.span) run.span.setAttribute(ATTR.tenant, run.tenant);
     else this.runSpan(e.runId, run, e.at);
     this.sweep();
   }
 
-  private started(e: RunEvent, run: RunTrace, c: CallTrace, call: CallView | undefined): void {
-    const n = (e.data as { attempt?: number }).attempt ?? 1;
+  private started(e: EventOf<'call.started'>, run: RunTrace, c: CallTrace, call: CallView | undefined): void {
+    const n = e.data.attempt;
     const waitMs = c.readyAt === undefined ? 0 : Math.max(0, e.at - c.readyAt);
     let span = c.open?.n === n ? c.open.span : undefined;
     if (span) span.setAttribute(ATTR.waitMs, waitMs);
@@ -205,8 +205,8 @@ export class RunTraces {
     c.readyAt = undefined;
   }
 
-  private completed(e: RunEvent, run: RunTrace): void {
-    const status = (e.data as { status: RunStatus }).status;
+  private completed(e: EventOf<'run.completed'>, run: RunTrace): void {
+    const status = e.data.status;
     const span = run.span;
     if (span && !run.ended) {
       span.setAttribute(ATTR.runStatus, status);
