@@ -16,7 +16,6 @@
 import { hash, randomFillSync } from 'node:crypto';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type HrTime, type Span, type Tracer } from '@opentelemetry/api';
 import { parseTraceParent } from '@opentelemetry/core';
-import type { RunStatus } from '../core/calls.js';
 import type { CallError } from '../core/errors.js';
 import type { EventOf, RunEvent } from '../core/events.js';
 import type { CallView, RunView } from '../core/view.js';
