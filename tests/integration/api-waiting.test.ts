@@ -8,54 +8,21 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeAll, expectApiError, sse, startApi, type Api } from '../helpers/server.js';
 import { ToolServer } from '../helpers/toolserver.js';
+import { ACME, callOf, GLOBEX, ISO, OPS, submitAs, waitingYaml } from '../helpers/waiting.js';
 
-const ACME = 'agent-acme-key';
-const GLOBEX = 'agent-globex-key';
-const OPS = 'operator-key';
-const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-
-function yaml(ts: ToolServer): string {
-  return `tools:
-  - name: run_tests
-    input: { type: object }
-    reads: ["file:*"]
-    writes: []
-    risk: read
-    executor: { kind: http, url: "${ts.url('/tests')}" }
-  - name: run_tests_idem
+/** The waiting tests' config, with a second reader of `file:*` that is idempotent. */
+const yaml = (ts: ToolServer) =>
+  waitingYaml(
+    ts,
+    `  - name: run_tests_idem
     input: { type: object }
     reads: ["file:*"]
     writes: []
     risk: read
     idempotent: true
     executor: { kind: http, url: "${ts.url('/tests')}" }
-  - name: write_file
-    input: { type: object, properties: { path: { type: string } }, required: [path] }
-    reads: []
-    writes: ["file:{path}"]
-    risk: write
-    executor: { kind: http, url: "${ts.url('/write')}" }
-  - name: deploy
-    input: { type: object }
-    reads: []
-    writes: []
-    risk: write
-    concurrency: 1
-    executor: { kind: http, url: "${ts.url('/deploy')}" }
-  - name: notify
-    input: { type: object }
-    reads: []
-    writes: []
-    risk: read
-    rate: 1/min
-    executor: { kind: builtin, name: echo }
-auth:
-  keys:
-    - { key: "${ACME}", tenant: acme, role: agent }
-    - { key: "${GLOBEX}", tenant: globex, role: agent }
-    - { key: "${OPS}", tenant: ops, role: operator }
-`;
-}
+`,
+  );
 
 describe('waitingFor on real runs', () => {
   let ts: ToolServer;
@@ -71,12 +38,8 @@ describe('waitingFor on real runs', () => {
     await ts.close();
   });
 
-  const submit = async (token: string, calls: unknown[]) => {
-    const res = await api.post('/v1/runs', { calls }, { token });
-    expect(res.status, JSON.stringify(res.body)).toBe(201);
-    return res.body as { id: string; calls: any[] };
-  };
-  const call = async (runId: string, callId: string, token = OPS) => ((await api.get(`/v1/runs/${runId}`, { token })).body.calls as any[]).find((c) => c.id === callId);
+  const submit = (token: string, calls: unknown[]) => submitAs(api, token, calls);
+  const call = (runId: string, callId: string, token = OPS) => callOf(api, runId, callId, token);
 
   it('a lock wait names the lock and its holder (run, call, since); the wait is gone once the call starts', async () => {
     ts.on('/tests', () => 'hold');

@@ -13,49 +13,9 @@ import { expectApiError, sse, startApi, type Api } from '../helpers/server.js';
 import { ToolServer } from '../helpers/toolserver.js';
 import type { PostgresStore } from '../../src/store/postgres.js';
 import { until } from '../helpers/wait.js';
+import { ACME, callOf, GLOBEX, ISO, OPS, submitAs, waitingYaml } from '../helpers/waiting.js';
 
-const ACME = 'agent-acme-key';
-const GLOBEX = 'agent-globex-key';
-const OPS = 'operator-key';
-const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-
-function yaml(ts: ToolServer): string {
-  return `tools:
-  - name: run_tests
-    input: { type: object }
-    reads: ["file:*"]
-    writes: []
-    risk: read
-    executor: { kind: http, url: "${ts.url('/tests')}" }
-  - name: write_file
-    input: { type: object, properties: { path: { type: string } }, required: [path] }
-    reads: []
-    writes: ["file:{path}"]
-    risk: write
-    executor: { kind: http, url: "${ts.url('/write')}" }
-  - name: deploy
-    input: { type: object }
-    reads: []
-    writes: []
-    risk: write
-    concurrency: 1
-    executor: { kind: http, url: "${ts.url('/deploy')}" }
-  - name: notify
-    input: { type: object }
-    reads: []
-    writes: []
-    risk: read
-    rate: 1/min
-    executor: { kind: builtin, name: echo }
-auth:
-  keys:
-    - { key: "${ACME}", tenant: acme, role: agent }
-    - { key: "${GLOBEX}", tenant: globex, role: agent }
-    - { key: "${OPS}", tenant: ops, role: operator }
-store:
-  leaseMs: 3000
-`;
-}
+const yaml = (ts: ToolServer) => waitingYaml(ts, '', 'store:\n  leaseMs: 3000\n');
 
 describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () => {
   let pg: TestPostgres;
@@ -78,32 +38,26 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
     await pg?.stop();
   });
 
-  const submit = async (api: Api, token: string, calls: unknown[]) => {
-    const res = await api.post('/v1/runs', { calls }, { token });
-    expect(res.status, JSON.stringify(res.body)).toBe(201);
-    return res.body as { id: string; calls: any[] };
-  };
-  const call = async (api: Api, runId: string, callId: string, token = OPS) => ((await api.get(`/v1/runs/${runId}`, { token })).body.calls as any[]).find((c) => c.id === callId);
   const limitsOn = async (api: Api) => (await api.get('/v1/limits', { token: OPS })).body.items as any[];
   const eventsOf = async (api: Api, runId: string) => (await sse(`${api.url}/v1/runs/${runId}/events`, { authorization: `Bearer ${OPS}` }).then((s) => s.ended)).map((e) => e.event);
 
   it("a tool-limit wait names the holder on the other replica, with limit and inUse, through either replica; an agent of another tenant sees a count", async () => {
     ts.on('/deploy', () => 'hold');
-    const first = await submit(a, ACME, [{ id: 'd', tool: 'deploy', args: {} }]);
+    const first = await submitAs(a, ACME, [{ id: 'd', tool: 'deploy', args: {} }]);
     const held = await ts.call('d', first.id);
-    const second = await submit(b, GLOBEX, [{ id: 'd', tool: 'deploy', args: {} }]);
+    const second = await submitAs(b, GLOBEX, [{ id: 'd', tool: 'deploy', args: {} }]);
 
     const holder = { runId: first.id, callId: 'd', tenant: 'acme', since: expect.stringMatching(ISO) };
     const reason = { kind: 'tool', key: 'deploy', limit: 1, inUse: 1, holders: [holder] };
-    await until('the refused call names its wait', async () => ((await call(b, second.id, 'd')).waitingFor ? true : undefined));
+    await until('the refused call names its wait', async () => ((await callOf(b, second.id, 'd')).waitingFor ? true : undefined));
     for (const api of [a, b]) {
-      const waiting = await call(api, second.id, 'd');
+      const waiting = await callOf(api, second.id, 'd');
       expect(waiting.status).toBe('ready');
       expect(waiting.waitingFor).toEqual([reason]);
     }
     // The holder's `since` is when the cluster granted its permit: no later than it started.
-    const since = Date.parse((await call(b, second.id, 'd')).waitingFor[0].holders[0].since);
-    expect(since).toBeLessThanOrEqual(Date.parse((await call(a, first.id, 'd')).startedAt) + 1000);
+    const since = Date.parse((await callOf(b, second.id, 'd')).waitingFor[0].holders[0].since);
+    expect(since).toBeLessThanOrEqual(Date.parse((await callOf(a, first.id, 'd')).startedAt) + 1000);
 
     // The agent of the waiting run's tenant: the holder counted, never named.
     for (const api of [a, b]) {
@@ -134,7 +88,7 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
     const next = await ts.call('d', second.id);
     expect(ts.held().filter((r) => r.path === '/deploy')).toEqual([next]);
     expect((await a.settled(first.id, OPS)).status).toBe('succeeded');
-    const running = await call(a, second.id, 'd');
+    const running = await callOf(a, second.id, 'd');
     expect(running.status).toBe('running');
     expect(running).not.toHaveProperty('waitingFor');
     next.respond({ status: 200, body: {} });
@@ -154,15 +108,15 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
   it('a lock wait (a tenant-scoped write of what a run on the other replica reads) names the lock and its holder', async () => {
     ts.on('/tests', () => 'hold');
     ts.on('/write', () => 'hold');
-    const reader = await submit(a, ACME, [{ id: 'tests', tool: 'run_tests', args: {} }]);
+    const reader = await submitAs(a, ACME, [{ id: 'tests', tool: 'run_tests', args: {} }]);
     const held = await ts.call('tests', reader.id);
-    const writer = await submit(b, ACME, [{ id: 'write', tool: 'write_file', args: { path: '/repo/a.ts' } }]);
+    const writer = await submitAs(b, ACME, [{ id: 'write', tool: 'write_file', args: { path: '/repo/a.ts' } }]);
 
     const holder = { runId: reader.id, callId: 'tests', tenant: 'acme', since: expect.stringMatching(ISO) };
-    await until('the refused write names its wait', async () => ((await call(b, writer.id, 'write')).waitingFor ? true : undefined));
+    await until('the refused write names its wait', async () => ((await callOf(b, writer.id, 'write')).waitingFor ? true : undefined));
     for (const api of [a, b]) {
       for (const token of [OPS, ACME]) {
-        const waiting = await call(api, writer.id, 'write', token);
+        const waiting = await callOf(api, writer.id, 'write', token);
         expect(waiting.status).toBe('ready');
         expect(waiting.waitingFor).toEqual([{ kind: 'lock', key: 'file:*', domain: 'tenant:acme', holders: [holder] }]);
       }
@@ -180,7 +134,7 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
     const write = await ts.call('write', writer.id);
     expect(ts.held()).toEqual([write]);
     expect((await a.settled(reader.id, OPS)).status).toBe('succeeded');
-    expect(await call(a, writer.id, 'write')).not.toHaveProperty('waitingFor');
+    expect(await callOf(a, writer.id, 'write')).not.toHaveProperty('waitingFor');
     write.respond({ status: 200, body: {} });
     expect((await b.settled(writer.id, OPS)).status).toBe('succeeded');
     expect(await eventsOf(b, writer.id)).toEqual(['run.created', 'run.started', 'call.ready', 'call.waiting', 'call.started', 'call.succeeded', 'run.completed']);
@@ -211,13 +165,13 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
   });
 
   it("a rate wait gives retryAt from the cluster's bucket: a minute after the other replica took its token", async () => {
-    const first = await submit(a, ACME, [{ id: 'n', tool: 'notify', args: {} }]);
+    const first = await submitAs(a, ACME, [{ id: 'n', tool: 'notify', args: {} }]);
     expect((await a.settled(first.id, OPS)).status).toBe('succeeded');
-    const second = await submit(b, ACME, [{ id: 'n', tool: 'notify', args: {} }]);
-    const waiting = await until('the refused call names its wait', async () => (await call(b, second.id, 'n')).waitingFor);
+    const second = await submitAs(b, ACME, [{ id: 'n', tool: 'notify', args: {} }]);
+    const waiting = await until('the refused call names its wait', async () => (await callOf(b, second.id, 'n')).waitingFor);
     expect(waiting).toEqual([{ kind: 'rate', key: 'tool:notify', limit: 1, perMs: 60_000, retryAt: expect.stringMatching(ISO), holders: [] }]);
     // The token was taken when the first started (on the database's clock, a little before).
-    const taken = Date.parse((await call(a, first.id, 'n')).startedAt);
+    const taken = Date.parse((await callOf(a, first.id, 'n')).startedAt);
     expect(Math.abs(Date.parse(waiting[0].retryAt) - (taken + 60_000))).toBeLessThan(1000);
     const item = { kind: 'rate', key: 'tool:notify', limit: 1, perMs: 60_000, inUse: 1, waiting: 1, longestWaitMs: expect.any(Number), retryAt: waiting[0].retryAt, holders: [] };
     for (const api of [a, b]) {
