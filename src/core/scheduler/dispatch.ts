@@ -39,7 +39,8 @@ export function enqueueReady(s: SchedulerState, run: ScheduledRun, c: ScheduledC
   heap.push(c);
   run.readyCount++;
   markDirty(s, run);
-  s.waits?.fresh.push(c);
+  const book = s.waits;
+  if (book !== undefined) book.fresh[book.freshCount++] = c;
 }
 
 /** Starts ready calls, best first, until no limit has room for any. */

@@ -124,10 +124,15 @@ export interface WaitGroup {
 
 /** What the scheduler keeps to explain waits (`SchedulerOptions.explainWaits`). */
 export interface WaitBook {
-  /** Calls that became ready in this step. */
+  /**
+   * Calls that became ready in this step: the first `freshCount`. A list and a count, never truncated:
+   * truncating an array drops its storage, and the next step's first push allocated it again.
+   */
   fresh: ScheduledCall[];
-  /** Calls whose attempt ended in this step: what they held, others may now wait for with others. */
+  freshCount: number;
+  /** Calls whose attempt ended in this step (what they held, others may now wait for): the first `releasedCount`. */
   released: ScheduledCall[];
+  releasedCount: number;
   /** The groups of each kind, by key (`''` for `global`). */
   groups: Map<WaitKind, Map<string, WaitGroup>>;
   /** The same groups, in the order they were made (looked at after every step). */
@@ -234,7 +239,7 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     now: 0,
     dirty: [],
     dirtyCount: 0,
-    waits: opts.explainWaits ? { fresh: [], released: [], groups: new Map(), list: [], locks: [], refused: [] } : undefined,
+    waits: opts.explainWaits ? { fresh: [], freshCount: 0, released: [], releasedCount: 0, groups: new Map(), list: [], locks: [], refused: [] } : undefined,
     permitEpoch: 0,
   };
 }

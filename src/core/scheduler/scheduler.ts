@@ -144,7 +144,8 @@ export class Scheduler {
     }
     if (c.status !== 'running' || e.attempt !== c.attempts || c.hookPending !== undefined) return this.flush();
     s.limiter.release(c);
-    s.waits?.released.push(c);
+    const book = s.waits;
+    if (book !== undefined) book.released[book.releasedCount++] = c;
     this.learn(c.tool, now - (c.attemptStartedAt as number));
     const r = outputChecked(e.result, c, s.opts.limits.maxOutputBytes);
     // `run.running` counts the call until it settles: its after_call hooks (hooking.ts) may hold it.

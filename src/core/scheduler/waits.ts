@@ -56,8 +56,12 @@ interface Found {
 
 const FOUND: Found = { kind: 'global', key: '', limit: 0, inUse: 0, index: -1, bucket: undefined, reason: undefined, watch: undefined };
 
-/** The holders `explain` found for a count limit (reused, likewise). */
+/**
+ * The holders `explain` found for a count limit: the first `holderCount` (reused, likewise; never
+ * truncated, which would drop its storage).
+ */
 const HOLDERS: ScheduledCall[] = [];
+let holderCount = 0;
 
 /** Stale groups of a step (reused: most steps have none). */
 const staleGroups: WaitGroup[] = [];
@@ -70,7 +74,7 @@ export function noteWaits(s: SchedulerState): void {
   // The fresh first: a call that waited before (and ran, and is ready again) gets its new place, so
   // its old one below is stale.
   const fresh = book.fresh;
-  for (let i = 0; i < fresh.length; i++) {
+  for (let i = 0; i < book.freshCount; i++) {
     const c = fresh[i] as ScheduledCall;
     // A call asking for a cluster-wide permit (several replicas) holds its local limits already.
     if (c.status !== 'ready' || c.permitPending === true) continue;
@@ -79,7 +83,7 @@ export function noteWaits(s: SchedulerState): void {
     if (found) emitWaiting(s, c, enter(book, c, found));
     else leave(c);
   }
-  fresh.length = 0;
+  book.freshCount = 0;
   const released = book.released;
   const list = book.list;
   if (list.length > 0) {
@@ -89,7 +93,7 @@ export function noteWaits(s: SchedulerState): void {
         g.staleSince = undefined;
         // A short queue names who holds its limit now: a holder of it ended in this step (the
         // per-run limit names none).
-        if (g.live <= SHORT_QUEUE && released.length > 0 && g.kind !== 'perRun' && anyCounts(g, released)) staleGroups.push(g);
+        if (g.live <= SHORT_QUEUE && book.releasedCount > 0 && g.kind !== 'perRun' && anyCounts(g, released, book.releasedCount)) staleGroups.push(g);
         continue;
       }
       g.staleSince ??= s.now;
@@ -108,7 +112,7 @@ export function noteWaits(s: SchedulerState): void {
       staleGroups.length = 0;
     }
   }
-  released.length = 0;
+  book.releasedCount = 0;
   if (book.locks.length > 0) {
     const locks = book.locks;
     book.locks = [];
@@ -191,12 +195,13 @@ function compact(g: WaitGroup): void {
 function reasonsIn(g: WaitGroup, f: Found): WaitReason[] {
   if (f.reason) return newLast(g, [f.reason]);
   const last = g.last?.[0];
-  if (last && last.limit === f.limit && last.inUse === f.inUse && last.holders.length === HOLDERS.length) {
+  if (last && last.limit === f.limit && last.inUse === f.inUse && last.holders.length === holderCount) {
     let same = true;
-    for (let i = 0; i < HOLDERS.length && same; i++) same = last.holders[i] === holderOf(HOLDERS[i] as ScheduledCall);
+    for (let i = 0; i < holderCount && same; i++) same = last.holders[i] === holderOf(HOLDERS[i] as ScheduledCall);
     if (same) return g.last as WaitReason[];
   }
-  const holders = HOLDERS.map(holderOf);
+  const holders = new Array<WaitHolder>(holderCount);
+  for (let i = 0; i < holderCount; i++) holders[i] = holderOf(HOLDERS[i] as ScheduledCall);
   const reason: WaitReason = g.key === undefined ? { kind: g.kind, limit: f.limit, inUse: f.inUse, holders } : { kind: g.kind, key: g.key, limit: f.limit, inUse: f.inUse, holders };
   return newLast(g, [reason]);
 }
@@ -230,9 +235,9 @@ function isStale(s: SchedulerState, g: WaitGroup): boolean {
   }
 }
 
-/** Whether any of `hs` counted against a group's limit. */
-function anyCounts(g: WaitGroup, hs: readonly Holder[]): boolean {
-  for (let i = 0; i < hs.length; i++) if (counts(g, hs[i] as Holder)) return true;
+/** Whether any of the first `n` of `hs` counted against a group's limit. */
+function anyCounts(g: WaitGroup, hs: readonly Holder[], n: number): boolean {
+  for (let i = 0; i < n; i++) if (counts(g, hs[i] as Holder)) return true;
   return false;
 }
 
@@ -295,12 +300,12 @@ export function explain(s: SchedulerState, c: ScheduledCall): Found | undefined 
 
 /** A full count limit; its holders (the oldest `MAX_HOLDERS`) go to `HOLDERS`. */
 function counted(v: LimiterState, kind: WaitKind, key: string, limit: number, inUse: number, index: number): Found {
-  HOLDERS.length = 0;
+  holderCount = 0;
   if (kind !== 'perRun') {
     for (const h of v.running) {
       if (!holds(kind, key, index, h)) continue;
-      HOLDERS.push(h as ScheduledCall);
-      if (HOLDERS.length === MAX_HOLDERS) break;
+      HOLDERS[holderCount++] = h as ScheduledCall;
+      if (holderCount === MAX_HOLDERS) break;
     }
   }
   const f = found(kind, key, limit, inUse, undefined, undefined, undefined);
