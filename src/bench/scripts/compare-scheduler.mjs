@@ -5,18 +5,19 @@
  *
  *   A=/path/to/old/checkout B=/path/to/this/checkout PAIRS=30 node src/bench/scripts/compare-scheduler.mjs
  *
- * Each checkout must be built (`npm run build`).
+ * Each checkout must be built (`npm run build`). `A_EXPLAIN` / `B_EXPLAIN` (0 or 1) override whether
+ * that side explains waits: `A=. B=. A_EXPLAIN=0 B_EXPLAIN=1` is what explaining costs in one build.
  */
 const abs = (r) => (r.startsWith('/') ? r : `${process.cwd()}/${r}`);
 const A = abs(process.env.A ?? '.'), B = abs(process.env.B ?? '.');
 const N = Number(process.env.N ?? 100000), PAIRS = Number(process.env.PAIRS ?? 10);
-async function load(root) {
+async function load(root, override) {
   const { Scheduler } = await import(`${root}/dist/core/scheduler.js`);
   const { Simulation } = await import(`${root}/dist/core/simulation.js`);
   const { bigBatch, SCHED_LIMITS } = await import(`${root}/dist/bench/core.js`);
   const { benchConfig } = await import(`${root}/dist/bench/workloads.js`);
   const config = benchConfig(SCHED_LIMITS);
-  const explain = (await import('node:fs')).readFileSync(`${root}/src/bench/core.ts`, 'utf8').includes('explainWaits: true');
+  const explain = override !== undefined ? override === '1' : (await import('node:fs')).readFileSync(`${root}/src/bench/core.ts`, 'utf8').includes('explainWaits: true');
   const calls = bigBatch(N, N).calls;
   return () => {
     const scheduler = new Scheduler({ catalog: config.catalog, policy: config.policy, limits: config.limits, defaults: config.defaults, explainWaits: explain });
@@ -28,7 +29,7 @@ async function load(root) {
     return (d.user + d.system) / N;
   };
 }
-const a = await load(A), b = await load(B);
+const a = await load(A, process.env.A_EXPLAIN), b = await load(B, process.env.B_EXPLAIN);
 a(); b();
 const ra = [], rb = [];
 for (let p = 0; p < PAIRS; p++) { if (p % 2) { rb.push(b()); ra.push(a()); } else { ra.push(a()); rb.push(b()); } }

@@ -200,7 +200,8 @@ function reasonsIn(g: WaitGroup, f: Found): WaitReason[] {
     for (let i = 0; i < holderCount && same; i++) same = last.holders[i] === holderOf(HOLDERS[i] as ScheduledCall);
     if (same) return g.last as WaitReason[];
   }
-  const holders = new Array<WaitHolder>(holderCount);
+  // A copy of the right length (`new Array(n)` went to the runtime), then each call as its holder.
+  const holders = HOLDERS.slice(0, holderCount) as unknown as WaitHolder[];
   for (let i = 0; i < holderCount; i++) holders[i] = holderOf(HOLDERS[i] as ScheduledCall);
   const reason: WaitReason = g.key === undefined ? { kind: g.kind, limit: f.limit, inUse: f.inUse, holders } : { kind: g.kind, key: g.key, limit: f.limit, inUse: f.inUse, holders };
   return newLast(g, [reason]);
