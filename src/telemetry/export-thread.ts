@@ -9,7 +9,8 @@
  * Bounded like the SDK's queue: at most `maxQueueSize` spans are on their way (sent and not yet taken
  * by the thread, or waiting to be sent); past that, spans are dropped and counted, and the drop is said
  * through OpenTelemetry's diagnostics as the SDK says its own ("Dropped N spans…"). If the thread
- * stops, spans are dropped until it is started again (at most once a second, on the next span).
+ * stops, spans are dropped until it is started again, on the next span a second later (or longer, up to
+ * a minute, while threads stop before taking any).
  */
 import { Worker } from 'node:worker_threads';
 import { diag } from '@opentelemetry/api';
@@ -22,7 +23,9 @@ const POST_BATCH = 128;
 const POST_DELAY_MS = 50;
 /** The SDK's default queue bound (its `OTEL_BSP_MAX_QUEUE_SIZE`). */
 const DEFAULT_MAX_QUEUE = 2048;
+/** A thread that stopped is started again after this, doubled after each stop before it took a span. */
 const RESTART_AFTER_MS = 1000;
+const RESTART_AFTER_MAX_MS = 60_000;
 
 export interface ExportThreadOptions extends TracingOptions {
   scope: { name: string; version: string };
@@ -43,6 +46,9 @@ export class ExportThread {
   private dropped = 0;
   private readonly maxQueue: number;
   private stoppedAt = -Infinity;
+  private restartAfterMs = RESTART_AFTER_MS;
+  /** The thread now running has taken spans. */
+  private working = false;
   private shutDown = false;
   private nextId = 0;
   private readonly waiters = new Map<number, Waiter>();
@@ -86,7 +92,7 @@ export class ExportThread {
   }
 
   private start(): boolean {
-    if (this.shutDown || performance.now() - this.stoppedAt < RESTART_AFTER_MS) return false;
+    if (this.shutDown || performance.now() - this.stoppedAt < this.restartAfterMs) return false;
     const { url, protocol, headers, serviceName, exportTimeoutMs, batch, scope } = this.opts;
     const worker = new Worker(WORKER_URL, {
       workerData: { url, protocol: protocol ?? 'http/protobuf', headers, serviceName: serviceName ?? 'toolgraph', exportTimeoutMs: exportTimeoutMs ?? 10_000, batch, scope },
@@ -94,7 +100,11 @@ export class ExportThread {
     // The thread never keeps the process alive: a flush or shutdown on exit waits for it, nothing else.
     worker.unref();
     worker.on('message', (m: { taken?: number; flushed?: number; error?: string; warn?: string }) => {
-      if (m.taken !== undefined) this.inFlight -= m.taken;
+      if (m.taken !== undefined) {
+        this.inFlight -= m.taken;
+        this.restartAfterMs = RESTART_AFTER_MS;
+        this.working = true;
+      }
       else if (m.flushed !== undefined) this.settle(m.flushed);
       // A shutdown is settled by the thread's end (`stopped` below), which comes right after.
       else if (m.error !== undefined) this.opts.onError?.(m.error);
@@ -104,6 +114,9 @@ export class ExportThread {
       if (this.worker !== worker) return;
       this.worker = undefined;
       this.stoppedAt = performance.now();
+      // A thread that never took a span (its modules do not load, say) is not started every second.
+      if (!this.working) this.restartAfterMs = Math.min(RESTART_AFTER_MAX_MS, this.restartAfterMs * 2);
+      this.working = false;
       this.dropped += this.inFlight;
       this.inFlight = 0;
       for (const id of [...this.waiters.keys()]) this.settle(id);
