@@ -88,6 +88,7 @@ export class ExportThread {
     this.shutDown = true;
     const worker = this.worker;
     this.worker = undefined;
+    for (const id of [...this.waiters.keys()]) this.settle(id);
     await worker?.terminate();
   }
 
@@ -100,13 +101,12 @@ export class ExportThread {
     // The thread never keeps the process alive: a flush or shutdown on exit waits for it, nothing else.
     worker.unref();
     worker.on('message', (m: { taken?: number; flushed?: number; error?: string; warn?: string }) => {
+      // A shutdown is answered by the thread's end (`stopped` below).
       if (m.taken !== undefined) {
         this.inFlight -= m.taken;
         this.restartAfterMs = RESTART_AFTER_MS;
         this.working = true;
-      }
-      else if (m.flushed !== undefined) this.settle(m.flushed);
-      // A shutdown is settled by the thread's end (`stopped` below), which comes right after.
+      } else if (m.flushed !== undefined) this.settle(m.flushed);
       else if (m.error !== undefined) this.opts.onError?.(m.error);
       else if (m.warn !== undefined) diag.warn(m.warn);
     });

@@ -2,11 +2,16 @@
  * The trace export thread (src/telemetry/export-thread.ts, export-worker.mjs) on its own, against an
  * in-process OTLP receiver: the spans the main thread notes (light-spans.ts) arrive as the SDK makes
  * them (ids, parent, times, attributes, events, links, status, resource); an unsampled parent is
- * followed; the thread's bound drops what it cannot take and says so; and a thread that dies is started
- * again, with the failure reported.
+ * followed; the thread's bound drops what it cannot take and says so; a thread that dies is started
+ * again, with the failure reported; and a collector that never answers holds no flush or shutdown
+ * past the shutdown's bound.
  */
 import { diag, DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { RunEvent } from '../../src/core/events.js';
+import type { RunView } from '../../src/core/view.js';
+import { startTracing } from '../../src/telemetry/index.js';
 import { ExportThread } from '../../src/telemetry/export-thread.js';
 import { SpanNoter, type SpanRecord } from '../../src/telemetry/light-spans.js';
 import { RunTraceIds } from '../../src/telemetry/spans.js';
@@ -121,6 +126,34 @@ describe('the export thread', () => {
     await t.forceFlush();
     const spans = await otlp.waitFor((s) => s.some((x) => x.name === 'after'));
     expect(spans.map((s) => s.name)).toEqual(['before', 'after']);
+  });
+});
+
+describe('tracing over the export thread', () => {
+  it('a collector that never answers holds neither a flush nor a shutdown past its bound', async () => {
+    // Takes each connection and never answers on it.
+    const sockets: Socket[] = [];
+    const silent = createServer((s) => void sockets.push(s));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    cleanups.push(async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    });
+    const tracing = await startTracing({ url: `http://127.0.0.1:${(silent.address() as AddressInfo).port}/v1/traces`, exportTimeoutMs: 30_000 });
+    cleanups.push(() => tracing.shutdown(100));
+    const traceparent = tracing.continueTrace('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
+    expect(traceparent).toBeDefined();
+    tracing.listener({ seq: 1, type: 'run.created', runId: traceparent as string, at: Date.now(), data: { tenant: 'default' } } as RunEvent, { tenant: 'default', status: 'running', endedAt: null } as unknown as RunView, undefined);
+    tracing.listener({ seq: 2, type: 'run.completed', runId: traceparent as string, at: Date.now(), data: { status: 'succeeded' } } as RunEvent, { tenant: 'default', status: 'succeeded', endedAt: Date.now() } as unknown as RunView, undefined);
+    let flushed = false;
+    const flush = tracing.flush().then(() => void (flushed = true));
+    await waitUntil(() => sockets.length > 0);
+    expect(flushed).toBe(false);
+    const t0 = performance.now();
+    await tracing.shutdown(300);
+    await flush;
+    expect(flushed).toBe(true);
+    expect(performance.now() - t0).toBeLessThan(2000);
   });
 });
 
