@@ -34,12 +34,14 @@ export interface StartOptions {
   startTimeoutMs?: number;
   /** More arguments of `serve` (`--replica-id r1`). */
   args?: string[];
+  /** Options of node itself, before the script (worker threads inherit them, unlike NODE_OPTIONS). */
+  nodeArgs?: string[];
 }
 
 /** Starts `node bin/toolgraph.mjs serve` and resolves once it listens. */
 export function startServer(opts: StartOptions): Promise<ServerChild> {
   const args = [BIN, 'serve', '--config', opts.config, '--db', opts.db, '--port', String(opts.port ?? 0), '--host', '127.0.0.1', '--drain-ms', String(opts.drainMs ?? 0), ...(opts.args ?? [])];
-  const proc = spawn(process.execPath, args, {
+  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...args], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],

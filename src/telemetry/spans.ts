@@ -69,7 +69,7 @@ export class RunTraces {
   readonly listener: RunListener = (e, view, call) => this.on(e, view, call);
 
   constructor(
-    private readonly tracer: Tracer,
+    private readonly tracer: Pick<Tracer, 'startSpan'>,
     private readonly now: () => number = Date.now,
     /** The tracer's id generator (see `RunTraceIds`): how a run's trace id follows from its run id. */
     private readonly ids?: RunTraceIds,

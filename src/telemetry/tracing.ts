@@ -1,37 +1,25 @@
 /**
- * The OpenTelemetry side of traces (DESIGN §15), loaded only by `startTracing` (index.ts): a tracer
- * provider of its own (nothing is registered globally, so several can live in one process), a batch
- * span processor with a bounded queue, and the OTLP/HTTP exporter of the protocol asked for
- * (`http/protobuf` or `http/json`). An export that fails is the processor's business: the spans of that
- * batch are dropped, and no run waits for a collector.
+ * The OpenTelemetry side of traces (DESIGN §15), loaded only by `startTracing` (index.ts). The main
+ * thread notes spans (light-spans.ts: nothing is registered globally, so several can live in one
+ * process) and sends the ended ones to a thread of their own (export-thread.ts), where the SDK's tracer
+ * makes them, its batch span processor queues them (bounded) and the OTLP/HTTP exporter of the protocol
+ * asked for (`http/protobuf` or `http/json`) sends them. An export that fails is that processor's
+ * business: the spans of that batch are dropped, and no run waits for a collector.
  */
-import { setGlobalErrorHandler } from '@opentelemetry/core';
-import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { ExecuteRequest, ExecuteResult, Executor } from '../executors/types.js';
 import type { Tracing, TracingOptions } from './types.js';
+import { ExportThread } from './export-thread.js';
+import { SpanNoter } from './light-spans.js';
 import { RunTraceIds, RunTraces } from './spans.js';
 
 /** The version that goes with the tracer's name (the instrumentation scope). */
 const SCOPE_VERSION = '0.1.0';
 
 export async function createTracing(opts: TracingOptions): Promise<Tracing> {
-  const exporterConfig = {
-    url: opts.url,
-    timeoutMillis: opts.exportTimeoutMs ?? 10_000,
-    ...(opts.headers ? { headers: opts.headers } : {}),
-  };
-  // Only the protocol's exporter is loaded.
-  const { OTLPTraceExporter } = (opts.protocol ?? 'http/protobuf') === 'http/json' ? await import('@opentelemetry/exporter-trace-otlp-http') : await import('@opentelemetry/exporter-trace-otlp-proto');
-  const exporter = new OTLPTraceExporter(exporterConfig);
   const ids = new RunTraceIds();
-  const provider = new BasicTracerProvider({
-    idGenerator: ids,
-    resource: defaultResource().merge(resourceFromAttributes({ 'service.name': opts.serviceName ?? 'toolgraph' })),
-    spanProcessors: [new BatchSpanProcessor(exporter, opts.batch ?? {})],
-  });
-  if (opts.onExportError) setGlobalErrorHandler(throttled(opts.onExportError, 60_000));
-  const traces = new RunTraces(provider.getTracer('toolgraph', SCOPE_VERSION), Date.now, ids);
+  const report = opts.onExportError ? throttled(opts.onExportError, 60_000) : undefined;
+  const thread = new ExportThread({ ...opts, scope: { name: 'toolgraph', version: SCOPE_VERSION }, ...(report ? { onError: report } : {}) });
+  const traces = new RunTraces(new SpanNoter(ids, (record) => thread.send(record)), Date.now, ids);
   let stopped: Promise<void> | undefined;
 
   return {
@@ -52,24 +40,23 @@ export async function createTracing(opts: TracingOptions): Promise<Tracing> {
         close: () => inner.close(),
       };
     },
-    flush: () => provider.forceFlush(),
+    flush: () => thread.forceFlush(),
     shutdown(timeoutMs = 2000) {
-      stopped ??= within(provider.shutdown(), timeoutMs);
+      stopped ??= within(thread.shutdown(), timeoutMs).then(() => thread.terminate());
       return stopped;
     },
   };
 }
 
 /** The first error at once, then at most one report per `periodMs`, with the count since the last one. */
-function throttled(report: (message: string, failures: number) => void, periodMs: number): (err: unknown) => void {
+function throttled(report: (message: string, failures: number) => void, periodMs: number): (message: string) => void {
   let last = -Infinity;
   let failures = 0;
-  return (err) => {
+  return (message) => {
     failures++;
     const now = Date.now();
     if (now - last < periodMs) return;
     last = now;
-    const message = err instanceof Error ? err.message : String(err);
     const n = failures;
     failures = 0;
     try {

@@ -7,7 +7,7 @@
  * endpoint in the environment, `toolgraph serve` loads no OpenTelemetry module.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -370,23 +370,29 @@ describe('without an OTLP endpoint', () => {
     const preload = pathToFileURL(path.resolve('tests/helpers/loaded-modules.mjs')).href;
     const otlp = await receiver();
 
+    /** The @opentelemetry packages the main thread loaded, and those its worker threads loaded. */
     const loaded = async (name: string, env: Record<string, string>) => {
       const out = path.join(dir, `${name}.json`);
-      const child = await startServer({ config, db: path.join(dir, `${name}.db`), env: { ...env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${preload}`, LOADED_MODULES_OUT: out } });
+      const child = await startServer({ config, db: path.join(dir, `${name}.db`), nodeArgs: [`--import=${preload}`], env: { ...env, LOADED_MODULES_OUT: out } });
       const res = await fetch(`${child.url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ calls: [{ id: 'a', tool: 'echo', args: {} }], waitMs: 5000 }) });
       expect((await res.json()).status).toBe('succeeded');
       await child.stop();
       expect(await child.exited).toEqual({ code: 0, signal: null });
-      return (JSON.parse(readFileSync(out, 'utf8')) as string[]).filter((f) => f.includes(`${path.sep}@opentelemetry${path.sep}`)).map((f) => f.split(`${path.sep}@opentelemetry${path.sep}`)[1]?.split(path.sep)[0]);
+      const packages = (file: string) => (JSON.parse(readFileSync(file, 'utf8')) as string[]).filter((f) => f.includes(`${path.sep}@opentelemetry${path.sep}`)).map((f) => f.split(`${path.sep}@opentelemetry${path.sep}`)[1]?.split(path.sep)[0]);
+      const threads = readdirSync(dir).filter((f) => f.startsWith(`${name}.json.thread-`));
+      return { main: new Set(packages(out)), threads: new Set(threads.flatMap((f) => packages(path.join(dir, f)))) };
     };
 
-    const off = new Set(await loaded('off', { OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '' }));
+    const off = await loaded('off', { OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '' });
     // prom-client (metrics) requires the API package itself; nothing of the SDK, exporters or protobuf.
-    expect([...off].filter((p) => p !== 'api')).toEqual([]);
+    expect([...off.main, ...off.threads].filter((p) => p !== 'api')).toEqual([]);
 
-    const on = new Set(await loaded('on', { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlp.url }));
-    expect(on.has('sdk-trace-base') && on.has('exporter-trace-otlp-proto')).toBe(true);
-    expect(on.has('exporter-trace-otlp-http')).toBe(false); // only the protocol's exporter
+    const on = await loaded('on', { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlp.url });
+    // The main thread only notes spans (the API, and core's traceparent parser with what core needs);
+    // the export thread makes them with the SDK and exports them with the protocol's exporter, no other.
+    expect([...on.main].filter((p) => !['api', 'core', 'semantic-conventions'].includes(p))).toEqual([]);
+    expect(on.threads.has('sdk-trace-base') && on.threads.has('exporter-trace-otlp-proto')).toBe(true);
+    expect(on.threads.has('exporter-trace-otlp-http')).toBe(false);
     // Its spans went out on shutdown.
     await otlp.waitFor((s) => s.some((x) => x.name === 'toolgraph.run'));
   }, 60_000);
