@@ -6,7 +6,9 @@
  *   A=/path/to/old/checkout B=/path/to/this/checkout PAIRS=30 node src/bench/scripts/compare-scheduler.mjs
  *
  * Each checkout must be built (`npm run build`). `A_EXPLAIN` / `B_EXPLAIN` (0 or 1) override whether
- * that side explains waits: `A=. B=. A_EXPLAIN=0 B_EXPLAIN=1` is what explaining costs in one build.
+ * that side explains waits: with A a copy of B's build (its `dist/`, `src/bench/core.ts` and a link to
+ * its `node_modules`), `A_EXPLAIN=0 B_EXPLAIN=1` is what explaining costs in one build. Not `A=. B=.`:
+ * both sides would share one set of modules, and the JIT's type feedback of each would mix both.
  */
 const abs = (r) => (r.startsWith('/') ? r : `${process.cwd()}/${r}`);
 const A = abs(process.env.A ?? '.'), B = abs(process.env.B ?? '.');
