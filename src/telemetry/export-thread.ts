@@ -25,6 +25,14 @@ const POST_DELAY_MS = 50;
 const DEFAULT_MAX_QUEUE = 2048;
 /** A thread that stopped is started again after this, doubled after each stop before it took a span. */
 const RESTART_AFTER_MS = 1000;
+/**
+ * How much nicer than the process the export thread runs (export-worker.mjs). At +10 a thread woken by
+ * a batch of spans no longer preempts the one that serves runs (Linux's scheduler lets a woken thread
+ * preempt only when it is behind by more than the wake-up granularity, which it scales by the woken
+ * thread's weight: ×9 at +10), yet it keeps about a tenth of a busy core, enough to keep up with the
+ * spans of a saturated server (bench/RESULTS.md, "Traces").
+ */
+const EXPORT_NICE = 10;
 const RESTART_AFTER_MAX_MS = 60_000;
 
 export interface ExportThreadOptions extends TracingOptions {
@@ -96,7 +104,7 @@ export class ExportThread {
     if (this.shutDown || performance.now() - this.stoppedAt < this.restartAfterMs) return false;
     const { url, protocol, headers, serviceName, exportTimeoutMs, batch, scope } = this.opts;
     const worker = new Worker(WORKER_URL, {
-      workerData: { url, protocol: protocol ?? 'http/protobuf', headers, serviceName: serviceName ?? 'toolgraph', exportTimeoutMs: exportTimeoutMs ?? 10_000, batch, scope },
+      workerData: { url, protocol: protocol ?? 'http/protobuf', headers, serviceName: serviceName ?? 'toolgraph', exportTimeoutMs: exportTimeoutMs ?? 10_000, batch, scope, nice: EXPORT_NICE },
     });
     // The thread never keeps the process alive: a flush or shutdown on exit waits for it, nothing else.
     worker.unref();

@@ -11,13 +11,30 @@
 // (an export failed: OpenTelemetry's global error handler) and { warn: message } (the SDK's diagnostics
 // at warn level and above, e.g. spans dropped by a full queue). A record is light-spans.ts's
 // `SpanRecord`; keep the two in step.
+import { readlinkSync } from 'node:fs';
+import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { diag, DiagLogLevel, ROOT_CONTEXT, trace } from '@opentelemetry/api';
 import { setGlobalErrorHandler } from '@opentelemetry/core';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 
-const { url, protocol, headers, serviceName, exportTimeoutMs, batch, scope } = workerData;
+const { url, protocol, headers, serviceName, exportTimeoutMs, batch, scope, nice } = workerData;
+
+// Once its modules are loaded (see `loading`), this thread runs at a lower CPU priority, `nice` more
+// than the process's (Linux: a thread has a nice value of its own): a batch of spans that wakes it does
+// not preempt the thread that serves runs, and it takes mostly the CPU that thread leaves. On a machine
+// with no CPU to spare, its queue fills and spans are dropped, as with a slow collector.
+function lowerPriority() {
+  if (!nice) return;
+  try {
+    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    setPriority(tid, Math.min(19, getPriority(tid) + nice));
+  } catch {
+    // Not Linux, or not allowed: the thread keeps the process's priority.
+  }
+}
+
 const port = parentPort;
 
 const tell = (message) => port.postMessage({ warn: String(message) });
@@ -42,6 +59,7 @@ const loading = (async () => {
     resource: defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName })),
     spanProcessors: [processor],
   });
+  lowerPriority();
   return { processor, tracer: provider.getTracer(scope.name, scope.version) };
 })();
 

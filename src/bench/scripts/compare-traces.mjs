@@ -15,7 +15,7 @@
  * Each checkout must be built (`npm run build`).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -31,6 +31,7 @@ const { buildServer } = await import(`${B}/dist/api/server.js`);
 const { Service } = await import(`${B}/dist/api/service.js`);
 const { openSqliteStore } = await import(`${B}/dist/store/sqlite.js`);
 const { benchConfig } = await import(`${B}/dist/bench/workloads.js`);
+const { mainThreadCpuUs: mainCpu } = await import(`${B}/dist/bench/timing.js`);
 const tracingOf = async (root) => (await import(`${root}/dist/telemetry/index.js`)).startTracing;
 
 const child = spawn(process.execPath, ['-e', `
@@ -60,16 +61,6 @@ function post(agent, url) {
     req.on('error', () => resolve(false));
     req.end(BODY);
   });
-}
-
-/** The main thread's own CPU time so far, µs (Linux: /proc, in clock ticks of 10 ms; elsewhere NaN). */
-function mainCpu() {
-  try {
-    const f = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(f[11]) + Number(f[12])) * 10_000;
-  } catch {
-    return NaN;
-  }
 }
 
 async function round(s, ms) {
