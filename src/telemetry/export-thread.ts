@@ -1,10 +1,10 @@
 /**
  * Spans leave the main thread as soon as they end (DESIGN §15: an export never slows a run). Each ended
- * span's record (light-spans.ts) goes, in batches, to a worker thread (export-worker.mjs), which makes
- * the span with the SDK's tracer and exports it with the SDK's BatchSpanProcessor and OTLP/HTTP
- * exporter. So the SDK's span objects, the OTLP serializer, the export requests, and the spans' wait in
- * the batch queue (which kept every span alive on the main heap for up to 5 s, into the old generation)
- * are all the other thread's.
+ * span's record (light-spans.ts) goes, in batches, to a worker thread (export-worker.mjs), which reads it
+ * back as the SDK's `ReadableSpan` and exports it with the SDK's BatchSpanProcessor and OTLP/HTTP
+ * exporter. So the OTLP serializer, the export requests, and the spans' wait in the batch queue (which
+ * kept every span alive on the main heap for up to 5 s, into the old generation) are all the other
+ * thread's.
  *
  * Bounded like the SDK's queue: at most `maxQueueSize` spans are on their way (sent and not yet taken
  * by the thread, or waiting to be sent); past that, spans are dropped and counted, and the drop is said

@@ -1,23 +1,22 @@
 // The trace export thread (see ExportThread in export-thread.ts). The main thread notes each span as a
-// compact record (light-spans.ts) and sends the ended ones here, in batches; this thread makes each span
-// with the SDK's own tracer (the same ids, times, parent, attributes, events, links and status), and the
-// SDK's BatchSpanProcessor and OTLP/HTTP exporter batch and export them. So the SDK's per-span work, the
-// spans' wait in the batch queue, the OTLP serializer and the export requests cost the event loop that
-// serves runs nothing. Plain JS, like the store's writer.mjs: a worker thread starts without the
+// compact record (light-spans.ts) and sends the ended ones here, in batches; this thread reads each back
+// as the SDK's ReadableSpan (the shape the SDK's span processors and exporters take: `readable`), and the
+// SDK's BatchSpanProcessor and OTLP/HTTP exporter batch and export them. So the spans' wait in the batch
+// queue, the OTLP serializer and the export requests cost the event loop that serves runs nothing. Plain JS, like the store's writer.mjs: a worker thread starts without the
 // TypeScript loader that runs the sources under tsx or vitest.
 //
 // Messages in: { spans: record[] } (answered with { taken: n } once they are queued), { flush: id }
-// (answered with the same id once done) and { shutdown: id } (the thread ends once its spans are out). Messages out besides: { error: message }
-// (an export failed: OpenTelemetry's global error handler) and { warn: message } (the SDK's diagnostics
-// at warn level and above, e.g. spans dropped by a full queue). A record is light-spans.ts's
+// (answered with the same id once done) and { shutdown: id } (the thread ends once its spans are out).
+// Messages out besides: { error: message } (an export failed: OpenTelemetry's global error handler) and
+// { warn: message } (the SDK's diagnostics at warn level and above, e.g. spans dropped by a full queue). A record is light-spans.ts's
 // `SpanRecord`; keep the two in step.
 import { readlinkSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
-import { diag, DiagLogLevel, ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { setGlobalErrorHandler } from '@opentelemetry/core';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 
 const { url, protocol, headers, serviceName, exportTimeoutMs, batch, scope, nice } = workerData;
 
@@ -41,47 +40,55 @@ const tell = (message) => port.postMessage({ warn: String(message) });
 diag.setLogger({ error: tell, warn: tell, info() {}, debug() {}, verbose() {} }, DiagLogLevel.WARN);
 setGlobalErrorHandler((err) => port.postMessage({ error: err instanceof Error ? err.message : String(err) }));
 
-/** The tracer's ids are the record's: set just before each span starts. */
-const ids = {
-  traceId: '',
-  spanId: '',
-  generateTraceId: () => ids.traceId,
-  generateSpanId: () => ids.spanId,
-};
+const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName }));
+const instrumentationScope = { name: scope.name, version: scope.version };
 // The listener is there from the start (messages that come while the exporter loads wait for it).
 const loading = (async () => {
   // Only the protocol's exporter is loaded.
   const { OTLPTraceExporter } = protocol === 'http/json' ? await import('@opentelemetry/exporter-trace-otlp-http') : await import('@opentelemetry/exporter-trace-otlp-proto');
   const exporter = new OTLPTraceExporter({ url, timeoutMillis: exportTimeoutMs, ...(headers ? { headers } : {}) });
-  const processor = new BatchSpanProcessor(exporter, batch ?? {});
-  const provider = new BasicTracerProvider({
-    idGenerator: ids,
-    resource: defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName })),
-    spanProcessors: [processor],
-  });
   lowerPriority();
-  return { processor, tracer: provider.getTracer(scope.name, scope.version) };
+  return new BatchSpanProcessor(exporter, batch ?? {});
 })();
 
-function make(tracer, r) {
+const context = (traceId, spanId, traceFlags, isRemote) => (isRemote ? { traceId, spanId, traceFlags, isRemote } : { traceId, spanId, traceFlags });
+
+/** A record as the SDK's ReadableSpan, the shape its batch processor and exporters read. */
+function readable(r) {
   const [name, kind, traceId, spanId, parentSpanId, parentRemote, parentFlags, s0, s1, e0, e1, attributes, statusCode, statusMessage, events, links] = r;
-  ids.traceId = traceId;
-  ids.spanId = spanId;
-  const parent = parentSpanId ? trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: parentSpanId, traceFlags: parentFlags, isRemote: parentRemote }) : ROOT_CONTEXT;
-  const options = { kind, startTime: [s0, s1] };
-  if (links) options.links = links.map(([t, s, f, remote, a]) => ({ context: { traceId: t, spanId: s, traceFlags: f, isRemote: remote }, attributes: a }));
-  // Only sampled spans are sent (light-spans.ts); the SDK's default sampler, parent-based, agrees.
-  const span = tracer.startSpan(name, options, parent);
-  span.setAttributes(attributes);
-  if (events) for (const [n, a, t0, t1] of events) span.addEvent(n, a, [t0, t1]);
-  if (statusCode !== 0) span.setStatus(statusMessage === undefined ? { code: statusCode } : { code: statusCode, message: statusMessage });
-  span.end([e0, e1]);
+  // Only sampled spans are sent (light-spans.ts).
+  const own = context(traceId, spanId, 1, false);
+  let d0 = e0 - s0;
+  let d1 = e1 - s1;
+  if (d1 < 0) {
+    d0 -= 1;
+    d1 += 1e9;
+  }
+  return {
+    name,
+    kind,
+    spanContext: () => own,
+    parentSpanContext: parentSpanId ? context(traceId, parentSpanId, parentFlags, parentRemote) : undefined,
+    startTime: [s0, s1],
+    endTime: [e0, e1],
+    duration: [d0, d1],
+    status: statusMessage === undefined ? { code: statusCode } : { code: statusCode, message: statusMessage },
+    attributes,
+    events: events ? events.map(([n, a, t0, t1]) => ({ name: n, attributes: a, time: [t0, t1], droppedAttributesCount: 0 })) : [],
+    links: links ? links.map(([t, s, f, remote, a]) => ({ context: context(t, s, f, remote), attributes: a, droppedAttributesCount: 0 })) : [],
+    ended: true,
+    resource,
+    instrumentationScope,
+    droppedAttributesCount: 0,
+    droppedEventsCount: 0,
+    droppedLinksCount: 0,
+  };
 }
 
 port.on('message', async (m) => {
-  const { processor, tracer } = await loading;
+  const processor = await loading;
   if (m.spans) {
-    for (const r of m.spans) make(tracer, r);
+    for (const r of m.spans) processor.onEnd(readable(r));
     port.postMessage({ taken: m.spans.length });
   } else if (m.flush !== undefined) {
     await processor.forceFlush().catch(() => {});

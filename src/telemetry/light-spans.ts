@@ -2,14 +2,13 @@
  * The main thread's spans (DESIGN §15): what the event loop that serves runs does for a span is to note
  * it. `NotedSpan` is an OpenTelemetry API `Span` that keeps its name, ids, times, attributes, events,
  * links and status as plain data, and once ended hands one compact record (`SpanRecord`) to its sink,
- * the export thread's feed (export-thread.ts). The export thread makes the real span from it with the
- * SDK's tracer (same ids, same times, same parent), then batches and exports it with the SDK's batch
- * processor and OTLP exporter: the SDK's per-span work, its queue and the OTLP serializer cost the
- * main thread nothing (bench/RESULTS.md, "Traces").
+ * the export thread's feed (export-thread.ts). The export thread reads it back as the SDK's
+ * `ReadableSpan` and batches and exports it with the SDK's batch processor and OTLP exporter: the
+ * batch queue and the OTLP serializer cost the main thread nothing (bench/RESULTS.md, "Traces").
  *
  * Sampling is the SDK's default, parent-based and always on: a root span is sampled, a child is
  * sampled when its parent is (an incoming `traceparent` with flags `00` is followed, and its run is not
- * exported). The export thread's tracer decides again with the same default.
+ * exported). `OTEL_TRACES_SAMPLER` is not read.
  */
 import { SpanStatusCode, TraceFlags, isSpanContextValid, trace, type Attributes, type AttributeValue, type Context, type HrTime, type Link, type Span, type SpanContext, type SpanKind, type SpanOptions, type SpanStatus, type TimeInput } from '@opentelemetry/api';
 

@@ -1,9 +1,9 @@
 /**
  * The OpenTelemetry side of traces (DESIGN §15), loaded only by `startTracing` (index.ts). The main
  * thread notes spans (light-spans.ts: nothing is registered globally, so several can live in one
- * process) and sends the ended ones to a thread of their own (export-thread.ts), where the SDK's tracer
- * makes them, its batch span processor queues them (bounded) and the OTLP/HTTP exporter of the protocol
- * asked for (`http/protobuf` or `http/json`) sends them. An export that fails is that processor's
+ * process) and sends the ended ones to a thread of their own (export-thread.ts), where the SDK's batch
+ * span processor queues them (bounded) and the SDK's OTLP/HTTP exporter of the protocol asked for
+ * (`http/protobuf` or `http/json`) sends them. An export that fails is that processor's
  * business: the spans of that batch are dropped, and no run waits for a collector.
  */
 import type { ExecuteRequest, ExecuteResult, Executor } from '../executors/types.js';

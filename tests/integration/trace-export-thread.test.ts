@@ -1,7 +1,7 @@
 /**
  * The trace export thread (src/telemetry/export-thread.ts, export-worker.mjs) on its own, against an
- * in-process OTLP receiver: the spans the main thread notes (light-spans.ts) arrive as the SDK makes
- * them (ids, parent, times, attributes, events, links, status, resource); an unsampled parent is
+ * in-process OTLP receiver: the spans the main thread notes (light-spans.ts) arrive as noted (ids,
+ * parent, times, attributes, events, links, status, resource); an unsampled parent is
  * followed; the thread's bound drops what it cannot take and says so; a thread that dies is started
  * again, with the failure reported; and a collector that never answers holds no flush or shutdown
  * past the shutdown's bound.
@@ -38,7 +38,7 @@ function thread(url: string, extra: Partial<ConstructorParameters<typeof ExportT
 const at = (ms: number): [number, number] => [Math.trunc(ms / 1000), (ms % 1000) * 1e6];
 
 describe.each(['http/protobuf', 'http/json'] as const)('the export thread over %s', (protocol) => {
-  it('exports the spans the main thread noted, as the SDK makes them', async () => {
+  it('exports the spans the main thread noted, as noted', async () => {
     const otlp = await receiver();
     const t = thread(otlp.url, { protocol });
     const noter = new SpanNoter(new RunTraceIds(), (r) => t.send(r));

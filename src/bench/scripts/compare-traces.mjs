@@ -66,13 +66,15 @@ function post(agent, url) {
 async function round(s, ms) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS });
   let runs = 0, errors = 0;
+  const lat = [];
   const cpu0 = process.cpuUsage(), main0 = mainCpu(), elu0 = perf.eventLoopUtilization(), t0 = performance.now(), end = t0 + ms;
-  await Promise.all(Array.from({ length: CLIENTS }, async () => { while (performance.now() < end) (await post(agent, s.url)) ? runs++ : errors++; }));
+  await Promise.all(Array.from({ length: CLIENTS }, async () => { while (performance.now() < end) { const t = performance.now(); (await post(agent, s.url)) ? runs++ : errors++; lat.push(performance.now() - t); } }));
   const seconds = (performance.now() - t0) / 1000;
   await s.tracing?.flush();
   const cpu = process.cpuUsage(cpu0), main = mainCpu() - main0, elu = perf.eventLoopUtilization(elu0);
   agent.destroy();
-  return { rate: runs / seconds, cpu: (cpu.user + cpu.system) / (runs * CALLS), main: main / (runs * CALLS), busy: (elu.active * 1000) / (runs * CALLS), errors };
+  lat.sort((x, y) => x - y);
+  return { p50: lat[Math.floor(lat.length / 2)], p99: lat[Math.floor(lat.length * 0.99)], rate: runs / seconds, cpu: (cpu.user + cpu.system) / (runs * CALLS), main: main / (runs * CALLS), busy: (elu.active * 1000) / (runs * CALLS), errors };
 }
 
 const servers = [
@@ -93,7 +95,7 @@ for (let r = 0; r < ROUNDS; r++) {
 for (const s of servers) {
   const rs = results[s.name];
   const share = s.name === 'off' ? '' : (() => { const q = rs.map((x, i) => x.rate / results.off[i].rate); return `  runs/s ${(med(q) * 100).toFixed(1)}% of traceless (${Math.min(...q).toFixed(3)}–${Math.max(...q).toFixed(3)})`; })();
-  console.log(`${s.name.padEnd(3)} ${med(rs.map((x) => x.rate)).toFixed(0).padStart(5)} runs/s  ${med(rs.map((x) => x.cpu)).toFixed(1)} µs CPU/call  main thread: ${med(rs.map((x) => x.main)).toFixed(1)} µs CPU/call, ${med(rs.map((x) => x.busy)).toFixed(1)} µs busy/call  errors ${rs.reduce((n, x) => n + x.errors, 0)}${share}`);
+  console.log(`${s.name.padEnd(3)} ${med(rs.map((x) => x.rate)).toFixed(0).padStart(5)} runs/s  ${med(rs.map((x) => x.cpu)).toFixed(1)} µs CPU/call  main thread: ${med(rs.map((x) => x.main)).toFixed(1)} µs CPU/call, ${med(rs.map((x) => x.busy)).toFixed(1)} µs busy/call  p50 ${med(rs.map((x) => x.p50)).toFixed(2)} ms p99 ${med(rs.map((x) => x.p99)).toFixed(2)} ms  errors ${rs.reduce((n, x) => n + x.errors, 0)}${share}`);
 }
 console.log(`load at the end ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 for (const s of servers) await s.close();
