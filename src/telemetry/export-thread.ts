@@ -25,6 +25,7 @@ const POST_DELAY_MS = 50;
 const DEFAULT_MAX_QUEUE = 2048;
 /** A thread that stopped is started again after this, doubled after each stop before it took a span. */
 const RESTART_AFTER_MS = 1000;
+const RESTART_AFTER_MAX_MS = 60_000;
 /**
  * How much nicer than the process the export thread runs (export-worker.mjs). At +10 a thread woken by
  * a batch of spans no longer preempts the one that serves runs (Linux's scheduler lets a woken thread
@@ -33,16 +34,11 @@ const RESTART_AFTER_MS = 1000;
  * spans of a saturated server (bench/RESULTS.md, "Traces").
  */
 const EXPORT_NICE = 10;
-const RESTART_AFTER_MAX_MS = 60_000;
 
 export interface ExportThreadOptions extends TracingOptions {
   scope: { name: string; version: string };
   /** Told of an export that failed, and of the thread stopping (unthrottled: the caller throttles). */
   onError?: (message: string) => void;
-}
-
-interface Waiter {
-  resolve: () => void;
 }
 
 export class ExportThread {
@@ -59,7 +55,8 @@ export class ExportThread {
   private working = false;
   private shutDown = false;
   private nextId = 0;
-  private readonly waiters = new Map<number, Waiter>();
+  /** Flushes and shutdowns waiting for the thread's answer, by id. */
+  private readonly waiters = new Map<number, () => void>();
 
   constructor(private readonly opts: ExportThreadOptions) {
     this.maxQueue = opts.batch?.maxQueueSize ?? envInt('OTEL_BSP_MAX_QUEUE_SIZE') ?? DEFAULT_MAX_QUEUE;
@@ -96,7 +93,7 @@ export class ExportThread {
     this.shutDown = true;
     const worker = this.worker;
     this.worker = undefined;
-    for (const id of [...this.waiters.keys()]) this.settle(id);
+    this.settleAll();
     await worker?.terminate();
   }
 
@@ -127,7 +124,7 @@ export class ExportThread {
       this.working = false;
       this.dropped += this.inFlight;
       this.inFlight = 0;
-      for (const id of [...this.waiters.keys()]) this.settle(id);
+      this.settleAll();
       if (!this.shutDown) this.opts.onError?.(`the trace export thread stopped: ${why}`);
     };
     worker.on('error', (err) => stopped(err.message));
@@ -160,18 +157,23 @@ export class ExportThread {
     // requests are not this event loop's to wait for).
     this.worker.ref();
     return new Promise<void>((resolve) => {
-      this.waiters.set(id, { resolve });
+      this.waiters.set(id, resolve);
       this.worker?.postMessage({ [kind]: id });
     });
   }
 
   private settle(id: number): void {
-    const w = this.waiters.get(id);
-    if (!w) return;
+    const resolve = this.waiters.get(id);
+    if (!resolve) return;
     this.waiters.delete(id);
     if (this.waiters.size === 0) this.worker?.unref();
-    w.resolve();
+    resolve();
   }
+
+  private settleAll(): void {
+    for (const id of [...this.waiters.keys()]) this.settle(id);
+  }
+
 
   private drop(): void {
     if (this.dropped === 0) diag.debug('the trace export thread is behind (maxQueueSize reached), dropping spans');

@@ -41,7 +41,6 @@ diag.setLogger({ error: tell, warn: tell, info() {}, debug() {}, verbose() {} },
 setGlobalErrorHandler((err) => port.postMessage({ error: err instanceof Error ? err.message : String(err) }));
 
 const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': serviceName }));
-const instrumentationScope = { name: scope.name, version: scope.version };
 // The listener is there from the start (messages that come while the exporter loads wait for it).
 const loading = (async () => {
   // Only the protocol's exporter is loaded.
@@ -78,7 +77,7 @@ function readable(r) {
     links: links ? links.map(([t, s, f, remote, a]) => ({ context: context(t, s, f, remote), attributes: a, droppedAttributesCount: 0 })) : [],
     ended: true,
     resource,
-    instrumentationScope,
+    instrumentationScope: scope,
     droppedAttributesCount: 0,
     droppedEventsCount: 0,
     droppedLinksCount: 0,

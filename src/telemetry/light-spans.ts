@@ -95,10 +95,7 @@ export class NotedSpan implements Span {
   }
 
   setAttributes(attributes: Attributes): this {
-    for (const key in attributes) {
-      const value = attributes[key];
-      if (value !== undefined && value !== null) this.setAttribute(key, value);
-    }
+    for (const key in attributes) this.setAttribute(key, attributes[key] as AttributeValue);
     return this;
   }
 
