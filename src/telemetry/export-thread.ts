@@ -53,6 +53,7 @@ export class ExportThread implements EntrySink {
   private worker: Worker | undefined;
   /** Entries not sent yet. */
   q: EntryValue[] = [];
+  base = Date.now();
   private timer: NodeJS.Timeout | undefined;
   /** Values sent and not yet taken by the thread. */
   private inFlight = 0;
@@ -153,6 +154,7 @@ export class ExportThread implements EntrySink {
     this.worker = worker;
     // What was written while no thread ran is lost with the thread that stopped.
     this.q = [];
+    this.base = Date.now();
     if (this.started) this.opts.onRestart?.();
     this.started = true;
     return true;
@@ -165,10 +167,14 @@ export class ExportThread implements EntrySink {
     }
     if (this.q.length === 0) return;
     const entries = this.q;
+    const base = this.base;
     this.q = [];
+    this.base = Date.now();
     if (!this.worker) return;
     this.inFlight += entries.length;
-    this.worker.postMessage(entries);
+    // As JSON text, its times small whole numbers (from `base`): a string is copied to the thread as
+    // is, and JSON.stringify of such a list took half the time of the structured clone of the list.
+    this.worker.postMessage(`[${base},${JSON.stringify(entries).slice(1)}`);
   }
 
   /** Sends a flush or shutdown and resolves on its answer (at once without a thread). */

@@ -6,11 +6,12 @@
 // runs nothing. Plain JS, like the store's writer.mjs: a worker thread starts without the TypeScript
 // loader that runs the sources under tsx or vitest.
 //
-// Messages in: a list of entries (answered with { taken: n }, its length, once its spans are made and
-// queued), { flush: id } (answered with the same id once done) and { shutdown: id } (the thread ends
-// once its spans are out). Messages out besides: { error: message } (an export failed: OpenTelemetry's
-// global error handler) and { warn: message } (the SDK's diagnostics at warn level and above, e.g. spans
-// dropped by a full queue, and spans let go unended: run-spans.mjs's FORGET).
+// Messages in: a list of entries as JSON text, its first value the base of their times (answered with
+// { taken: n }, how many values, once their spans are made and queued); { flush: id } (answered with the
+// same id once done); { shutdown: id } (the thread ends once its spans are out). Messages out besides:
+// { error: message } (an export failed: OpenTelemetry's global error handler) and { warn: message } (the
+// SDK's diagnostics at warn level and above, e.g. spans dropped by a full queue, and spans let go
+// unended: run-spans.mjs's FORGET).
 import { readlinkSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
@@ -92,9 +93,11 @@ const spans = new RunSpans((s) => processor.onEnd(readable(s)));
 
 port.on('message', async (m) => {
   processor ??= await loading;
-  if (Array.isArray(m)) {
-    spans.apply(m);
-    port.postMessage({ taken: m.length });
+  if (typeof m === 'string') {
+    // JSON text: the base of the entries' times, then the entries.
+    const q = JSON.parse(m);
+    spans.apply(q, q[0], 1);
+    port.postMessage({ taken: q.length - 1 });
     if (spans.dropped > 0) {
       tell(`Dropped ${spans.dropped} spans started before their run was let go (maxQueueSize reached on their way to the export thread)`);
       spans.dropped = 0;

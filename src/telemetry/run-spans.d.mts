@@ -67,6 +67,9 @@ export declare class RunSpans {
   /** Spans let go unended (a FORGET entry) since the caller last zeroed it. */
   dropped: number;
   readonly size: number;
-  /** Reads the first `length` values of `q` (all by default): whole entries. Throws on one it cannot read. */
-  apply(q: readonly EntryValue[], length?: number): void;
+  /**
+   * Reads the entries of `q` from `from` on (whole entries; throws on one it cannot read), their
+   * times counted from `base` (epoch ms).
+   */
+  apply(q: readonly EntryValue[], base?: number, from?: number): void;
 }

@@ -37,7 +37,8 @@ export const ATTR = Object.freeze({
 });
 
 /**
- * The entries, each an op code and then its fields, in one flat list (keep trace-feed.ts in step):
+ * The entries, each an op code and then its fields, in one flat list (keep trace-feed.ts in step);
+ * `at` is counted from the list's base (see `RunSpans.apply`):
  * CREATED runId at tenant; READY runId callId at (`call.ready`, or a `before_call` hook's decision:
  * the wait for limits starts then); STARTED runId callId at attempt tool; SUCCEEDED runId callId at;
  * ENDED runId callId at code message (an attempt that failed, is retried or was cancelled; `code` ''
@@ -115,6 +116,8 @@ export class RunSpans {
     this.names = new Map();
     /** Spans let go unended (FORGET), since the caller last read and zeroed this. */
     this.dropped = 0;
+    /** The base of the entries being read (see `apply`). */
+    this.base = 0;
   }
 
   /** How many runs are traced now. */
@@ -122,8 +125,11 @@ export class RunSpans {
     return this.runs.size;
   }
 
-  apply(q, length = q.length) {
-    let i = 0;
+  /** Reads the entries of `q` from `from` on; their times are counted from `base` (epoch ms). */
+  apply(q, base = 0, from = 0) {
+    const length = q.length;
+    this.base = base;
+    let i = from;
     while (i < length) {
       const op = q[i];
       const width = WIDTH[op];
@@ -131,16 +137,16 @@ export class RunSpans {
       const runId = q[i + 1];
       switch (op) {
         case OP.CREATED:
-          this.created(runId, q[i + 2], q[i + 3]);
+          this.created(runId, base + q[i + 2], q[i + 3]);
           break;
         case OP.PARENT:
           this.parent(runId, q[i + 2], q[i + 3], q[i + 4]);
           break;
         case OP.COMPLETED:
-          this.completed(runId, this.run(runId), q[i + 2], q[i + 3]);
+          this.completed(runId, this.run(runId), base + q[i + 2], q[i + 3]);
           break;
         case OP.REPLANNED:
-          this.replanned(runId, this.run(runId), q[i + 2]);
+          this.replanned(runId, this.run(runId), base + q[i + 2]);
           break;
         case OP.FORGET:
           this.forget(runId);
@@ -158,7 +164,7 @@ export class RunSpans {
 
   callEntry(op, runId, run, q, i) {
     const c = callOf(run, q[i + 2]);
-    const at = q[i + 3];
+    const at = this.base + q[i + 3];
     switch (op) {
       case OP.READY:
         c.readyAt = at;

@@ -25,6 +25,11 @@ import { MAX_AWAITING_REPLAN, OP, parseTraceparent, runTraceId, type EntryValue,
 export interface EntrySink {
   /** The list to push entries to (it may be another list after `wrote`). */
   readonly q: EntryValue[];
+  /**
+   * The time (epoch ms) that entries' times in `q` are counted from (it changes with `q`): small
+   * whole numbers are cheaper to send than epoch milliseconds.
+   */
+  readonly base: number;
   /** Entries were pushed to `q`. */
   wrote(): void;
   /**
@@ -102,7 +107,7 @@ export class TraceFeed {
     }
     const spanId = this.ids.next();
     if (this.admits(req.runId, run)) {
-      this.sink.q.push(OP.ATTEMPT, req.runId, req.callId, this.now(), req.attempt, req.tool.name, spanId);
+      this.sink.q.push(OP.ATTEMPT, req.runId, req.callId, this.now() - this.sink.base, req.attempt, req.tool.name, spanId);
       this.sink.wrote();
     }
     return `${(run.prefix ??= `00-${runTraceId(req.runId)}-`)}${spanId}${run.suffix}`;
@@ -157,12 +162,13 @@ export class TraceFeed {
     const run = this.runs.get(e.runId) ?? this.midway(e, view);
     if (run === undefined || !this.admits(e.runId, run, op === OP.STARTED ? 1 : 0)) return;
     const q = this.sink.q;
-    if (op === OP.REPLANNED) q.push(op, e.runId, e.at);
-    else if (op === OP.STARTED) q.push(op, e.runId, e.callId as string, e.at, (e as EventOf<'call.started'>).data.attempt, call?.tool ?? 'unknown');
+    const at = e.at - this.sink.base;
+    if (op === OP.REPLANNED) q.push(op, e.runId, at);
+    else if (op === OP.STARTED) q.push(op, e.runId, e.callId as string, at, (e as EventOf<'call.started'>).data.attempt, call?.tool ?? 'unknown');
     else if (op === OP.ENDED || op === OP.COMPENSATED) {
       const error = errorOf(e);
-      q.push(op, e.runId, e.callId as string, e.at, error?.code ?? '', error?.message ?? '');
-    } else q.push(op, e.runId, e.callId as string, e.at);
+      q.push(op, e.runId, e.callId as string, at, error?.code ?? '', error?.message ?? '');
+    } else q.push(op, e.runId, e.callId as string, at);
     this.sink.wrote();
   }
 
@@ -175,7 +181,7 @@ export class TraceFeed {
     run.tenant = e.data.tenant;
     this.pending.delete(e.runId);
     if (this.admits(e.runId, run, 1)) {
-      this.sink.q.push(OP.CREATED, e.runId, e.at, e.data.tenant);
+      this.sink.q.push(OP.CREATED, e.runId, e.at - this.sink.base, e.data.tenant);
       this.sink.wrote();
     }
     this.sweep();
@@ -185,7 +191,7 @@ export class TraceFeed {
     const status = e.data.status;
     const run = this.runs.get(e.runId) ?? this.midway(e, view);
     if (run !== undefined && this.admits(e.runId, run)) {
-      this.sink.q.push(OP.COMPLETED, e.runId, e.at, status);
+      this.sink.q.push(OP.COMPLETED, e.runId, e.at - this.sink.base, status);
       this.sink.wrote();
     }
     if (status !== 'needs_replan') {

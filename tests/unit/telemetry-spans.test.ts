@@ -22,6 +22,8 @@ let seq: number;
 /** Applies entries as they are written; `room` says no past `bound` values (once it is set). */
 class TestSink implements EntrySink {
   q: EntryValue[] = [];
+  /** Times as they are: the export thread's base moves with each batch. */
+  readonly base = 0;
   all: EntryValue[] = [];
   bound = Infinity;
   spansDropped = 0;
