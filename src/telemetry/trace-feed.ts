@@ -118,9 +118,13 @@ export class TraceFeed {
     return this.runs.size;
   }
 
-  /** The runs with an incoming trace, told again to a thread started again (it knows nothing of them). */
+  /**
+   * The runs traced, told again to a thread started again (it knows nothing of them: what the one that
+   * stopped had started of their spans is lost, and their spans go on from their next events, in
+   * their traces, under their tenants).
+   */
   restarted(): void {
-    for (const [runId, run] of this.runs) if (!run.dropped && run.parent !== '') this.sink.q.push(OP.PARENT, runId, run.parent, run.tenant, 0);
+    for (const [runId, run] of this.runs) if (!run.dropped && !run.fresh) this.sink.q.push(OP.PARENT, runId, run.parent, run.tenant, 0);
     this.sink.wrote();
   }
 

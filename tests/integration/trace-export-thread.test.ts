@@ -149,6 +149,7 @@ describe('the export thread', () => {
     expect(spans.filter((s) => s.name === 'toolgraph.run').map((s) => s.attributes['toolgraph.run.id'])).toEqual(['before', 'after', continued]);
     const [attempt, run] = spans.filter((s) => s.attributes['toolgraph.run.id'] === continued);
     expect(run).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: '00f067aa0ba902b7', startMs: T0 + 5, endMs: T0 + 7 });
+    expect(run?.attributes['toolgraph.tenant']).toBe('acme');
     expect(attempt).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: run?.spanId });
   });
 });
