@@ -75,7 +75,8 @@ export function topologicalGenerations(n: number, succ: Successors, skip?: Reado
   while (current.length > 0) {
     generations.push(current);
     const next: number[] = [];
-    for (const v of current) {
+    for (let j = 0; j < current.length; j++) {
+      const v = current[j] as number;
       for (let k = start[v] as number; k < (start[v + 1] as number); k++) {
         const w = list[k] as number;
         indeg[w] = (indeg[w] as number) - 1;
