@@ -322,7 +322,10 @@ export function forgetRun(s: SchedulerState, run: ScheduledRun): void {
 }
 
 export function newCall(run: ScheduledRun, p: PlannedCall): ScheduledCall {
-  // Every field set, in one order: all calls share one shape.
+  // Every field set, in one order: all calls share one shape. Except four that only hooks and failed
+  // attempts use (`hookPending`, `hookArgs`, `outcome`, `lastRetryable`): those are added to the calls
+  // that need them, and the 100k calls of a big batch without hooks are 32 bytes smaller each (fewer
+  // to allocate, and to copy in every scavenge that keeps them). As `permitPending` already was.
   return {
     index: p.index,
     id: p.id,
@@ -361,12 +364,8 @@ export function newCall(run: ScheduledRun, p: PlannedCall): ScheduledCall {
     attemptStartedAt: undefined,
     superseded: false,
     planAccess: p.access,
-    lastRetryable: undefined,
     held: false,
-    hookPending: undefined,
     hooked: false,
-    hookArgs: undefined,
-    outcome: undefined,
     waitReasons: undefined,
     waitSince: 0,
     waitGroup: undefined,
