@@ -1,25 +1,29 @@
 /**
- * Spans leave the main thread as soon as they end (DESIGN §15: an export never slows a run). Each ended
- * span's record (light-spans.ts) goes, in batches, to a worker thread (export-worker.mjs), which reads it
- * back as the SDK's `ReadableSpan` and exports it with the SDK's BatchSpanProcessor and OTLP/HTTP
- * exporter. So the OTLP serializer, the export requests, and the spans' wait in the batch queue (which
- * kept every span alive on the main heap for up to 5 s, into the old generation) are all the other
- * thread's.
+ * Spans are made and exported off the main thread (DESIGN §15: an export never slows a run). The main
+ * thread's trace feed (trace-feed.ts) writes each event that makes, ends or times a span as a few
+ * values (entries: run-spans.mjs) to `q`; they go in batches to a worker thread (export-worker.mjs),
+ * which makes the spans from them (`RunSpans`) and exports them with the SDK's BatchSpanProcessor and
+ * OTLP/HTTP exporter. So the spans' making, their wait in the batch queue, the OTLP serializer and the
+ * export requests are all the other thread's.
  *
- * Bounded like the SDK's queue: at most `maxQueueSize` spans are on their way (sent and not yet taken
- * by the thread, or waiting to be sent); past that, spans are dropped and counted, and the drop is said
- * through OpenTelemetry's diagnostics as the SDK says its own ("Dropped N spans…"). If the thread
- * stops, spans are dropped until it is started again, on the next span a second later (or longer, up to
- * a minute, while threads stop before taking any).
+ * Bounded: at most `maxQueueSize` × `VALUES_PER_SPAN` values are on their way (sent and not yet taken
+ * by the thread, or waiting to be sent) before new runs go untraced, and twice that before the runs
+ * traced are let go (see `TraceFeed`); the spans so dropped are counted and said through OpenTelemetry's
+ * diagnostics as the SDK says its own ("Dropped N spans…"). If the thread stops, what it held is lost
+ * and nothing is taken until it is started again, on the next entry a second later (or longer, up to a
+ * minute, while threads stop before taking any).
  */
 import { Worker } from 'node:worker_threads';
 import { diag } from '@opentelemetry/api';
-import type { SpanRecord } from './light-spans.js';
+import type { EntryValue } from './run-spans.mjs';
+import type { EntrySink } from './trace-feed.js';
 import type { TracingOptions } from './types.js';
 
 const WORKER_URL = new URL('./export-worker.mjs', import.meta.url);
-/** Spans sent to the thread in one message at most; fewer after `POST_DELAY_MS`. */
-const POST_BATCH = 128;
+/** Values sent to the thread in one message at most (about 20 runs of 5 calls); fewer after `POST_DELAY_MS`. */
+const POST_VALUES = 2048;
+/** Values on their way per span of the bound: a run of 5 calls is about 80 values and 6 spans. */
+const VALUES_PER_SPAN = 16;
 const POST_DELAY_MS = 50;
 /** The SDK's default queue bound (its `OTEL_BSP_MAX_QUEUE_SIZE`). */
 const DEFAULT_MAX_QUEUE = 2048;
@@ -39,19 +43,28 @@ export interface ExportThreadOptions extends TracingOptions {
   scope: { name: string; version: string };
   /** Told of an export that failed, and of the thread stopping (unthrottled: the caller throttles). */
   onError?: (message: string) => void;
+  /** A thread was started again (it knows nothing of the runs traced so far). */
+  onRestart?: () => void;
+  /** The bound on values on their way before new runs go untraced. @default batch.maxQueueSize × 16 */
+  maxValues?: number;
 }
 
-export class ExportThread {
+export class ExportThread implements EntrySink {
   private worker: Worker | undefined;
-  private buffer: SpanRecord[] = [];
+  /** Entries not sent yet. */
+  q: EntryValue[] = [];
+  base = Date.now();
   private timer: NodeJS.Timeout | undefined;
-  /** Spans sent and not yet taken by the thread. */
+  /** Values sent and not yet taken by the thread. */
   private inFlight = 0;
-  private dropped = 0;
-  private readonly maxQueue: number;
+  /** Spans dropped and not said yet. */
+  private droppedSpans = 0;
+  /** Values on their way before new runs go untraced (twice that before traced runs are let go). */
+  private readonly maxValues: number;
+  private started = false;
   private stoppedAt = -Infinity;
   private restartAfterMs = RESTART_AFTER_MS;
-  /** The thread now running has taken spans. */
+  /** The thread now running has taken entries. */
   private working = false;
   private shutDown = false;
   private nextId = 0;
@@ -59,19 +72,29 @@ export class ExportThread {
   private readonly waiters = new Map<number, () => void>();
 
   constructor(private readonly opts: ExportThreadOptions) {
-    this.maxQueue = opts.batch?.maxQueueSize ?? envInt('OTEL_BSP_MAX_QUEUE_SIZE') ?? DEFAULT_MAX_QUEUE;
+    this.maxValues = opts.maxValues ?? (opts.batch?.maxQueueSize ?? envInt('OTEL_BSP_MAX_QUEUE_SIZE') ?? DEFAULT_MAX_QUEUE) * VALUES_PER_SPAN;
     this.start();
   }
 
-  /** Queues an ended span for the thread (or drops it: see the class). */
-  send(record: SpanRecord): void {
-    if (this.shutDown) return;
-    if (!this.worker && !this.start()) return this.drop();
-    if (this.inFlight + this.buffer.length >= this.maxQueue) return this.drop();
-    if (this.dropped > 0) this.sayDropped();
-    this.buffer.push(record);
-    if (this.buffer.length >= POST_BATCH) this.post();
+  room(ongoing: boolean): boolean {
+    if (this.shutDown || (!this.worker && !this.start())) return false;
+    if (this.inFlight + this.q.length >= (ongoing ? 2 * this.maxValues : this.maxValues)) return false;
+    if (this.droppedSpans > 0) this.sayDropped();
+    return true;
+  }
+
+  get running(): boolean {
+    return this.worker !== undefined && !this.shutDown;
+  }
+
+  wrote(): void {
+    if (this.q.length >= POST_VALUES) this.post();
     else this.timer ??= setTimeout(() => this.post(), POST_DELAY_MS).unref();
+  }
+
+  dropped(spans: number): void {
+    if (this.droppedSpans === 0) diag.debug('the trace export thread is behind (maxQueueSize reached), dropping spans');
+    this.droppedSpans += spans;
   }
 
   /** Resolves once every span ended so far is exported (or failed to be); never rejects. */
@@ -108,7 +131,7 @@ export class ExportThread {
     worker.on('message', (m: { taken?: number; flushed?: number; error?: string; warn?: string }) => {
       // A shutdown is answered by the thread's end (`stopped` below).
       if (m.taken !== undefined) {
-        this.inFlight -= m.taken;
+        this.inFlight = Math.max(0, this.inFlight - m.taken);
         this.restartAfterMs = RESTART_AFTER_MS;
         this.working = true;
       } else if (m.flushed !== undefined) this.settle(m.flushed);
@@ -122,7 +145,6 @@ export class ExportThread {
       // A thread that never took a span (its modules do not load, say) is not started every second.
       if (!this.working) this.restartAfterMs = Math.min(RESTART_AFTER_MAX_MS, this.restartAfterMs * 2);
       this.working = false;
-      this.dropped += this.inFlight;
       this.inFlight = 0;
       this.settleAll();
       if (!this.shutDown) this.opts.onError?.(`the trace export thread stopped: ${why}`);
@@ -130,6 +152,11 @@ export class ExportThread {
     worker.on('error', (err) => stopped(err.message));
     worker.on('exit', (code) => stopped(`exit code ${code}`));
     this.worker = worker;
+    // What was written while no thread ran is lost with the thread that stopped.
+    this.q = [];
+    this.base = Date.now();
+    if (this.started) this.opts.onRestart?.();
+    this.started = true;
     return true;
   }
 
@@ -138,15 +165,16 @@ export class ExportThread {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
-    if (this.buffer.length === 0) return;
-    const spans = this.buffer;
-    this.buffer = [];
-    if (!this.worker) {
-      this.dropped += spans.length;
-      return;
-    }
-    this.inFlight += spans.length;
-    this.worker.postMessage({ spans });
+    if (this.q.length === 0) return;
+    const entries = this.q;
+    const base = this.base;
+    this.q = [];
+    this.base = Date.now();
+    if (!this.worker) return;
+    this.inFlight += entries.length;
+    // As JSON text, its times small whole numbers (from `base`): a string is copied to the thread as
+    // is, and JSON.stringify of such a list took half the time of the structured clone of the list.
+    this.worker.postMessage(`[${base},${JSON.stringify(entries).slice(1)}`);
   }
 
   /** Sends a flush or shutdown and resolves on its answer (at once without a thread). */
@@ -174,15 +202,9 @@ export class ExportThread {
     for (const id of [...this.waiters.keys()]) this.settle(id);
   }
 
-
-  private drop(): void {
-    if (this.dropped === 0) diag.debug('the trace export thread is behind (maxQueueSize reached), dropping spans');
-    this.dropped++;
-  }
-
   private sayDropped(): void {
-    diag.warn(`Dropped ${this.dropped} spans because maxQueueSize reached (on their way to the export thread)`);
-    this.dropped = 0;
+    diag.warn(`Dropped ${this.droppedSpans} spans because maxQueueSize reached (on their way to the export thread)`);
+    this.droppedSpans = 0;
   }
 }
 

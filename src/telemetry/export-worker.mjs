@@ -1,15 +1,17 @@
-// The trace export thread (see ExportThread in export-thread.ts). The main thread notes each span as a
-// compact record (light-spans.ts) and sends the ended ones here, in batches; this thread reads each back
-// as the SDK's ReadableSpan (the shape the SDK's span processors and exporters take: `readable`), and the
-// SDK's BatchSpanProcessor and OTLP/HTTP exporter batch and export them. So the spans' wait in the batch
-// queue, the OTLP serializer and the export requests cost the event loop that serves runs nothing. Plain JS, like the store's writer.mjs: a worker thread starts without the
-// TypeScript loader that runs the sources under tsx or vitest.
+// The trace export thread (see ExportThread in export-thread.ts). The main thread writes each event
+// that makes, ends or times a span as a few values (entries: run-spans.mjs) and sends them here in
+// batches; `RunSpans` makes the spans from them, and the SDK's BatchSpanProcessor and OTLP/HTTP exporter
+// batch and export them, each read as the SDK's ReadableSpan (`readable`). So the spans' making, their
+// wait in the batch queue, the OTLP serializer and the export requests cost the event loop that serves
+// runs nothing. Plain JS, like the store's writer.mjs: a worker thread starts without the TypeScript
+// loader that runs the sources under tsx or vitest.
 //
-// Messages in: { spans: record[] } (answered with { taken: n } once they are queued), { flush: id }
-// (answered with the same id once done) and { shutdown: id } (the thread ends once its spans are out).
-// Messages out besides: { error: message } (an export failed: OpenTelemetry's global error handler) and
-// { warn: message } (the SDK's diagnostics at warn level and above, e.g. spans dropped by a full queue). A record is light-spans.ts's
-// `SpanRecord`; keep the two in step.
+// Messages in: a list of entries as JSON text, its first value the base of their times (answered with
+// { taken: n }, how many values, once their spans are made and queued); { flush: id } (answered with the
+// same id once done); { shutdown: id } (the thread ends once its spans are out). Messages out besides:
+// { error: message } (an export failed: OpenTelemetry's global error handler) and { warn: message } (the
+// SDK's diagnostics at warn level and above, e.g. spans dropped by a full queue, and spans let go
+// unended: run-spans.mjs's FORGET).
 import { readlinkSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
@@ -17,6 +19,7 @@ import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { setGlobalErrorHandler } from '@opentelemetry/core';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { RunSpans } from './run-spans.mjs';
 
 const { url, protocol, headers, serviceName, exportTimeoutMs, batch, scope, nice } = workerData;
 
@@ -51,30 +54,31 @@ const loading = (async () => {
 })();
 
 const context = (traceId, spanId, traceFlags, isRemote) => (isRemote ? { traceId, spanId, traceFlags, isRemote } : { traceId, spanId, traceFlags });
+const hrTime = (ms) => [Math.trunc(ms / 1000), Math.round((ms % 1000) * 1e6)];
 
-/** A record as the SDK's ReadableSpan, the shape its batch processor and exporters read. */
-function readable(r) {
-  const [name, kind, traceId, spanId, parentSpanId, parentRemote, parentFlags, s0, s1, e0, e1, attributes, statusCode, statusMessage, events, links] = r;
-  // Only sampled spans are sent (light-spans.ts).
-  const own = context(traceId, spanId, 1, false);
-  let d0 = e0 - s0;
-  let d1 = e1 - s1;
+/** An ended span (run-spans.mjs) as the SDK's ReadableSpan, the shape its batch processor and exporters read. */
+function readable(s) {
+  const own = context(s.traceId, s.spanId, 1, false);
+  const startTime = hrTime(s.start);
+  const endTime = hrTime(s.end);
+  let d0 = endTime[0] - startTime[0];
+  let d1 = endTime[1] - startTime[1];
   if (d1 < 0) {
     d0 -= 1;
     d1 += 1e9;
   }
   return {
-    name,
-    kind,
+    name: s.name,
+    kind: 0,
     spanContext: () => own,
-    parentSpanContext: parentSpanId ? context(traceId, parentSpanId, parentFlags, parentRemote) : undefined,
-    startTime: [s0, s1],
-    endTime: [e0, e1],
+    parentSpanContext: s.parentSpanId ? context(s.traceId, s.parentSpanId, s.parentFlags, s.parentRemote) : undefined,
+    startTime,
+    endTime,
     duration: [d0, d1],
-    status: statusMessage === undefined ? { code: statusCode } : { code: statusCode, message: statusMessage },
-    attributes,
-    events: events ? events.map(([n, a, t0, t1]) => ({ name: n, attributes: a, time: [t0, t1], droppedAttributesCount: 0 })) : [],
-    links: links ? links.map(([t, s, f, remote, a]) => ({ context: context(t, s, f, remote), attributes: a, droppedAttributesCount: 0 })) : [],
+    status: s.status,
+    attributes: s.attributes,
+    events: s.events.length === 0 ? s.events : s.events.map((e) => ({ name: e.name, attributes: e.attributes, time: hrTime(e.at), droppedAttributesCount: 0 })),
+    links: s.links.length === 0 ? s.links : s.links.map((l) => ({ context: context(l.traceId, l.spanId, l.flags, l.remote), attributes: {}, droppedAttributesCount: 0 })),
     ended: true,
     resource,
     instrumentationScope: scope,
@@ -84,11 +88,20 @@ function readable(r) {
   };
 }
 
+let processor;
+const spans = new RunSpans((s) => processor.onEnd(readable(s)));
+
 port.on('message', async (m) => {
-  const processor = await loading;
-  if (m.spans) {
-    for (const r of m.spans) processor.onEnd(readable(r));
-    port.postMessage({ taken: m.spans.length });
+  processor ??= await loading;
+  if (typeof m === 'string') {
+    // JSON text: the base of the entries' times, then the entries.
+    const q = JSON.parse(m);
+    spans.apply(q, q[0], 1);
+    port.postMessage({ taken: q.length - 1 });
+    if (spans.dropped > 0) {
+      tell(`Dropped ${spans.dropped} spans started before their run was let go (maxQueueSize reached on their way to the export thread)`);
+      spans.dropped = 0;
+    }
   } else if (m.flush !== undefined) {
     await processor.forceFlush().catch(() => {});
     port.postMessage({ flushed: m.flush });

@@ -1,37 +1,38 @@
 /**
  * The OpenTelemetry side of traces (DESIGN §15), loaded only by `startTracing` (index.ts). The main
- * thread notes spans (light-spans.ts: nothing is registered globally, so several can live in one
- * process) and sends the ended ones to a thread of their own (export-thread.ts), where the SDK's batch
- * span processor queues them (bounded) and the SDK's OTLP/HTTP exporter of the protocol asked for
- * (`http/protobuf` or `http/json`) sends them. An export that fails is that processor's
- * business: the spans of that batch are dropped, and no run waits for a collector.
+ * thread writes down the events that make spans (trace-feed.ts: nothing is registered globally, so
+ * several can live in one process) and sends them to a thread of their own (export-thread.ts), where
+ * the spans are made (run-spans.mjs), the SDK's batch span processor queues them (bounded) and the
+ * SDK's OTLP/HTTP exporter of the protocol asked for (`http/protobuf` or `http/json`) sends them. An
+ * export that fails is that processor's business: the spans of that batch are dropped, and no run
+ * waits for a collector.
  */
 import type { ExecuteRequest, ExecuteResult, Executor } from '../executors/types.js';
 import type { Tracing, TracingOptions } from './types.js';
 import { ExportThread } from './export-thread.js';
-import { SpanNoter } from './light-spans.js';
-import { RunTraceIds, RunTraces } from './spans.js';
+import { SpanIds } from './run-spans.mjs';
+import { TraceFeed } from './trace-feed.js';
 
 /** The version that goes with the tracer's name (the instrumentation scope). */
 const SCOPE_VERSION = '0.1.0';
 
 export async function createTracing(opts: TracingOptions): Promise<Tracing> {
-  const ids = new RunTraceIds();
   const report = opts.onExportError ? throttled(opts.onExportError, 60_000) : undefined;
-  const thread = new ExportThread({ ...opts, scope: { name: 'toolgraph', version: SCOPE_VERSION }, ...(report ? { onError: report } : {}) });
-  const traces = new RunTraces(new SpanNoter(ids, (record) => thread.send(record)), Date.now, ids);
+  let traces: TraceFeed | undefined;
+  const thread = new ExportThread({ ...opts, scope: { name: 'toolgraph', version: SCOPE_VERSION }, ...(report ? { onError: report } : {}), onRestart: () => traces?.restarted() });
+  const feed = (traces = new TraceFeed(thread, new SpanIds()));
   let stopped: Promise<void> | undefined;
 
   return {
-    listener: traces.listener,
-    attach: (engine) => engine.onEvent(traces.listener),
-    continueTrace: (traceparent) => traces.continueTrace(traceparent),
-    resumed: (created) => traces.resumed(created),
+    listener: feed.listener,
+    attach: (engine) => engine.onEvent(feed.listener),
+    continueTrace: (traceparent) => feed.continueTrace(traceparent),
+    resumed: (created) => feed.resumed(created),
     instrument(inner: Executor): Executor {
       return {
         execute(request: ExecuteRequest): Promise<ExecuteResult> {
           try {
-            request.traceparent = traces.traceparentFor(request);
+            request.traceparent = feed.traceparentFor(request);
           } catch {
             // Tracing never fails an attempt.
           }

@@ -1,20 +1,21 @@
 /**
- * The trace export thread (src/telemetry/export-thread.ts, export-worker.mjs) on its own, against an
- * in-process OTLP receiver: the spans the main thread notes (light-spans.ts) arrive as noted (ids,
- * parent, times, attributes, events, links, status, resource); an unsampled parent is
- * followed; the thread's bound drops what it cannot take and says so; a thread that dies is started
- * again, with the failure reported; and a collector that never answers holds no flush or shutdown
- * past the shutdown's bound.
+ * The trace export thread (src/telemetry/export-thread.ts, export-worker.mjs) with the main thread's
+ * feed (trace-feed.ts), against an in-process OTLP receiver: the spans made in the thread from the
+ * feed's entries arrive whole (ids, parent, times, attributes, events, links, status, resource) over
+ * both protocols; an unsampled parent is followed; the feed's bound drops what the thread has no room
+ * for and says so; a thread that dies is started again, told the traces it lost, with the failure
+ * reported; and a collector that never answers holds no flush or shutdown past the shutdown's bound.
  */
-import { diag, DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { diag, DiagLogLevel } from '@opentelemetry/api';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../src/core/events.js';
-import type { RunView } from '../../src/core/view.js';
+import type { CallView, RunView } from '../../src/core/view.js';
+import type { ExecuteRequest } from '../../src/executors/types.js';
 import { startTracing } from '../../src/telemetry/index.js';
 import { ExportThread } from '../../src/telemetry/export-thread.js';
-import { SpanNoter, type SpanRecord } from '../../src/telemetry/light-spans.js';
-import { RunTraceIds } from '../../src/telemetry/spans.js';
+import { SpanIds } from '../../src/telemetry/run-spans.mjs';
+import { TraceFeed } from '../../src/telemetry/trace-feed.js';
 import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp.js';
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -29,103 +30,127 @@ async function receiver(): Promise<OtlpReceiver> {
   return r;
 }
 
-function thread(url: string, extra: Partial<ConstructorParameters<typeof ExportThread>[0]> = {}): ExportThread {
-  const t = new ExportThread({ url, scope: { name: 'toolgraph', version: '0.1.0' }, serviceName: 'export-thread-test', ...extra });
+/** A feed over a real export thread. */
+function feedOver(url: string, extra: Partial<ConstructorParameters<typeof ExportThread>[0]> = {}): { t: ExportThread; feed: TraceFeed } {
+  let feed: TraceFeed | undefined;
+  const t = new ExportThread({ url, scope: { name: 'toolgraph', version: '0.1.0' }, serviceName: 'export-thread-test', onRestart: () => feed?.restarted(), ...extra });
   cleanups.push(() => t.terminate());
-  return t;
+  feed = new TraceFeed(t, new SpanIds());
+  return { t, feed };
 }
 
-const at = (ms: number): [number, number] => [Math.trunc(ms / 1000), (ms % 1000) * 1e6];
+const T0 = 1_700_000_000_000;
+const view = { tenant: 'acme', status: 'running', endedAt: null } as unknown as RunView;
+let seq = 0;
+function tell(feed: TraceFeed, runId: string, type: RunEvent['type'], at: number, data: Record<string, unknown> = {}, callId?: string, tool = 'work'): void {
+  feed.listener({ seq: ++seq, type, runId, at, data, ...(callId !== undefined ? { callId } : {}) } as RunEvent, view, callId === undefined ? undefined : ({ tool } as CallView));
+}
+const request = (runId: string, callId: string, attempt: number, tool = 'work') => ({ runId, callId, attempt, tool: { name: tool } }) as ExecuteRequest;
+/** A run of one call that succeeds at once. */
+function quickRun(feed: TraceFeed, runId: string): void {
+  tell(feed, runId, 'run.created', T0, { tenant: 'acme' });
+  tell(feed, runId, 'call.started', T0, { attempt: 1 }, 'a');
+  tell(feed, runId, 'call.succeeded', T0 + 1, { attempt: 1 }, 'a');
+  tell(feed, runId, 'run.completed', T0 + 1, { status: 'succeeded' });
+}
 
 describe.each(['http/protobuf', 'http/json'] as const)('the export thread over %s', (protocol) => {
-  it('exports the spans the main thread noted, as noted', async () => {
+  it('exports the spans made from the feed\'s entries, whole', async () => {
     const otlp = await receiver();
-    const t = thread(otlp.url, { protocol });
-    const noter = new SpanNoter(new RunTraceIds(), (r) => t.send(r));
-    const parent = trace.setSpanContext(ROOT_CONTEXT, { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: 1, isRemote: true });
-    const run = noter.startSpan('toolgraph.run', { kind: SpanKind.INTERNAL, startTime: at(1_700_000_000_000) }, parent);
-    run.setAttributes({ 'toolgraph.run.id': 'run_1', 'toolgraph.tenant': 'acme' });
-    const attempt = noter.startSpan('execute_tool work', { kind: SpanKind.INTERNAL, startTime: at(1_700_000_000_100), links: [{ context: { traceId: 'a'.repeat(32), spanId: 'b'.repeat(16), traceFlags: 1 } }] }, trace.setSpan(parent, run));
-    attempt.setAttributes({ 'gen_ai.tool.name': 'work', 'toolgraph.attempt': 2, 'toolgraph.wait_ms': 40 });
-    attempt.addEvent('toolgraph.limit_wait', { 'toolgraph.wait_ms': 40 }, at(1_700_000_000_060));
-    attempt.setAttribute('error.type', 'tool_error');
-    attempt.setStatus({ code: SpanStatusCode.ERROR, message: 'it broke' });
-    attempt.end(at(1_700_000_000_250));
-    run.setAttribute('toolgraph.run.status', 'failed');
-    run.end(at(1_700_000_000_300));
-    // Ending twice, or changing an ended span, sends nothing more.
-    attempt.end(at(1_700_000_000_999));
-    attempt.setAttribute('late', true);
+    const { t, feed } = feedOver(otlp.url, { protocol });
+    const runId = feed.continueTrace('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01') as string;
+    tell(feed, runId, 'run.created', T0, { tenant: 'acme' });
+    tell(feed, runId, 'call.ready', T0 + 60, {}, 'a');
+    tell(feed, runId, 'call.started', T0 + 100, { attempt: 2 }, 'a');
+    const tp = feed.traceparentFor(request(runId, 'a', 2));
+    tell(feed, runId, 'call.failed', T0 + 250, { attempt: 2, error: { code: 'tool_error', message: 'it broke' } }, 'a');
+    tell(feed, runId, 'run.completed', T0 + 300, { status: 'needs_replan' });
+    tell(feed, runId, 'run.replanned', T0 + 400);
+    tell(feed, runId, 'run.completed', T0 + 500, { status: 'failed' });
     await t.forceFlush();
 
-    const spans = await otlp.waitFor((s) => s.length >= 2);
-    expect(spans).toHaveLength(2);
-    const [a, r] = spans as [(typeof spans)[0], (typeof spans)[0]];
-    expect(r).toMatchObject({ name: 'toolgraph.run', traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: '00f067aa0ba902b7', spanId: run.spanContext().spanId, kind: 1, startMs: 1_700_000_000_000, endMs: 1_700_000_000_300 });
-    expect(r.attributes).toEqual({ 'toolgraph.run.id': 'run_1', 'toolgraph.tenant': 'acme', 'toolgraph.run.status': 'failed' });
+    const spans = await otlp.waitFor((s) => s.length >= 3);
+    expect(spans).toHaveLength(3);
+    const [a, r, r2] = spans as [(typeof spans)[0], (typeof spans)[0], (typeof spans)[0]];
+    expect(r).toMatchObject({ name: 'toolgraph.run', traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: '00f067aa0ba902b7', kind: 1, startMs: T0, endMs: T0 + 300 });
+    expect(r.attributes).toEqual({ 'toolgraph.run.id': runId, 'toolgraph.tenant': 'acme', 'toolgraph.run.status': 'needs_replan' });
     expect(r.resource['service.name']).toBe('export-thread-test');
-    expect(a).toMatchObject({ name: 'execute_tool work', traceId: r.traceId, parentSpanId: r.spanId, spanId: attempt.spanContext().spanId, startMs: 1_700_000_000_100, endMs: 1_700_000_000_250, status: { code: 2, message: 'it broke' } });
-    expect(a.attributes).toEqual({ 'gen_ai.tool.name': 'work', 'toolgraph.attempt': 2, 'toolgraph.wait_ms': 40, 'error.type': 'tool_error' });
-    expect(a.events).toEqual([{ name: 'toolgraph.limit_wait', timeMs: 1_700_000_000_060, attributes: { 'toolgraph.wait_ms': 40 } }]);
-    expect(a.links).toEqual([{ traceId: 'a'.repeat(32), spanId: 'b'.repeat(16) }]);
+    expect(tp).toBe(`00-4bf92f3577b34da6a3ce929d0e0e4736-${a.spanId}-01`);
+    expect(a).toMatchObject({ name: 'execute_tool work', traceId: r.traceId, parentSpanId: r.spanId, startMs: T0 + 100, endMs: T0 + 250, status: { code: 2, message: 'it broke' } });
+    expect(a.attributes).toEqual({ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'work', 'gen_ai.tool.call.id': 'a', 'toolgraph.run.id': runId, 'toolgraph.attempt': 2, 'toolgraph.wait_ms': 40, 'error.type': 'tool_error' });
+    expect(a.events).toEqual([{ name: 'toolgraph.limit_wait', timeMs: T0 + 60, attributes: { 'toolgraph.wait_ms': 40 } }]);
+    expect(r2).toMatchObject({ name: 'toolgraph.run', traceId: r.traceId, parentSpanId: '00f067aa0ba902b7', startMs: T0 + 400, endMs: T0 + 500, status: { code: 2, message: 'the run failed' } });
+    expect(r2.links).toEqual([{ traceId: r.traceId, spanId: r.spanId }]);
     expect(a.protocol).toBe(protocol === 'http/json' ? 'json' : 'protobuf');
   });
 });
 
 describe('the export thread', () => {
-  it('follows an unsampled parent: its spans say so in their traceparent, and are not exported', async () => {
+  it('follows an unsampled parent: its traceparents say so, and its spans are not exported', async () => {
     const otlp = await receiver();
-    const t = thread(otlp.url);
-    const noter = new SpanNoter(new RunTraceIds(), (r) => t.send(r));
-    const unsampled = trace.setSpanContext(ROOT_CONTEXT, { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: 0, isRemote: true });
-    const quiet = noter.startSpan('toolgraph.run', {}, unsampled);
-    expect(quiet.spanContext().traceFlags).toBe(0);
-    expect(quiet.isRecording()).toBe(false);
-    quiet.end();
-    const root = noter.startSpan('toolgraph.run', {});
-    expect(root.spanContext().traceFlags).toBe(1);
-    root.end();
+    const { t, feed } = feedOver(otlp.url);
+    const quiet = feed.continueTrace('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00') as string;
+    expect(feed.traceparentFor(request(quiet, 'a', 1))).toMatch(/^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-00$/);
+    quickRun(feed, quiet);
+    quickRun(feed, 'root');
     await t.forceFlush();
-    const spans = await otlp.waitFor((s) => s.length >= 1);
-    expect(spans.map((s) => s.spanId)).toEqual([root.spanContext().spanId]);
+    const spans = await otlp.waitFor((s) => s.length >= 2);
+    await t.forceFlush();
+    expect(spans.map((s) => s.attributes['toolgraph.run.id'])).toEqual(['root', 'root']);
   });
 
-  it('drops what the thread has no room for, and says how many (as the SDK says its own drops)', async () => {
+  it('past its bound, new runs go untraced and a run traced is let go; the spans dropped are said (as the SDK says its own)', async () => {
     const otlp = await receiver();
     const warnings: string[] = [];
     diag.setLogger({ warn: (m: string) => warnings.push(m), error: () => {}, info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.WARN);
-    const t = thread(otlp.url, { batch: { maxQueueSize: 10, maxExportBatchSize: 10 } });
-    const noter = new SpanNoter(new RunTraceIds(), (r) => t.send(r));
-    // 25 spans in one go: the thread takes none of them before this loop ends, so 10 are on their way and 15 dropped.
-    for (let i = 0; i < 25; i++) noter.startSpan(`s${i}`, {}).end();
+    // 16 values on their way before new runs go untraced, 32 before runs traced are let go.
+    const { t, feed } = feedOver(otlp.url, { maxValues: 16 });
+    // All in one go: the thread takes nothing before this ends. `long` starts (10 values), `r0` starts
+    // under 16 (18 more), the next 24 runs do not (2 spans each); `long`'s attempt ends (4 more: 32),
+    // and it is let go at its end (its run span is dropped).
+    tell(feed, 'long', 'run.created', T0, { tenant: 'acme' });
+    tell(feed, 'long', 'call.started', T0, { attempt: 1 }, 'a');
+    for (let i = 0; i < 25; i++) quickRun(feed, `r${i}`);
+    tell(feed, 'long', 'call.succeeded', T0 + 2, { attempt: 1 }, 'a');
+    tell(feed, 'long', 'run.completed', T0 + 3, { status: 'succeeded' });
     await t.forceFlush();
-    noter.startSpan('after', {}).end();
+    quickRun(feed, 'after');
     await t.forceFlush();
-    const spans = await otlp.waitFor((s) => s.length >= 11);
-    expect(spans.map((s) => s.name)).toEqual([...Array.from({ length: 10 }, (_, i) => `s${i}`), 'after']);
-    expect(warnings.map((w) => /Dropped (\d+) spans/.exec(w)?.[1])).toEqual(['15']);
+    const spans = await otlp.waitFor((s) => s.length >= 4);
+    expect(spans.map((s) => `${s.attributes['toolgraph.run.id']} ${s.name}`)).toEqual(['r0 execute_tool work', 'r0 toolgraph.run', 'long execute_tool work', 'after execute_tool work', 'after toolgraph.run']);
+    // 48 spans of the runs never traced (said when there was room again); the thread let go of `long`'s run span.
+    expect(warnings.map((w) => /Dropped (\d+) spans/.exec(w)?.[1])).toEqual(['48', '1']);
   });
 
-  it('a thread that dies is started again on the next span (after a second); its failure is reported', async () => {
+  it('a thread that dies is started again on the next run (after a second), told of the traces it lost; its failure is reported', async () => {
     const otlp = await receiver();
     const errors: string[] = [];
-    const t = thread(otlp.url, { onError: (m) => errors.push(m) });
-    const noter = new SpanNoter(new RunTraceIds(), (r) => t.send(r));
-    noter.startSpan('before', {}).end();
+    const { t, feed } = feedOver(otlp.url, { onError: (m) => errors.push(m) });
+    quickRun(feed, 'before');
+    const continued = feed.continueTrace('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01') as string;
+    tell(feed, continued, 'run.created', T0, { tenant: 'acme' });
     await t.forceFlush();
-    // A record the thread cannot read (links that are not a list) makes it throw, and it ends.
-    const broken = ['broken', 0, 'c'.repeat(32), 'd'.repeat(16), '', false, 0, 1, 0, 1, 0, {}, 0, undefined, 0, 5] as unknown as SpanRecord;
-    t.send(broken);
+    // An entry the thread cannot read makes it throw, and it ends.
+    t.q.push(99, 'broken');
+    t.wrote();
     await t.forceFlush();
     await waitUntil(() => errors.length > 0);
     expect(errors[0]).toMatch(/the trace export thread stopped/);
-    // Within the second after: dropped. After it: a new thread exports.
-    noter.startSpan('dropped', {}).end();
+    // Within the second after: not traced. After it: a new thread, which hears of the continued run again.
+    quickRun(feed, 'dropped');
     await new Promise((r) => setTimeout(r, 1100));
-    noter.startSpan('after', {}).end();
+    quickRun(feed, 'after');
+    // What the dead thread had started of the continued run is lost; what comes after is in its trace.
+    tell(feed, continued, 'call.started', T0 + 5, { attempt: 1 }, 'b');
+    tell(feed, continued, 'call.succeeded', T0 + 6, { attempt: 1 }, 'b');
+    tell(feed, continued, 'run.completed', T0 + 7, { status: 'succeeded' });
     await t.forceFlush();
-    const spans = await otlp.waitFor((s) => s.some((x) => x.name === 'after'));
-    expect(spans.map((s) => s.name)).toEqual(['before', 'after']);
+    const spans = await otlp.waitFor((s) => s.filter((x) => x.attributes['toolgraph.run.id'] === continued).length >= 2);
+    expect(spans.filter((s) => s.name === 'toolgraph.run').map((s) => s.attributes['toolgraph.run.id'])).toEqual(['before', 'after', continued]);
+    const [attempt, run] = spans.filter((s) => s.attributes['toolgraph.run.id'] === continued);
+    expect(run).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: '00f067aa0ba902b7', startMs: T0 + 5, endMs: T0 + 7 });
+    expect(run?.attributes['toolgraph.tenant']).toBe('acme');
+    expect(attempt).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: run?.spanId });
   });
 });
 

@@ -1,25 +1,56 @@
-// The spans made from a run's events (src/telemetry/spans.ts), fed event by event with a clock of the
-// test's own, into the SDK's in-memory exporter: exact names, parents, attributes, times, and what the
-// tracker forgets (runs that never came, ended runs).
+// The spans made from a run's events: the main thread's feed (src/telemetry/trace-feed.ts) writes them
+// down as entries, and `RunSpans` (src/telemetry/run-spans.mjs, the export thread's) makes the spans;
+// here the two meet in one thread, entries applied as they are written, with a clock of the test's own:
+// exact names, parents, attributes, times, and what each side forgets (runs that never came, ended
+// runs), and the feed's bound.
 import { createHash } from 'node:crypto';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../src/core/events.js';
 import type { CallView, RunView } from '../../src/core/view.js';
 import type { ExecuteRequest } from '../../src/executors/types.js';
-import { RunTraceIds, RunTraces, runTraceId } from '../../src/telemetry/spans.js';
+import { OP, RunSpans, SpanIds, parseTraceparent, runTraceId, type EndedSpan, type EntryValue } from '../../src/telemetry/run-spans.mjs';
+import { TraceFeed, type EntrySink } from '../../src/telemetry/trace-feed.js';
 
 const T0 = 1_750_000_000_000;
-let exporter: InMemorySpanExporter;
 let now: number;
-let traces: RunTraces;
+let ended: EndedSpan[];
+let made: RunSpans;
+let sink: TestSink;
+let traces: TraceFeed;
 let seq: number;
 
+/** Applies entries as they are written; `room` says no past `bound` values (once it is set). */
+class TestSink implements EntrySink {
+  q: EntryValue[] = [];
+  /** Times as they are: the export thread's base moves with each batch. */
+  readonly base = 0;
+  all: EntryValue[] = [];
+  bound = Infinity;
+  spansDropped = 0;
+  running = true;
+  /** Values written since the bound was last set, not applied yet while `holding`. */
+  holding = false;
+  constructor(private readonly to: RunSpans) {}
+  wrote(): void {
+    if (this.holding) return;
+    this.all.push(...this.q);
+    this.to.apply(this.q);
+    this.q = [];
+  }
+  room(ongoing: boolean): boolean {
+    return this.q.length < (ongoing ? 2 * this.bound : this.bound);
+  }
+  dropped(spans: number): void {
+    this.spansDropped += spans;
+  }
+}
+
 beforeEach(() => {
-  exporter = new InMemorySpanExporter();
-  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
   now = T0;
-  traces = new RunTraces(provider.getTracer('test'), () => now);
+  ended = [];
+  made = new RunSpans((s) => ended.push(s), new SpanIds(), () => now);
+  sink = new TestSink(made);
+  traces = new TraceFeed(sink, new SpanIds(), () => now);
   seq = 0;
 });
 
@@ -31,10 +62,9 @@ function emit(runId: string, type: RunEvent['type'], at: number, data: Record<st
   traces.listener(e, view, callId === undefined ? undefined : call(tool));
 }
 
-const ms = (t: ReadableSpan['startTime']) => t[0] * 1000 + t[1] / 1e6;
-const byName = () => exporter.getFinishedSpans().map((s) => ({ name: s.name, parent: s.parentSpanContext?.spanId ?? null, id: s.spanContext().spanId, start: ms(s.startTime), end: ms(s.endTime), attributes: s.attributes, events: s.events.map((e) => ({ name: e.name, at: ms(e.time), attributes: e.attributes })), status: s.status }));
+const byName = () => ended.map((s) => ({ name: s.name, parent: s.parentSpanId || null, id: s.spanId, start: s.start, end: s.end, attributes: s.attributes, events: s.events, status: s.status }));
 
-describe('RunTraces', () => {
+describe('the trace feed and RunSpans', () => {
   it('a run with a retried call: a run span and two attempt spans at the events\' times, the first failed', () => {
     emit('r1', 'run.created', T0, { tenant: 'acme' });
     emit('r1', 'call.ready', T0, {}, 'a');
@@ -59,6 +89,9 @@ describe('RunTraces', () => {
     expect(second).toMatchObject({ parent: run?.id, start: T0 + 20, end: T0 + 25, attributes: { 'toolgraph.attempt': 2, 'toolgraph.wait_ms': 0 }, events: [], status: { code: 0 } });
     expect(second?.attributes['error.type']).toBeUndefined();
     expect(traces.size).toBe(0);
+    expect(made.size).toBe(0);
+    // A root run's trace is its own: the run id's.
+    expect(new Set(ended.map((s) => s.traceId))).toEqual(new Set([runTraceId('r1')]));
   });
 
   it('an attempt started before its call.started is published gets its span then; call.started finds it', () => {
@@ -71,7 +104,7 @@ describe('RunTraces', () => {
     emit('r2', 'call.failed', T0 + 3, { attempt: 1, error: { code: 'tool_error', message: 'HTTP 500' } }, 'a', 'fetch');
     emit('r2', 'run.completed', T0 + 3, { status: 'failed' });
     const [attempt, run] = byName();
-    expect(tp).toBe(`00-${exporter.getFinishedSpans()[0]?.spanContext().traceId}-${attempt?.id}-01`);
+    expect(tp).toBe(`00-${ended[0]?.traceId}-${attempt?.id}-01`);
     expect(attempt).toMatchObject({ name: 'execute_tool fetch', parent: run?.id, attributes: { 'toolgraph.wait_ms': 0, 'error.type': 'tool_error' } });
     expect(run).toMatchObject({ attributes: { 'toolgraph.tenant': 'acme', 'toolgraph.run.status': 'failed' }, status: { code: 2 } });
   });
@@ -82,37 +115,128 @@ describe('RunTraces', () => {
     const lost = traces.continueTrace('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01') as string;
     traces.traceparentFor({ runId: lost, callId: 'a', attempt: 1, tool: { name: 'x' } } as ExecuteRequest);
     emit(kept, 'run.created', T0, { tenant: 'acme' });
-    expect(traces.size).toBe(2);
+    expect([traces.size, made.size]).toEqual([2, 2]);
     now = T0 + 59_999;
     emit('other', 'run.created', now, { tenant: 'acme' });
-    expect(traces.size).toBe(3);
+    expect([traces.size, made.size]).toEqual([3, 3]);
     now = T0 + 60_000;
     emit('other2', 'run.created', now, { tenant: 'acme' });
-    expect(traces.size).toBe(3); // `lost` went, `other2` came
+    expect([traces.size, made.size]).toEqual([3, 3]); // `lost` went, `other2` came
     emit(kept, 'run.completed', now, { status: 'succeeded' });
-    const spans = exporter.getFinishedSpans();
-    expect(spans.map((s) => [s.name, s.parentSpanContext?.spanId, s.spanContext().traceId])).toEqual([['toolgraph.run', '00f067aa0ba902b7', '4bf92f3577b34da6a3ce929d0e0e4736']]);
+    expect(ended.map((s) => [s.name, s.parentSpanId, s.parentRemote, s.traceId])).toEqual([['toolgraph.run', '00f067aa0ba902b7', true, '4bf92f3577b34da6a3ce929d0e0e4736']]);
   });
 });
 
-describe('RunTraceIds', () => {
-  it('random span and trace ids from its pool: hex of the right length, all distinct across several refills', () => {
-    const ids = new RunTraceIds();
-    const spans = Array.from({ length: 2000 }, () => ids.generateSpanId());
-    const traces = Array.from({ length: 600 }, () => ids.generateTraceId());
+describe('RunSpans', () => {
+  it('a compensation gets a span of its own from its traceparent to call.compensated, marked as such', () => {
+    emit('r3', 'run.created', T0, { tenant: 'acme' });
+    emit('r3', 'call.started', T0 + 1, { attempt: 1 }, 'a', 'book');
+    const first = traces.traceparentFor({ runId: 'r3', callId: 'a', attempt: 1, tool: { name: 'book' } } as ExecuteRequest);
+    emit('r3', 'call.succeeded', T0 + 2, { attempt: 1 }, 'a', 'book');
+    now = T0 + 10;
+    const undo = traces.traceparentFor({ runId: 'r3', callId: 'a', attempt: 1, tool: { name: 'unbook' } } as ExecuteRequest);
+    emit('r3', 'call.compensated', T0 + 12, { status: 'failed', error: { code: 'tool_error', message: 'no' } }, 'a', 'book');
+    emit('r3', 'run.completed', T0 + 13, { status: 'failed' });
+    const [attempt, compensation, run] = byName();
+    expect(first.split('-')[2]).toBe(attempt?.id);
+    expect(undo.split('-')[2]).toBe(compensation?.id);
+    expect(compensation).toMatchObject({ name: 'execute_tool unbook', parent: run?.id, start: T0 + 10, end: T0 + 12, status: { code: 2, message: 'no' } });
+    expect(compensation?.attributes).toMatchObject({ 'toolgraph.compensation': true, 'error.type': 'tool_error', 'toolgraph.attempt': 1 });
+    expect(run).toMatchObject({ status: { code: 2, message: 'the run failed' } });
+  });
+
+  it('needs_replan ends the run span; the replan starts another in the same trace, linked to the first', () => {
+    emit('r4', 'run.created', T0, { tenant: 'acme' });
+    emit('r4', 'run.completed', T0 + 1, { status: 'needs_replan' });
+    expect([traces.size, made.size]).toEqual([1, 1]);
+    emit('r4', 'run.replanned', T0 + 5);
+    emit('r4', 'call.started', T0 + 6, { attempt: 1 }, 'b');
+    emit('r4', 'call.succeeded', T0 + 7, { attempt: 1 }, 'b');
+    emit('r4', 'run.completed', T0 + 8, { status: 'succeeded' });
+    const [first, attempt, second] = ended;
+    expect(first?.attributes['toolgraph.run.status']).toBe('needs_replan');
+    expect(second).toMatchObject({ name: 'toolgraph.run', traceId: first?.traceId, start: T0 + 5, end: T0 + 8, links: [{ traceId: first?.traceId, spanId: first?.spanId }] });
+    expect(second?.attributes).toMatchObject({ 'toolgraph.run.replanned': true, 'toolgraph.tenant': 'acme' });
+    expect(attempt?.parentSpanId).toBe(second?.spanId);
+    expect([traces.size, made.size]).toEqual([0, 0]);
+  });
+
+  it('an unsampled parent: traceparents say 00, and no span is made', () => {
+    const runId = traces.continueTrace('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00') as string;
+    emit(runId, 'run.created', T0, { tenant: 'acme' });
+    emit(runId, 'call.started', T0, { attempt: 1 }, 'a');
+    expect(traces.traceparentFor({ runId, callId: 'a', attempt: 1, tool: { name: 'search' } } as ExecuteRequest)).toMatch(/^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-00$/);
+    emit(runId, 'call.succeeded', T0 + 1, { attempt: 1 }, 'a');
+    emit(runId, 'run.completed', T0 + 2, { status: 'succeeded' });
+    expect(ended).toEqual([]);
+  });
+
+  it('a run first seen midway (resumed without being told) is traced from there in its own trace; an ended run\'s late event makes nothing', () => {
+    traces.listener({ seq: 4, type: 'call.started', runId: 'r5', callId: 'a', at: T0, data: { attempt: 2 } } as RunEvent, view, call('search'));
+    traces.listener({ seq: 5, type: 'call.succeeded', runId: 'r5', callId: 'a', at: T0 + 1, data: { attempt: 2 } } as RunEvent, view, call('search'));
+    traces.listener({ seq: 6, type: 'run.completed', runId: 'r5', at: T0 + 2, data: { status: 'succeeded' } } as RunEvent, view, undefined);
+    const done = { ...view, status: 'succeeded', endedAt: T0 } as unknown as RunView;
+    traces.listener({ seq: 9, type: 'call.cancelled', runId: 'r6', callId: 'a', at: T0, data: { reason: { code: 'cancelled', message: 'x' } } } as RunEvent, done, call('search'));
+    expect(ended.map((s) => [s.name, s.traceId, s.attributes['toolgraph.tenant']])).toEqual([
+      ['execute_tool search', runTraceId('r5'), undefined],
+      ['toolgraph.run', runTraceId('r5'), 'acme'],
+    ]);
+    expect([traces.size, made.size]).toEqual([0, 0]);
+  });
+
+  it('reads only whole entries of known ops: anything else throws (the export thread stops, and is started again)', () => {
+    expect(() => made.apply([99, 'r'])).toThrow(/op 99/);
+    expect(() => made.apply([OP.STARTED, 'r', 'a', T0])).toThrow(/cut short/);
+  });
+});
+
+describe('the feed\'s bound', () => {
+  it('past the bound a new run is not traced; a run traced goes on to twice it, then is let go and its open spans dropped', () => {
+    emit('old', 'run.created', T0, { tenant: 'acme' });
+    emit('old', 'call.started', T0, { attempt: 1 }, 'a');
+    sink.holding = true;
+    emit('old', 'call.ready', T0 + 1, {}, 'b');
+    sink.bound = 3;
+    // 4 values on their way: no room for a new run. Its spans are counted as dropped as they would start.
+    emit('new', 'run.created', T0 + 1, { tenant: 'acme' });
+    emit('new', 'call.started', T0 + 1, { attempt: 1 }, 'a');
+    emit('new', 'call.succeeded', T0 + 2, { attempt: 1 }, 'a');
+    expect(sink.q).toEqual([OP.READY, 'old', 'b', T0 + 1]);
+    expect(sink.spansDropped).toBe(2);
+    // The run traced goes on under twice the bound, then is let go: a FORGET, past the bound.
+    emit('old', 'call.started', T0 + 2, { attempt: 1 }, 'b');
+    emit('old', 'call.succeeded', T0 + 3, { attempt: 1 }, 'b');
+    expect(sink.q).toEqual([OP.READY, 'old', 'b', T0 + 1, OP.STARTED, 'old', 'b', T0 + 2, 1, 'search', OP.FORGET, 'old']);
+    emit('old', 'run.completed', T0 + 4, { status: 'succeeded' });
+    emit('new', 'run.completed', T0 + 4, { status: 'succeeded' });
+    expect(sink.spansDropped).toBe(2);
+    sink.holding = false;
+    sink.wrote();
+    // The thread let go of what it had started of the run: its run span, attempts a and b.
+    expect(made.dropped).toBe(3);
+    expect(ended).toEqual([]);
+    expect([traces.size, made.size]).toEqual([0, 0]);
+  });
+});
+
+describe('ids and traceparents', () => {
+  it('random span ids from a pool: hex of the right length, never zero, all distinct across several refills', () => {
+    const ids = new SpanIds();
+    const spans = Array.from({ length: 2000 }, () => ids.next());
     for (const id of spans) expect(id).toMatch(/^[0-9a-f]{16}$/);
-    for (const id of traces) expect(id).toMatch(/^[0-9a-f]{32}$/);
     expect(new Set(spans).size).toBe(spans.length);
-    expect(new Set(traces).size).toBe(traces.length);
     expect(spans.some((id) => /^0+$/.test(id))).toBe(false);
   });
 
-  it('the next trace id is the run\'s own once, when asked for it, then random again', () => {
-    const ids = new RunTraceIds();
-    ids.next = runTraceId('run_1');
-    expect(ids.generateTraceId()).toBe(runTraceId('run_1'));
-    expect(ids.generateTraceId()).not.toBe(runTraceId('run_1'));
-    // The first 16 bytes of the run id's SHA-256: a run begun by an earlier version stays in its trace.
+  it('a run\'s own trace id is the first 16 bytes of its id\'s SHA-256 (a run begun by an earlier version stays in its trace)', () => {
     expect(runTraceId('run_1')).toBe(createHash('sha256').update('run_1').digest('hex').slice(0, 32));
+  });
+
+  it('parses traceparents as OpenTelemetry does', () => {
+    expect(parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01')).toEqual({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', flags: 1 });
+    expect(parseTraceparent('01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-later')).toMatchObject({ flags: 0 });
+    for (const bad of ['00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra', 'ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', '00-00000000000000000000000000000000-00f067aa0ba902b7-01', '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01', '00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01', '00-zz-bad-01', '']) {
+      expect(parseTraceparent(bad)).toBeUndefined();
+    }
   });
 });
