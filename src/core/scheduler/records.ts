@@ -106,8 +106,13 @@ export interface WaitGroup {
   key: string | undefined;
   /** A resource limit's index in the limiter. */
   index: number;
-  members: ScheduledCall[];
+  /**
+   * The members, the first `size` entries of `members` and `seqs` (never truncated: a queue of tens
+   * of thousands that was compacted grew its arrays again, copying them, at every compaction).
+   */
+  members: (ScheduledCall | undefined)[];
   seqs: number[];
+  size: number;
   /** How many members still wait (at least: a call cancelled while it waited is counted until pruned). */
   live: number;
   /** Members are pruned of stale entries when there are this many. */
