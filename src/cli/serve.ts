@@ -56,7 +56,8 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   }
   // Traces (DESIGN §15) only with an OTLP endpoint in the environment; otherwise nothing of OpenTelemetry loads.
   const onExportError = (message: string, failures: number) => logger.warn({ failures, err: message }, 'traces: export to the OTLP endpoint failed');
-  const tracing = await tracingFromEnv(process.env, { onExportError }).catch(async (e: unknown) => {
+  const onDropped = (message: string, spans: number) => logger.warn({ spans, detail: message }, 'traces: spans dropped (the export thread or its queue fell behind)');
+  const tracing = await tracingFromEnv(process.env, { onExportError, onDropped }).catch(async (e: unknown) => {
     await store.close();
     await mcp.close();
     throw e instanceof TracingConfigError ? new UsageError(e.message) : e;

@@ -43,6 +43,8 @@ export interface ExportThreadOptions extends TracingOptions {
   scope: { name: string; version: string };
   /** Told of an export that failed, and of the thread stopping (unthrottled: the caller throttles). */
   onError?: (message: string) => void;
+  /** Told of spans dropped, as said through diag (unthrottled: the caller throttles). */
+  onDrop?: (message: string, spans: number) => void;
   /** A thread was started again (it knows nothing of the runs traced so far). */
   onRestart?: () => void;
   /** The bound on values on their way before new runs go untraced. @default batch.maxQueueSize × 16 */
@@ -136,7 +138,7 @@ export class ExportThread implements EntrySink {
         this.working = true;
       } else if (m.flushed !== undefined) this.settle(m.flushed);
       else if (m.error !== undefined) this.opts.onError?.(m.error);
-      else if (m.warn !== undefined) diag.warn(m.warn);
+      else if (m.warn !== undefined) this.warn(m.warn);
     });
     const stopped = (why: string) => {
       if (this.worker !== worker) return;
@@ -203,8 +205,15 @@ export class ExportThread implements EntrySink {
   }
 
   private sayDropped(): void {
-    diag.warn(`Dropped ${this.droppedSpans} spans because maxQueueSize reached (on their way to the export thread)`);
+    this.warn(`Dropped ${this.droppedSpans} spans because maxQueueSize reached (on their way to the export thread)`);
     this.droppedSpans = 0;
+  }
+
+  /** A warning of the SDK's or of ours, through diag; one that says spans were dropped goes to `onDrop` too. */
+  private warn(message: string): void {
+    diag.warn(message);
+    const dropped = /^Dropped (\d+) spans/.exec(message);
+    if (dropped) this.opts.onDrop?.(message, Number(dropped[1]));
   }
 }
 

@@ -18,8 +18,15 @@ const SCOPE_VERSION = '0.1.0';
 
 export async function createTracing(opts: TracingOptions): Promise<Tracing> {
   const report = opts.onExportError ? throttled(opts.onExportError, 60_000) : undefined;
+  const dropped = opts.onDropped ? throttled(opts.onDropped, 60_000) : undefined;
   let traces: TraceFeed | undefined;
-  const thread = new ExportThread({ ...opts, scope: { name: 'toolgraph', version: SCOPE_VERSION }, ...(report ? { onError: report } : {}), onRestart: () => traces?.restarted() });
+  const thread = new ExportThread({
+    ...opts,
+    scope: { name: 'toolgraph', version: SCOPE_VERSION },
+    ...(report ? { onError: (message: string) => report(message, 1) } : {}),
+    ...(dropped ? { onDrop: dropped } : {}),
+    onRestart: () => traces?.restarted(),
+  });
   const feed = (traces = new TraceFeed(thread, new SpanIds()));
   let stopped: Promise<void> | undefined;
 
@@ -49,17 +56,17 @@ export async function createTracing(opts: TracingOptions): Promise<Tracing> {
   };
 }
 
-/** The first error at once, then at most one report per `periodMs`, with the count since the last one. */
-function throttled(report: (message: string, failures: number) => void, periodMs: number): (message: string) => void {
+/** The first report at once, then at most one per `periodMs`, with the count since the last one and the last message. */
+function throttled(report: (message: string, count: number) => void, periodMs: number): (message: string, count: number) => void {
   let last = -Infinity;
-  let failures = 0;
-  return (message) => {
-    failures++;
+  let total = 0;
+  return (message, count) => {
+    total += count;
     const now = Date.now();
     if (now - last < periodMs) return;
     last = now;
-    const n = failures;
-    failures = 0;
+    const n = total;
+    total = 0;
     try {
       report(message, n);
     } catch {

@@ -34,6 +34,11 @@ export interface TracingOptions {
    * since. It becomes OpenTelemetry's global error handler, so it is one per process.
    */
   onExportError?: (message: string, failures: number) => void;
+  /**
+   * Told when spans are dropped (the export thread fell behind, its queue was full, or a run being
+   * traced was let go), at most once a minute, with how many since and the last message.
+   */
+  onDropped?: (message: string, spans: number) => void;
 }
 
 /** Tracing as the service uses it; made by `startTracing`. */

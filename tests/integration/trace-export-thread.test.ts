@@ -104,7 +104,8 @@ describe('the export thread', () => {
     const warnings: string[] = [];
     diag.setLogger({ warn: (m: string) => warnings.push(m), error: () => {}, info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.WARN);
     // 16 values on their way before new runs go untraced, 32 before runs traced are let go.
-    const { t, feed } = feedOver(otlp.url, { maxValues: 16 });
+    const drops: number[] = [];
+    const { t, feed } = feedOver(otlp.url, { maxValues: 16, onDrop: (_m, spans) => void drops.push(spans) });
     // All in one go: the thread takes nothing before this ends. `long` starts (10 values), `r0` starts
     // under 16 (18 more), the next 24 runs do not (2 spans each); `long`'s attempt ends (4 more: 32),
     // and it is let go at its end (its run span is dropped).
@@ -120,6 +121,8 @@ describe('the export thread', () => {
     expect(spans.map((s) => `${s.attributes['toolgraph.run.id']} ${s.name}`)).toEqual(['r0 execute_tool work', 'r0 toolgraph.run', 'long execute_tool work', 'after execute_tool work', 'after toolgraph.run']);
     // 48 spans of the runs never traced (said when there was room again); the thread let go of `long`'s run span.
     expect(warnings.map((w) => /Dropped (\d+) spans/.exec(w)?.[1])).toEqual(['48', '1']);
+    // The same counts go to `onDrop` (which serve logs, at most once a minute).
+    expect(drops).toEqual([48, 1]);
   });
 
   it('a thread that dies is started again on the next run (after a second), told of the traces it lost; its failure is reported', async () => {
