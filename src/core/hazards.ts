@@ -44,7 +44,7 @@ export interface Hazard {
   key: string;
 }
 
-/** No hazards (shared, so frozen): what a call that touches nothing gets, and `found` between adds. */
+/** No hazards (shared, so frozen): what `add` gives a call that waits for nothing. */
 const NO_HAZARDS: Hazard[] = Object.freeze([]) as unknown as Hazard[];
 
 /** Until the first call that touches something: a batch of pure calls allocates no array. */
@@ -55,9 +55,17 @@ export class HazardIndex {
   /** Per earlier call, the number of the `add` that found it (so each is reported once per add). */
   private foundIn = EMPTY_FOUND;
   private adds = 0;
-  /** The call being added and what it was found to wait for (valid during `add`). */
+  /** The call being added. */
   private call = -1;
-  private found: Hazard[] = NO_HAZARDS;
+  /**
+   * What the last `scan` found the call to wait for, the first `count` entries of three lists (the
+   * earlier call, the kind, the key), reused: a batch's plan made an array per call and an object
+   * per hazard, all kept alive until the plan was done.
+   */
+  private readonly froms: number[] = [];
+  private readonly kinds: HazardKind[] = [];
+  private readonly keys: string[] = [];
+  private count = 0;
   /**
    * Scratch lists of trie nodes for `visit` and `subsumed`, reused across calls, with the number in use
    * kept apart: truncating an array (`length = 0`) drops its storage, and filling it again allocated
@@ -68,7 +76,20 @@ export class HazardIndex {
 
   /** The hazards of `call` against every earlier call, then records its accesses. */
   add(call: number, access: Access): Hazard[] {
-    if (access.reads.length === 0 && access.writes.length === 0) return NO_HAZARDS;
+    const n = this.scan(call, access);
+    if (n === 0) return NO_HAZARDS;
+    const out: Hazard[] = [];
+    for (let j = 0; j < n; j++) out.push({ from: this.from(j), kind: this.kind(j), key: this.key(j) });
+    return out;
+  }
+
+  /**
+   * As `add`, without making the list: returns how many hazards there are, read with `from(j)`,
+   * `kind(j)` and `key(j)` (by the earlier call, ascending) until the next `scan` or `add`.
+   */
+  scan(call: number, access: Access): number {
+    this.count = 0;
+    if (access.reads.length === 0 && access.writes.length === 0) return 0;
     if (call >= this.foundIn.length) {
       const grown = new Int32Array(Math.max(call + 1, this.foundIn.length * 2, 16));
       grown.set(this.foundIn);
@@ -76,7 +97,6 @@ export class HazardIndex {
     }
     this.adds++;
     this.call = call;
-    const found: Hazard[] = (this.found = []);
     // Indexed loops: the key lists may be the shared frozen empty list, which for…of iterates through
     // the generic (allocating) iterator path, several times slower.
     const { reads, writes } = access;
@@ -84,15 +104,32 @@ export class HazardIndex {
     for (let k = 0; k < writes.length; k++) this.visit((writes[k] as Key).segs, true);
     for (let k = 0; k < reads.length; k++) this.insertRead(call, reads[k] as Key);
     for (let k = 0; k < writes.length; k++) this.insertWrite(call, writes[k] as Key);
-    this.found = NO_HAZARDS;
-    return found.length > 1 ? sortByFrom(found) : found;
+    if (this.count > 1) this.sortByFrom();
+    return this.count;
+  }
+
+  /** The earlier call of the `j`-th hazard of the last `scan`. */
+  from(j: number): number {
+    return this.froms[j] as number;
+  }
+
+  kind(j: number): HazardKind {
+    return this.kinds[j] as HazardKind;
+  }
+
+  /** The key of the earlier access of the `j`-th hazard. */
+  key(j: number): string {
+    return this.keys[j] as string;
   }
 
   /** Notes that the call being added waits for `e` (the first reason found for each earlier call wins). */
   private note(e: Entry | null, kind: HazardKind): void {
     if (!e || e.call === this.call || this.foundIn[e.call] === this.adds) return;
     this.foundIn[e.call] = this.adds;
-    this.found.push({ from: e.call, kind, key: e.key });
+    const j = this.count++;
+    this.froms[j] = e.call;
+    this.kinds[j] = kind;
+    this.keys[j] = e.key;
   }
 
   /** Whether the call being added was found to wait for `call`. */
@@ -230,21 +267,28 @@ export class HazardIndex {
     own.readers = [];
     own.waitedBy = -1;
   }
-}
 
-/**
- * Hazards by the earlier call, in place. An insertion sort: there are a few per call, and
- * Array.prototype.sort copies its array first. (Each earlier call is found once, so any sort gives
- * the same order.)
- */
-function sortByFrom(hs: Hazard[]): Hazard[] {
-  for (let i = 1; i < hs.length; i++) {
-    const h = hs[i] as Hazard;
-    let j = i - 1;
-    for (; j >= 0 && (hs[j] as Hazard).from > h.from; j--) hs[j + 1] = hs[j] as Hazard;
-    hs[j + 1] = h;
+  /**
+   * The hazards found by the earlier call, in place. An insertion sort: there are a few per call.
+   * (Each earlier call is found once, so any sort gives the same order.)
+   */
+  private sortByFrom(): void {
+    const { froms, kinds, keys } = this;
+    for (let i = 1; i < this.count; i++) {
+      const from = froms[i] as number;
+      const kind = kinds[i] as HazardKind;
+      const key = keys[i] as string;
+      let j = i - 1;
+      for (; j >= 0 && (froms[j] as number) > from; j--) {
+        froms[j + 1] = froms[j] as number;
+        kinds[j + 1] = kinds[j] as HazardKind;
+        keys[j + 1] = keys[j] as string;
+      }
+      froms[j + 1] = from;
+      kinds[j + 1] = kind;
+      keys[j + 1] = key;
+    }
   }
-  return hs;
 }
 
 /**

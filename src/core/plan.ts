@@ -119,23 +119,29 @@ export function buildPlan(input: PlanInput): Plan {
       if (!d.error) d.blockedBy = callError('cycle', `${d.id} is on the cycle ${ids.join(' → ')}`, { details: { cycle: ids } });
     }
   }
-  for (const d of planned) if (d.error) diagnostics.push({ code: d.error.code, message: d.error.message, callId: d.id });
+  // Indexed loops over the calls here: buildPlan runs once per batch, mostly unoptimized, where
+  // for…of made an iterator result per call and pass.
+  const failed: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const d = planned[i] as PlannedCall;
+    if (d.error) diagnostics.push({ code: d.error.code, message: d.error.message, callId: d.id });
+    if (d.error || d.blockedBy) failed.push(i);
+  }
 
   // Calls that will never run hold no resources: plan failures, cycles, and what depends on them.
-  const doomed = descendants(
-    planned.filter((d) => d.error || d.blockedBy).map((d) => d.index),
-    dataGraph,
-  );
+  const doomed = descendants(failed, dataGraph);
   const order = stableTopologicalOrder(n, dataGraph, onCycle);
   // Conflict edges into a call are deduplicated against its data and policy edges: mark those first.
   const pred = reversed(dataGraph);
   const hazards = new HazardIndex();
-  for (const i of order) {
-    if (doomed.has(i)) continue;
-    const hs = hazards.add(i, (planned[i] as PlannedCall).access);
-    if (hs.length === 0) continue;
+  const anyDoomed = doomed.size > 0;
+  for (let k = 0; k < order.length; k++) {
+    const i = order[k] as number;
+    if (anyDoomed && doomed.has(i)) continue;
+    const found = hazards.scan(i, (planned[i] as PlannedCall).access);
+    if (found === 0) continue;
     links.reopen(i, pred);
-    for (const h of hs) links.add(h.from, i, 'conflict', describeHazard(h.kind, h.key));
+    for (let j = 0; j < found; j++) links.add(hazards.from(j), i, 'conflict', describeHazard(hazards.kind(j), hazards.key(j)));
   }
 
   // The graphology graph is built on first use: at 100k calls building it costs more than the rest of

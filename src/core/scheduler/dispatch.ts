@@ -186,7 +186,13 @@ function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, permit = 
   const args = c.resolved as Record<string, unknown>;
   emit(s, 'call.started', run, c, { attempt: c.attempts, args });
   const m = c.manifest as NonNullable<ScheduledCall['manifest']>;
-  s.out.starts.push({ kind: 'call', runId: run.id, callId: c.id, index: c.index, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs, ...(permit ? { permit } : {}) });
+  // Two literals, not one with `...(permit ? { permit } : {})`: that spread made an empty object and
+  // copied it for every start.
+  s.out.starts.push(
+    permit
+      ? { kind: 'call', runId: run.id, callId: c.id, index: c.index, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs, permit }
+      : { kind: 'call', runId: run.id, callId: c.id, index: c.index, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs },
+  );
 }
 
 /** A timer for when a rate limit has a token again (one per instant). */

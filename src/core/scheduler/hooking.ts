@@ -30,7 +30,9 @@ import { emit, markDirty, type ScheduledCall, type ScheduledRun, type SchedulerS
  */
 export function attemptSettled(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, r: AttemptResult, propagate: boolean): void {
   const durationMs = s.now - (c.attemptStartedAt as number);
-  const asked = askHooks(s, run, c, 'after_call', r.ok ? { status: 'succeeded', output: r.output } : { status: 'failed', error: r.error });
+  // The request's outcome is made only when hooks are configured: most schedulers have none.
+  const hooks = s.opts.hooks;
+  const asked = hooks !== undefined && hooks.length > 0 && askHooks(s, run, c, 'after_call', r.ok ? { status: 'succeeded', output: r.output } : { status: 'failed', error: r.error });
   if (asked) c.outcome = { result: r, propagate, durationMs };
   else settle(s, run, c, r, propagate, durationMs);
 }

@@ -155,7 +155,10 @@ export function waitCounts(s: SchedulerState): WaitCounts {
   for (const byKey of book.groups.values()) {
     for (const g of byKey.values()) {
       const id = waitId(g.kind, g.key);
-      g.members.forEach((c, k) => c.waitGroup === g && c.waitSeq === g.seqs[k] && c.status === 'ready' && count(id, c));
+      for (let k = 0; k < g.size; k++) {
+        const c = g.members[k] as ScheduledCall;
+        if (c.waitGroup === g && c.waitSeq === g.seqs[k] && c.status === 'ready') count(id, c);
+      }
     }
   }
   // Lock waiters, and calls the cluster refused (several replicas): by the reason they were given.

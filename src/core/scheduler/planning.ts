@@ -23,18 +23,28 @@ export function addCalls(s: SchedulerState, run: ScheduledRun, list: CallInput[]
     emit(s, event, run, undefined, data);
   } else emit(s, event, run, undefined, step);
 
-  // Cycles first, so a cycle's calls all say `cycle` before anything is propagated from them.
-  const added = run.calls.slice(base);
-  const planned = (c: ScheduledCall) => plan.calls[c.index] as PlannedCall;
-  for (const c of added) if (planned(c).blockedBy && isPending(c)) block(s, run, c, planned(c).blockedBy as CallError, false);
-  for (const c of added) {
-    const p = planned(c);
-    const from = doomedBy.get(c.index);
+  // Cycles first, so a cycle's calls all say `cycle` before anything is propagated from them. The
+  // new calls are those from `base` on (indexed loops: this runs once per batch, mostly unoptimized,
+  // where for…of made an iterator result per call and pass).
+  const calls = run.calls;
+  const end = calls.length;
+  for (let i = base; i < end; i++) {
+    const c = calls[i] as ScheduledCall;
+    const p = plan.calls[c.index] as PlannedCall;
+    if (p.blockedBy && isPending(c)) block(s, run, c, p.blockedBy, false);
+  }
+  for (let i = base; i < end; i++) {
+    const c = calls[i] as ScheduledCall;
+    const p = plan.calls[c.index] as PlannedCall;
+    const from = doomedBy.size > 0 ? doomedBy.get(c.index) : undefined;
     if (p.error && isPending(c)) fail(s, run, c, p.error, true);
     else if (p.blockedBy && c.status === 'blocked') blockDescendantsOf(s, run, c);
     else if (from && isPending(c)) blockDescendantsOf(s, run, from, [c], callError('dependency_failed', `${from.id} ${from.status === 'failed' ? 'failed' : `is ${from.status}`}`, { callId: from.id }));
   }
-  for (const c of added) if (c.status === 'pending' && c.dataWaiting === 0 && !c.armed) arm(s, run, c);
+  for (let i = base; i < end; i++) {
+    const c = calls[i] as ScheduledCall;
+    if (c.status === 'pending' && c.dataWaiting === 0 && !c.armed) arm(s, run, c);
+  }
   markDirty(s, run);
 }
 
@@ -45,7 +55,8 @@ export function addCalls(s: SchedulerState, run: ScheduledRun, list: CallInput[]
  */
 export function wire(s: SchedulerState, run: ScheduledRun, list: CallInput[]) {
   const base = run.calls.length;
-  const inputs = [...run.inputs, ...list];
+  // `concat`, not a spread of both: a spread goes through the iterator, a result object per call.
+  const inputs = run.inputs.concat(list);
   const plan = buildPlan({ calls: inputs, tenant: run.tenant, catalog: s.opts.catalog, policy: s.opts.policy });
   // A call is named by its id in every attempt end, review and reference: two calls with one id
   // could never both end (the API rejects such a batch too; this guards library callers). The plan
@@ -100,11 +111,13 @@ function replanEdges(plan: Plan, base: number): { edges: Edge[]; ends: number[] 
   for (const i of plan.order) {
     const p = plan.calls[i] as PlannedCall;
     if (i < base || p.error || p.blockedBy) continue;
-    for (const h of hazards.add(i, p.access)) {
-      const from = (plan.calls[h.from] as PlannedCall).id;
+    const found = hazards.scan(i, p.access);
+    for (let j = 0; j < found; j++) {
+      const h = hazards.from(j);
+      const from = (plan.calls[h] as PlannedCall).id;
       if (linked.has(`${from}>${p.id}`)) continue;
-      edges.push({ from, to: p.id, kind: 'conflict', reason: describeHazard(h.kind, h.key) });
-      ends.push(h.from, i);
+      edges.push({ from, to: p.id, kind: 'conflict', reason: describeHazard(hazards.kind(j), hazards.key(j)) });
+      ends.push(h, i);
     }
   }
   return { edges, ends };

@@ -104,7 +104,7 @@ export function noteWaits(s: SchedulerState): void {
       book.list = list.filter((g) => !staleGroups.includes(g));
       for (let i = 0; i < staleGroups.length; i++) {
         const g = staleGroups[i] as WaitGroup;
-        for (let k = 0; k < g.members.length; k++) {
+        for (let k = 0; k < g.size; k++) {
           const c = g.members[k] as ScheduledCall;
           if (c.waitGroup === g && c.waitSeq === g.seqs[k] && c.status === 'ready') explainAgain(s, book, c);
         }
@@ -162,15 +162,15 @@ function enter(book: WaitBook, c: ScheduledCall, found: Found): WaitReason[] {
   if (!byKey) book.groups.set(found.kind, (byKey = new Map()));
   let g = byKey.get(found.key);
   if (!g) {
-    g = { kind: found.kind, key: found.kind === 'global' ? undefined : found.key, index: found.index, members: [], seqs: [], live: 0, compactAt: 64, bucket: found.bucket, staleSince: undefined, last: undefined, lastData: undefined };
+    g = { kind: found.kind, key: found.kind === 'global' ? undefined : found.key, index: found.index, members: [], seqs: [], size: 0, live: 0, compactAt: 64, bucket: found.bucket, staleSince: undefined, last: undefined, lastData: undefined };
     byKey.set(found.key, g);
     book.list.push(g);
   }
   c.waitReasons = reasonsIn(g, found);
   c.waitGroup = g;
-  if (g.members.length >= g.compactAt) compact(g);
-  g.members.push(c);
-  g.seqs.push(seq);
+  if (g.size >= g.compactAt) compact(g);
+  g.members[g.size] = c;
+  g.seqs[g.size++] = seq;
   g.live++;
   return c.waitReasons;
 }
@@ -178,15 +178,17 @@ function enter(book: WaitBook, c: ScheduledCall, found: Found): WaitReason[] {
 /** Drops the members that left (amortized: the queue has grown to twice what it was). */
 function compact(g: WaitGroup): void {
   let n = 0;
-  for (let k = 0; k < g.members.length; k++) {
+  const size = g.size;
+  for (let k = 0; k < size; k++) {
     const c = g.members[k] as ScheduledCall;
     const seq = g.seqs[k] as number;
     if (c.waitGroup !== g || c.waitSeq !== seq || c.status !== 'ready') continue;
     g.members[n] = c;
     g.seqs[n++] = seq;
   }
-  g.members.length = n;
-  g.seqs.length = n;
+  // The rest is kept as room, its calls let go (a queue outlives the runs of its calls).
+  for (let k = n; k < size; k++) g.members[k] = undefined;
+  g.size = n;
   g.live = n;
   g.compactAt = Math.max(64, 2 * n);
 }
