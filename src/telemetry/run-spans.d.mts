@@ -28,7 +28,9 @@ export declare const OP: {
   readonly PARENT: 9;
   readonly FORGET: 10;
 };
-export declare const MAX_AWAITING_REPLAN: number;
+/** See run-spans.mjs: the bookkeeping the feed and `RunSpans` share. */
+export declare function sweepPending(pending: Map<string, number>, runs: Map<string, unknown>, now: number): void;
+export declare function awaitReplan(awaiting: Map<string, true>, runs: Map<string, unknown>, runId: string): void;
 
 /** An entry's values: op codes, ids, times, counts, names. */
 export type EntryValue = string | number;

@@ -54,8 +54,36 @@ const WIDTH = [4, 4, 6, 4, 6, 6, 4, 3, 7, 5, 2];
 
 /** How long a run id reserved (or seen first by an attempt) may wait for its `run.created`. */
 const PENDING_MS = 60_000;
+
+/**
+ * Lets go of the runs of `pending` (run id → when it was first seen, oldest first) that waited longer
+ * than a minute for their `run.created` (a reserved id whose submission failed, a run the store
+ * refused after its early attempts started): their spans never end, so are never exported. The feed
+ * and `RunSpans` each keep their own.
+ */
+export function sweepPending(pending, runs, now) {
+  if (pending.size === 0) return;
+  const before = now - PENDING_MS;
+  for (const [runId, since] of pending) {
+    if (since > before) break;
+    pending.delete(runId);
+    runs.delete(runId);
+  }
+}
+
 /** At most this many needs_replan runs keep their trace for a replan (the oldest are let go). */
-export const MAX_AWAITING_REPLAN = 10_000;
+const MAX_AWAITING_REPLAN = 10_000;
+
+/** A run that ended with `needs_replan` is kept for its replan; past MAX_AWAITING_REPLAN the oldest is let go. */
+export function awaitReplan(awaiting, runs, runId) {
+  awaiting.set(runId, true);
+  if (awaiting.size > MAX_AWAITING_REPLAN) {
+    const oldest = awaiting.keys().next().value;
+    awaiting.delete(oldest);
+    runs.delete(oldest);
+  }
+}
+
 /** At most this many tools' span names are kept (one string per tool, not one per span). */
 const MAX_SPAN_NAMES = 1000;
 
@@ -310,12 +338,7 @@ export class RunSpans {
       this.awaitingReplan.delete(runId);
       return;
     }
-    this.awaitingReplan.set(runId, true);
-    if (this.awaitingReplan.size > MAX_AWAITING_REPLAN) {
-      const oldest = this.awaitingReplan.keys().next().value;
-      this.awaitingReplan.delete(oldest);
-      this.runs.delete(oldest);
-    }
+    awaitReplan(this.awaitingReplan, this.runs, runId);
   }
 
   /** A replan after `needs_replan`: the run goes on in a new run span, linked to the one that ended. */
@@ -363,19 +386,9 @@ export class RunSpans {
     this.sweep();
   }
 
-  /**
-   * Lets go of runs that never showed their `run.created` (a reserved id whose submission failed, a
-   * run the store refused after its early attempts started): their spans never end, so are never
-   * exported.
-   */
+  /** Lets go of runs that never showed their `run.created` (see `sweepPending`). */
   sweep() {
-    if (this.pending.size === 0) return;
-    const before = this.now() - PENDING_MS;
-    for (const [runId, since] of this.pending) {
-      if (since > before) break;
-      this.pending.delete(runId);
-      this.runs.delete(runId);
-    }
+    sweepPending(this.pending, this.runs, this.now());
   }
 }
 

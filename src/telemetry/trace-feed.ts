@@ -19,7 +19,7 @@ import type { EventOf, RunEvent } from '../core/events.js';
 import type { CallView, RunView } from '../core/view.js';
 import { newRunId, type RunListener } from '../engine/engine.js';
 import type { ExecuteRequest } from '../executors/types.js';
-import { MAX_AWAITING_REPLAN, OP, parseTraceparent, runTraceId, type EntryValue, type ParsedTraceparent, type SpanIds } from './run-spans.mjs';
+import { OP, awaitReplan, parseTraceparent, runTraceId, sweepPending, type EntryValue, type ParsedTraceparent, type SpanIds } from './run-spans.mjs';
 
 /** Where entries go (the export thread, or a test's `RunSpans`). */
 export interface EntrySink {
@@ -43,9 +43,6 @@ export interface EntrySink {
   /** `spans` were dropped for want of room. */
   dropped(spans: number): void;
 }
-
-/** How long a run id reserved by `continueTrace` (or seen first by an attempt) may wait for its `run.created`. */
-const PENDING_MS = 60_000;
 
 interface FeedRun {
   /** The incoming `traceparent`, or '' for a run that is its trace's root. */
@@ -203,12 +200,7 @@ export class TraceFeed {
       this.awaitingReplan.delete(e.runId);
       return;
     }
-    this.awaitingReplan.set(e.runId, true);
-    if (this.awaitingReplan.size > MAX_AWAITING_REPLAN) {
-      const oldest = this.awaitingReplan.keys().next().value as string;
-      this.awaitingReplan.delete(oldest);
-      this.runs.delete(oldest);
-    }
+    awaitReplan(this.awaitingReplan, this.runs, e.runId);
   }
 
   /**
@@ -256,13 +248,7 @@ export class TraceFeed {
 
   /** Lets go of runs that never showed their `run.created` (the thread does the same with its own). */
   private sweep(): void {
-    if (this.pending.size === 0) return;
-    const before = this.now() - PENDING_MS;
-    for (const [runId, since] of this.pending) {
-      if (since > before) break;
-      this.pending.delete(runId);
-      this.runs.delete(runId);
-    }
+    sweepPending(this.pending, this.runs, this.now());
   }
 }
 
