@@ -2,6 +2,7 @@
  * The executors the engine uses: one Executor that dispatches each attempt by the tool's
  * `executor.kind` (builtin, http, worker, mcp). It never throws: every failure is an ExecuteResult.
  */
+import type { ToolManifest } from '../core/tool.js';
 import type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
 import { createBuiltinExecutor } from './builtin.js';
 import { createHttpExecutor } from './http.js';
@@ -20,6 +21,11 @@ export interface ExecutorsOptions {
   worker?: WorkerExecutorOptions;
   /** The MCP servers' connections by name (`McpRuntime.servers`), for tools of kind `mcp`. */
   mcp?: ReadonlyMap<string, McpCaller>;
+}
+
+/** Whether the executor of `tool` sends an attempt's W3C `traceparent` on (only `http` does: DESIGN §15). */
+export function sendsTraceparent(tool: ToolManifest | undefined): boolean {
+  return tool?.executor?.kind === 'http';
 }
 
 export function createExecutors(opts: ExecutorsOptions = {}): Executor {

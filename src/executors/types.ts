@@ -23,7 +23,7 @@ export interface ExecuteRequest {
   aborted?(): boolean;
   /** The attempt's time budget; the executor enforces it too and reports `timeout`. */
   timeoutMs: number;
-  /** The W3C trace context of the attempt's span, with tracing on (DESIGN §15); `http` sends it. */
+  /** The W3C trace context of the attempt's span, with tracing on, for a tool whose executor sends it on (`http`: DESIGN §15). */
   traceparent?: string;
 }
 

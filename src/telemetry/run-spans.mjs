@@ -44,7 +44,8 @@ export const ATTR = Object.freeze({
  * ENDED runId callId at code message (an attempt that failed, is retried or was cancelled; `code` ''
  * when no error is given); COMPENSATED runId callId at code message (`code` '' when it succeeded);
  * COMPLETED runId at status; REPLANNED runId at; ATTEMPT runId callId at attempt tool spanId (the
- * attempt was handed its `traceparent`, with this span id); PARENT runId traceparent tenant expect (a
+ * attempt was handed to its executor; `spanId` that of the `traceparent` it was handed, or '' when its
+ * executor sends none: the span's id is drawn here); PARENT runId traceparent tenant expect (a
  * run's incoming trace, '' for none, before its first span: `expect` 1 for a reserved run id whose
  * `run.created` is still to come); FORGET runId (the run's spans are let go: the feed had no room).
  */
@@ -258,12 +259,14 @@ export class RunSpans {
     c.readyAt = undefined;
   }
 
-  /** The attempt was handed its `traceparent` (span id `spanId`): its span starts now unless `call.started` started it. */
+  /** The attempt was handed to its executor (with a `traceparent` of span id `spanId`, or '' for none): its span starts now unless `call.started` started it. */
   attempt(runId, run, c, callId, at, n, tool, spanId) {
     if (c.succeeded) {
       if (c.compensation) this.emitAttempt(run, c.compensation, at, '', '');
       c.compensation = this.newAttempt(runId, run, callId, n, tool, at, spanId, true);
-    } else if (c.open !== undefined && c.open.n === n) c.open.spanId = spanId;
+    } else if (c.open !== undefined && c.open.n === n) {
+      if (spanId) c.open.spanId = spanId;
+    }
     else {
       this.endAttempt(run, c, at, '', '');
       c.open = this.newAttempt(runId, run, callId, n, tool, at, spanId, false);
@@ -297,7 +300,7 @@ export class RunSpans {
     this.emit({
       name: this.spanName(a.tool),
       traceId: run.traceId,
-      spanId: a.spanId ?? this.ids.next(),
+      spanId: a.spanId || this.ids.next(),
       parentSpanId: a.parent,
       parentRemote: false,
       parentFlags: 1,

@@ -95,6 +95,16 @@ export class TraceFeed {
 
   /** The `traceparent` of the attempt's span (it starts now, if its `call.started` is still to come). */
   traceparentFor(req: ExecuteRequest): string {
+    return this.attempted(req, true) as string;
+  }
+
+  /**
+   * An attempt is handed to its executor: its span starts now, if its `call.started` is still to come
+   * (an early start, a compensation). With `traceparent` (for an executor that sends it: `http`) the
+   * span's id is drawn here and its W3C `traceparent` returned; without, the export thread draws the
+   * id, and neither the run's trace id nor the text is made here.
+   */
+  attempted(req: ExecuteRequest, traceparent: boolean): string | undefined {
     let run = this.runs.get(req.runId);
     if (!run) {
       run = newRun('', undefined, '');
@@ -102,12 +112,12 @@ export class TraceFeed {
       this.pending.set(req.runId, this.now());
       this.sweep();
     }
-    const spanId = this.ids.next();
+    const spanId = traceparent ? this.ids.next() : '';
     if (this.admits(req.runId, run)) {
       this.sink.q.push(OP.ATTEMPT, req.runId, req.callId, this.now() - this.sink.base, req.attempt, req.tool.name, spanId);
       this.sink.wrote();
     }
-    return `${(run.prefix ??= `00-${runTraceId(req.runId)}-`)}${spanId}${run.suffix}`;
+    return traceparent ? `${(run.prefix ??= `00-${runTraceId(req.runId)}-`)}${spanId}${run.suffix}` : undefined;
   }
 
   /** How many runs are traced now (for tests). */

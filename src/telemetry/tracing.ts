@@ -7,6 +7,7 @@
  * export that fails is that processor's business: the spans of that batch are dropped, and no run
  * waits for a collector.
  */
+import { sendsTraceparent } from '../executors/index.js';
 import type { ExecuteRequest, ExecuteResult, Executor } from '../executors/types.js';
 import type { Tracing, TracingOptions } from './types.js';
 import { ExportThread } from './export-thread.js';
@@ -39,7 +40,9 @@ export async function createTracing(opts: TracingOptions): Promise<Tracing> {
       return {
         execute(request: ExecuteRequest): Promise<ExecuteResult> {
           try {
-            request.traceparent = feed.traceparentFor(request);
+            // Only an executor that sends it gets a traceparent: for the others none is made.
+            if (sendsTraceparent(request.tool)) request.traceparent = feed.traceparentFor(request);
+            else feed.attempted(request, false);
           } catch {
             // Tracing never fails an attempt.
           }

@@ -389,9 +389,10 @@ describe('without an OTLP endpoint', () => {
 
     const on = await loaded('on', { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlp.url });
     // The main thread only writes down events (the API, for its diagnostics); the export thread makes
-    // the spans and exports them with the SDK and the protocol's exporter, no other.
+    // the spans and exports them with the SDK's batch processor and the OTLP/HTTP exporter's parts
+    // (http/protobuf: the exporter base and the transformer, with our serializer), not the JSON exporter.
     expect([...on.main]).toEqual(['api']);
-    expect(on.threads.has('sdk-trace-base') && on.threads.has('exporter-trace-otlp-proto')).toBe(true);
+    expect(['sdk-trace-base', 'otlp-exporter-base', 'otlp-transformer'].filter((p) => !on.threads.has(p))).toEqual([]);
     expect(on.threads.has('exporter-trace-otlp-http')).toBe(false);
     // Its spans went out on shutdown.
     await otlp.waitFor((s) => s.some((x) => x.name === 'toolgraph.run'));

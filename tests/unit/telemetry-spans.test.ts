@@ -109,6 +109,28 @@ describe('the trace feed and RunSpans', () => {
     expect(run).toMatchObject({ attributes: { 'toolgraph.tenant': 'acme', 'toolgraph.run.status': 'failed' }, status: { code: 2 } });
   });
 
+  it('an attempt whose executor sends no traceparent: none is made, and its span (started early, or a compensation) still comes, its id drawn by RunSpans', () => {
+    const req = (callId: string, tool: string) => ({ runId: 'r6', callId, attempt: 1, tool: { name: tool } }) as ExecuteRequest;
+    expect(traces.attempted(req('a', 'fetch'), false)).toBeUndefined();
+    emit('r6', 'run.created', T0, { tenant: 'acme' });
+    emit('r6', 'call.ready', T0, {}, 'a', 'fetch');
+    now = T0 + 2;
+    emit('r6', 'call.started', T0 + 2, { attempt: 1 }, 'a', 'fetch');
+    emit('r6', 'call.succeeded', T0 + 4, { attempt: 1 }, 'a', 'fetch');
+    now = T0 + 6;
+    expect(traces.attempted(req('a', 'unfetch'), false)).toBeUndefined();
+    emit('r6', 'call.compensated', T0 + 8, { status: 'succeeded' }, 'a', 'fetch');
+    emit('r6', 'run.completed', T0 + 9, { status: 'failed' });
+    // The ATTEMPT entries carry no span id: the feed drew none, nor hashed the run's trace id.
+    expect(sink.all.filter((v, i) => v === OP.ATTEMPT && sink.all[i + 1] === 'r6').length).toBe(2);
+    const [attempt, compensation, run] = byName();
+    expect(attempt).toMatchObject({ name: 'execute_tool fetch', parent: run?.id, start: T0, end: T0 + 4 });
+    expect(compensation).toMatchObject({ name: 'execute_tool unfetch', parent: run?.id, start: T0 + 6, end: T0 + 8, attributes: { 'toolgraph.compensation': true } });
+    const ids = [attempt?.id, compensation?.id, run?.id];
+    for (const id of ids) expect(id).toMatch(/^(?!0{16})[0-9a-f]{16}$/);
+    expect(new Set(ids).size).toBe(3);
+  });
+
   it('forgets a reserved run whose run.created never came (after a minute), and never exports it', () => {
     const kept = traces.continueTrace('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01') as string;
     expect(traces.continueTrace('00-zz-bad-01')).toBeUndefined();
