@@ -23,7 +23,7 @@
  *
  * Target (issue #19): tracing costs at most 10% of the HTTP runs per second.
  *
- * Options (environment): ROUNDS (6), SECONDS (2 per round), CLIENTS (8), PROTOCOL (http/protobuf).
+ * Options (environment): ROUNDS (10), SECONDS (2 per round), CLIENTS (8), PROTOCOL (http/protobuf).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -43,7 +43,7 @@ import type { RunEvent } from '../../core/events.js';
 import type { CallView, RunView } from '../../core/view.js';
 import { startTracing, type OtlpProtocol, type Tracing } from '../../telemetry/index.js';
 
-const ROUNDS = Number(process.env.ROUNDS ?? 6);
+const ROUNDS = Number(process.env.ROUNDS ?? 10);
 const SECONDS = Number(process.env.SECONDS ?? 2);
 const CLIENTS = Number(process.env.CLIENTS ?? 8);
 const PROTOCOL = (process.env.PROTOCOL ?? 'http/protobuf') as OtlpProtocol;
