@@ -22,8 +22,8 @@ import type { TracingOptions } from './types.js';
 const WORKER_URL = new URL('./export-worker.mjs', import.meta.url);
 /** Values sent to the thread in one message at most (about 20 runs of 5 calls); fewer after `POST_DELAY_MS`. */
 const POST_VALUES = 2048;
-/** Values on their way per span of the bound: a run of 5 calls is about 80 values and 6 spans. */
-const VALUES_PER_SPAN = 16;
+/** Values on their way per span of the bound: a run of 5 calls (a NAME, CREATED and COMPLETED entry, and READY, ATTEMPT, STARTED and SUCCEEDED per call) is 116 values and 6 spans. */
+const VALUES_PER_SPAN = 20;
 const POST_DELAY_MS = 50;
 /** The SDK's default queue bound (its `OTEL_BSP_MAX_QUEUE_SIZE`). */
 const DEFAULT_MAX_QUEUE = 2048;
@@ -47,7 +47,7 @@ export interface ExportThreadOptions extends TracingOptions {
   onDrop?: (message: string, spans: number) => void;
   /** A thread was started again (it knows nothing of the runs traced so far). */
   onRestart?: () => void;
-  /** The bound on values on their way before new runs go untraced. @default batch.maxQueueSize × 16 */
+  /** The bound on values on their way before new runs go untraced. @default batch.maxQueueSize × 20 */
   maxValues?: number;
 }
 

@@ -27,6 +27,7 @@ export declare const OP: {
   readonly ATTEMPT: 8;
   readonly PARENT: 9;
   readonly FORGET: 10;
+  readonly NAME: 11;
 };
 /** See run-spans.mjs: the bookkeeping the feed and `RunSpans` share. */
 export declare function sweepPending(pending: Map<string, number>, runs: Map<string, unknown>, now: number): void;

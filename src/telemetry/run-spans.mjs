@@ -47,11 +47,13 @@ export const ATTR = Object.freeze({
  * attempt was handed to its executor; `spanId` that of the `traceparent` it was handed, or '' when its
  * executor sends none: the span's id is drawn here); PARENT runId traceparent tenant expect (a
  * run's incoming trace, '' for none, before its first span: `expect` 1 for a reserved run id whose
- * `run.created` is still to come); FORGET runId (the run's spans are let go: the feed had no room).
+ * `run.created` is still to come); FORGET runId (the run's spans are let go: the feed had no room);
+ * NAME key runId (the feed's entries name the run by `key`, a small number, from here on: its run id,
+ * some 30 characters, would be most of the text sent; a `runId` of an entry is either).
  */
-export const OP = Object.freeze({ CREATED: 0, READY: 1, STARTED: 2, SUCCEEDED: 3, ENDED: 4, COMPENSATED: 5, COMPLETED: 6, REPLANNED: 7, ATTEMPT: 8, PARENT: 9, FORGET: 10 });
+export const OP = Object.freeze({ CREATED: 0, READY: 1, STARTED: 2, SUCCEEDED: 3, ENDED: 4, COMPENSATED: 5, COMPLETED: 6, REPLANNED: 7, ATTEMPT: 8, PARENT: 9, FORGET: 10, NAME: 11 });
 /** How many values each op takes, its code included. */
-const WIDTH = [4, 4, 6, 4, 6, 6, 4, 3, 7, 5, 2];
+const WIDTH = [4, 4, 6, 4, 6, 6, 4, 3, 7, 5, 2, 3];
 
 /** How long a run id reserved (or seen first by an attempt) may wait for its `run.created`. */
 const PENDING_MS = 60_000;
@@ -143,6 +145,8 @@ export class RunSpans {
     this.pending = new Map();
     this.awaitingReplan = new Map();
     this.names = new Map();
+    /** Run ids by the keys that NAME entries gave them, until their run is made (see `idOf`). */
+    this.aliases = new Map();
     /** Spans let go unended (FORGET), since the caller last read and zeroed this. */
     this.dropped = 0;
     /** The base of the entries being read (see `apply`). */
@@ -179,6 +183,9 @@ export class RunSpans {
           break;
         case OP.FORGET:
           this.forget(runId);
+          break;
+        case OP.NAME:
+          this.aliases.set(runId, q[i + 2]);
           break;
         default: {
           const known = this.runs.get(runId);
@@ -224,7 +231,7 @@ export class RunSpans {
   run(runId) {
     let run = this.runs.get(runId);
     if (!run) {
-      run = newRun(runId, undefined);
+      run = newRun(this.idOf(runId), undefined);
       this.runs.set(runId, run);
     }
     return run;
@@ -232,7 +239,7 @@ export class RunSpans {
 
   parent(runId, traceparent, tenant, expect) {
     if (this.runs.has(runId)) return;
-    const run = newRun(runId, traceparent ? parseTraceparent(traceparent) : undefined);
+    const run = newRun(this.idOf(runId), traceparent ? parseTraceparent(traceparent) : undefined);
     if (tenant) run.tenant = tenant;
     this.runs.set(runId, run);
     if (expect) this.expect(runId);
@@ -275,7 +282,7 @@ export class RunSpans {
 
   newAttempt(runId, run, callId, n, tool, at, spanId, compensation) {
     if (!run.span) this.runSpan(runId, run, at);
-    return { runId, callId, n, tool, at, spanId, parent: run.span.spanId, waitMs: undefined, waitFrom: undefined, compensation };
+    return { runId: run.id, callId, n, tool, at, spanId, parent: run.span.spanId, waitMs: undefined, waitFrom: undefined, compensation };
   }
 
   endAttempt(run, c, at, code, message) {
@@ -356,13 +363,14 @@ export class RunSpans {
   }
 
   runSpan(runId, run, at, links = []) {
-    const attributes = { [ATTR.runId]: runId };
+    const attributes = { [ATTR.runId]: run.id };
     if (run.tenant !== undefined) attributes[ATTR.tenant] = run.tenant;
     run.span = { spanId: this.ids.next(), start: at, attributes, links };
   }
 
   /** The run's spans are let go: those started and not ended are dropped (counted in `dropped`). */
   forget(runId) {
+    this.aliases.delete(runId);
     const run = this.runs.get(runId);
     if (!run) return;
     this.runs.delete(runId);
@@ -384,6 +392,14 @@ export class RunSpans {
     return name;
   }
 
+  /** The run id of an entry's `runId`: the one its NAME gave a key (taken once, as its run is made), or itself. */
+  idOf(key) {
+    const id = this.aliases.get(key);
+    if (id === undefined) return key;
+    this.aliases.delete(key);
+    return id;
+  }
+
   expect(runId) {
     this.pending.set(runId, this.now());
     this.sweep();
@@ -397,7 +413,7 @@ export class RunSpans {
 
 function newRun(runId, parent) {
   // A run span without an incoming parent is a trace's root: its trace id is the run's own.
-  return { parent, traceId: parent ? parent.traceId : runTraceId(runId), sampled: parent ? (parent.flags & 1) === 1 : true, tenant: undefined, span: undefined, ended: false, calls: new Map() };
+  return { id: runId, parent, traceId: parent ? parent.traceId : runTraceId(runId), sampled: parent ? (parent.flags & 1) === 1 : true, tenant: undefined, span: undefined, ended: false, calls: new Map() };
 }
 
 function callOf(run, callId) {

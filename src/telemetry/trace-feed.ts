@@ -56,6 +56,10 @@ interface FeedRun {
   dropped: boolean;
   /** No entry of it went to the thread yet. */
   fresh: boolean;
+  /** Its key in the entries (NAME: a small number instead of its run id). */
+  key: number;
+  /** The thread was told its key (a NAME entry). */
+  named: boolean;
 }
 
 export class TraceFeed {
@@ -63,6 +67,7 @@ export class TraceFeed {
   /** Runs known before their `run.created` (reserved, or started early), with when: see `sweep`. */
   private readonly pending = new Map<string, number>();
   private readonly awaitingReplan = new Map<string, true>();
+  private keys = 0;
 
   readonly listener: RunListener = (e, view, call) => this.on(e, view, call);
 
@@ -77,7 +82,7 @@ export class TraceFeed {
     const parsed = parseTraceparent(traceparent);
     if (!parsed) return undefined;
     const runId = newRunId();
-    this.runs.set(runId, newRun(traceparent, parsed, ''));
+    this.runs.set(runId, this.newRun(traceparent, parsed, ''));
     this.pending.set(runId, this.now());
     this.sweep();
     this.told(runId, OP.PARENT, traceparent, '', 1);
@@ -89,7 +94,7 @@ export class TraceFeed {
     if (this.runs.has(created.runId) || created.type !== 'run.created') return;
     const tp = created.data.traceparent;
     const parsed = tp === undefined ? undefined : parseTraceparent(tp);
-    this.runs.set(created.runId, newRun(parsed ? (tp as string) : '', parsed, created.data.tenant));
+    this.runs.set(created.runId, this.newRun(parsed ? (tp as string) : '', parsed, created.data.tenant));
     this.told(created.runId, OP.PARENT, parsed ? (tp as string) : '', created.data.tenant, 0);
   }
 
@@ -107,14 +112,15 @@ export class TraceFeed {
   attempted(req: ExecuteRequest, traceparent: boolean): string | undefined {
     let run = this.runs.get(req.runId);
     if (!run) {
-      run = newRun('', undefined, '');
+      run = this.newRun('', undefined, '');
       this.runs.set(req.runId, run);
       this.pending.set(req.runId, this.now());
       this.sweep();
     }
     const spanId = traceparent ? this.ids.next() : '';
     if (this.admits(req.runId, run)) {
-      this.sink.q.push(OP.ATTEMPT, req.runId, req.callId, this.now() - this.sink.base, req.attempt, req.tool.name, spanId);
+      const key = this.key(req.runId, run);
+      this.sink.q.push(OP.ATTEMPT, key, req.callId, this.now() - this.sink.base, req.attempt, req.tool.name, spanId);
       this.sink.wrote();
     }
     return traceparent ? `${(run.prefix ??= `00-${runTraceId(req.runId)}-`)}${spanId}${run.suffix}` : undefined;
@@ -131,7 +137,13 @@ export class TraceFeed {
    * their traces, under their tenants).
    */
   restarted(): void {
-    for (const [runId, run] of this.runs) if (!run.dropped && !run.fresh) this.sink.q.push(OP.PARENT, runId, run.parent, run.tenant, 0);
+    for (const [runId, run] of this.runs) {
+      run.named = false;
+      if (!run.dropped && !run.fresh) {
+        const key = this.key(runId, run);
+        this.sink.q.push(OP.PARENT, key, run.parent, run.tenant, 0);
+      }
+    }
     this.sink.wrote();
   }
 
@@ -172,27 +184,29 @@ export class TraceFeed {
     }
     const run = this.runs.get(e.runId) ?? this.midway(e, view);
     if (run === undefined || !this.admits(e.runId, run, op === OP.STARTED ? 1 : 0)) return;
+    const key = this.key(e.runId, run);
     const q = this.sink.q;
     const at = e.at - this.sink.base;
-    if (op === OP.REPLANNED) q.push(op, e.runId, at);
-    else if (op === OP.STARTED) q.push(op, e.runId, e.callId as string, at, (e as EventOf<'call.started'>).data.attempt, call?.tool ?? 'unknown');
+    if (op === OP.REPLANNED) q.push(op, key, at);
+    else if (op === OP.STARTED) q.push(op, key, e.callId as string, at, (e as EventOf<'call.started'>).data.attempt, call?.tool ?? 'unknown');
     else if (op === OP.ENDED || op === OP.COMPENSATED) {
       const error = errorOf(e);
-      q.push(op, e.runId, e.callId as string, at, error?.code ?? '', error?.message ?? '');
-    } else q.push(op, e.runId, e.callId as string, at);
+      q.push(op, key, e.callId as string, at, error?.code ?? '', error?.message ?? '');
+    } else q.push(op, key, e.callId as string, at);
     this.sink.wrote();
   }
 
   private created(e: EventOf<'run.created'>): void {
     let run = this.runs.get(e.runId);
     if (!run) {
-      run = newRun('', undefined, e.data.tenant);
+      run = this.newRun('', undefined, e.data.tenant);
       this.runs.set(e.runId, run);
     }
     run.tenant = e.data.tenant;
     this.pending.delete(e.runId);
     if (this.admits(e.runId, run, 1)) {
-      this.sink.q.push(OP.CREATED, e.runId, e.at - this.sink.base, e.data.tenant);
+      const key = this.key(e.runId, run);
+      this.sink.q.push(OP.CREATED, key, e.at - this.sink.base, e.data.tenant);
       this.sink.wrote();
     }
     this.sweep();
@@ -202,7 +216,8 @@ export class TraceFeed {
     const status = e.data.status;
     const run = this.runs.get(e.runId) ?? this.midway(e, view);
     if (run !== undefined && this.admits(e.runId, run)) {
-      this.sink.q.push(OP.COMPLETED, e.runId, e.at - this.sink.base, status);
+      const key = this.key(e.runId, run);
+      this.sink.q.push(OP.COMPLETED, key, e.at - this.sink.base, status);
       this.sink.wrote();
     }
     if (status !== 'needs_replan') {
@@ -219,7 +234,7 @@ export class TraceFeed {
    */
   private midway(e: { type: RunEvent['type']; runId: string }, view: RunView): FeedRun | undefined {
     if (e.type !== 'run.completed' && view.endedAt !== null && view.status !== 'needs_replan') return undefined;
-    const run = newRun('', undefined, view.tenant);
+    const run = this.newRun('', undefined, view.tenant);
     this.runs.set(e.runId, run);
     this.told(e.runId, OP.PARENT, '', view.tenant, 0);
     return run;
@@ -241,8 +256,8 @@ export class TraceFeed {
     run.dropped = true;
     if (spans > 0) this.sink.dropped(spans);
     // The thread knows nothing of a run that sent nothing yet.
-    if (!run.fresh && this.sink.running) {
-      this.sink.q.push(OP.FORGET, runId);
+    if (!run.fresh && run.named && this.sink.running) {
+      this.sink.q.push(OP.FORGET, run.key);
       this.sink.wrote();
     }
     return false;
@@ -252,8 +267,22 @@ export class TraceFeed {
   private told(runId: string, op: number, traceparent: string, tenant: string, expect: number): void {
     const run = this.runs.get(runId) as FeedRun;
     if (!this.admits(runId, run)) return;
-    this.sink.q.push(op, runId, traceparent, tenant, expect);
+    const key = this.key(runId, run);
+    this.sink.q.push(op, key, traceparent, tenant, expect);
     this.sink.wrote();
+  }
+
+  private newRun(parent: string, parsed: ParsedTraceparent | undefined, tenant: string): FeedRun {
+    return { parent, prefix: parsed ? `00-${parsed.traceId}-` : undefined, suffix: parsed && (parsed.flags & 1) === 0 ? '-00' : '-01', tenant, dropped: false, fresh: true, key: ++this.keys, named: false };
+  }
+
+  /** The run's key for an entry about to be written: the thread is told what it stands for first. */
+  private key(runId: string, run: FeedRun): number {
+    if (!run.named) {
+      this.sink.q.push(OP.NAME, run.key, runId);
+      run.named = true;
+    }
+    return run.key;
   }
 
   /** Lets go of runs that never showed their `run.created` (the thread does the same with its own). */
@@ -262,9 +291,6 @@ export class TraceFeed {
   }
 }
 
-function newRun(parent: string, parsed: ParsedTraceparent | undefined, tenant: string): FeedRun {
-  return { parent, prefix: parsed ? `00-${parsed.traceId}-` : undefined, suffix: parsed && (parsed.flags & 1) === 0 ? '-00' : '-01', tenant, dropped: false, fresh: true };
-}
 
 function errorOf(e: RunEvent): { code: string; message: string } | undefined {
   switch (e.type) {

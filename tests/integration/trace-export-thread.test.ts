@@ -103,12 +103,13 @@ describe('the export thread', () => {
     const otlp = await receiver();
     const warnings: string[] = [];
     diag.setLogger({ warn: (m: string) => warnings.push(m), error: () => {}, info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.WARN);
-    // 16 values on their way before new runs go untraced, 32 before runs traced are let go.
+    // 18 values on their way before new runs go untraced, 36 before runs traced are let go.
     const drops: number[] = [];
-    const { t, feed } = feedOver(otlp.url, { maxValues: 16, onDrop: (_m, spans) => void drops.push(spans) });
-    // All in one go: the thread takes nothing before this ends. `long` starts (10 values), `r0` starts
-    // under 16 (18 more), the next 24 runs do not (2 spans each); `long`'s attempt ends (4 more: 32),
-    // and it is let go at its end (its run span is dropped).
+    const { t, feed } = feedOver(otlp.url, { maxValues: 18, onDrop: (_m, spans) => void drops.push(spans) });
+    // All in one go: the thread takes nothing before this ends. `long` starts (13 values: its NAME,
+    // CREATED and STARTED entries), `r0` starts under 18 (21 more: 34), the next 24 runs do not (2
+    // spans each); `long`'s attempt ends (4 more: 38), and it is let go at its end (its run span is
+    // dropped).
     tell(feed, 'long', 'run.created', T0, { tenant: 'acme' });
     tell(feed, 'long', 'call.started', T0, { attempt: 1 }, 'a');
     for (let i = 0; i < 25; i++) quickRun(feed, `r${i}`);

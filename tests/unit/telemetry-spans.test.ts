@@ -92,6 +92,10 @@ describe('the trace feed and RunSpans', () => {
     expect(made.size).toBe(0);
     // A root run's trace is its own: the run id's.
     expect(new Set(ended.map((s) => s.traceId))).toEqual(new Set([runTraceId('r1')]));
+    // The run id went to the thread once, in a NAME entry; every other entry names the run by its key.
+    expect(sink.all.filter((v) => v === 'r1')).toHaveLength(1);
+    expect(sink.all.slice(0, 3)).toEqual([OP.NAME, 1, 'r1']);
+    expect(ended.map((s) => s.attributes['toolgraph.run.id'])).toEqual(['r1', 'r1', 'r1']);
   });
 
   it('an attempt started before its call.started is published gets its span then; call.started finds it', () => {
@@ -122,7 +126,8 @@ describe('the trace feed and RunSpans', () => {
     emit('r6', 'call.compensated', T0 + 8, { status: 'succeeded' }, 'a', 'fetch');
     emit('r6', 'run.completed', T0 + 9, { status: 'failed' });
     // The ATTEMPT entries carry no span id: the feed drew none, nor hashed the run's trace id.
-    expect(sink.all.filter((v, i) => v === OP.ATTEMPT && sink.all[i + 1] === 'r6').length).toBe(2);
+    const key = sink.all[sink.all.indexOf('r6') - 1];
+    expect(sink.all.filter((v, i) => v === OP.ATTEMPT && sink.all[i + 1] === key && sink.all[i + 2] === 'a' && sink.all[i + 6] === '').length).toBe(2);
     const [attempt, compensation, run] = byName();
     expect(attempt).toMatchObject({ name: 'execute_tool fetch', parent: run?.id, start: T0, end: T0 + 4 });
     expect(compensation).toMatchObject({ name: 'execute_tool unfetch', parent: run?.id, start: T0 + 6, end: T0 + 8, attributes: { 'toolgraph.compensation': true } });
@@ -223,12 +228,14 @@ describe('the feed\'s bound', () => {
     emit('new', 'run.created', T0 + 1, { tenant: 'acme' });
     emit('new', 'call.started', T0 + 1, { attempt: 1 }, 'a');
     emit('new', 'call.succeeded', T0 + 2, { attempt: 1 }, 'a');
-    expect(sink.q).toEqual([OP.READY, 'old', 'b', T0 + 1]);
+    // Entries name a run by its key (1: the first run of this feed), told once in a NAME entry.
+    expect(sink.all.slice(0, 3)).toEqual([OP.NAME, 1, 'old']);
+    expect(sink.q).toEqual([OP.READY, 1, 'b', T0 + 1]);
     expect(sink.spansDropped).toBe(2);
     // The run traced goes on under twice the bound, then is let go: a FORGET, past the bound.
     emit('old', 'call.started', T0 + 2, { attempt: 1 }, 'b');
     emit('old', 'call.succeeded', T0 + 3, { attempt: 1 }, 'b');
-    expect(sink.q).toEqual([OP.READY, 'old', 'b', T0 + 1, OP.STARTED, 'old', 'b', T0 + 2, 1, 'search', OP.FORGET, 'old']);
+    expect(sink.q).toEqual([OP.READY, 1, 'b', T0 + 1, OP.STARTED, 1, 'b', T0 + 2, 1, 'search', OP.FORGET, 1]);
     emit('old', 'run.completed', T0 + 4, { status: 'succeeded' });
     emit('new', 'run.completed', T0 + 4, { status: 'succeeded' });
     expect(sink.spansDropped).toBe(2);
