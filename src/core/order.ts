@@ -6,6 +6,7 @@
  * large networks", CACM 5(11), 1962.
  */
 import { adjacency, type Adjacency, type Successors } from './adjacency.js';
+import { IndexHeap } from './heap.js';
 
 export function stableTopologicalOrder(n: number, succ: Successors, skip?: ReadonlySet<number>): number[] {
   const { start, list } = adjacency(n, succ);
@@ -25,53 +26,6 @@ export function stableTopologicalOrder(n: number, succ: Successors, skip?: Reado
     }
   }
   return order;
-}
-
-/**
- * A min-heap of node indexes (each pushed at most once, so at most `n`) in one Int32Array: no
- * comparator call and no boxed entries per step, at 100k nodes a push and a pop each.
- */
-class IndexHeap {
-  private readonly items: Int32Array;
-  size = 0;
-
-  constructor(n: number) {
-    this.items = new Int32Array(n);
-  }
-
-  push(v: number): void {
-    const a = this.items;
-    let i = this.size++;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      const p = a[parent] as number;
-      if (p <= v) break;
-      a[i] = p;
-      i = parent;
-    }
-    a[i] = v;
-  }
-
-  pop(): number {
-    const a = this.items;
-    const top = a[0] as number;
-    const n = --this.size;
-    if (n > 0) {
-      const last = a[n] as number;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        if (l >= n) break;
-        const r = l + 1;
-        const m = r < n && (a[r] as number) < (a[l] as number) ? r : l;
-        if ((a[m] as number) >= last) break;
-        a[i] = a[m] as number;
-        i = m;
-      }
-      a[i] = last;
-    }
-    return top;
-  }
 }
 
 const byValue = (a: number, b: number) => a - b;

@@ -3,8 +3,8 @@
 // `ProtobufTraceSerializer` (@opentelemetry/otlp-transformer) for the same spans, field by field and in
 // the same order (tests/unit/otlp-proto.test.ts checks it on random spans); only the work differs.
 // The official serializer sizes the request in a first pass and writes it in a second, and turns every
-// hex id into a new Uint8Array in each: two thirds of the export thread's CPU per span went there
-// (bench/RESULTS.md, "Traces"). Here each message's length is written in place once its body is (a
+// hex id into a new Uint8Array in each: 40% of the export thread's CPU went there (bench/RESULTS.md,
+// "Traces"). Here each message's length is written in place once its body is (a
 // byte or two kept for it, the body moved in the rare case it needs more), and ids go from hex to bytes
 // straight into the buffer. The official OTLP/HTTP exporter sends the bytes (export-worker.mjs).
 // Plain JS, like run-spans.mjs: the thread starts without the TypeScript loader.
@@ -173,9 +173,13 @@ function hrTime(field, t) {
   fixed64Nanos(field, t[0], t[1]);
 }
 
-/** Epoch milliseconds as fixed64 nanoseconds: as `toHrTime` makes them an HrTime, then as one. */
+/** Epoch milliseconds as an HrTime's seconds and nanoseconds (`Readable`'s times, and `msTime`). */
+const msSeconds = (ms) => Math.trunc(ms / 1000);
+const msNanos = (ms) => Math.round((ms % 1000) * 1e6);
+
+/** Epoch milliseconds as fixed64 nanoseconds: the bytes of the HrTime `Readable` gives for them. */
 function msTime(field, ms) {
-  fixed64Nanos(field, Math.trunc(ms / 1000), Math.round((ms % 1000) * 1e6));
+  fixed64Nanos(field, msSeconds(ms), msNanos(ms));
 }
 
 /** Seconds and nanoseconds as fixed64 nanoseconds, split so that every product stays exact (as the SDK's writer). */
@@ -387,8 +391,7 @@ export function serializeSpans(spans) {
 }
 
 const context = (traceId, spanId, traceFlags, isRemote) => (isRemote ? { traceId, spanId, traceFlags, isRemote } : { traceId, spanId, traceFlags });
-const toHrTime = (ms) => [Math.trunc(ms / 1000), Math.round((ms % 1000) * 1e6)];
-const noDrops = 0;
+const toHrTime = (ms) => [msSeconds(ms), msNanos(ms)];
 
 /**
  * An ended span (run-spans.mjs) as the SDK's ReadableSpan, the shape its batch processor and exporters
@@ -449,12 +452,12 @@ export class Readable {
     return true;
   }
   get droppedAttributesCount() {
-    return noDrops;
+    return 0;
   }
   get droppedEventsCount() {
-    return noDrops;
+    return 0;
   }
   get droppedLinksCount() {
-    return noDrops;
+    return 0;
   }
 }
