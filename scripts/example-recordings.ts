@@ -36,8 +36,15 @@ export function startToolServer(port = 0): Promise<Server & { port: number }> {
       };
       if (req.url === '/search') {
         const fails = FLAKY[args.q as string] ?? 0;
-        if (attempt <= fails) return attempt % 2 === 1 ? send(503, { error: 'overloaded' }) : send(429, { error: 'slow down' }, { 'retry-after': '0' });
-        return send(200, { q: args.q, hits: [`https://example.com/${encodeURIComponent(args.q as string)}/1`, `https://example.com/${encodeURIComponent(args.q as string)}/2`] });
+        if (attempt <= fails)
+          return attempt % 2 === 1 ? send(503, { error: 'overloaded' }) : send(429, { error: 'slow down' }, { 'retry-after': '0' });
+        return send(200, {
+          q: args.q,
+          hits: [
+            `https://example.com/${encodeURIComponent(args.q as string)}/1`,
+            `https://example.com/${encodeURIComponent(args.q as string)}/2`,
+          ],
+        });
       }
       if (req.url === '/fetch') {
         if ((args.url as string).includes('broken')) return send(404, { error: 'not found' });

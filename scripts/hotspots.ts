@@ -48,7 +48,11 @@ for (const file of files) {
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-  const short = (url: string) => url.replace(/^file:\/\//, '').replace(/^.*\/node_modules\//, 'node_modules/').replace(/^.*\/(src|bench|tests)\//, '$1/');
+  const short = (url: string) =>
+    url
+      .replace(/^file:\/\//, '')
+      .replace(/^.*\/node_modules\//, 'node_modules/')
+      .replace(/^.*\/(src|bench|tests)\//, '$1/');
   const label = (f: CallFrame) => `${f.functionName || '(anonymous)'} ${f.url ? `${short(f.url)}:${f.lineNumber + 1}` : ''}`.trim();
   const self = new Map<string, number>();
   const incl = new Map<string, number>();
@@ -73,7 +77,9 @@ for (const file of files) {
     console.log(`  ${ms.toFixed(0).padStart(7)} ms ${pct(ms)}  incl ${pct(incl.get(l) ?? 0)}  ${l}`);
   }
   console.log(`\nself time by file:`);
-  for (const [f, ms] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`  ${ms.toFixed(0).padStart(7)} ms ${pct(ms)}  ${f}`);
+  for (const [f, ms] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, top))
+    console.log(`  ${ms.toFixed(0).padStart(7)} ms ${pct(ms)}  ${f}`);
   console.log(`\ninclusive time, top ${top} functions:`);
-  for (const [l, ms] of [...incl].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`  ${ms.toFixed(0).padStart(7)} ms ${pct(ms)}  ${l}`);
+  for (const [l, ms] of [...incl].sort((a, b) => b[1] - a[1]).slice(0, top))
+    console.log(`  ${ms.toFixed(0).padStart(7)} ms ${pct(ms)}  ${l}`);
 }

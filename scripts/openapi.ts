@@ -12,7 +12,8 @@ import { openApiDocument } from '../src/api/openapi.js';
 
 export const OPENAPI_YAML = fileURLToPath(new URL('../openapi.yaml', import.meta.url));
 
-const HEADER = '# The toolgraph HTTP API (DESIGN §7), generated from src/api/openapi.ts by `npm run openapi`.\n# Do not edit by hand: GET /openapi.json serves the same document.\n';
+const HEADER =
+  '# The toolgraph HTTP API (DESIGN §7), generated from src/api/openapi.ts by `npm run openapi`.\n# Do not edit by hand: GET /openapi.json serves the same document.\n';
 
 /** The file's text for the current document. */
 export function openApiYaml(): string {

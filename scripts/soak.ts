@@ -30,14 +30,20 @@ const BIN = fileURLToPath(new URL('../bin/toolgraph.mjs', import.meta.url));
 const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-soak-'));
 const db = path.join(dir, 'soak.db');
 const config = path.join(dir, 'config.yaml');
-const tool = (name: string, builtin: string) => `  - name: ${name}\n    risk: read\n    idempotent: true\n    reads: []\n    executor: { kind: builtin, name: ${builtin} }\n`;
+const tool = (name: string, builtin: string) =>
+  `  - name: ${name}\n    risk: read\n    idempotent: true\n    reads: []\n    executor: { kind: builtin, name: ${builtin} }\n`;
 writeFileSync(config, `tools:\n${tool('echo', 'echo')}${tool('sleep', 'sleep')}`);
 
-const MEM = 'data:text/javascript,setInterval(()=>{const m=process.memoryUsage();process.stderr.write("SOAKMEM "+JSON.stringify({rss:m.rss,heap:m.heapUsed})+"\\n")},5000).unref()';
-const child = spawn(process.execPath, ['--import', MEM, BIN, 'serve', '--config', config, '--db', db, '--port', '0', '--host', '127.0.0.1', '--drain-ms', '0'], {
-  env: { ...process.env, LOG_LEVEL: 'warn' },
-  stdio: ['ignore', 'ignore', 'pipe'],
-});
+const MEM =
+  'data:text/javascript,setInterval(()=>{const m=process.memoryUsage();process.stderr.write("SOAKMEM "+JSON.stringify({rss:m.rss,heap:m.heapUsed})+"\\n")},5000).unref()';
+const child = spawn(
+  process.execPath,
+  ['--import', MEM, BIN, 'serve', '--config', config, '--db', db, '--port', '0', '--host', '127.0.0.1', '--drain-ms', '0'],
+  {
+    env: { ...process.env, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  },
+);
 let mem = { rss: 0, heap: 0 };
 let logTail = '';
 const port = await new Promise<number>((resolve, reject) => {
@@ -69,7 +75,12 @@ function count(status: number): void {
   if (status >= 500) counts.status5xx++;
 }
 
-async function request(method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
+async function request(
+  method: string,
+  p: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: any }> {
   const res = await fetch(base + p, {
     method,
     headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
@@ -109,7 +120,11 @@ function raw(bytes: string): Promise<void> {
 function chain(n: number): unknown[] {
   const calls: unknown[] = [{ id: 'c0', tool: 'echo', args: { v: 'x'.repeat(200) } }];
   for (let i = 1; i < n; i++) {
-    calls.push(i % 3 === 0 ? { id: `c${i}`, tool: 'sleep', args: { ms: 2 } } : { id: `c${i}`, tool: 'echo', args: { prev: `\${c${i - 1}.output}`, i } });
+    calls.push(
+      i % 3 === 0
+        ? { id: `c${i}`, tool: 'sleep', args: { ms: 2 } }
+        : { id: `c${i}`, tool: 'echo', args: { prev: `\${c${i - 1}.output}`, i } },
+    );
   }
   return calls;
 }
@@ -121,45 +136,74 @@ function doubling(): unknown[] {
 }
 
 const CASES: [number, () => Promise<void>][] = [
-  [55, async () => {
-    const r = await request('POST', '/v1/runs', { calls: chain(10), tags: { soak: 'yes', k: String(counts.runs % 7) }, waitMs: 10_000 });
-    if (r.status === 201) {
-      counts.runs++;
-      if (ended.length < 500) ended.push(r.json.id);
-      else ended[counts.runs % 500] = r.json.id;
-      if (r.json.status !== 'succeeded') unexpected(`chain run: ${r.json.status} when waitMs passed`);
-    } else unexpected(`chain run: ${r.status}`);
-  }],
+  [
+    55,
+    async () => {
+      const r = await request('POST', '/v1/runs', { calls: chain(10), tags: { soak: 'yes', k: String(counts.runs % 7) }, waitMs: 10_000 });
+      if (r.status === 201) {
+        counts.runs++;
+        if (ended.length < 500) ended.push(r.json.id);
+        else ended[counts.runs % 500] = r.json.id;
+        if (r.json.status !== 'succeeded') unexpected(`chain run: ${r.json.status} when waitMs passed`);
+      } else unexpected(`chain run: ${r.status}`);
+    },
+  ],
   [10, async () => void (await request('POST', '/v1/plan', { calls: chain(20) }))],
-  [4, async () => {
-    const r = await request('POST', '/v1/runs', { calls: doubling(), waitMs: 20_000 });
-    counts.runs++;
-    if (!r.json?.calls?.some((c: any) => c.error?.code === 'args_too_large')) unexpected(`doubling run: ${r.status} ${r.json?.status ?? ''} without args_too_large`);
-  }],
-  [3, async () => {
-    const calls = Array.from({ length: 1500 }, (_, i) => ({ id: `p${i}`, tool: 'echo' }));
-    const r = await request('POST', '/v1/plan', { calls });
-    if (r.status !== 413) unexpected(`1500-call plan: ${r.status}`);
-  }],
-  [3, async () => {
-    const tags = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`t${i}`, 'v']));
-    const r = await request('POST', '/v1/runs', { calls: chain(2), tags });
-    if (r.status !== 400) unexpected(`200 tags: ${r.status}`);
-  }],
+  [
+    4,
+    async () => {
+      const r = await request('POST', '/v1/runs', { calls: doubling(), waitMs: 20_000 });
+      counts.runs++;
+      if (!r.json?.calls?.some((c: any) => c.error?.code === 'args_too_large'))
+        unexpected(`doubling run: ${r.status} ${r.json?.status ?? ''} without args_too_large`);
+    },
+  ],
+  [
+    3,
+    async () => {
+      const calls = Array.from({ length: 1500 }, (_, i) => ({ id: `p${i}`, tool: 'echo' }));
+      const r = await request('POST', '/v1/plan', { calls });
+      if (r.status !== 413) unexpected(`1500-call plan: ${r.status}`);
+    },
+  ],
+  [
+    3,
+    async () => {
+      const tags = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`t${i}`, 'v']));
+      const r = await request('POST', '/v1/runs', { calls: chain(2), tags });
+      if (r.status !== 400) unexpected(`200 tags: ${r.status}`);
+    },
+  ],
   [3, () => raw('GET /v1/runs HTTP/1.1\r\nHost: rebind.example:8080\r\nConnection: close\r\n\r\n')],
   [3, () => raw(`GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`)],
-  [3, () => raw(['garbage\r\n\r\n', 'POST /v1/plan HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello', 'GET /x HTTP/1.1\r\nHost: a\rb\r\n\r\n'][counts.requests % 3] as string)],
-  [6, async () => {
-    const id = ended[Math.floor(Math.random() * ended.length)];
-    if (!id) return;
-    const res = await fetch(`${base}/v1/runs/${id}/events`);
-    await res.text();
-    count(res.status);
-  }],
-  [2, async () => {
-    const res = await fetch(`${base}/v1/stream`, { method: 'HEAD' });
-    count(res.status);
-  }],
+  [
+    3,
+    () =>
+      raw(
+        [
+          'garbage\r\n\r\n',
+          'POST /v1/plan HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello',
+          'GET /x HTTP/1.1\r\nHost: a\rb\r\n\r\n',
+        ][counts.requests % 3] as string,
+      ),
+  ],
+  [
+    6,
+    async () => {
+      const id = ended[Math.floor(Math.random() * ended.length)];
+      if (!id) return;
+      const res = await fetch(`${base}/v1/runs/${id}/events`);
+      await res.text();
+      count(res.status);
+    },
+  ],
+  [
+    2,
+    async () => {
+      const res = await fetch(`${base}/v1/stream`, { method: 'HEAD' });
+      count(res.status);
+    },
+  ],
   [8, async () => void (await request('GET', `/v1/runs?tag=soak:yes&tag=k:${counts.requests % 7}&limit=20`))],
 ];
 const TOTAL = CASES.reduce((n, [w]) => n + w, 0);

@@ -37,7 +37,12 @@ export function admit(a: Admission, limits: Pick<Limits, 'maxCallsPerRun' | 'max
   }
   const cap = limits.maxActiveRunsPerTenant;
   if (cap !== undefined && a.activeRuns() >= cap) {
-    throw new ApiError('too_many_runs', `tenant ${a.tenant} has ${cap} active runs (limits.maxActiveRunsPerTenant); retry later`, { tenant: a.tenant, active: cap }, { 'retry-after': '1' });
+    throw new ApiError(
+      'too_many_runs',
+      `tenant ${a.tenant} has ${cap} active runs (limits.maxActiveRunsPerTenant); retry later`,
+      { tenant: a.tenant, active: cap },
+      { 'retry-after': '1' },
+    );
   }
 }
 

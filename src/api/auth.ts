@@ -21,7 +21,13 @@ function sameSecret(a: string, b: string): boolean {
 export function authenticate(keys: readonly AuthKey[], header: string | undefined): Principal {
   if (keys.length === 0) return { role: 'operator' };
   const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
-  if (!m) throw new ApiError('unauthorized', header ? 'the Authorization header must be "Bearer <key>"' : 'an Authorization: Bearer <key> header is required', undefined, { 'www-authenticate': 'Bearer' });
+  if (!m)
+    throw new ApiError(
+      'unauthorized',
+      header ? 'the Authorization header must be "Bearer <key>"' : 'an Authorization: Bearer <key> header is required',
+      undefined,
+      { 'www-authenticate': 'Bearer' },
+    );
   const found = keys.find((k) => sameSecret(k.key, m[1] as string));
   if (!found) throw new ApiError('unauthorized', 'unknown API key', undefined, { 'www-authenticate': 'Bearer' });
   return { tenant: found.tenant, role: found.role };

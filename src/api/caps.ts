@@ -14,15 +14,23 @@ export const MAX_TAGS = 64;
 export function checkBodyCaps(body: unknown, maxCalls: number): void {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
   const b = body as Record<string, unknown>;
-  const n = Math.max(count(b.calls), count(field(b.openai, 'tool_calls')), count(field(b.anthropic, 'content'), (x) => field(x, 'type') === 'tool_use'));
+  const n = Math.max(
+    count(b.calls),
+    count(field(b.openai, 'tool_calls')),
+    count(field(b.anthropic, 'content'), (x) => field(x, 'type') === 'tool_use'),
+  );
   if (n > maxCalls) {
-    throw new ApiError('payload_too_large', `a run takes at most ${maxCalls} calls (limits.maxCallsPerRun), got ${n}`, { calls: n, max: maxCalls });
+    throw new ApiError('payload_too_large', `a run takes at most ${maxCalls} calls (limits.maxCallsPerRun), got ${n}`, {
+      calls: n,
+      max: maxCalls,
+    });
   }
   const tags = b.tags;
   if (typeof tags === 'object' && tags !== null) {
     let n = 0;
     for (const k in tags) {
-      if (Object.hasOwn(tags, k) && ++n > MAX_TAGS) throw new ApiError('invalid_request', `a run takes at most ${MAX_TAGS} tags`, { max: MAX_TAGS });
+      if (Object.hasOwn(tags, k) && ++n > MAX_TAGS)
+        throw new ApiError('invalid_request', `a run takes at most ${MAX_TAGS} tags`, { max: MAX_TAGS });
     }
   }
 }

@@ -61,7 +61,11 @@ export function handleExpectContinue(server: Server, bodyLimit: number): void {
     if (Number.isFinite(length) && length > bodyLimit) {
       const body = JSON.stringify(errorBody('payload_too_large', `the body is ${length} bytes; the limit is ${bodyLimit}`));
       res.shouldKeepAlive = false;
-      res.writeHead(413, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+      res.writeHead(413, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+        connection: 'close',
+      });
       res.end(body);
       return;
     }

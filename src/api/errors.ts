@@ -35,7 +35,12 @@ const TRANSLATED: {
   fastify: Record<string, ApiErrorCode>;
 } = {
   scheduler: { run_not_found: 'not_found', call_not_found: 'not_found', conflict: 'conflict', invalid_args: 'invalid_args' },
-  store: { invalid_cursor: 'invalid_cursor', invalid_limit: 'invalid_request', store_unavailable: 'store_unavailable', lease_lost: 'store_unavailable' },
+  store: {
+    invalid_cursor: 'invalid_cursor',
+    invalid_limit: 'invalid_request',
+    store_unavailable: 'store_unavailable',
+    lease_lost: 'store_unavailable',
+  },
   fastify: {
     FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
     FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
@@ -66,7 +71,8 @@ export function httpErrorOf(err: unknown): HttpError {
   if (err instanceof SchedulerError) return answer(TRANSLATED.scheduler[err.code], err.message);
   if (err instanceof StoreError) {
     const code = TRANSLATED.store[err.code];
-    if (code === 'store_unavailable') return answer(code, 'the store cannot be reached now; retry later', undefined, { 'retry-after': STORE_RETRY_AFTER });
+    if (code === 'store_unavailable')
+      return answer(code, 'the store cannot be reached now; retry later', undefined, { 'retry-after': STORE_RETRY_AFTER });
     return code ? answer(code, err.message) : answer('internal', UNEXPECTED);
   }
   const f = err as Partial<FastifyError>;

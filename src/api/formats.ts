@@ -24,7 +24,12 @@ export function callsFromOpenAi(message: OpenAiMessage): CallInput[] {
       }
       return { id: tc.id, tool: tc.function.name, args: args as Record<string, unknown> };
     } catch (e) {
-      return { id: tc.id, tool: tc.function.name, args: {}, invalid: `arguments are not valid JSON (${(e as Error).message}): ${text.slice(0, 200)}` };
+      return {
+        id: tc.id,
+        tool: tc.function.name,
+        args: {},
+        invalid: `arguments are not valid JSON (${(e as Error).message}): ${text.slice(0, 200)}`,
+      };
     }
   });
 }
@@ -45,7 +50,14 @@ function resultText(c: CallView): { text: string; isError: boolean } {
   if (c.status === 'succeeded') return { text: typeof c.output === 'string' ? c.output : JSON.stringify(c.output ?? null), isError: false };
   const why = c.error ?? c.blockedBy;
   const reason = why ? `${why.code}: ${why.message}` : `the call is ${c.status}`;
-  const verb = c.status === 'failed' ? 'failed' : c.status === 'blocked' ? 'was blocked' : c.status === 'cancelled' ? 'was cancelled' : `is ${c.status}`;
+  const verb =
+    c.status === 'failed'
+      ? 'failed'
+      : c.status === 'blocked'
+        ? 'was blocked'
+        : c.status === 'cancelled'
+          ? 'was cancelled'
+          : `is ${c.status}`;
   return { text: `Error: ${c.tool} ${verb}: ${reason}`, isError: true };
 }
 

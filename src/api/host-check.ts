@@ -24,7 +24,8 @@ export function checkHost(req: IncomingMessage, open: boolean): void {
   const host = req.headers.host;
   if (host === undefined || host === '') {
     if (req.httpVersionMajor === 1 && req.httpVersionMinor === 0) {
-      if (open) throw new ApiError('forbidden_host', 'open development mode (no auth.keys) answers only requests with a loopback Host header');
+      if (open)
+        throw new ApiError('forbidden_host', 'open development mode (no auth.keys) answers only requests with a loopback Host header');
       return;
     }
     throw new ApiError('invalid_request', 'a Host header is required');

@@ -27,7 +27,12 @@ export function createMetrics(service: Service): Metrics {
       for (const [status, n] of Object.entries(counts)) this.set({ status }, n);
     },
   });
-  const completed = new Counter({ name: 'toolgraph_runs_completed_total', help: 'Runs that ended, by status', labelNames: ['status'], registers: [registry] });
+  const completed = new Counter({
+    name: 'toolgraph_runs_completed_total',
+    help: 'Runs that ended, by status',
+    labelNames: ['status'],
+    registers: [registry],
+  });
   const completedOf = children((status: string) => completed.labels(status));
   const duration = new Histogram({
     name: 'toolgraph_call_duration_seconds',

@@ -18,7 +18,18 @@ import {
   SubmitBodySchema,
 } from '../contract/requests.js';
 import { ToolsQuery } from './tool-list.js';
-import { ErrorBodySchema, EventSchema, GraphSchema, InvokedSchema, LimitsSchema, PlanSchema, ReplicasSchema, ReviewSchema, RunSchema, RunSummarySchema } from '../contract/responses.js';
+import {
+  ErrorBodySchema,
+  EventSchema,
+  GraphSchema,
+  InvokedSchema,
+  LimitsSchema,
+  PlanSchema,
+  ReplicasSchema,
+  ReviewSchema,
+  RunSchema,
+  RunSummarySchema,
+} from '../contract/responses.js';
 
 type Schema = z.ZodType;
 
@@ -89,12 +100,22 @@ function buildDocument(): Record<string, unknown> {
         description: 'Plans the batch into a graph and runs it. With waitMs the response waits until the run ends or that time passes.',
         parameters: [idempotencyHeader, traceparentHeader],
         requestBody: { required: true, content: content(SubmitBodySchema) },
-        responses: { ...runResp('201', 'The run, created'), ...runResp('200', 'The run an earlier request with the same Idempotency-Key created'), ...errors(400, 401, 403, 413, 415, 429) },
+        responses: {
+          ...runResp('201', 'The run, created'),
+          ...runResp('200', 'The run an earlier request with the same Idempotency-Key created'),
+          ...errors(400, 401, 403, 413, 415, 429),
+        },
       },
       get: {
         summary: 'List runs, newest first',
         parameters: query(ListRunsQuery),
-        responses: { '200': { description: 'A page of runs', content: content(z.object({ items: z.array(RunSummarySchema), nextCursor: z.string().nullable() })) }, ...errors(400, 401, 403) },
+        responses: {
+          '200': {
+            description: 'A page of runs',
+            content: content(z.object({ items: z.array(RunSummarySchema), nextCursor: z.string().nullable() })),
+          },
+          ...errors(400, 401, 403),
+        },
       },
     },
     '/v1/plan': {
@@ -105,21 +126,36 @@ function buildDocument(): Record<string, unknown> {
       },
     },
     '/v1/runs/{id}': {
-      get: { summary: 'A run, its calls in submission order', parameters: params(['id']), responses: { ...runResp('200', 'The run'), ...errors(401, 404) } },
+      get: {
+        summary: 'A run, its calls in submission order',
+        parameters: params(['id']),
+        responses: { ...runResp('200', 'The run'), ...errors(401, 404) },
+      },
     },
     '/v1/runs/{id}/graph': {
       get: {
         summary: "A run's graph (JSON, or Mermaid/DOT text)",
         parameters: [...params(['id']), ...query(GraphQuery)],
-        responses: { '200': { description: 'The graph', content: { ...content(GraphSchema), 'text/plain': { schema: { type: 'string' } } } }, ...errors(400, 401, 404) },
+        responses: {
+          '200': { description: 'The graph', content: { ...content(GraphSchema), 'text/plain': { schema: { type: 'string' } } } },
+          ...errors(400, 401, 404),
+        },
       },
     },
     '/v1/runs/{id}/events': {
       get: {
         summary: "A run's events as Server-Sent Events",
-        description: "Replays the stored events after Last-Event-ID (or ?from=N), then streams live ones until the run ends. Each event's `id:` is its seq and its data is the event JSON.",
-        parameters: [...params(['id']), { name: 'from', in: 'query', required: false, schema: { type: 'integer', minimum: 0 } }, lastEventId],
-        responses: { '200': { description: 'text/event-stream of events', content: { 'text/event-stream': { schema: json(EventSchema) } } }, ...errors(400, 401, 404) },
+        description:
+          "Replays the stored events after Last-Event-ID (or ?from=N), then streams live ones until the run ends. Each event's `id:` is its seq and its data is the event JSON.",
+        parameters: [
+          ...params(['id']),
+          { name: 'from', in: 'query', required: false, schema: { type: 'integer', minimum: 0 } },
+          lastEventId,
+        ],
+        responses: {
+          '200': { description: 'text/event-stream of events', content: { 'text/event-stream': { schema: json(EventSchema) } } },
+          ...errors(400, 401, 404),
+        },
       },
     },
     '/v1/runs/{id}/cancel': {
@@ -153,21 +189,33 @@ function buildDocument(): Record<string, unknown> {
       get: {
         summary: 'The messages to append to the conversation, in call order (OpenAI or Anthropic form)',
         parameters: [...params(['id']), ...query(MessagesQuery)],
-        responses: { '200': { description: 'Messages', content: { 'application/json': { schema: { type: 'array' } } } }, ...errors(400, 401, 404) },
+        responses: {
+          '200': { description: 'Messages', content: { 'application/json': { schema: { type: 'array' } } } },
+          ...errors(400, 401, 404),
+        },
       },
     },
     '/v1/stream': {
       get: {
         summary: 'Run-level changes of every run the key may see, as Server-Sent Events (the dashboard uses it)',
         parameters: [{ name: 'tenant', in: 'query', required: false, schema: { type: 'string' } }],
-        responses: { '200': { description: 'text/event-stream of `run` and `counts` events', content: { 'text/event-stream': { schema: { type: 'string' } } } }, ...errors(400, 401, 403) },
+        responses: {
+          '200': {
+            description: 'text/event-stream of `run` and `counts` events',
+            content: { 'text/event-stream': { schema: { type: 'string' } } },
+          },
+          ...errors(400, 401, 403),
+        },
       },
     },
     '/v1/runs/{id}/recording': {
       get: {
         summary: "A run's recording (toolgraph.recording/v1)",
         parameters: params(['id']),
-        responses: { '200': { description: 'The recording', content: { 'application/json': { schema: { type: 'object' } } } }, ...errors(401, 404) },
+        responses: {
+          '200': { description: 'The recording', content: { 'application/json': { schema: { type: 'object' } } } },
+          ...errors(401, 404),
+        },
       },
     },
     '/v1/reviews': {
@@ -204,7 +252,7 @@ function buildDocument(): Record<string, unknown> {
       get: {
         summary: 'Every limit and lock in use: how full, who holds it, how many calls wait behind it and for how long (operator only)',
         description:
-          'With several replicas on PostgreSQL, cluster-wide on any replica: holders and inUse from every live replica\'s running calls, waiting and longestWaitMs summed over live replicas; the global and perRun items are the answering replica\'s own. 503 when the database cannot be read.',
+          "With several replicas on PostgreSQL, cluster-wide on any replica: holders and inUse from every live replica's running calls, waiting and longestWaitMs summed over live replicas; the global and perRun items are the answering replica's own. 503 when the database cannot be read.",
         responses: { '200': { description: 'Limits in use', content: content(LimitsSchema) }, ...errors(401, 403, 503) },
       },
     },
@@ -217,7 +265,9 @@ function buildDocument(): Record<string, unknown> {
       },
     },
     '/healthz': { get: { summary: 'Liveness', security: [], responses: { '200': { description: 'OK' } } } },
-    '/metrics': { get: { summary: 'Prometheus metrics', security: [], responses: { '200': { description: 'Metrics in the Prometheus text format' } } } },
+    '/metrics': {
+      get: { summary: 'Prometheus metrics', security: [], responses: { '200': { description: 'Metrics in the Prometheus text format' } } },
+    },
   };
   return {
     openapi: '3.1.0',
@@ -228,7 +278,10 @@ function buildDocument(): Record<string, unknown> {
     },
     servers: [{ url: 'http://127.0.0.1:8080' }],
     security: [{ bearer: [] }],
-    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } }, schemas: { Run: json(RunSchema), Error: json(ErrorBodySchema), Event: json(EventSchema) } },
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      schemas: { Run: json(RunSchema), Error: json(ErrorBodySchema), Event: json(EventSchema) },
+    },
     paths,
   };
 }

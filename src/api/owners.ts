@@ -11,7 +11,10 @@ import type { Service } from './service.js';
 const OWNED = new Set(['queued', 'running', 'needs_replan']);
 
 /** A page of runs, each with its `owner`. */
-export async function withOwners<P extends { items: RunRecord[] }>(service: Service, page: P): Promise<Omit<P, 'items'> & { items: (RunRecord & { owner: string | null })[] }> {
+export async function withOwners<P extends { items: RunRecord[] }>(
+  service: Service,
+  page: P,
+): Promise<Omit<P, 'items'> & { items: (RunRecord & { owner: string | null })[] }> {
   const open = page.items.filter((r) => OWNED.has(r.status)).map((r) => r.id);
   const owners = service.cluster && open.length > 0 ? await service.cluster.owners(open) : new Map<string, string>();
   return { ...page, items: page.items.map((r) => ({ ...r, owner: OWNED.has(r.status) ? (owners.get(r.id) ?? null) : null })) };

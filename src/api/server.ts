@@ -44,7 +44,8 @@ export interface ServerOptions {
 function parseJson(text: string): unknown {
   if (!text.includes('proto') && !text.includes('\\u')) return JSON.parse(text);
   return JSON.parse(text, function (key, v) {
-    if (key === '__proto__') throw new ApiError('invalid_request', 'the body uses the key "__proto__", which is not allowed anywhere in a request');
+    if (key === '__proto__')
+      throw new ApiError('invalid_request', 'the body uses the key "__proto__", which is not allowed anywhere in a request');
     return v;
   });
 }
@@ -133,7 +134,13 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
     if ((body as Buffer).length === 0) return done(null, undefined);
     const type = req.headers['content-type'];
-    done(new ApiError('unsupported_media_type', type ? `the body must be application/json, got ${type}` : 'a body must come with content-type: application/json'), undefined);
+    done(
+      new ApiError(
+        'unsupported_media_type',
+        type ? `the body must be application/json, got ${type}` : 'a body must come with content-type: application/json',
+      ),
+      undefined,
+    );
   });
 
   app.decorateRequest('principal', undefined as unknown as Principal);

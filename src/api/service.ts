@@ -49,7 +49,12 @@ export interface ServiceOptions {
 export async function openService(opts: Omit<ServiceOptions, 'cluster'> & { logger?: Logger }): Promise<Service> {
   if (opts.store.kind !== 'postgres') return new Service(opts);
   const name = opts.replica ?? `${hostname()}-${process.pid}`;
-  const cluster = new Cluster({ store: opts.store as PostgresStore, config: opts.config, name, ...(opts.logger ? { logger: opts.logger } : {}) });
+  const cluster = new Cluster({
+    store: opts.store as PostgresStore,
+    config: opts.config,
+    name,
+    ...(opts.logger ? { logger: opts.logger } : {}),
+  });
   await cluster.join();
   return new Service({ ...opts, replica: name, cluster });
 }
@@ -195,7 +200,12 @@ export class Service {
    * before it to be stored (or refused), then finds its run. A repeat on another replica that raced
    * this one is refused by the store's unique index, and gets the run that won.
    */
-  private async submitOnce(p: Principal, request: SubmitRequest, traceparent: string | undefined, submit: (s: SubmitRequest) => Promise<RunView>): Promise<{ run: RunView; created: boolean }> {
+  private async submitOnce(
+    p: Principal,
+    request: SubmitRequest,
+    traceparent: string | undefined,
+    submit: (s: SubmitRequest) => Promise<RunView>,
+  ): Promise<{ run: RunView; created: boolean }> {
     const s = this.forTenant(p, request);
     this.writable();
     const key = s.idempotencyKey;
@@ -209,7 +219,10 @@ export class Service {
       try {
         return { run: await this.admitted(this.traced(s, traceparent), submit), created: true };
       } catch (err) {
-        const won = err instanceof StoreError && err.code === 'duplicate_idempotency_key' ? await this.store.findByIdempotencyKey(s.tenant, key) : undefined;
+        const won =
+          err instanceof StoreError && err.code === 'duplicate_idempotency_key'
+            ? await this.store.findByIdempotencyKey(s.tenant, key)
+            : undefined;
         if (won === undefined) throw err;
         return { run: await this.view(p, won), created: false };
       }
@@ -235,7 +248,9 @@ export class Service {
    */
   private writable(): void {
     if (this.engine.storeUnavailable() !== undefined || (this.cluster !== undefined && this.cluster.instance === undefined)) {
-      throw new ApiError('store_unavailable', 'the store cannot be reached now; nothing was changed; retry later', undefined, { 'retry-after': STORE_RETRY_AFTER });
+      throw new ApiError('store_unavailable', 'the store cannot be reached now; nothing was changed; retry later', undefined, {
+        'retry-after': STORE_RETRY_AFTER,
+      });
     }
   }
 
@@ -252,7 +267,10 @@ export class Service {
   }
 
   private admitNew(s: SubmitRequest & { tenant: string }, stored = 0): void {
-    admit({ kind: 'submit', tenant: s.tenant, calls: s.calls, activeRuns: () => Math.max(stored, this.engine.activeRuns(s.tenant)) }, this.config.limits);
+    admit(
+      { kind: 'submit', tenant: s.tenant, calls: s.calls, activeRuns: () => Math.max(stored, this.engine.activeRuns(s.tenant)) },
+      this.config.limits,
+    );
   }
 
   /**
@@ -383,7 +401,12 @@ export class Service {
     const answer = await this.cluster.commands.send(view.id, c);
     if (answer.ok) return answer.value as RunView;
     const code = answer.code as ApiErrorCode;
-    throw new ApiError(code, answer.message, undefined, code === 'store_unavailable' || code === 'owner_unavailable' ? { 'retry-after': STORE_RETRY_AFTER } : {});
+    throw new ApiError(
+      code,
+      answer.message,
+      undefined,
+      code === 'store_unavailable' || code === 'owner_unavailable' ? { 'retry-after': STORE_RETRY_AFTER } : {},
+    );
   }
 
   /** A command sent here by another replica: applied as `owned` would, if this replica runs the run. */

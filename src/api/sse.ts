@@ -19,7 +19,10 @@ const HEADERS = {
  * `openEventStream`.
  */
 export function headOfEventStream(reply: FastifyReply): FastifyReply {
-  return reply.headers({ ...HEADERS, connection: 'close' }).status(200).send();
+  return reply
+    .headers({ ...HEADERS, connection: 'close' })
+    .status(200)
+    .send();
 }
 
 /** Takes the response over from Fastify and starts an event stream; `preamble` is written first. */

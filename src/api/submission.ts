@@ -13,9 +13,18 @@ import { parseRequestPart } from './request-part.js';
 
 /** The calls of a submit body, whatever form they came in; ids unique (a 400 otherwise). */
 function callsOf(body: SubmitBody): CallInput[] {
-  const calls: CallInput[] | undefined = body.openai ? callsFromOpenAi(body.openai) : body.anthropic ? callsFromAnthropic(body.anthropic) : body.calls;
+  const calls: CallInput[] | undefined = body.openai
+    ? callsFromOpenAi(body.openai)
+    : body.anthropic
+      ? callsFromAnthropic(body.anthropic)
+      : body.calls;
   if (!calls) return [];
-  if (body.openai || body.anthropic) parseRequestPart(CallsSchema, calls.map(({ invalid: _invalid, ...c }) => c), body.openai ? 'openai tool_calls' : 'anthropic tool_use blocks');
+  if (body.openai || body.anthropic)
+    parseRequestPart(
+      CallsSchema,
+      calls.map(({ invalid: _invalid, ...c }) => c),
+      body.openai ? 'openai tool_calls' : 'anthropic tool_use blocks',
+    );
   return calls;
 }
 

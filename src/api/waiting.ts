@@ -12,7 +12,10 @@ import type { Principal } from './auth.js';
 /** The run as `p` may see it: another tenant's holders left out (the view itself is not changed). */
 export function runFor<V extends RunView | undefined>(p: Principal, view: V): V {
   if (p.role === 'operator' || !view || !view.calls.some((c) => c.waitingFor?.some((w) => foreign(p, w)))) return view;
-  return { ...view, calls: view.calls.map((c) => (c.waitingFor?.some((w) => foreign(p, w)) ? { ...c, waitingFor: c.waitingFor.map((w) => own(p, w)) } : c)) };
+  return {
+    ...view,
+    calls: view.calls.map((c) => (c.waitingFor?.some((w) => foreign(p, w)) ? { ...c, waitingFor: c.waitingFor.map((w) => own(p, w)) } : c)),
+  };
 }
 
 /** The event as `p` may see it (a `call.waiting` of another tenant's holders: counted, not named). */

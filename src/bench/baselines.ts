@@ -80,7 +80,13 @@ export function partitionBatches(safe: readonly boolean[], max = 10): number[][]
   return out;
 }
 
-export async function runBaseline(kind: Baseline, calls: readonly CallInput[], inst: Instance, config: Config, executor: Executor): Promise<Execution> {
+export async function runBaseline(
+  kind: Baseline,
+  calls: readonly CallInput[],
+  inst: Instance,
+  config: Config,
+  executor: Executor,
+): Promise<Execution> {
   const n = calls.length;
   const runs: Interval[] = calls.map(() => ({ start: NaN, end: NaN }));
   const done = calls.map(() => {
@@ -102,7 +108,15 @@ export async function runBaseline(kind: Baseline, calls: readonly CallInput[], i
       r.start = performance.now() - t0;
       const tool = config.catalog.get(c.tool);
       if (!tool) throw new Error(`unknown tool ${c.tool}`);
-      const res = await executor.execute({ runId: 'baseline', callId: c.id, tool, args: c.args ?? {}, attempt: 1, signal: new AbortController().signal, timeoutMs: 60_000 });
+      const res = await executor.execute({
+        runId: 'baseline',
+        callId: c.id,
+        tool,
+        args: c.args ?? {},
+        attempt: 1,
+        signal: new AbortController().signal,
+        timeoutMs: 60_000,
+      });
       r.end = performance.now() - t0;
       sem?.release();
       if (!res.ok) throw new Error(`${kind}: ${c.id} failed: ${res.error.message}`);

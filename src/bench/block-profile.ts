@@ -31,7 +31,11 @@ function frameName(f: ProfileNode['callFrame']): string {
   const name = f.functionName || '(anonymous)';
   if (f.url === '') return name;
   const url = f.url.replace(/^file:\/\//, '');
-  const short = url.includes('node_modules/') ? url.slice(url.lastIndexOf('node_modules/') + 13) : url.includes('/src/') ? url.slice(url.lastIndexOf('/src/') + 1) : url;
+  const short = url.includes('node_modules/')
+    ? url.slice(url.lastIndexOf('node_modules/') + 13)
+    : url.includes('/src/')
+      ? url.slice(url.lastIndexOf('/src/') + 1)
+      : url;
   return `${name} ${short}:${f.lineNumber + 1}`;
 }
 
@@ -79,7 +83,8 @@ export async function blockProfiler(intervalUs = 100): Promise<BlockProfiler> {
     summary(a, b, n = 20) {
       const per = (side: string, k: string) => (self.get(side)?.get(k) ?? 0) / (calls.get(side) || 1);
       const keys = new Set([...(self.get(a)?.keys() ?? []), ...(self.get(b)?.keys() ?? [])]);
-      const total = (side: string) => [...(self.get(side)?.entries() ?? [])].filter(([k]) => k !== '(idle)').reduce((s, [, v]) => s + v, 0) / (calls.get(side) || 1);
+      const total = (side: string) =>
+        [...(self.get(side)?.entries() ?? [])].filter(([k]) => k !== '(idle)').reduce((s, [, v]) => s + v, 0) / (calls.get(side) || 1);
       const rows = [...keys]
         .filter((k) => k !== '(idle)')
         .map((k) => ({ k, a: per(a, k), b: per(b, k) }))
@@ -89,7 +94,9 @@ export async function blockProfiler(intervalUs = 100): Promise<BlockProfiler> {
         `CPU self time, µs per call (samples every ${intervalUs} µs; idle left out)\n\n` +
         `| function | ${a} | ${b} | ${b} − ${a} |\n|---|---|---|---|\n` +
         `| **all but idle** | ${total(a).toFixed(2)} | ${total(b).toFixed(2)} | ${(total(b) - total(a)).toFixed(2)} |\n` +
-        rows.map((r) => `| ${r.k.replaceAll('|', '\\|')} | ${r.a.toFixed(2)} | ${r.b.toFixed(2)} | ${(r.b - r.a).toFixed(2)} |`).join('\n') +
+        rows
+          .map((r) => `| ${r.k.replaceAll('|', '\\|')} | ${r.a.toFixed(2)} | ${r.b.toFixed(2)} | ${(r.b - r.a).toFixed(2)} |`)
+          .join('\n') +
         '\n'
       );
     },

@@ -181,7 +181,8 @@ export function laneMakespan(inst: Instance): number | undefined {
     }
     const tool = tools[k] as string;
     const cap = Math.min(inst.limits.tool[tool] ?? Infinity, lanesLeft - (tools.length - k - 1));
-    for (let lanes = 1; lanes <= cap; lanes++) split(k + 1, lanesLeft - lanes, Math.max(worst, packLanes(byTool.get(tool) as number[], lanes)));
+    for (let lanes = 1; lanes <= cap; lanes++)
+      split(k + 1, lanesLeft - lanes, Math.max(worst, packLanes(byTool.get(tool) as number[], lanes)));
   };
   split(0, inst.limits.perRun, 0);
   return Number.isFinite(best) ? best : undefined;

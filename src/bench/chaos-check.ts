@@ -99,11 +99,37 @@ export async function checkChaos(rec: ChaosRecord): Promise<ChaosReport> {
   const attempts = rec.cluster.tools.attempts;
   const of = (pred: (a: Attempt) => boolean) => attempts.filter(pred).map(iv);
   const reached: Record<string, number> = {};
-  reached.lim_a = excess(of((a) => a.tool === 'lim_a'), CHAOS_LIMITS.lim_a, v.toolLimit, 'lim_a');
-  reached.capped = excess(of((a) => a.args.t === 'capped'), CHAOS_LIMITS.capped, v.tenantLimit, 'tenant capped');
-  reached['res:*'] = excess(of((a) => a.tool === 'res_c'), CHAOS_LIMITS.res, v.resourceLimit, 'res:*');
-  for (const name of ['n0', 'n1', 'n2']) excess(of((a) => a.tool === 'res_c' && a.args.name === name), 1, v.resourceLock, `writers of res:${name}`);
-  reached.lock_w = excess(of((a) => a.tool === 'lock_w'), 1, v.globalLock, 'writers of file:/shared');
+  reached.lim_a = excess(
+    of((a) => a.tool === 'lim_a'),
+    CHAOS_LIMITS.lim_a,
+    v.toolLimit,
+    'lim_a',
+  );
+  reached.capped = excess(
+    of((a) => a.args.t === 'capped'),
+    CHAOS_LIMITS.capped,
+    v.tenantLimit,
+    'tenant capped',
+  );
+  reached['res:*'] = excess(
+    of((a) => a.tool === 'res_c'),
+    CHAOS_LIMITS.res,
+    v.resourceLimit,
+    'res:*',
+  );
+  for (const name of ['n0', 'n1', 'n2'])
+    excess(
+      of((a) => a.tool === 'res_c' && a.args.name === name),
+      1,
+      v.resourceLock,
+      `writers of res:${name}`,
+    );
+  reached.lock_w = excess(
+    of((a) => a.tool === 'lock_w'),
+    1,
+    v.globalLock,
+    'writers of file:/shared',
+  );
   reached.lock_r = maxOverlap(of((a) => a.tool === 'lock_r'));
   // No reader while a writer runs.
   const writers = of((a) => a.tool === 'lock_w');
@@ -124,7 +150,11 @@ export async function checkChaos(rec: ChaosRecord): Promise<ChaosReport> {
     if (list.length < 2) continue;
     reruns += list.length - 1;
     const tool = (list[0] as Attempt).tool;
-    if (!IDEMPOTENT.has(tool)) note(v.nonIdempotentTwice, `${k} (${tool}) ran ${list.length} times: attempts ${list.map((a) => `${a.attempt}@${a.replica}`).join(', ')}`);
+    if (!IDEMPOTENT.has(tool))
+      note(
+        v.nonIdempotentTwice,
+        `${k} (${tool}) ran ${list.length} times: attempts ${list.map((a) => `${a.attempt}@${a.replica}`).join(', ')}`,
+      );
     const keys = new Set(list.map((a) => a.key));
     if (keys.size !== 1 || keys.has(undefined)) note(v.keyChanged, `${k}: keys ${[...keys].join(', ')}`);
   }
@@ -136,7 +166,11 @@ export async function checkChaos(rec: ChaosRecord): Promise<ChaosReport> {
   let runsInDb = 0;
   let ended = 0;
   try {
-    const runs = (await db.query<{ id: string; tenant: string; status: string; created_at: string; ended_at: string | null; last_seq: number }>('SELECT id, tenant, status, created_at, ended_at, last_seq FROM runs')).rows;
+    const runs = (
+      await db.query<{ id: string; tenant: string; status: string; created_at: string; ended_at: string | null; last_seq: number }>(
+        'SELECT id, tenant, status, created_at, ended_at, last_seq FROM runs',
+      )
+    ).rows;
     runsInDb = runs.length;
     const byId = new Map(runs.map((r) => [r.id, r]));
     const acceptedBy = new Map(rec.accepted.map((a) => [a.id, a.replica]));
@@ -150,11 +184,19 @@ export async function checkChaos(rec: ChaosRecord): Promise<ChaosReport> {
       const t0 = Math.min(...runs.map((r) => Number(r.created_at)));
       const list = runs
         .filter((r) => r.tenant === tenant)
-        .map((r) => ({ start: Number(r.created_at), end: r.ended_at === null ? Infinity : Number(r.ended_at), what: `${r.id} (r${acceptedBy.get(r.id) ?? '?'}, ${Number(r.created_at) - t0}–${Number(r.ended_at) - t0} ms)` }));
+        .map((r) => ({
+          start: Number(r.created_at),
+          end: r.ended_at === null ? Infinity : Number(r.ended_at),
+          what: `${r.id} (r${acceptedBy.get(r.id) ?? '?'}, ${Number(r.created_at) - t0}–${Number(r.ended_at) - t0} ms)`,
+        }));
       const max = excess(list, CHAOS_LIMITS.maxActiveRunsPerTenant, v.activeRuns, `active runs of tenant ${tenant}`);
       reached[`active runs of ${tenant}`] = max;
     }
-    const events = (await db.query<{ run_id: string; seq: number; type: string; call_id: string | null; data: string }>('SELECT run_id, seq, type, call_id, data FROM events ORDER BY run_id, seq')).rows;
+    const events = (
+      await db.query<{ run_id: string; seq: number; type: string; call_id: string | null; data: string }>(
+        'SELECT run_id, seq, type, call_id, data FROM events ORDER BY run_id, seq',
+      )
+    ).rows;
     const logs = new Map<string, typeof events>();
     for (const e of events) {
       const list = logs.get(e.run_id);
@@ -163,19 +205,23 @@ export async function checkChaos(rec: ChaosRecord): Promise<ChaosReport> {
     }
     for (const r of runs) {
       const log = logs.get(r.id) ?? [];
-      if (log.some((e, i) => e.seq !== i + 1) || log.length !== r.last_seq) note(v.seqGaps, `${r.id}: seqs ${log.map((e) => e.seq).join(',')} (last_seq ${r.last_seq})`);
+      if (log.some((e, i) => e.seq !== i + 1) || log.length !== r.last_seq)
+        note(v.seqGaps, `${r.id}: seqs ${log.map((e) => e.seq).join(',')} (last_seq ${r.last_seq})`);
       const completed = log.filter((e) => e.type === 'run.completed');
-      if (!ACTIVE.has(r.status) && (completed.length !== 1 || log[log.length - 1]?.type !== 'run.completed')) note(v.runEnd, `${r.id}: ${completed.length} run.completed, last ${log[log.length - 1]?.type}`);
+      if (!ACTIVE.has(r.status) && (completed.length !== 1 || log[log.length - 1]?.type !== 'run.completed'))
+        note(v.runEnd, `${r.id}: ${completed.length} run.completed, last ${log[log.length - 1]?.type}`);
       // A call's attempt ends only while it is the newest: nothing of an attempt after the next one started.
       const newest = new Map<string, number>();
       const endedAttempts = new Set<string>();
       for (const e of log) {
         if (e.call_id === null) continue;
         const data = JSON.parse(e.data) as { attempt?: number };
-        if (e.type === 'call.started' && data.attempt !== undefined) newest.set(e.call_id, Math.max(newest.get(e.call_id) ?? 0, data.attempt));
+        if (e.type === 'call.started' && data.attempt !== undefined)
+          newest.set(e.call_id, Math.max(newest.get(e.call_id) ?? 0, data.attempt));
         if (END_TYPES.has(e.type) && data.attempt !== undefined) {
           const k = `${e.call_id}#${data.attempt}`;
-          if (data.attempt < (newest.get(e.call_id) ?? 0) || endedAttempts.has(k)) note(v.staleAppends, `${r.id}: ${e.type} of ${k} at seq ${e.seq}, attempt ${newest.get(e.call_id)} had started`);
+          if (data.attempt < (newest.get(e.call_id) ?? 0) || endedAttempts.has(k))
+            note(v.staleAppends, `${r.id}: ${e.type} of ${k} at seq ${e.seq}, attempt ${newest.get(e.call_id)} had started`);
           endedAttempts.add(k);
         }
       }
@@ -183,7 +229,8 @@ export async function checkChaos(rec: ChaosRecord): Promise<ChaosReport> {
     // A cancel answered 202 while the run had not ended must end it cancelled.
     for (const c of rec.cancels) {
       const r = byId.get(c.runId);
-      if (c.status === 202 && c.answered !== undefined && ACTIVE.has(c.answered) && r && r.status !== 'cancelled') note(v.cancelLost, `${c.runId}: cancel via r${c.via} answered 202 (${c.answered}), the run ended ${r.status}`);
+      if (c.status === 202 && c.answered !== undefined && ACTIVE.has(c.answered) && r && r.status !== 'cancelled')
+        note(v.cancelLost, `${c.runId}: cancel via r${c.via} answered 202 (${c.answered}), the run ended ${r.status}`);
     }
   } finally {
     await db.end();

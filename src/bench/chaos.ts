@@ -116,7 +116,19 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosRecord> {
   const rand = rng(o.seed);
   o.log(`starting PostgreSQL and ${o.replicas} replicas (lease ${o.leaseMs} ms)…`);
   const cluster = await startCluster(o.replicas, chaosYaml, { leaseMs: o.leaseMs, perReplicaUrls: true, logLevel: 'info' });
-  const rec: ChaosRecord = { cluster, accepted: [], refused: new Map(), unanswered: 0, cancels: [], faults: [], children: [], crashes: [], startedAt: performance.now(), endedAt: 0, settledMs: undefined };
+  const rec: ChaosRecord = {
+    cluster,
+    accepted: [],
+    refused: new Map(),
+    unanswered: 0,
+    cancels: [],
+    faults: [],
+    children: [],
+    crashes: [],
+    startedAt: performance.now(),
+    endedAt: 0,
+    settledMs: undefined,
+  };
   const down = new Set<number>();
   const killed = new Set<ServerChild>();
   let stopping = false;
@@ -125,12 +137,25 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosRecord> {
     rec.children.push({ replica, child });
     void child.exited.then(({ code, signal }) => {
       if (killed.has(child) || stopping) return;
-      rec.crashes.push({ replica, code, signal, tail: child.output().split('\n').filter((l) => !l.includes('"request completed"') && !l.includes('"incoming request"')).slice(-12).join('\n') });
+      rec.crashes.push({
+        replica,
+        code,
+        signal,
+        tail: child
+          .output()
+          .split('\n')
+          .filter((l) => !l.includes('"request completed"') && !l.includes('"incoming request"'))
+          .slice(-12)
+          .join('\n'),
+      });
       o.log(`replica r${replica} exited on its own (code ${code}, signal ${signal}); starting it again`);
       if (cluster.replicas[replica] === child) {
         cluster.replicas[replica] = undefined;
         down.add(replica);
-        void start(replica).then(() => down.delete(replica), () => {});
+        void start(replica).then(
+          () => down.delete(replica),
+          () => {},
+        );
       }
     });
   };
@@ -264,7 +289,13 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosRecord> {
     down.delete(i);
   };
 
-  const ticker = setInterval(() => o.log(`${Math.round((performance.now() - rec.startedAt) / 1000)} s: ${rec.accepted.length} runs accepted, ${rec.faults.length} faults`), 10_000);
+  const ticker = setInterval(
+    () =>
+      o.log(
+        `${Math.round((performance.now() - rec.startedAt) / 1000)} s: ${rec.accepted.length} runs accepted, ${rec.faults.length} faults`,
+      ),
+    10_000,
+  );
   try {
     await Promise.all([...Array.from({ length: o.clients }, (_, k) => client(k)), killer(), pauser()]);
   } finally {
@@ -288,7 +319,13 @@ async function settle(cluster: TestCluster, boundMs: number): Promise<number | u
   const t0 = performance.now();
   try {
     for (;;) {
-      const n = Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running', 'needs_replan') OR ended_at IS NULL`)).rows[0]?.n);
+      const n = Number(
+        (
+          await db.query<{ n: string }>(
+            `SELECT count(*) AS n FROM runs WHERE status IN ('queued', 'running', 'needs_replan') OR ended_at IS NULL`,
+          )
+        ).rows[0]?.n,
+      );
       if (n === 0) return performance.now() - t0;
       if (performance.now() - t0 > boundMs) return undefined;
       await sleep(250);

@@ -40,7 +40,21 @@ export interface StartOptions {
 
 /** Starts `node bin/toolgraph.mjs serve` and resolves once it listens. */
 export function startServer(opts: StartOptions): Promise<ServerChild> {
-  const args = [BIN, 'serve', '--config', opts.config, '--db', opts.db, '--port', String(opts.port ?? 0), '--host', '127.0.0.1', '--drain-ms', String(opts.drainMs ?? 0), ...(opts.args ?? [])];
+  const args = [
+    BIN,
+    'serve',
+    '--config',
+    opts.config,
+    '--db',
+    opts.db,
+    '--port',
+    String(opts.port ?? 0),
+    '--host',
+    '127.0.0.1',
+    '--drain-ms',
+    String(opts.drainMs ?? 0),
+    ...(opts.args ?? []),
+  ];
   const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...args], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...opts.env },
@@ -56,7 +70,10 @@ export function startServer(opts: StartOptions): Promise<ServerChild> {
   const timeoutMs = opts.startTimeoutMs ?? 30_000;
   return new Promise<ServerChild>((resolve, reject) => {
     let settled = false;
-    const timer = setTimeout(() => fail(new Error(`the server did not report its port within ${timeoutMs} ms; output:\n${out}`)), timeoutMs);
+    const timer = setTimeout(
+      () => fail(new Error(`the server did not report its port within ${timeoutMs} ms; output:\n${out}`)),
+      timeoutMs,
+    );
     const fail = (e: Error) => {
       if (settled) return;
       settled = true;
@@ -89,6 +106,8 @@ export function startServer(opts: StartOptions): Promise<ServerChild> {
         });
       }
     });
-    void exited.then(({ code, signal }) => fail(new Error(`the server exited (code ${code}, signal ${signal}) before listening; output:\n${out}`)));
+    void exited.then(({ code, signal }) =>
+      fail(new Error(`the server exited (code ${code}, signal ${signal}) before listening; output:\n${out}`)),
+    );
   });
 }

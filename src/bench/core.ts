@@ -83,7 +83,13 @@ export function bigBatch(n: number, seed: number): { calls: CallInput[]; refs: n
 
 function schedulerOnce(calls: CallInput[], config: Config): { total: Cost; plan: Cost } {
   // Waits explained, as the live engine has them (call.waiting events, issue #21).
-  const scheduler = new Scheduler({ catalog: config.catalog, policy: config.policy, limits: config.limits, defaults: config.defaults, explainWaits: true });
+  const scheduler = new Scheduler({
+    catalog: config.catalog,
+    policy: config.policy,
+    limits: config.limits,
+    defaults: config.defaults,
+    explainWaits: true,
+  });
   let ended = 0;
   const sim = new Simulation(scheduler, {
     attempt: (s) => ({ durationMs: (s.args as { ms: number }).ms, result: { ok: true, output: { ms: (s.args as { ms: number }).ms } } }),
@@ -133,7 +139,9 @@ function bareSchedule(calls: CallInput[], succ: number[][], width: number): numb
   return now;
 }
 
-export function measureScheduler(o: CoreOptions): Pick<CoreResult, 'usPerNode' | 'usPerNodeWall' | 'planUsPerNode' | 'bareUsPerNode' | 'schedulerNodes'> {
+export function measureScheduler(
+  o: CoreOptions,
+): Pick<CoreResult, 'usPerNode' | 'usPerNodeWall' | 'planUsPerNode' | 'bareUsPerNode' | 'schedulerNodes'> {
   const config = benchConfig(SCHED_LIMITS);
   schedulerOnce(bigBatch(Math.min(2_000, o.schedulerNodes), 7).calls, config); // warm-up
   const { calls } = bigBatch(o.schedulerNodes, o.schedulerNodes);
@@ -150,7 +158,13 @@ export function measureScheduler(o: CoreOptions): Pick<CoreResult, 'usPerNode' |
   const bares: Cost[] = [];
   for (let k = 0; k < o.schedulerRepeats; k++) bares.push(bareOnce(calls, succ, SCHED_LIMITS.perRun));
   const per = (xs: Cost[], k: keyof Cost = 'cpuMs') => (median(xs.map((x) => x[k])) * 1000) / calls.length;
-  return { usPerNode: per(totals), usPerNodeWall: per(totals, 'wallMs'), planUsPerNode: per(plans), bareUsPerNode: per(bares), schedulerNodes: calls.length };
+  return {
+    usPerNode: per(totals),
+    usPerNodeWall: per(totals, 'wallMs'),
+    planUsPerNode: per(plans),
+    bareUsPerNode: per(bares),
+    schedulerNodes: calls.length,
+  };
 }
 
 export function measureBuild(o: CoreOptions): Pick<CoreResult, 'buildMs' | 'buildMsWall' | 'buildBareMs'> {
@@ -179,20 +193,41 @@ export function measureBuild(o: CoreOptions): Pick<CoreResult, 'buildMs' | 'buil
     buildMs[String(n)] = median(times.map((t) => t.cpuMs));
     buildMsWall[String(n)] = median(times.map((t) => t.wallMs));
     buildBareMs[String(n)] = median(bare.map((t) => t.cpuMs));
-    o.log?.(`  build ${n}: ${buildMs[String(n)]?.toFixed(1)} ms CPU, ${buildMsWall[String(n)]?.toFixed(1)} ms wall (bare graph ${buildBareMs[String(n)]?.toFixed(1)} ms)`);
+    o.log?.(
+      `  build ${n}: ${buildMs[String(n)]?.toFixed(1)} ms CPU, ${buildMsWall[String(n)]?.toFixed(1)} ms wall (bare graph ${buildBareMs[String(n)]?.toFixed(1)} ms)`,
+    );
   }
   return { buildMs, buildMsWall, buildBareMs };
 }
 
-type EngineFigures = 'engineUsPerCall' | 'engineUsPerCallWall' | 'engineBareUsPerCall' | 'engineSmallRunUsPerCall' | 'engineSmallRunUsPerCallWall' | 'engineSmallRunBareUsPerCall';
+type EngineFigures =
+  | 'engineUsPerCall'
+  | 'engineUsPerCallWall'
+  | 'engineBareUsPerCall'
+  | 'engineSmallRunUsPerCall'
+  | 'engineSmallRunUsPerCallWall'
+  | 'engineSmallRunBareUsPerCall';
 
 export async function measureEngine(o: CoreOptions, executor: Executor): Promise<Pick<CoreResult, EngineFigures>> {
   const config = benchConfig({ tool: {}, maxCallsPerRun: 1_000_000 });
   const echo = config.catalog.get('echo');
   if (!echo) throw new Error('no echo tool');
-  const batch = (n: number, tag: number): CallInput[] => Array.from({ length: n }, (_, i) => ({ id: `e${i}`, tool: 'echo', args: { i, tag } }));
+  const batch = (n: number, tag: number): CallInput[] =>
+    Array.from({ length: n }, (_, i) => ({ id: `e${i}`, tool: 'echo', args: { i, tag } }));
   const bare = (calls: CallInput[]) =>
-    Promise.all(calls.map((c) => executor.execute({ runId: 'bare', callId: c.id, tool: echo, args: c.args ?? {}, attempt: 1, signal: new AbortController().signal, timeoutMs: 60_000 })));
+    Promise.all(
+      calls.map((c) =>
+        executor.execute({
+          runId: 'bare',
+          callId: c.id,
+          tool: echo,
+          args: c.args ?? {},
+          attempt: 1,
+          signal: new AbortController().signal,
+          timeoutMs: 60_000,
+        }),
+      ),
+    );
   const engineRun = async (engine: Engine, calls: CallInput[]) => {
     const { id } = await engine.submit({ calls, tenant: 'bench' });
     const v = await engine.wait(id);
@@ -252,7 +287,9 @@ export async function runCoreIsolated(o: CoreOptions, executor: Executor): Promi
       if (m.result) result = m.result;
     });
     worker.on('error', reject);
-    worker.on('exit', (code) => (result ? resolve(result) : reject(new Error(`the core benchmark's worker exited with code ${code} and no result`))));
+    worker.on('exit', (code) =>
+      result ? resolve(result) : reject(new Error(`the core benchmark's worker exited with code ${code} and no result`)),
+    );
   });
 }
 
@@ -261,9 +298,13 @@ export async function runCore(o: CoreOptions, executor: Executor): Promise<CoreR
   const sched = measureScheduler(o);
   await settle();
   const build = measureBuild(o);
-  o.log?.(`  scheduler: ${sched.usPerNode.toFixed(2)} µs/node CPU (${sched.usPerNodeWall.toFixed(2)} wall) over ${sched.schedulerNodes} nodes, of which submit ${sched.planUsPerNode.toFixed(2)}; bare ${sched.bareUsPerNode.toFixed(2)}`);
+  o.log?.(
+    `  scheduler: ${sched.usPerNode.toFixed(2)} µs/node CPU (${sched.usPerNodeWall.toFixed(2)} wall) over ${sched.schedulerNodes} nodes, of which submit ${sched.planUsPerNode.toFixed(2)}; bare ${sched.bareUsPerNode.toFixed(2)}`,
+  );
   await settle();
   const engine = await measureEngine(o, executor);
-  o.log?.(`  engine: ${engine.engineUsPerCall.toFixed(1)} µs/call CPU in one batch (bare ${engine.engineBareUsPerCall.toFixed(1)}), ${engine.engineSmallRunUsPerCall.toFixed(1)} in 5-call runs (bare ${engine.engineSmallRunBareUsPerCall.toFixed(1)})`);
+  o.log?.(
+    `  engine: ${engine.engineUsPerCall.toFixed(1)} µs/call CPU in one batch (bare ${engine.engineBareUsPerCall.toFixed(1)}), ${engine.engineSmallRunUsPerCall.toFixed(1)} in 5-call runs (bare ${engine.engineSmallRunBareUsPerCall.toFixed(1)})`,
+  );
   return { ...sched, ...build, ...engine };
 }

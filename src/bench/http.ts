@@ -62,7 +62,14 @@ type Check = (status: number, body: unknown) => boolean;
 function post(agent: http.Agent, url: URL, body: string): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: url.hostname, port: url.port, path: url.pathname, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
       (res) => {
         let text = '';
         res.setEncoding('utf8');
@@ -106,7 +113,10 @@ async function load(target: string, clients: number, durationMs: number, check: 
   return { perSec: (latencies.length * 1000) / (performance.now() - t0), latencies, errors };
 }
 
-const succeeded = (expect: number): Check => (status, body) => status === expect && (body as { status?: string }).status === 'succeeded' && (body as { calls?: unknown[] }).calls?.length === 5;
+const succeeded =
+  (expect: number): Check =>
+  (status, body) =>
+    status === expect && (body as { status?: string }).status === 'succeeded' && (body as { calls?: unknown[] }).calls?.length === 5;
 
 /**
  * `dbDir`: where the SQLite file goes (default: the OS temp dir, on disk here; /dev/shm is RAM);
@@ -125,9 +135,22 @@ export async function runHttp(o: HttpOptions, executor: Executor, dbDir: string 
   bare.post('/bare', async (req) => {
     const { calls } = req.body as { calls: CallInput[] };
     const results = await Promise.all(
-      calls.map((c) => executor.execute({ runId: 'bare', callId: c.id, tool: echo, args: c.args ?? {}, attempt: 1, signal: new AbortController().signal, timeoutMs: 60_000 })),
+      calls.map((c) =>
+        executor.execute({
+          runId: 'bare',
+          callId: c.id,
+          tool: echo,
+          args: c.args ?? {},
+          attempt: 1,
+          signal: new AbortController().signal,
+          timeoutMs: 60_000,
+        }),
+      ),
     );
-    return { status: 'succeeded', calls: calls.map((c, i) => ({ id: c.id, status: 'succeeded', output: (results[i] as { output?: unknown }).output ?? null })) };
+    return {
+      status: 'succeeded',
+      calls: calls.map((c, i) => ({ id: c.id, status: 'succeeded', output: (results[i] as { output?: unknown }).output ?? null })),
+    };
   });
   try {
     await app.listen({ host: '127.0.0.1', port: 0 });

@@ -81,7 +81,14 @@ export interface FamilyResult {
 }
 
 /** Runs one batch through every executor; the order rotates with `turn`. */
-async function runSeed(family: Family, seed: number, turn: number, o: MakespanOptions, config: Config, executor: Executor): Promise<SeedRun> {
+async function runSeed(
+  family: Family,
+  seed: number,
+  turn: number,
+  o: MakespanOptions,
+  config: Config,
+  executor: Executor,
+): Promise<SeedRun> {
   const w = workload(family, o.calls, seed);
   const inst = instanceOf(w, config, LIMITS);
   const order: Executed[] = ['toolgraph', ...BASELINES];

@@ -50,7 +50,9 @@ export function optimum(inst: Instance, budget: Budget = {}): Optimum {
 
   /** The earliest time ≥ `from` at which `j` fits beside the placed calls. */
   const earliestFit = (j: number, from: number): number => {
-    const candidates = [from, ...placed.map((k) => (start[k] as number) + (dur[k] as number)).filter((e) => e > from)].sort((a, b) => a - b);
+    const candidates = [from, ...placed.map((k) => (start[k] as number) + (dur[k] as number)).filter((e) => e > from)].sort(
+      (a, b) => a - b,
+    );
     const rs = res.filter((r) => r.uses[j]);
     for (const t of candidates) {
       const end = t + (dur[j] as number);
@@ -203,8 +205,11 @@ export function decomposedOptimum(inst: Instance, budget: Budget & { maxSegment?
   let largestSegment = 0;
   let prev: number | undefined;
   for (const c of [...cuts, undefined]) {
-    const seg = order.filter((v) => !cuts.includes(v) && (prev === undefined || (reach[prev] as boolean[])[v]) && (c === undefined || (reach[v] as boolean[])[c]));
-    if (seg.length > (budget.maxSegment ?? Infinity)) return { makespanMs: NaN, proven: false, cuts: cuts.length, largestSegment: seg.length };
+    const seg = order.filter(
+      (v) => !cuts.includes(v) && (prev === undefined || (reach[prev] as boolean[])[v]) && (c === undefined || (reach[v] as boolean[])[c]),
+    );
+    if (seg.length > (budget.maxSegment ?? Infinity))
+      return { makespanMs: NaN, proven: false, cuts: cuts.length, largestSegment: seg.length };
     if (seg.length > 0) {
       largestSegment = Math.max(largestSegment, seg.length);
       const o = optimum(subInstance(inst, seg), budget);

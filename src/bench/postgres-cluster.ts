@@ -42,8 +42,13 @@ export function postgresBin(): string {
   const env = process.env.PG_BIN;
   if (env) return env;
   const root = '/usr/lib/postgresql';
-  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a)) : [];
-  if (versions.length === 0) throw new Error('PostgreSQL is not installed: apt-get install -y postgresql-15 (or set PG_BIN to the folder of initdb and pg_ctl)');
+  const versions = existsSync(root)
+    ? readdirSync(root)
+        .filter((v) => existsSync(join(root, v, 'bin', 'initdb')))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
+  if (versions.length === 0)
+    throw new Error('PostgreSQL is not installed: apt-get install -y postgresql-15 (or set PG_BIN to the folder of initdb and pg_ctl)');
   return join(root, versions[0] as string, 'bin');
 }
 
@@ -84,7 +89,13 @@ export async function startPostgres(): Promise<TestPostgres> {
   const halt = (mode: 'fast' | 'immediate') => run(join(bin, 'pg_ctl'), ['-D', data, '-m', mode, '-w', 'stop']);
   let running = false;
   const onExit = () => {
-    if (running) spawnSync(asRoot ? 'runuser' : join(bin, 'pg_ctl'), asRoot ? ['-u', 'postgres', '--', join(bin, 'pg_ctl'), '-D', data, '-m', 'immediate', 'stop'] : ['-D', data, '-m', 'immediate', 'stop']);
+    if (running)
+      spawnSync(
+        asRoot ? 'runuser' : join(bin, 'pg_ctl'),
+        asRoot
+          ? ['-u', 'postgres', '--', join(bin, 'pg_ctl'), '-D', data, '-m', 'immediate', 'stop']
+          : ['-D', data, '-m', 'immediate', 'stop'],
+      );
     rmSync(dir, { recursive: true, force: true });
   };
   process.once('exit', onExit);
@@ -114,7 +125,13 @@ export async function startPostgres(): Promise<TestPostgres> {
     },
     async stop() {
       process.removeListener('exit', onExit);
-      if (running) spawnSync(asRoot ? 'runuser' : join(bin, 'pg_ctl'), asRoot ? ['-u', 'postgres', '--', join(bin, 'pg_ctl'), '-D', data, '-m', 'immediate', '-w', 'stop'] : ['-D', data, '-m', 'immediate', '-w', 'stop']);
+      if (running)
+        spawnSync(
+          asRoot ? 'runuser' : join(bin, 'pg_ctl'),
+          asRoot
+            ? ['-u', 'postgres', '--', join(bin, 'pg_ctl'), '-D', data, '-m', 'immediate', '-w', 'stop']
+            : ['-D', data, '-m', 'immediate', '-w', 'stop'],
+        );
       running = false;
       rmSync(dir, { recursive: true, force: true });
     },

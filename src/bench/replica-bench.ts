@@ -94,21 +94,33 @@ export interface TakeoverResult {
 }
 
 /** `kills` times: a replica running `runsPerKill` held idempotent calls is killed; how long until they run again elsewhere. */
-export async function takeover(pgc: TestPostgres, leaseMs: number, kills: number, log: (s: string) => void, runsPerKill = 2): Promise<TakeoverResult> {
+export async function takeover(
+  pgc: TestPostgres,
+  leaseMs: number,
+  kills: number,
+  log: (s: string) => void,
+  runsPerKill = 2,
+): Promise<TakeoverResult> {
   const c = await startCluster(3, benchYaml, { leaseMs, perReplicaUrls: true, pg: pgc, logLevel: 'warn' });
   const out: TakeoverResult = { leaseMs, runs: [], kills: [], extra: 0 };
   try {
     for (let k = 0; k < kills; k++) {
       const victim = k % 3;
       const ids: string[] = [];
-      for (let r = 0; r < runsPerKill; r++) ids.push((await c.request(victim, 'POST', '/v1/runs', { calls: [{ id: 'h', tool: 'hold_idem', args: { hold: true, k, r } }] })).body.id as string);
+      for (let r = 0; r < runsPerKill; r++)
+        ids.push(
+          (await c.request(victim, 'POST', '/v1/runs', { calls: [{ id: 'h', tool: 'hold_idem', args: { hold: true, k, r } }] })).body
+            .id as string,
+        );
       for (const id of ids) await until(`${id} to run`, () => c.tools.of(id, 'h')[0], 20_000);
       // Somewhere in the renewal cycle.
       await sleep(Math.floor(Math.random() * (leaseMs / 3)));
       const killed = performance.now();
       await c.replicas[victim]?.kill9();
       c.replicas[victim] = undefined;
-      const again = await Promise.all(ids.map((id) => until(`${id} to run again`, () => c.tools.of(id, 'h').find((a) => a.replica !== `r${victim}`), leaseMs + 30_000)));
+      const again = await Promise.all(
+        ids.map((id) => until(`${id} to run again`, () => c.tools.of(id, 'h').find((a) => a.replica !== `r${victim}`), leaseMs + 30_000)),
+      );
       const ms = again.map((a) => a.start - killed);
       out.runs.push(...ms);
       out.kills.push(Math.max(...ms));
@@ -118,11 +130,15 @@ export async function takeover(pgc: TestPostgres, leaseMs: number, kills: number
       // A replica that lost its lease meanwhile (a loaded machine) hands a run over once more: its call
       // runs a third time, held too. Released as it comes, and counted.
       for (const id of ids) {
-        await until(`${id} to end`, async () => {
-          c.tools.release((a) => a.runId === id);
-          const r = await c.request((victim + 1) % 3, 'GET', `/v1/runs/${id}`);
-          return r.status === 200 && r.body.endedAt !== null ? true : undefined;
-        }, 30_000);
+        await until(
+          `${id} to end`,
+          async () => {
+            c.tools.release((a) => a.runId === id);
+            const r = await c.request((victim + 1) % 3, 'GET', `/v1/runs/${id}`);
+            return r.status === 200 && r.body.endedAt !== null ? true : undefined;
+          },
+          30_000,
+        );
         out.extra += Math.max(0, c.tools.of(id, 'h').length - 2);
       }
     }
@@ -158,7 +174,11 @@ export async function sseLatency(pgc: TestPostgres, runs: number, parallel: numb
       return { i, got, s };
     });
     // Both streams live (they have caught up to the held call's start) before anything is timed.
-    await until('both streams to be live', () => (streams.every((x) => x.got.some(({ e }) => e.type === 'call.started' && e.callId === 'h')) ? true : undefined), 20_000);
+    await until(
+      'both streams to be live',
+      () => (streams.every((x) => x.got.some(({ e }) => e.type === 'call.started' && e.callId === 'h')) ? true : undefined),
+      20_000,
+    );
     c.tools.release((a) => a.runId === id);
     await Promise.all(streams.map((x) => x.s.done));
     for (const x of streams) {
@@ -212,7 +232,13 @@ async function commits(url: string): Promise<number> {
  * `clients` closed-loop clients, round-robin over `n` replicas, runs of 3 calls of 5 ms, for `seconds`
  * after a warm-up. `n` = 0: one process on a SQLite file instead (no cluster, no permits).
  */
-export async function throughput(pgc: TestPostgres, n: number, clients: number, seconds: number, warmupSeconds = 3): Promise<ThroughputResult> {
+export async function throughput(
+  pgc: TestPostgres,
+  n: number,
+  clients: number,
+  seconds: number,
+  warmupSeconds = 3,
+): Promise<ThroughputResult> {
   const sqlite = n === 0;
   const c = await startCluster(Math.max(1, n), benchYaml, { pg: pgc, logLevel: 'warn', leaseMs: 10_000, sqlite });
   const res: ThroughputResult = { replicas: n, runs: 0, runsPerSec: 0, latency: [], errors: 0, permitAsks: [], xactPerRun: NaN };
@@ -291,7 +317,12 @@ export async function limitHandoff(pgc: TestPostgres, runs: number): Promise<Han
   const out: HandoffResult = { gaps: [], sameReplica: [] };
   try {
     const ids = await Promise.all(
-      Array.from({ length: runs }, async (_, k) => (await c.request(k % 3, 'POST', '/v1/runs', { calls: [{ id: 'x', tool: 'one_at_a_time', args: { ms: 30, k } }] })).body.id as string),
+      Array.from(
+        { length: runs },
+        async (_, k) =>
+          (await c.request(k % 3, 'POST', '/v1/runs', { calls: [{ id: 'x', tool: 'one_at_a_time', args: { ms: 30, k } }] })).body
+            .id as string,
+      ),
     );
     for (const id of ids) await c.ended(0, id, 120_000);
     const list = c.tools.attempts.filter((a) => a.tool === 'one_at_a_time').sort((a, b) => a.start - b.start);

@@ -58,7 +58,18 @@ export class ClusterTools {
     const body = JSON.parse(text) as { runId: string; callId: string; tool: string; attempt: number; args: Record<string, unknown> };
     const key = req.headers['idempotency-key'];
     const replica = /^\/(r\d+)\//.exec(req.url ?? '')?.[1];
-    const a: Attempt = { tool: body.tool, runId: body.runId, callId: body.callId, attempt: body.attempt, key: typeof key === 'string' ? key : undefined, args: body.args, replica, start: performance.now(), end: undefined, aborted: false };
+    const a: Attempt = {
+      tool: body.tool,
+      runId: body.runId,
+      callId: body.callId,
+      attempt: body.attempt,
+      key: typeof key === 'string' ? key : undefined,
+      args: body.args,
+      replica,
+      start: performance.now(),
+      end: undefined,
+      aborted: false,
+    };
     this.attempts.push(a);
     let timer: NodeJS.Timeout | undefined;
     const answer = () => {
@@ -167,7 +178,12 @@ export async function startCluster(n: number, yaml: (toolUrl: string) => string,
     leaseMs,
     replicas: [],
     async start(i) {
-      const child = await startServer({ config: o.perReplicaUrls ? configOf(i) : config, db, args: ['--replica-id', `r${i}`], env: { LOG_LEVEL: o.logLevel ?? 'info' } });
+      const child = await startServer({
+        config: o.perReplicaUrls ? configOf(i) : config,
+        db,
+        args: ['--replica-id', `r${i}`],
+        env: { LOG_LEVEL: o.logLevel ?? 'info' },
+      });
       c.replicas[i] = child;
       return child;
     },

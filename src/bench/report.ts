@@ -26,7 +26,8 @@ export interface ReportMeta {
 const x = (v: number, d = 2) => `${fmt(v, d)}×`;
 const sx = (s: { min: number; median: number; max: number }, d = 2) => fmtSpread(s, d, '×');
 const ms = (v: number) => `${fmt(v, 0)}`;
-const table = (head: string[], rows: string[][]) => [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+const table = (head: string[], rows: string[][]) =>
+  [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
 
 function header(m: ReportMeta): string {
   return `# toolgraph benchmark results
@@ -56,29 +57,75 @@ ${table(
 }
 
 function makespanSection(fams: FamilySummary[], m: ReportMeta): string {
-  const tools = Object.entries(LIMITS.tool).map(([t, n]) => `\`${t}\` ${n}`).join(', ');
+  const tools = Object.entries(LIMITS.tool)
+    .map(([t, n]) => `\`${t}\` ${n}`)
+    .join(', ');
   const main = table(
-    ['family', 'calls', 'bound ms (critical path / work÷cap)', 'toolgraph ms', 'ratio to bound', 'ratio, observed durations', 'ratio, virtual clock', 'real ÷ virtual', 'timer inflation'],
-    fams.map((f) => [f.name, String(f.calls), `${ms(f.lowerBoundMs)} (${ms(f.criticalPathMs)} / ${ms(f.workMs)})`, ms(f.toolgraphMs), sx(f.ratioToBound, 3), sx(f.ratioToObservedBound, 3), sx(f.virtualRatio, 3), sx(f.realToVirtual, 3), sx(f.timerInflation, 3)]),
+    [
+      'family',
+      'calls',
+      'bound ms (critical path / work÷cap)',
+      'toolgraph ms',
+      'ratio to bound',
+      'ratio, observed durations',
+      'ratio, virtual clock',
+      'real ÷ virtual',
+      'timer inflation',
+    ],
+    fams.map((f) => [
+      f.name,
+      String(f.calls),
+      `${ms(f.lowerBoundMs)} (${ms(f.criticalPathMs)} / ${ms(f.workMs)})`,
+      ms(f.toolgraphMs),
+      sx(f.ratioToBound, 3),
+      sx(f.ratioToObservedBound, 3),
+      sx(f.virtualRatio, 3),
+      sx(f.realToVirtual, 3),
+      sx(f.timerInflation, 3),
+    ]),
   );
   const base = table(
     ['family', 'sequential ms', 'partition ms', 'gate ms', 'Promise.all ms', 'speedup vs sequential', 'vs partition', 'vs gate'],
-    fams.map((f) => [f.name, ms(f.baselinesMs.sequential), ms(f.baselinesMs.partition), ms(f.baselinesMs.gate), ms(f.baselinesMs.promiseAll), sx(f.speedup.sequential), sx(f.speedup.partition), sx(f.speedup.gate)]),
+    fams.map((f) => [
+      f.name,
+      ms(f.baselinesMs.sequential),
+      ms(f.baselinesMs.partition),
+      ms(f.baselinesMs.gate),
+      ms(f.baselinesMs.promiseAll),
+      sx(f.speedup.sequential),
+      sx(f.speedup.partition),
+      sx(f.speedup.gate),
+    ]),
   );
   const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
   const viol = table(
-    ['family', 'toolgraph: hazards / data (all seeds)', 'Promise.all: hazards, median (min–max)', 'Promise.all: data', 'Promise.all peak concurrency (limit)'],
+    [
+      'family',
+      'toolgraph: hazards / data (all seeds)',
+      'Promise.all: hazards, median (min–max)',
+      'Promise.all: data',
+      'Promise.all peak concurrency (limit)',
+    ],
     fams.map((f) => [
       f.name,
       `${sum(f.violations.toolgraph)} / ${sum(f.violations.toolgraphData)}`,
-      fmtSpread({ min: Math.min(...f.violations.promiseAll), median: medianOf(f.violations.promiseAll), max: Math.max(...f.violations.promiseAll) }, 0),
+      fmtSpread(
+        { min: Math.min(...f.violations.promiseAll), median: medianOf(f.violations.promiseAll), max: Math.max(...f.violations.promiseAll) },
+        0,
+      ),
       String(sum(f.violations.promiseAllData)),
       `${f.promiseAllPeak} (${LIMITS.perRun})`,
     ]),
   );
   const small = table(
     ['family', 'instances (proven)', 'optimum ÷ bound', 'bound reached by the optimum', 'toolgraph (virtual) ÷ optimum'],
-    fams.map((f) => [f.name, `${f.small.instances} (${f.small.proven})`, sx(f.small.optimumToBound, 3), `${f.small.reachable} of ${f.small.instances}`, sx(f.small.virtualToOptimum, 3)]),
+    fams.map((f) => [
+      f.name,
+      `${f.small.instances} (${f.small.proven})`,
+      sx(f.small.optimumToBound, 3),
+      `${f.small.reachable} of ${f.small.instances}`,
+      sx(f.small.virtualToOptimum, 3),
+    ]),
   );
   const exact = fams.filter((f) => f.exact);
   const exactTable =
@@ -92,8 +139,20 @@ function makespanSection(fams: FamilySummary[], m: ReportMeta): string {
           }),
         );
   const bracket = table(
-    ['family', 'tighter lower bound ÷ bound', 'seeds where no schedule is within 1.05× of the bound', 'best schedule known ÷ bound (found by)', 'toolgraph (virtual) ÷ best known'],
-    fams.map((f) => [f.name, sx(f.bracket.tightToBound, 3), `${f.bracket.unreachable} of ${f.seeds}`, `${sx(f.bracket.bestKnownToBound, 3)} (${f.bracket.bestKnownBy.join(', ')})`, sx(f.bracket.virtualToBestKnown, 3)]),
+    [
+      'family',
+      'tighter lower bound ÷ bound',
+      'seeds where no schedule is within 1.05× of the bound',
+      'best schedule known ÷ bound (found by)',
+      'toolgraph (virtual) ÷ best known',
+    ],
+    fams.map((f) => [
+      f.name,
+      sx(f.bracket.tightToBound, 3),
+      `${f.bracket.unreachable} of ${f.seeds}`,
+      `${sx(f.bracket.bestKnownToBound, 3)} (${f.bracket.bestKnownBy.join(', ')})`,
+      sx(f.bracket.virtualToBestKnown, 3),
+    ]),
   );
   return `## 1. Makespan (real timers)
 
@@ -167,10 +226,30 @@ not kept (the engine persists its events and lets them go).
 ${table(
   ['measure', 'toolgraph', 'bare baseline (same process)', 'ratio'],
   [
-    [`scheduler, virtual clock, ${c.schedulerNodes} nodes (submit incl. planning: ${fmt(c.planUsPerNode, 1)} µs)`, `${fmt(c.usPerNode, 1)} µs/node (wall ${fmt(c.usPerNodeWall, 1)})`, `${fmt(c.bareUsPerNode, 2)} µs/node (FIFO list scheduler)`, x(c.usPerNode / c.bareUsPerNode, 0)],
-    ...sizes.map((n) => [`graph build, ${n} calls`, `${fmt(c.buildMs[n] as number, 1)} ms (wall ${fmt(c.buildMsWall[n] as number, 1)}; ${fmt(((c.buildMs[n] as number) * 1000) / Number(n), 1)} µs/call)`, `${fmt(c.buildBareMs[n] as number, 1)} ms (graphology, data edges only)`, x((c.buildMs[n] as number) / (c.buildBareMs[n] as number), 0)]),
-    [`engine, echo, one run of many calls`, `${fmt(c.engineUsPerCall, 1)} µs/call (wall ${fmt(c.engineUsPerCallWall, 1)})`, `${fmt(c.engineBareUsPerCall, 1)} µs/call (Promise.all)`, x(c.engineUsPerCall / c.engineBareUsPerCall, 1)],
-    [`engine, echo, 5-call runs one after another`, `${fmt(c.engineSmallRunUsPerCall, 1)} µs/call (wall ${fmt(c.engineSmallRunUsPerCallWall, 1)})`, `${fmt(c.engineSmallRunBareUsPerCall, 1)} µs/call (Promise.all)`, x(c.engineSmallRunUsPerCall / c.engineSmallRunBareUsPerCall, 1)],
+    [
+      `scheduler, virtual clock, ${c.schedulerNodes} nodes (submit incl. planning: ${fmt(c.planUsPerNode, 1)} µs)`,
+      `${fmt(c.usPerNode, 1)} µs/node (wall ${fmt(c.usPerNodeWall, 1)})`,
+      `${fmt(c.bareUsPerNode, 2)} µs/node (FIFO list scheduler)`,
+      x(c.usPerNode / c.bareUsPerNode, 0),
+    ],
+    ...sizes.map((n) => [
+      `graph build, ${n} calls`,
+      `${fmt(c.buildMs[n] as number, 1)} ms (wall ${fmt(c.buildMsWall[n] as number, 1)}; ${fmt(((c.buildMs[n] as number) * 1000) / Number(n), 1)} µs/call)`,
+      `${fmt(c.buildBareMs[n] as number, 1)} ms (graphology, data edges only)`,
+      x((c.buildMs[n] as number) / (c.buildBareMs[n] as number), 0),
+    ]),
+    [
+      `engine, echo, one run of many calls`,
+      `${fmt(c.engineUsPerCall, 1)} µs/call (wall ${fmt(c.engineUsPerCallWall, 1)})`,
+      `${fmt(c.engineBareUsPerCall, 1)} µs/call (Promise.all)`,
+      x(c.engineUsPerCall / c.engineBareUsPerCall, 1),
+    ],
+    [
+      `engine, echo, 5-call runs one after another`,
+      `${fmt(c.engineSmallRunUsPerCall, 1)} µs/call (wall ${fmt(c.engineSmallRunUsPerCallWall, 1)})`,
+      `${fmt(c.engineSmallRunBareUsPerCall, 1)} µs/call (Promise.all)`,
+      x(c.engineSmallRunUsPerCall / c.engineSmallRunBareUsPerCall, 1),
+    ],
   ],
 )}
 
@@ -179,7 +258,15 @@ Build scaling: 10k ÷ 1k = ${x((c.buildMs['10000'] ?? NaN) / (c.buildMs['1000'] 
 }
 
 function httpSection(h: HttpResult, tmpfs: HttpResult | undefined): string {
-  const row = (name: string, r: HttpResult) => [name, fmt(r.runsPerSec, 0), fmt(r.bareRunsPerSec, 0), `${fmt(r.ratio * 100, 1)}% (${fmt(r.ratioMin * 100, 0)}–${fmt(r.ratioMax * 100, 0)}%)`, `${fmt(r.p50Ms, 1)} / ${fmt(r.p99Ms, 1)}`, `${fmt(r.bareP50Ms, 1)} / ${fmt(r.bareP99Ms, 1)}`, String(r.errors)];
+  const row = (name: string, r: HttpResult) => [
+    name,
+    fmt(r.runsPerSec, 0),
+    fmt(r.bareRunsPerSec, 0),
+    `${fmt(r.ratio * 100, 1)}% (${fmt(r.ratioMin * 100, 0)}–${fmt(r.ratioMax * 100, 0)}%)`,
+    `${fmt(r.p50Ms, 1)} / ${fmt(r.p99Ms, 1)}`,
+    `${fmt(r.bareP50Ms, 1)} / ${fmt(r.bareP99Ms, 1)}`,
+    String(r.errors),
+  ];
   return `## 3. HTTP
 
 ${h.clients} closed-loop clients (node:http, keep-alive) in the same process; each request is
@@ -189,12 +276,22 @@ ratio is the median (min–max) of the ratios of paired rounds.
 
 ${table(
   ['store', 'toolgraph runs/s', 'bare runs/s', 'ratio (rounds)', 'toolgraph p50 / p99 ms', 'bare p50 / p99 ms', 'errors'],
-  [row('SQLite file in the temp dir (durable, the target)', h), ...(tmpfs ? [row('diagnostic: SQLite file on /dev/shm (RAM: no fsync cost)', tmpfs)] : [])],
+  [
+    row('SQLite file in the temp dir (durable, the target)', h),
+    ...(tmpfs ? [row('diagnostic: SQLite file on /dev/shm (RAM: no fsync cost)', tmpfs)] : []),
+  ],
 )}
 `;
 }
 
-export function renderReport(meta: ReportMeta, ts: Target[], fams: FamilySummary[], core: CoreResult | undefined, http: HttpResult | undefined, tmpfs?: HttpResult): string {
+export function renderReport(
+  meta: ReportMeta,
+  ts: Target[],
+  fams: FamilySummary[],
+  core: CoreResult | undefined,
+  http: HttpResult | undefined,
+  tmpfs?: HttpResult,
+): string {
   return [
     header(meta),
     targetsSection(ts),

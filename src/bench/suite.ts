@@ -27,7 +27,18 @@ export interface Preset {
 export const PRESETS: Record<'full' | 'quick' | 'tiny', Preset> = {
   full: {
     makespan: { seeds: 10, calls: 40, smallSeeds: 8, smallCalls: 10, optimumMs: 5000 },
-    core: { schedulerNodes: 100_000, schedulerRepeats: 3, buildSizes: [[1_000, 7], [10_000, 5], [100_000, 3]], engineRepeats: 5, engineBatch: 1000, engineSmallRuns: 500 },
+    core: {
+      schedulerNodes: 100_000,
+      schedulerRepeats: 3,
+      buildSizes: [
+        [1_000, 7],
+        [10_000, 5],
+        [100_000, 3],
+      ],
+      engineRepeats: 5,
+      engineBatch: 1000,
+      engineSmallRuns: 500,
+    },
     http: { clients: 8, durationMs: 2500, rounds: 8, warmupMs: 1000 },
     tmpfs: { clients: 8, durationMs: 3000, rounds: 2, warmupMs: 1000 },
   },
@@ -35,12 +46,33 @@ export const PRESETS: Record<'full' | 'quick' | 'tiny', Preset> = {
     makespan: { seeds: 3, calls: 40, smallSeeds: 4, smallCalls: 10, optimumMs: 2000 },
     // More, shorter repeats than before (3 scheduler runs, 4 rounds of 1.2 s): single runs and rounds
     // vary by ±20–40% on a shared 2-core machine, and a median of 3 or 4 moved with them.
-    core: { schedulerNodes: 100_000, schedulerRepeats: 5, buildSizes: [[1_000, 3], [10_000, 1], [100_000, 1]], engineRepeats: 2, engineBatch: 1000, engineSmallRuns: 300 },
+    core: {
+      schedulerNodes: 100_000,
+      schedulerRepeats: 5,
+      buildSizes: [
+        [1_000, 3],
+        [10_000, 1],
+        [100_000, 1],
+      ],
+      engineRepeats: 2,
+      engineBatch: 1000,
+      engineSmallRuns: 300,
+    },
     http: { clients: 8, durationMs: 1000, rounds: 8, warmupMs: 500 },
   },
   tiny: {
     makespan: { seeds: 1, calls: 6, smallSeeds: 1, smallCalls: 5, optimumMs: 200 },
-    core: { schedulerNodes: 2_000, schedulerRepeats: 1, buildSizes: [[100, 1], [1_000, 1]], engineRepeats: 1, engineBatch: 50, engineSmallRuns: 10 },
+    core: {
+      schedulerNodes: 2_000,
+      schedulerRepeats: 1,
+      buildSizes: [
+        [100, 1],
+        [1_000, 1],
+      ],
+      engineRepeats: 1,
+      engineBatch: 50,
+      engineSmallRuns: 10,
+    },
     http: { clients: 2, durationMs: 300, rounds: 1, warmupMs: 100 },
   },
 };

@@ -128,9 +128,17 @@ export function targets(fams: FamilySummary[], core: CoreResult | undefined, htt
         met: mixed.speedup.partition.median >= 2,
       });
     }
-    const hazards = fams.reduce((n, f) => n + f.violations.toolgraph.reduce((a, b) => a + b, 0) + f.violations.toolgraphData.reduce((a, b) => a + b, 0), 0);
+    const hazards = fams.reduce(
+      (n, f) => n + f.violations.toolgraph.reduce((a, b) => a + b, 0) + f.violations.toolgraphData.reduce((a, b) => a + b, 0),
+      0,
+    );
     const runs = fams.reduce((n, f) => n + f.seeds, 0);
-    out.push({ name: 'violations', goal: 'zero hazard violations for toolgraph', result: `${hazards} in ${runs} runs`, met: hazards === 0 });
+    out.push({
+      name: 'violations',
+      goal: 'zero hazard violations for toolgraph',
+      result: `${hazards} in ${runs} runs`,
+      met: hazards === 0,
+    });
   }
   if (core) {
     out.push({
@@ -178,13 +186,32 @@ export function toJson(fams: FamilySummary[], core: CoreResult | undefined, http
         violations: f.violations,
       },
       small: { ...f.small, optimumToBound: rs(f.small.optimumToBound), virtualToOptimum: rs(f.small.virtualToOptimum) },
-      bracket: { ...f.bracket, tightToBound: rs(f.bracket.tightToBound), bestKnownToBound: rs(f.bracket.bestKnownToBound), virtualToBestKnown: rs(f.bracket.virtualToBestKnown) },
-      ...(f.exact ? { exact: { instances: f.exact.instances, exactToBound: rs(f.exact.exactToBound), toolgraphVirtualToExact: rs(f.exact.toolgraphVirtualToExact), realToExact: rs(f.exact.realToExact) } } : {}),
+      bracket: {
+        ...f.bracket,
+        tightToBound: rs(f.bracket.tightToBound),
+        bestKnownToBound: rs(f.bracket.bestKnownToBound),
+        virtualToBestKnown: rs(f.bracket.virtualToBestKnown),
+      },
+      ...(f.exact
+        ? {
+            exact: {
+              instances: f.exact.instances,
+              exactToBound: rs(f.exact.exactToBound),
+              toolgraphVirtualToExact: rs(f.exact.toolgraphVirtualToExact),
+              realToExact: rs(f.exact.realToExact),
+            },
+          }
+        : {}),
     })),
     ...(core
       ? {
           core: {
-            ...Object.fromEntries(Object.entries(core).map(([k, v]) => [k, typeof v === 'number' ? r(v) : Object.fromEntries(Object.entries(v).map(([n, x]) => [n, r(x as number)]))])),
+            ...Object.fromEntries(
+              Object.entries(core).map(([k, v]) => [
+                k,
+                typeof v === 'number' ? r(v) : Object.fromEntries(Object.entries(v).map(([n, x]) => [n, r(x as number)])),
+              ]),
+            ),
           },
         }
       : {}),

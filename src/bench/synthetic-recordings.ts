@@ -18,20 +18,39 @@ import type { Recording } from '../contract/recording.js';
 import { recordingOf, type RecordingConfig } from '../replay/recording.js';
 import { rng } from '../core/random.js';
 
-
 const sharedAjv = createAjv();
 
 function tool(name: string, partial: Partial<ToolManifest>): ToolManifest {
-  return { name, scope: 'tenant', risk: 'write', idempotent: false, timeoutMs: 60_000, after: [], requires: [], executor: { kind: 'builtin', name: 'echo' }, ...partial };
+  return {
+    name,
+    scope: 'tenant',
+    risk: 'write',
+    idempotent: false,
+    timeoutMs: 60_000,
+    after: [],
+    requires: [],
+    executor: { kind: 'builtin', name: 'echo' },
+    ...partial,
+  };
 }
 const retry = { attempts: 3, backoffMs: 20, maxBackoffMs: 100 };
 
 export const SYNTHETIC_TOOLS: ToolManifest[] = [
   tool('read', { reads: ['file:{path}'], writes: [], risk: 'read', idempotent: true }),
-  tool('write', { reads: [], writes: ['file:{path}'], input: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } }),
+  tool('write', {
+    reads: [],
+    writes: ['file:{path}'],
+    input: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+  }),
   tool('fetch', { reads: [], writes: [], risk: 'read', idempotent: true, retry, concurrency: 2 }),
   tool('test', { reads: ['file:*'], writes: [], risk: 'read', idempotent: true }),
-  tool('deploy', { reads: [], writes: ['service:{path}'], risk: 'dangerous', scope: 'global', compensate: { tool: 'undo', args: { path: '${self.args.path}' } } }),
+  tool('deploy', {
+    reads: [],
+    writes: ['service:{path}'],
+    risk: 'dangerous',
+    scope: 'global',
+    compensate: { tool: 'undo', args: { path: '${self.args.path}' } },
+  }),
   tool('create', { reads: [], writes: ['branch:{path}'], compensate: { tool: 'undo', args: { path: '${self.args.path}' } } }),
   tool('undo', { reads: [], writes: [] }),
   tool('shell', { failure: 'fail_fast' }),
@@ -47,7 +66,14 @@ export function syntheticRecording(seed: number, opts: SyntheticOptions = {}): {
   const r = rng(seed);
   const int = (lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
   const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)] as T;
-  const limits: Limits = { global: int(2, 8), tenant: {}, tool: { fetch: 2, ...(r() < 0.5 ? { test: 1 } : {}) }, resource: {}, rate: { tenant: {} }, maxCallsPerRun: 1000 };
+  const limits: Limits = {
+    global: int(2, 8),
+    tenant: {},
+    tool: { fetch: 2, ...(r() < 0.5 ? { test: 1 } : {}) },
+    resource: {},
+    rate: { tenant: {} },
+    maxCallsPerRun: 1000,
+  };
   if (r() < 0.3) limits.perRun = int(1, 4);
   const policy: Policy = { rules: r() < 0.5 ? [{ match: { tool: 'deploy' }, after: ['test'] }] : [] };
   const config: RecordingConfig = {
@@ -78,7 +104,10 @@ export function syntheticRecording(seed: number, opts: SyntheticOptions = {}): {
     const fails = a.fail === 'always' || (typeof a.fail === 'number' && s.attempt <= a.fail);
     const durationMs = typeof a.ms === 'number' ? a.ms : 10;
     if (!fails) return { durationMs, result: { ok: true, output: { out: a.out, attempt: s.attempt } } };
-    return { durationMs, result: { ok: false, error: callError('tool_error', `${s.callId} attempt ${s.attempt} failed`), retryable: a.retryable === true } };
+    return {
+      durationMs,
+      result: { ok: false, error: callError('tool_error', `${s.callId} attempt ${s.attempt} failed`), retryable: a.retryable === true },
+    };
   };
   const scheduler = new Scheduler({ catalog: config.catalog, policy, limits, defaults: config.defaults });
   const runId = `run_syn_${seed}`;
@@ -102,7 +131,9 @@ export function syntheticRecording(seed: number, opts: SyntheticOptions = {}): {
         replanned = true;
         const more = [0, 1].map((k) => makeCall(`r${k}`, calls));
         // A cancel may come first: a cancelled run takes no replan.
-        s.at(s.now + 10 * int(0, 3) + 5, (now) => (scheduler.runStatus(runId) === 'needs_replan' ? scheduler.replan(now, runId, more) : { events: [], starts: [], aborts: [] }));
+        s.at(s.now + 10 * int(0, 3) + 5, (now) =>
+          scheduler.runStatus(runId) === 'needs_replan' ? scheduler.replan(now, runId, more) : { events: [], starts: [], aborts: [] },
+        );
       }
     },
   });

@@ -114,7 +114,8 @@ export function workload(family: Family, n: number, seed: number): Workload {
       while (calls.length < n) {
         const k = Math.min(intIn(rand, 3, 6), Math.max(1, n - calls.length - 1));
         const searches: string[] = [];
-        for (let i = 0; i < k; i++) searches.push(add('search', join && rand() < 0.5 ? { q: `q${calls.length}`, ctx: ref(join) } : { q: `q${calls.length}` }));
+        for (let i = 0; i < k; i++)
+          searches.push(add('search', join && rand() < 0.5 ? { q: `q${calls.length}`, ctx: ref(join) } : { q: `q${calls.length}` }));
         join = add('join', { in: searches.map(ref) });
       }
       break;

@@ -30,7 +30,8 @@ export async function benchCommand(args: string[], io: Io): Promise<number> {
   let seeds: number | undefined;
   if (values.seeds !== undefined) {
     seeds = Number(values.seeds);
-    if (!Number.isInteger(seeds) || seeds < 1 || seeds > 1000) throw new UsageError(`--seeds must be an integer from 1 to 1000, got "${String(values.seeds)}"`);
+    if (!Number.isInteger(seeds) || seeds < 1 || seeds > 1000)
+      throw new UsageError(`--seeds must be an integer from 1 to 1000, got "${String(values.seeds)}"`);
   }
   const command = ['toolgraph bench', ...args].join(' ');
   const result = await runSuite({
@@ -56,9 +57,13 @@ export async function benchCommand(args: string[], io: Io): Promise<number> {
 
 function parseParts(only: string | undefined): Part[] {
   if (only === undefined) return [...PARTS];
-  const parts = only.split(',').map((s) => s.trim()).filter(Boolean);
+  const parts = only
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const bad = parts.filter((p) => !(PARTS as readonly string[]).includes(p));
-  if (parts.length === 0 || bad.length > 0) throw new UsageError(`--only takes a comma-separated list of ${PARTS.join(', ')}, got "${only}"`);
+  if (parts.length === 0 || bad.length > 0)
+    throw new UsageError(`--only takes a comma-separated list of ${PARTS.join(', ')}, got "${only}"`);
   return PARTS.filter((p) => parts.includes(p));
 }
 

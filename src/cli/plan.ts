@@ -24,8 +24,7 @@ export async function planCommand(args: string[], io: Io): Promise<number> {
   if (format === 'json') {
     const { nodes, edges, generations, diagnostics } = view;
     io.out(`${JSON.stringify({ nodes, edges, generations, diagnostics }, null, 2)}\n`);
-  }
-  else io.out(format === 'mermaid' ? toMermaid(view.graph) : toDot(view.graph));
+  } else io.out(format === 'mermaid' ? toMermaid(view.graph) : toDot(view.graph));
   if (format !== 'json' && view.diagnostics.length > 0) {
     for (const d of view.diagnostics) io.err(`${d.code}: ${d.message}\n`);
   }

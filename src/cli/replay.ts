@@ -86,7 +86,9 @@ export async function replayCommand(args: string[], io: Io): Promise<number> {
     try {
       writeFileSync(values.junit as string, junitXml(results, configFile));
     } catch (e) {
-      throw new UsageError(`${values.junit as string}: cannot write the JUnit report: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+      throw new UsageError(
+        `${values.junit as string}: cannot write the JUnit report: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+      );
     }
   }
   if (values.json) {

@@ -39,7 +39,12 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
   const tracing = await tracingFromEnv(process.env).catch((e: unknown) => {
     throw e instanceof TracingConfigError ? new UsageError(e.message) : e;
   });
-  const engine = new Engine({ config, sink: { append: (es) => void events.push(...es) }, ...(mcp.executor ? { executor: mcp.executor } : {}), ...(tracing ? { instrument: tracing.instrument } : {}) });
+  const engine = new Engine({
+    config,
+    sink: { append: (es) => void events.push(...es) },
+    ...(mcp.executor ? { executor: mcp.executor } : {}),
+    ...(tracing ? { instrument: tracing.instrument } : {}),
+  });
   tracing?.attach(engine);
   const runId = tracing && process.env.TRACEPARENT ? tracing.continueTrace(process.env.TRACEPARENT) : undefined;
   const progress = new Progress(io);
@@ -47,12 +52,14 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
     if (e.type === 'call.awaiting_review' && e.callId) {
       const callId = e.callId;
       queueMicrotask(() =>
-        engine.review({
-          runId: e.runId,
-          callId,
-          decision: values.approve ? 'approve' : 'reject',
-          comment: values.approve ? 'approved by toolgraph run --approve' : 'no reviewer in toolgraph run (pass --approve to approve)',
-        }).catch(() => {}),
+        engine
+          .review({
+            runId: e.runId,
+            callId,
+            decision: values.approve ? 'approve' : 'reject',
+            comment: values.approve ? 'approved by toolgraph run --approve' : 'no reviewer in toolgraph run (pass --approve to approve)',
+          })
+          .catch(() => {}),
       );
     }
     if (io.isTTY) progress.update(e, view);

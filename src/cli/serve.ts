@@ -32,15 +32,24 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   const config = mcp.config;
   const host = (values.host as string | undefined) ?? config.server.host;
   const port = values.port !== undefined ? Number(values.port) : config.server.port;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be an integer from 0 to 65535, got "${String(values.port)}"`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new UsageError(`--port must be an integer from 0 to 65535, got "${String(values.port)}"`);
   const drainMs = Number(values['drain-ms']);
-  if (!Number.isFinite(drainMs) || drainMs < 0) throw new UsageError(`--drain-ms must be a number of milliseconds, got "${String(values['drain-ms'])}"`);
+  if (!Number.isFinite(drainMs) || drainMs < 0)
+    throw new UsageError(`--drain-ms must be a number of milliseconds, got "${String(values['drain-ms'])}"`);
   if (config.auth.keys.length === 0 && !isLoopback(host)) {
-    throw new UsageError(`refusing to listen on ${host} with no auth.keys: open development mode serves loopback addresses only (127.0.0.1, ::1)`);
+    throw new UsageError(
+      `refusing to listen on ${host} with no auth.keys: open development mode serves loopback addresses only (127.0.0.1, ::1)`,
+    );
   }
   let choice: StoreChoice;
   try {
-    choice = chooseStore({ flag: values.db as string | undefined, env: process.env.TOOLGRAPH_DB, url: config.store.url, file: config.server.db });
+    choice = chooseStore({
+      flag: values.db as string | undefined,
+      env: process.env.TOOLGRAPH_DB,
+      url: config.store.url,
+      file: config.server.db,
+    });
   } catch (e) {
     await mcp.close();
     throw new UsageError((e as Error).message);
@@ -55,8 +64,10 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     throw new UsageError(`${dbFile}: cannot open the database: ${(e as Error).message}`);
   }
   // Traces (DESIGN §15) only with an OTLP endpoint in the environment; otherwise nothing of OpenTelemetry loads.
-  const onExportError = (message: string, failures: number) => logger.warn({ failures, err: message }, 'traces: export to the OTLP endpoint failed');
-  const onDropped = (message: string, spans: number) => logger.warn({ spans, detail: message }, 'traces: spans dropped (the export thread or its queue fell behind)');
+  const onExportError = (message: string, failures: number) =>
+    logger.warn({ failures, err: message }, 'traces: export to the OTLP endpoint failed');
+  const onDropped = (message: string, spans: number) =>
+    logger.warn({ spans, detail: message }, 'traces: spans dropped (the export thread or its queue fell behind)');
   const tracing = await tracingFromEnv(process.env, { onExportError, onDropped }).catch(async (e: unknown) => {
     await store.close();
     await mcp.close();
@@ -64,7 +75,14 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   });
   let service: Service;
   try {
-    service = await openService({ config, store, ...(mcp.executor ? { executor: mcp.executor } : {}), ...(tracing ? { tracing } : {}), replica, logger });
+    service = await openService({
+      config,
+      store,
+      ...(mcp.executor ? { executor: mcp.executor } : {}),
+      ...(tracing ? { tracing } : {}),
+      replica,
+      logger,
+    });
   } catch (e) {
     await mcp.close();
     await tracing?.shutdown();
@@ -76,7 +94,8 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     let unrecoverable: { runId: string; reason: string }[];
     ({ resumed, unrecoverable } = await service.recover());
     // A run that cannot be taken back ended `failed` (DESIGN §4); the server starts all the same.
-    for (const u of unrecoverable) logger.error({ runId: u.runId, reason: u.reason }, 'a run could not be recovered: it ended failed (unrecoverable), its events kept');
+    for (const u of unrecoverable)
+      logger.error({ runId: u.runId, reason: u.reason }, 'a run could not be recovered: it ended failed (unrecoverable), its events kept');
   } catch (e) {
     // The store itself cannot be read: say so, without a stack trace, and leave the database as it is.
     await service.close();
@@ -97,7 +116,20 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   }
   const address = app.server.address();
   const actualPort = typeof address === 'object' && address ? address.port : port;
-  logger.info({ host, port: actualPort, db: dbFile, config: config.source, store: store.kind, replica, resumed, auth: config.auth.keys.length > 0 ? 'keys' : 'open', traces: tracing ? 'otlp' : 'off' }, 'toolgraph listening');
+  logger.info(
+    {
+      host,
+      port: actualPort,
+      db: dbFile,
+      config: config.source,
+      store: store.kind,
+      replica,
+      resumed,
+      auth: config.auth.keys.length > 0 ? 'keys' : 'open',
+      traces: tracing ? 'otlp' : 'off',
+    },
+    'toolgraph listening',
+  );
   io.err(`toolgraph serving http://${host.includes(':') ? `[${host}]` : host}:${actualPort} (dashboard at /, API reference at /docs)\n`);
 
   return new Promise<number>((resolve) => {

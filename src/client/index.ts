@@ -138,7 +138,10 @@ export class ToolgraphClient {
     return this.request('GET', `/v1/reviews${q ? `?${q}` : ''}`);
   }
 
-  decide(reviewId: string, decision: { decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string }): Promise<Run> {
+  decide(
+    reviewId: string,
+    decision: { decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string },
+  ): Promise<Run> {
     return this.request('POST', `/v1/reviews/${encodeURIComponent(reviewId)}`, decision);
   }
 
@@ -152,7 +155,13 @@ export class ToolgraphClient {
     for (;;) {
       let ended = false;
       try {
-        const res = await this.send('GET', `/v1/runs/${encodeURIComponent(runId)}/events`, undefined, { 'last-event-id': String(last), accept: 'text/event-stream' }, opts.signal);
+        const res = await this.send(
+          'GET',
+          `/v1/runs/${encodeURIComponent(runId)}/events`,
+          undefined,
+          { 'last-event-id': String(last), accept: 'text/event-stream' },
+          opts.signal,
+        );
         if (!res.ok) throw await this.errorOf(res);
         for await (const e of parseSse(res.body as ReadableStream<Uint8Array>)) {
           failures = 0;
@@ -196,11 +205,22 @@ export class ToolgraphClient {
     }
   }
 
-  private send(method: string, path: string, body?: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
+  private send(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+    signal?: AbortSignal,
+  ): Promise<Response> {
     const h: Record<string, string> = { ...headers };
     if (this.opts.apiKey) h.authorization = `Bearer ${this.opts.apiKey}`;
     if (body !== undefined) h['content-type'] = 'application/json';
-    return this.fetch(`${this.base}${path}`, { method, headers: h, ...(body !== undefined ? { body: JSON.stringify(body) } : {}), ...(signal ? { signal } : {}) });
+    return this.fetch(`${this.base}${path}`, {
+      method,
+      headers: h,
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      ...(signal ? { signal } : {}),
+    });
   }
 
   private async errorOf(res: Response): Promise<ToolgraphError> {

@@ -32,7 +32,12 @@ export class Admissions {
           [tenant],
         );
         const ok = Number(r.rows[0]?.n ?? 0) < cap;
-        if (ok) await client.query('INSERT INTO admissions (run_id, tenant, instance, at) VALUES ($1, $2, $3, toolgraph_now())', [runId, tenant, instance]);
+        if (ok)
+          await client.query('INSERT INTO admissions (run_id, tenant, instance, at) VALUES ($1, $2, $3, toolgraph_now())', [
+            runId,
+            tenant,
+            instance,
+          ]);
         await client.query('COMMIT');
         return ok;
       } catch (err) {

@@ -165,12 +165,30 @@ export class Cluster {
 
   /** Every replica that holds or held a lease lately (for `/healthz`, metrics and the dashboard). */
   async replicas(): Promise<ReplicaInfo[]> {
-    const rows = await this.read<{ instance: string; name: string; started_at: number; lease_until: number; renewed_at: number; alive: boolean; left: number; owned: number }>(
+    const rows = await this.read<{
+      instance: string;
+      name: string;
+      started_at: number;
+      lease_until: number;
+      renewed_at: number;
+      alive: boolean;
+      left: number;
+      owned: number;
+    }>(
       `SELECT p.instance, p.name, p.started_at, p.lease_until, p.renewed_at, p.lease_until > toolgraph_now() AS alive, GREATEST(p.lease_until - toolgraph_now(), 0) AS left,
          (SELECT count(*)::int FROM runs r WHERE r.owner = p.instance AND r.status IN ('queued', 'running', 'needs_replan')) AS owned
        FROM replicas p WHERE p.lease_until > toolgraph_now() - 3600000 ORDER BY p.name, p.started_at`,
     );
-    return rows.map((r) => ({ instance: r.instance, name: r.name, startedAt: r.started_at, leaseUntil: r.lease_until, renewedAt: r.renewed_at, alive: r.alive, leaseLeftMs: r.left, ownedRuns: r.owned }));
+    return rows.map((r) => ({
+      instance: r.instance,
+      name: r.name,
+      startedAt: r.started_at,
+      leaseUntil: r.lease_until,
+      renewedAt: r.renewed_at,
+      alive: r.alive,
+      leaseLeftMs: r.left,
+      ownedRuns: r.owned,
+    }));
   }
 
   /**
@@ -254,7 +272,12 @@ export class Cluster {
       ).rows
         .sort((a, b) => (a as unknown as { created_seq: number }).created_seq - (b as unknown as { created_seq: number }).created_seq)
         .map((r) => r.id);
-      mine = (await this.store.pool.query<{ id: string }>(`SELECT id FROM runs WHERE owner = $1 AND status IN ('queued', 'running', 'needs_replan') ORDER BY created_seq`, [me])).rows.map((r) => r.id);
+      mine = (
+        await this.store.pool.query<{ id: string }>(
+          `SELECT id FROM runs WHERE owner = $1 AND status IN ('queued', 'running', 'needs_replan') ORDER BY created_seq`,
+          [me],
+        )
+      ).rows.map((r) => r.id);
     } catch {
       return 0;
     }
@@ -283,10 +306,15 @@ export class Cluster {
     this.rejoining = true;
     this.stats.leaseLosses++;
     const old = this.store.owner;
-    this.logger?.warn({ replica: this.name, instance: old, reason }, 'lost the lease: dropping every run; they are taken over from the store');
+    this.logger?.warn(
+      { replica: this.name, instance: old, reason },
+      'lost the lease: dropping every run; they are taken over from the store',
+    );
     this.lease.drop();
     this.store.owner = undefined;
-    this.host?.engine.abandon(new StoreError('lease_lost', `this replica lost its lease (${reason}); retry: another replica takes the run over`));
+    this.host?.engine.abandon(
+      new StoreError('lease_lost', `this replica lost its lease (${reason}); retry: another replica takes the run over`),
+    );
     if (old) void this.permits.releaseAll(old).catch(() => {});
     void this.rejoin();
   }

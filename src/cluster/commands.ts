@@ -89,9 +89,16 @@ export class Commands {
           continue;
         }
         // Not taken in time: withdrawn, so it is never applied after its sender gave up.
-        const withdrawn = await this.pool.query(`UPDATE commands SET status = 'done', result = 'null' WHERE id = $1 AND status = 'pending'`, [id]);
+        const withdrawn = await this.pool.query(
+          `UPDATE commands SET status = 'done', result = 'null' WHERE id = $1 AND status = 'pending'`,
+          [id],
+        );
         if (withdrawn.rowCount === 1) {
-          return { ok: false, code: 'owner_unavailable', message: `the replica that owns run ${runId} did not take the command in ${this.timeoutMs} ms; nothing was done; retry later` };
+          return {
+            ok: false,
+            code: 'owner_unavailable',
+            message: `the replica that owns run ${runId} did not take the command in ${this.timeoutMs} ms; nothing was done; retry later`,
+          };
         }
       }
     } finally {
@@ -140,9 +147,17 @@ export class Commands {
         const me = this.instance();
         const handler = this.handler;
         if (me === undefined || handler === undefined) return;
-        const rows = (await this.pool.query<{ id: number; body: string }>(`SELECT id, body FROM commands WHERE target = $1 AND status = 'pending' ORDER BY id LIMIT 50`, [me])).rows;
+        const rows = (
+          await this.pool.query<{ id: number; body: string }>(
+            `SELECT id, body FROM commands WHERE target = $1 AND status = 'pending' ORDER BY id LIMIT 50`,
+            [me],
+          )
+        ).rows;
         for (const row of rows) {
-          const taken = await this.pool.query(`UPDATE commands SET status = 'running' WHERE id = $1 AND status = 'pending' AND target = $2`, [row.id, me]);
+          const taken = await this.pool.query(
+            `UPDATE commands SET status = 'running' WHERE id = $1 AND status = 'pending' AND target = $2`,
+            [row.id, me],
+          );
           if (taken.rowCount !== 1) continue;
           let answer: CommandAnswer;
           try {

@@ -61,7 +61,8 @@ export class Lease {
   async stop(release: boolean): Promise<void> {
     this.stopped = true;
     this.clear();
-    if (release && this.instance) await this.pool.query('UPDATE replicas SET lease_until = 0 WHERE instance = $1', [this.instance]).catch(() => {});
+    if (release && this.instance)
+      await this.pool.query('UPDATE replicas SET lease_until = 0 WHERE instance = $1', [this.instance]).catch(() => {});
   }
 
   private schedule(): void {

@@ -40,7 +40,16 @@ export const LIMITS_SQL = `
 
 export interface LimitsRow {
   now: number;
-  permits: { run_id: string; call_id: string; tenant: string; tool: string; domain: string | null; reads: string; writes: string; since: number }[];
+  permits: {
+    run_id: string;
+    call_id: string;
+    tenant: string;
+    tool: string;
+    domain: string | null;
+    reads: string;
+    writes: string;
+    since: number;
+  }[];
   buckets: { name: string; units: number; last: number }[];
   waits: { waits: string; clock: number; at: number }[];
 }
@@ -66,11 +75,25 @@ export function clusterLimits(input: ClusterLimitsInput): LimitInUse[] {
     const rate: Rate | undefined = catalog.get(p.tool)?.rate;
     const reads = (JSON.parse(p.reads) as string[]).map(key);
     const writes = (JSON.parse(p.writes) as string[]).map(key);
-    const h: Holder = { runId: p.run_id, tenant: p.tenant, tool: p.tool, domain: p.domain, reads, writes, ...(rate ? { toolRate: rate } : {}) };
+    const h: Holder = {
+      runId: p.run_id,
+      tenant: p.tenant,
+      tool: p.tool,
+      domain: p.domain,
+      reads,
+      writes,
+      ...(rate ? { toolRate: rate } : {}),
+    };
     who.set(h, { runId: p.run_id, callId: p.call_id, tenant: p.tenant, since: Number(p.since) });
     limiter.hold(h);
   }
-  const items = limitItems({ limiter, now, waiting: waitsOf(input, now), holderOf: (h) => who.get(h) as WaitHolder, buckets: bucketsOf(input) });
+  const items = limitItems({
+    limiter,
+    now,
+    waiting: waitsOf(input, now),
+    holderOf: (h) => who.get(h) as WaitHolder,
+    buckets: bucketsOf(input),
+  });
   const local = input.local.filter((i) => i.kind === 'global' || i.kind === 'perRun');
   const rank = (i: LimitInUse) => WAIT_KINDS.indexOf(i.kind);
   // Stable: within a kind, each list keeps its order (by key).
@@ -115,7 +138,12 @@ function bucketsOf(input: ClusterLimitsInput): Map<string, Bucket> {
   for (const b of input.row.buckets) {
     const [kind, ...rest] = b.name.split(':');
     const name = rest.join(':');
-    const rate = kind === 'tool' ? input.catalog.get(name)?.rate : kind === 'tenant' ? (own(tenantRates, name) ?? own(tenantRates, 'default')) : undefined;
+    const rate =
+      kind === 'tool'
+        ? input.catalog.get(name)?.rate
+        : kind === 'tenant'
+          ? (own(tenantRates, name) ?? own(tenantRates, 'default'))
+          : undefined;
     if (!rate) continue;
     out.set(b.name, { cap: rate.tokens, perMs: rate.perMs, units: Number(b.units), last: Number(b.last) });
   }

@@ -45,7 +45,9 @@ interface PermitRow {
   since: number;
 }
 
-type Op = { kind: 'acquire'; requests: readonly PermitRequest[]; resolve: (answers: PermitAnswer[]) => void; reject: (err: unknown) => void } | { kind: 'release'; permits: { runId: string; callId: string }[] };
+type Op =
+  | { kind: 'acquire'; requests: readonly PermitRequest[]; resolve: (answers: PermitAnswer[]) => void; reject: (err: unknown) => void }
+  | { kind: 'release'; permits: { runId: string; callId: string }[] };
 
 export interface PermitStats {
   /** Asks answered, and how long each took (ms), for the metrics. */
@@ -96,7 +98,10 @@ export class ClusterPermits implements PermitGate {
 
   /** Gives back every permit of an instance (a replica that stops, or one that lost its lease). */
   async releaseAll(instance: string): Promise<void> {
-    await this.pool.query(`WITH d AS (DELETE FROM permits WHERE instance = $1 RETURNING 1) SELECT pg_notify('toolgraph_permits', $1) WHERE EXISTS (SELECT 1 FROM d)`, [instance]);
+    await this.pool.query(
+      `WITH d AS (DELETE FROM permits WHERE instance = $1 RETURNING 1) SELECT pg_notify('toolgraph_permits', $1) WHERE EXISTS (SELECT 1 FROM d)`,
+      [instance],
+    );
   }
 
   close(): void {
@@ -169,7 +174,11 @@ export class ClusterPermits implements PermitGate {
     }
   }
 
-  private async takeIn(client: pg.PoolClient, instance: string, requests: readonly PermitRequest[]): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
+  private async takeIn(
+    client: pg.PoolClient,
+    instance: string,
+    requests: readonly PermitRequest[],
+  ): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
     await client.query('SELECT pg_advisory_xact_lock($1)', [PERMITS_LOCK]);
     const clock = (
       await client.query<{ now: number; alive: boolean }>(
@@ -182,16 +191,28 @@ export class ClusterPermits implements PermitGate {
     // it gets none (its lease watchdog ends its runs).
     if (clock?.alive !== true) return { answers: requests.map(() => REFUSED) };
     // Permits of instances whose lease ended are free again.
-    await client.query('DELETE FROM permits p WHERE NOT EXISTS (SELECT 1 FROM replicas r WHERE r.instance = p.instance AND r.lease_until > $1)', [now]);
+    await client.query(
+      'DELETE FROM permits p WHERE NOT EXISTS (SELECT 1 FROM replicas r WHERE r.instance = p.instance AND r.lease_until > $1)',
+      [now],
+    );
     // Oldest first: a refusal names the oldest holders.
     const held = (await client.query<PermitRow>('SELECT * FROM permits ORDER BY since, run_id, call_id')).rows;
     const limiter = new Limiter(this.limits);
     const rated = this.hasRates();
-    if (rated) for (const b of (await client.query<{ name: string; units: number; last: number }>('SELECT * FROM rate_buckets')).rows) limiter.seedBucket(b.name, b.units, b.last);
+    if (rated)
+      for (const b of (await client.query<{ name: string; units: number; last: number }>('SELECT * FROM rate_buckets')).rows)
+        limiter.seedBucket(b.name, b.units, b.last);
     // Who each running call (and each ask of this batch) is, to name it as a holder in a refusal.
     const who = new Map<Holder, WaitHolder>();
     for (const row of held) {
-      const h = this.holder(row.run_id, row.tenant, row.tool, row.domain, JSON.parse(row.reads) as string[], JSON.parse(row.writes) as string[]);
+      const h = this.holder(
+        row.run_id,
+        row.tenant,
+        row.tool,
+        row.domain,
+        JSON.parse(row.reads) as string[],
+        JSON.parse(row.writes) as string[],
+      );
       who.set(h, { runId: row.run_id, callId: row.call_id, tenant: row.tenant, since: row.since });
       limiter.hold(h);
     }
@@ -244,7 +265,14 @@ export class ClusterPermits implements PermitGate {
     return tokenAt === undefined ? { answers } : { answers, tokenInMs: Math.max(0, tokenAt - now) };
   }
 
-  private holder(runId: string, tenant: string, tool: string, domain: string | null, reads: readonly string[], writes: readonly string[]): Holder {
+  private holder(
+    runId: string,
+    tenant: string,
+    tool: string,
+    domain: string | null,
+    reads: readonly string[],
+    writes: readonly string[],
+  ): Holder {
     const rate: Rate | undefined = this.catalog.get(tool)?.rate;
     return { runId, tenant, tool, domain, reads: reads.map(key), writes: writes.map(key), ...(rate ? { toolRate: rate } : {}) };
   }

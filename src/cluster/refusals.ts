@@ -35,7 +35,12 @@ export class Refusals {
 }
 
 /** Why `limiter` refused `h` (`check`, just made); `who` names running calls and asks as holders. */
-export function refusalOf(limiter: Limiter, h: Holder, check: Extract<Check, { ok: false }>, who: ReadonlyMap<Holder, WaitHolder>): WaitReason | undefined {
+export function refusalOf(
+  limiter: Limiter,
+  h: Holder,
+  check: Extract<Check, { ok: false }>,
+  who: ReadonlyMap<Holder, WaitHolder>,
+): WaitReason | undefined {
   const v = limiter.inspect();
   const holders = (counts: (o: Holder) => boolean): WaitHolder[] => {
     const out: WaitHolder[] = [];
@@ -52,12 +57,24 @@ export function refusalOf(limiter: Limiter, h: Holder, check: Extract<Check, { o
       return { kind: 'tenant', key: h.tenant, limit, inUse: v.byTenant.get(h.tenant) ?? 0, holders: holders((o) => o.tenant === h.tenant) };
     }
     case 'tool':
-      return { kind: 'tool', key: h.tool, limit: own(v.limits.tool, h.tool) as number, inUse: v.byTool.get(h.tool) ?? 0, holders: holders((o) => o.tool === h.tool) };
+      return {
+        kind: 'tool',
+        key: h.tool,
+        limit: own(v.limits.tool, h.tool) as number,
+        inUse: v.byTool.get(h.tool) ?? 0,
+        holders: holders((o) => o.tool === h.tool),
+      };
     case 'resource': {
       for (const i of v.resourcesOf(h)) {
         const r = v.resourceKeys[i] as { text: string; limit: number; used: number };
         if (r.used < r.limit) continue;
-        return { kind: 'resource', key: r.text, limit: r.limit, inUse: r.used, holders: holders((o) => o.resourceLimits?.includes(i) === true) };
+        return {
+          kind: 'resource',
+          key: r.text,
+          limit: r.limit,
+          inUse: r.used,
+          holders: holders((o) => o.resourceLimits?.includes(i) === true),
+        };
       }
       return undefined;
     }
@@ -87,7 +104,12 @@ function rate(limiter: Limiter, h: Holder, wakeAt: number | undefined): WaitReas
 }
 
 /** The running calls in conflict with `h`, else the waiters ahead of it (first come, first served). */
-function lock(running: ReadonlySet<Holder>, waiters: readonly Holder[], h: Holder, who: ReadonlyMap<Holder, WaitHolder>): WaitReason | undefined {
+function lock(
+  running: ReadonlySet<Holder>,
+  waiters: readonly Holder[],
+  h: Holder,
+  who: ReadonlyMap<Holder, WaitHolder>,
+): WaitReason | undefined {
   const domain = h.domain as string;
   const named = (list: Iterable<Holder>, stopAt?: Holder) => {
     const out: WaitHolder[] = [];

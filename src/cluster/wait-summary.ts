@@ -93,7 +93,11 @@ export class WaitPublisher {
     if (this.last?.instance === instance && this.last.text === text) return tookMs;
     this.busy = true;
     try {
-      await this.pool.query('UPDATE replicas SET waits = $2, waits_clock = $3, waits_at = toolgraph_now() WHERE instance = $1', [instance, text, Math.round(now)]);
+      await this.pool.query('UPDATE replicas SET waits = $2, waits_clock = $3, waits_at = toolgraph_now() WHERE instance = $1', [
+        instance,
+        text,
+        Math.round(now),
+      ]);
       this.last = { instance, text };
     } catch {
       // The database is away: the next look tries again.

@@ -53,7 +53,14 @@ export function loadConfig(file?: string, env: Readonly<Record<string, string | 
     text = readFileSync(file, 'utf8');
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    const why = e.code === 'ENOENT' ? 'no such file' : e.code === 'EISDIR' ? 'it is a directory' : e.code === 'EACCES' ? 'permission denied' : e.message;
+    const why =
+      e.code === 'ENOENT'
+        ? 'no such file'
+        : e.code === 'EISDIR'
+          ? 'it is a directory'
+          : e.code === 'EACCES'
+            ? 'permission denied'
+            : e.message;
     throw new ConfigError(file, [`cannot read the config file: ${why}`]);
   }
   return parseConfig(text, file, { env, baseDir: path.dirname(path.resolve(file)) });
@@ -71,7 +78,8 @@ export function parseConfig(text: string, source: string, opts: ParseOptions = {
 }
 
 function parseYaml(text: string, source: string): unknown {
-  if (text.trim() === '') throw new ConfigError(source, ['the file is empty; expected a mapping with tools, policy, limits, defaults, auth, server']);
+  if (text.trim() === '')
+    throw new ConfigError(source, ['the file is empty; expected a mapping with tools, policy, limits, defaults, auth, server']);
   const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
   if (doc.errors.length > 0) {
     throw new ConfigError(

@@ -77,14 +77,24 @@ export function mcpSchema(ctx: Ctx, toolShape: Record<string, z.ZodType>) {
   const override = strict(overrideShape);
 
   const server = strict({
-    name: z.string({ error: 'expected a server name' }).regex(MCP_SERVER_NAME_RE, { error: 'expected a server name of 1–32 characters [A-Za-z0-9_-]' }),
+    name: z
+      .string({ error: 'expected a server name' })
+      .regex(MCP_SERVER_NAME_RE, { error: 'expected a server name of 1–32 characters [A-Za-z0-9_-]' }),
     command: text().optional(),
     args: z.array(z.string({ error: 'expected a string' }), { error: 'expected a list' }).default([]),
     env: stringMap(secretText(ctx)).optional(),
-    cwd: text().transform((d) => path.resolve(ctx.baseDir, d)).optional(),
-    url: z.string({ error: 'expected an http:// or https:// URL' }).refine(isHttpUrl, { error: 'expected an http:// or https:// URL' }).optional(),
+    cwd: text()
+      .transform((d) => path.resolve(ctx.baseDir, d))
+      .optional(),
+    url: z
+      .string({ error: 'expected an http:// or https:// URL' })
+      .refine(isHttpUrl, { error: 'expected an http:// or https:// URL' })
+      .optional(),
     headers: stringMap(secretText(ctx)).optional(),
-    prefix: z.string({ error: 'expected a string' }).regex(PREFIX_RE, { error: 'expected a prefix of 0–32 characters [A-Za-z0-9_.-]' }).optional(),
+    prefix: z
+      .string({ error: 'expected a string' })
+      .regex(PREFIX_RE, { error: 'expected a prefix of 0–32 characters [A-Za-z0-9_.-]' })
+      .optional(),
     trustAnnotations: z.boolean({ error: 'expected true or false' }).default(false),
     include: z.array(text(), { error: 'expected a list' }).optional(),
     scope: z.enum(['run', 'tenant', 'global'], { error: 'expected one of run, tenant, global' }).default('tenant'),
@@ -96,12 +106,17 @@ export function mcpSchema(ctx: Ctx, toolShape: Record<string, z.ZodType>) {
       const stdio = v.command !== undefined;
       const http = v.url !== undefined;
       if (stdio === http) {
-        c.addIssue({ code: 'custom', input: undefined, message: 'expected either command (stdio) or url (Streamable HTTP), not both or neither' });
+        c.addIssue({
+          code: 'custom',
+          input: undefined,
+          message: 'expected either command (stdio) or url (Streamable HTTP), not both or neither',
+        });
       }
-      if (!stdio && (Array.isArray(v.args) && v.args.length > 0 || v.env !== undefined || v.cwd !== undefined)) {
+      if (!stdio && ((Array.isArray(v.args) && v.args.length > 0) || v.env !== undefined || v.cwd !== undefined)) {
         c.addIssue({ code: 'custom', input: undefined, message: 'expected args, env and cwd only with command (stdio)' });
       }
-      if (!http && v.headers !== undefined) c.addIssue({ code: 'custom', path: ['headers'], input: undefined, message: 'expected headers only with url (Streamable HTTP)' });
+      if (!http && v.headers !== undefined)
+        c.addIssue({ code: 'custom', path: ['headers'], input: undefined, message: 'expected headers only with url (Streamable HTTP)' });
       const tools = v.tools;
       if (typeof tools === 'object' && tools !== null) {
         for (const [name, o] of Object.entries(tools as Record<string, Record<string, unknown> | undefined>)) {
@@ -115,32 +130,38 @@ export function mcpSchema(ctx: Ctx, toolShape: Record<string, z.ZodType>) {
   );
 
   return strict({
-    servers: z.array(server, { error: 'expected a list' }).default([]).superRefine((servers, c) => {
-      const seen = new Map<string, number>();
-      servers.forEach((s, i) => {
-        const first = seen.get(s.name);
-        if (first !== undefined) c.addIssue({ code: 'custom', path: [i, 'name'], input: s.name, message: `expected a name not used by mcp.servers[${first}]` });
-        else seen.set(s.name, i);
-      });
+    servers: z
+      .array(server, { error: 'expected a list' })
+      .default([])
+      .superRefine((servers, c) => {
+        const seen = new Map<string, number>();
+        servers.forEach((s, i) => {
+          const first = seen.get(s.name);
+          if (first !== undefined)
+            c.addIssue({ code: 'custom', path: [i, 'name'], input: s.name, message: `expected a name not used by mcp.servers[${first}]` });
+          else seen.set(s.name, i);
+        });
+      }),
+  }).transform(
+    (section): McpSection => ({
+      servers: section.servers.map((s) => {
+        const out: McpServerConfig = {
+          name: s.name,
+          args: s.args,
+          prefix: s.prefix ?? `${s.name}__`,
+          trustAnnotations: s.trustAnnotations,
+          scope: s.scope,
+          tools: s.tools as Record<string, ToolOverride>,
+        };
+        if (s.command !== undefined) out.command = s.command;
+        if (s.env !== undefined) out.env = s.env;
+        if (s.cwd !== undefined) out.cwd = s.cwd;
+        if (s.url !== undefined) out.url = s.url;
+        if (s.headers !== undefined) out.headers = s.headers;
+        if (s.include !== undefined) out.include = s.include;
+        if (s.maxOutputBytes !== undefined) out.maxOutputBytes = s.maxOutputBytes;
+        return out;
+      }),
     }),
-  }).transform((section): McpSection => ({
-    servers: section.servers.map((s) => {
-      const out: McpServerConfig = {
-        name: s.name,
-        args: s.args,
-        prefix: s.prefix ?? `${s.name}__`,
-        trustAnnotations: s.trustAnnotations,
-        scope: s.scope,
-        tools: s.tools as Record<string, ToolOverride>,
-      };
-      if (s.command !== undefined) out.command = s.command;
-      if (s.env !== undefined) out.env = s.env;
-      if (s.cwd !== undefined) out.cwd = s.cwd;
-      if (s.url !== undefined) out.url = s.url;
-      if (s.headers !== undefined) out.headers = s.headers;
-      if (s.include !== undefined) out.include = s.include;
-      if (s.maxOutputBytes !== undefined) out.maxOutputBytes = s.maxOutputBytes;
-      return out;
-    }),
-  }));
+  );
 }

@@ -81,9 +81,13 @@ const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
 const toolName = () =>
   z.string({ error: 'expected a tool name' }).regex(TOOL_NAME_RE, { error: 'expected a tool name of 1–64 characters [A-Za-z0-9_.-]' });
 const toolNameOrGlob = () =>
-  z.string({ error: 'expected a tool name or glob' }).regex(TOOL_GLOB_RE, { error: 'expected a tool name or glob of 1–64 characters [A-Za-z0-9_.*?-]' });
+  z
+    .string({ error: 'expected a tool name or glob' })
+    .regex(TOOL_GLOB_RE, { error: 'expected a tool name or glob of 1–64 characters [A-Za-z0-9_.*?-]' });
 const resourceTemplate = () =>
-  z.string({ error: 'expected a resource template' }).regex(RESOURCE_TEMPLATE_RE, { error: 'expected a non-empty resource template like "file:{path}"' });
+  z
+    .string({ error: 'expected a resource template' })
+    .regex(RESOURCE_TEMPLATE_RE, { error: 'expected a non-empty resource template like "file:{path}"' });
 
 const rate = () =>
   z
@@ -129,7 +133,12 @@ export function toolShape(ctx: SchemaContext) {
     maxBackoffMs: int(0).default(5000),
   }).superRefine((r, c) => {
     if (r.maxBackoffMs < r.backoffMs) {
-      c.addIssue({ code: 'custom', path: ['maxBackoffMs'], input: r.maxBackoffMs, message: `expected an integer ≥ backoffMs (${r.backoffMs})` });
+      c.addIssue({
+        code: 'custom',
+        path: ['maxBackoffMs'],
+        input: r.maxBackoffMs,
+        message: `expected an integer ≥ backoffMs (${r.backoffMs})`,
+      });
     }
   });
   const input = plainObject('expected a JSON Schema (a mapping)').superRefine((schema, c) => {
@@ -239,7 +248,11 @@ function authSchema(ctx: SchemaContext) {
         if (!isRecord(k) || typeof k.key !== 'string') return; // runs on partial values too
         const first = seen.get(k.key);
         if (first !== undefined) {
-          c.addIssue({ code: 'custom', path: [i, 'key'], message: `expected a key not already given to auth.keys[${first}], got the same key` });
+          c.addIssue({
+            code: 'custom',
+            path: [i, 'key'],
+            message: `expected a key not already given to auth.keys[${first}], got the same key`,
+          });
         } else seen.set(k.key, i);
       });
     },
@@ -297,7 +310,9 @@ type ParsedFile = z.output<ReturnType<typeof rootObject>>;
 
 /** The schema of the whole file; parsing gives a `ConfigFile` (defaults applied, names checked). */
 export function configFileSchema(ctx: SchemaContext) {
-  return rootObject(ctx).superRefine(checkNames, { when: () => true }).transform(toConfigFile);
+  return rootObject(ctx)
+    .superRefine(checkNames, { when: () => true })
+    .transform(toConfigFile);
 }
 
 /** Tool names are unique; names (not globs) in after/requires/compensate/limits.tool name catalog tools. */
@@ -319,7 +334,8 @@ function checkNames(file: ParsedFile, c: z.RefinementCtx): void {
   const checkList = (where: (string | number)[], values: unknown) => {
     if (!Array.isArray(values)) return;
     values.forEach((v, j) => {
-      if (!known(v)) c.addIssue({ code: 'custom', path: [...where, j], input: v, message: 'expected the name of a tool of the catalog, or a glob' });
+      if (!known(v))
+        c.addIssue({ code: 'custom', path: [...where, j], input: v, message: 'expected the name of a tool of the catalog, or a glob' });
     });
   };
   (file.tools ?? []).forEach((tool, i) => {
@@ -328,7 +344,12 @@ function checkNames(file: ParsedFile, c: z.RefinementCtx): void {
     checkList(['tools', i, 'requires'], tool.requires);
     const comp = tool.compensate;
     if (isRecord(comp) && typeof comp.tool === 'string' && !names.has(comp.tool)) {
-      c.addIssue({ code: 'custom', path: ['tools', i, 'compensate', 'tool'], input: comp.tool, message: 'expected the name of a tool of the catalog' });
+      c.addIssue({
+        code: 'custom',
+        path: ['tools', i, 'compensate', 'tool'],
+        input: comp.tool,
+        message: 'expected the name of a tool of the catalog',
+      });
     }
   });
   const rules = isRecord(file.policy) && Array.isArray(file.policy.rules) ? file.policy.rules : [];
@@ -340,7 +361,12 @@ function checkNames(file: ParsedFile, c: z.RefinementCtx): void {
   const toolLimits = isRecord(file.limits) && isRecord(file.limits.tool) ? file.limits.tool : {};
   for (const name of Object.keys(toolLimits)) {
     if (!names.has(name)) {
-      c.addIssue({ code: 'custom', path: ['limits', 'tool', name], input: name, message: 'expected the name of a tool of the catalog as the key' });
+      c.addIssue({
+        code: 'custom',
+        path: ['limits', 'tool', name],
+        input: name,
+        message: 'expected the name of a tool of the catalog as the key',
+      });
     }
   }
 }
@@ -348,9 +374,10 @@ function checkNames(file: ParsedFile, c: z.RefinementCtx): void {
 /** Applies the defaults that depend on other sections and shapes the manifests. */
 function toConfigFile(file: ParsedFile): ConfigFile {
   const tools = file.tools.map((t): ToolManifest => {
-    const executor = t.executor.kind === 'builtin'
-      ? { kind: 'builtin' as const, name: t.executor.name ?? (t.name as (typeof BUILTIN_EXECUTORS)[number]) }
-      : t.executor;
+    const executor =
+      t.executor.kind === 'builtin'
+        ? { kind: 'builtin' as const, name: t.executor.name ?? (t.name as (typeof BUILTIN_EXECUTORS)[number]) }
+        : t.executor;
     return dropUndefined({
       name: t.name,
       description: t.description,

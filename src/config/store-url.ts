@@ -23,4 +23,3 @@ export function parseStoreValue(value: string, from: string): StoreChoice {
   if (url.hostname === '') throw new Error(`${from}: expected a URL like postgres://USER@HOST:PORT/DB, got one without a host`);
   return { kind: 'postgres', url: value, from };
 }
-

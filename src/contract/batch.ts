@@ -61,7 +61,8 @@ export function duplicateIds(calls: readonly { id: string }[], taken?: { has(id:
 }
 
 function uniqueIds(calls: { id: string }[], ctx: z.RefinementCtx): void {
-  for (const i of duplicateIds(calls)) ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate call id ${(calls[i] as { id: string }).id}` });
+  for (const i of duplicateIds(calls))
+    ctx.addIssue({ code: 'custom', path: [i, 'id'], message: `duplicate call id ${(calls[i] as { id: string }).id}` });
 }
 
 export const CallsSchema = z.array(CallSchema).superRefine(uniqueIds);

@@ -16,7 +16,12 @@ export const OpenAiMessageSchema = z.object({
 });
 
 const AnthropicBlock = z.union([
-  z.object({ type: z.literal('tool_use'), id: z.string().min(1), name: z.string().min(1), input: z.record(z.string(), z.unknown()).optional() }),
+  z.object({
+    type: z.literal('tool_use'),
+    id: z.string().min(1),
+    name: z.string().min(1),
+    input: z.record(z.string(), z.unknown()).optional(),
+  }),
   z.object({ type: z.string().refine((t) => t !== 'tool_use', 'a tool_use block needs id, name and input') }).passthrough(),
 ]);
 export const AnthropicMessageSchema = z.object({

@@ -122,7 +122,11 @@ const policy = z.strictObject({
   rules: z
     .array(
       z.strictObject({
-        match: z.strictObject({ tool: z.string().optional(), risk: z.enum(['read', 'write', 'dangerous']).optional(), tenant: z.string().optional() }),
+        match: z.strictObject({
+          tool: z.string().optional(),
+          risk: z.enum(['read', 'write', 'dangerous']).optional(),
+          tenant: z.string().optional(),
+        }),
         after: names.optional(),
         requires: names.optional(),
         review: z.boolean().optional(),
@@ -167,7 +171,11 @@ const attempt = z.strictObject({
   compensation: z.boolean().optional(),
 });
 
-const match = z.strictObject({ tool: z.string().optional(), risk: z.enum(['read', 'write', 'dangerous']).optional(), tenant: z.string().optional() });
+const match = z.strictObject({
+  tool: z.string().optional(),
+  risk: z.enum(['read', 'write', 'dangerous']).optional(),
+  tenant: z.string().optional(),
+});
 const hookMatcher = z.strictObject({ on: z.enum(HOOK_EVENTS), name: z.string().min(1), match: match.default({}) });
 const hook = z.strictObject({
   callId: z.string().min(1),
@@ -183,13 +191,28 @@ const hook = z.strictObject({
   error: z.string().optional(),
 });
 
-const compensationView = z.strictObject({ status: z.enum(['succeeded', 'failed']), output: z.unknown().optional(), error: CallErrorSchema.optional() });
+const compensationView = z.strictObject({
+  status: z.enum(['succeeded', 'failed']),
+  output: z.unknown().optional(),
+  error: CallErrorSchema.optional(),
+});
 
 /** The zod schema of a recording document: what `parseRecording` (replay/schema.ts) accepts. */
 export const RecordingSchema = z.strictObject({
   format: z.literal(RECORDING_FORMAT),
-  run: z.strictObject({ id: z.string().min(1), tenant: z.string().min(1), failure: FailureSchema, tags: z.record(z.string(), z.string()).default({}) }),
-  config: z.strictObject({ tools: z.array(manifest), policy: policy.prefault({}), limits: limits.prefault({}), defaults: defaults.prefault({}), hooks: z.array(hookMatcher).optional() }),
+  run: z.strictObject({
+    id: z.string().min(1),
+    tenant: z.string().min(1),
+    failure: FailureSchema,
+    tags: z.record(z.string(), z.string()).default({}),
+  }),
+  config: z.strictObject({
+    tools: z.array(manifest),
+    policy: policy.prefault({}),
+    limits: limits.prefault({}),
+    defaults: defaults.prefault({}),
+    hooks: z.array(hookMatcher).optional(),
+  }),
   calls: z.array(CallSchema.extend({ atMs: ms.optional(), invalid: z.string().optional() })),
   sealedAtMs: ms.optional(),
   estimates: z.record(z.string(), z.number().min(0)).optional(),
@@ -211,6 +234,14 @@ export const RecordingSchema = z.strictObject({
   result: z.strictObject({
     status: RunStatusSchema,
     endMs: ms.optional(),
-    calls: z.array(z.strictObject({ id: z.string().min(1), status: CallStatusSchema, output: z.unknown().optional(), error: CallErrorSchema.optional(), compensation: compensationView.optional() })),
+    calls: z.array(
+      z.strictObject({
+        id: z.string().min(1),
+        status: CallStatusSchema,
+        output: z.unknown().optional(),
+        error: CallErrorSchema.optional(),
+        compensation: compensationView.optional(),
+      }),
+    ),
   }),
 });

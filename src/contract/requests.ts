@@ -31,7 +31,8 @@ export const SubmitBodySchema = BatchSchema.extend({
 }).superRefine((b, ctx) => {
   const sources = [b.calls, b.openai, b.anthropic].filter((x) => x !== undefined).length;
   if (sources > 1) ctx.addIssue({ code: 'custom', path: [], message: 'give one of calls, openai or anthropic, not several' });
-  if (sources === 0 && !b.open) ctx.addIssue({ code: 'custom', path: ['calls'], message: 'calls are required (or openai, or anthropic, or open: true)' });
+  if (sources === 0 && !b.open)
+    ctx.addIssue({ code: 'custom', path: ['calls'], message: 'calls are required (or openai, or anthropic, or open: true)' });
 });
 export type SubmitBody = z.infer<typeof SubmitBodySchema>;
 

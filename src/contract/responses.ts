@@ -13,12 +13,25 @@ export const ErrorBodySchema = z.object({
   error: z.object({ code: z.enum(Object.keys(API_ERRORS) as [string, ...string[]]), message: z.string(), details: z.unknown().optional() }),
 });
 const EdgeSchema = z.object({ from: z.string(), to: z.string(), kind: z.enum(['data', 'policy', 'conflict']), reason: z.string() });
-const DiagnosticSchema = z.object({ code: z.string(), message: z.string(), callId: z.string().optional(), callIds: z.array(z.string()).optional() });
-const WaitHolderSchema = z.object({ runId: z.string(), callId: z.string(), tenant: z.string(), since: z.string().describe('when its attempt started') });
+const DiagnosticSchema = z.object({
+  code: z.string(),
+  message: z.string(),
+  callId: z.string().optional(),
+  callIds: z.array(z.string()).optional(),
+});
+const WaitHolderSchema = z.object({
+  runId: z.string(),
+  callId: z.string(),
+  tenant: z.string(),
+  since: z.string().describe('when its attempt started'),
+});
 const WaitingSchema = z
   .object({
     kind: z.enum(WAIT_KINDS),
-    key: z.string().optional().describe('the tenant, run id, tool, resource key, rate bucket (tool:<name> or tenant:<t>) or locked resource key'),
+    key: z
+      .string()
+      .optional()
+      .describe('the tenant, run id, tool, resource key, rate bucket (tool:<name> or tenant:<t>) or locked resource key'),
     limit: z.number().optional().describe('running calls, or tokens per perMs for a rate'),
     inUse: z.number().optional(),
     perMs: z.number().optional(),
@@ -26,7 +39,7 @@ const WaitingSchema = z
     domain: z.string().optional().describe('a lock: global or tenant:<t>'),
     holders: z.array(WaitHolderSchema).describe("up to 5, oldest first; none for perRun (the run's own running calls)"),
     queuedBehind: z.array(WaitHolderSchema).optional().describe('a lock with no holder in conflict: the waiters of other runs ahead'),
-    otherHolders: z.number().int().optional().describe("holders of other tenants, not named to an agent"),
+    otherHolders: z.number().int().optional().describe('holders of other tenants, not named to an agent'),
   })
   .describe('What refused a ready call that has not started');
 export const LimitsSchema = z.object({
@@ -59,7 +72,9 @@ const CallViewSchema = z.object({
   endedAt: z.string().nullable(),
   resolvedArgs: z.record(z.string(), z.unknown()).optional(),
   review: z.object({ reason: z.string(), decision: z.string().optional(), comment: z.string().optional() }).optional(),
-  compensation: z.object({ status: z.enum(['succeeded', 'failed']), output: z.unknown().optional(), error: CallErrorSchema.optional() }).optional(),
+  compensation: z
+    .object({ status: z.enum(['succeeded', 'failed']), output: z.unknown().optional(), error: CallErrorSchema.optional() })
+    .optional(),
   waitingFor: z.array(WaitingSchema).optional(),
   waitingSince: z.string().optional().describe('with waitingFor: since when the call waits'),
 });
@@ -84,7 +99,9 @@ export const RunSchema = z.object({
     .string()
     .nullable()
     .optional()
-    .describe('GET /v1/runs/{id}: the replica (its --replica-id) that owns the run while it is not ended; null once it ended, and with SQLite'),
+    .describe(
+      'GET /v1/runs/{id}: the replica (its --replica-id) that owns the run while it is not ended; null once it ended, and with SQLite',
+    ),
 });
 export const RunSummarySchema = z.object({
   id: z.string(),
@@ -96,7 +113,10 @@ export const RunSummarySchema = z.object({
   endedAt: z.string().nullable(),
   callCount: z.number().int(),
   idempotencyKey: z.string().nullable(),
-  owner: z.string().nullable().describe('the replica (its --replica-id) that owns the run while it is not ended; null once it ended, and with SQLite'),
+  owner: z
+    .string()
+    .nullable()
+    .describe('the replica (its --replica-id) that owns the run while it is not ended; null once it ended, and with SQLite'),
 });
 export const GraphSchema = z.object({
   nodes: z.array(z.object({ id: z.string(), tool: z.string(), status: CallStatusSchema })),
@@ -124,11 +144,17 @@ export const ReviewSchema = z.object({
   decision: z.string().nullable(),
   createdAt: z.string(),
 });
-export const InvokedSchema = z.object({ runId: z.string(), status: CallStatusSchema, output: z.unknown(), error: CallErrorSchema.nullable(), durationMs: z.number() });
+export const InvokedSchema = z.object({
+  runId: z.string(),
+  status: CallStatusSchema,
+  output: z.unknown(),
+  error: CallErrorSchema.nullable(),
+  durationMs: z.number(),
+});
 
 /** `GET /v1/replicas`: the replicas of the cluster (several replicas on PostgreSQL), or this process alone. */
 export const ReplicaSchema = z.object({
-  name: z.string().describe('the replica\'s --replica-id'),
+  name: z.string().describe("the replica's --replica-id"),
   instance: z.string().describe('this process of that name (name/random on PostgreSQL: a restart is a new instance)'),
   self: z.boolean().describe('whether this is the replica that answered'),
   startedAt: z.string(),

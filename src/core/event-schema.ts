@@ -14,10 +14,20 @@ import { RUN_STATUSES } from './state.js';
 import { WAIT_KINDS } from './waiting.js';
 
 const args = z.record(z.string(), z.unknown());
-const callError = z.object({ code: z.enum(CALL_ERROR_CODES), message: z.string(), callId: z.string().optional(), details: z.unknown().optional() });
+const callError = z.object({
+  code: z.enum(CALL_ERROR_CODES),
+  message: z.string(),
+  callId: z.string().optional(),
+  details: z.unknown().optional(),
+});
 const callInput = z.object({ id: z.string(), tool: z.string(), args: args.optional(), invalid: z.string().optional() });
 const edge = z.object({ from: z.string(), to: z.string(), kind: z.enum(['data', 'policy', 'conflict']), reason: z.string() });
-const diagnostic = z.object({ code: z.string(), message: z.string(), callId: z.string().optional(), callIds: z.array(z.string()).optional() });
+const diagnostic = z.object({
+  code: z.string(),
+  message: z.string(),
+  callId: z.string().optional(),
+  callIds: z.array(z.string()).optional(),
+});
 const step = { edges: z.array(edge), diagnostics: z.array(diagnostic) };
 const generations = z.array(z.array(z.string()));
 const int1 = z.int().min(1);

@@ -140,7 +140,12 @@ export class Limiter {
    */
   shared(h: Holder): boolean {
     if (this.tenantLimit(h.tenant) !== undefined || own(this.limits.tool, h.tool) !== undefined) return true;
-    if (h.toolRate !== undefined || own(this.limits.rate.tenant, h.tenant) !== undefined || own(this.limits.rate.tenant, 'default') !== undefined) return true;
+    if (
+      h.toolRate !== undefined ||
+      own(this.limits.rate.tenant, h.tenant) !== undefined ||
+      own(this.limits.rate.tenant, 'default') !== undefined
+    )
+      return true;
     if (h.domain !== null && (h.reads.length > 0 || h.writes.length > 0)) return true;
     return this.resourceLimitsOf(h).length > 0;
   }
@@ -292,7 +297,12 @@ export class Limiter {
     let b = this.buckets.get(name);
     if (!b) {
       const seed = this.seeds?.get(name);
-      b = { cap: rate.tokens, perMs: rate.perMs, units: Math.min(seed?.units ?? Infinity, rate.tokens * rate.perMs), last: seed?.last ?? Number.NEGATIVE_INFINITY };
+      b = {
+        cap: rate.tokens,
+        perMs: rate.perMs,
+        units: Math.min(seed?.units ?? Infinity, rate.tokens * rate.perMs),
+        last: seed?.last ?? Number.NEGATIVE_INFINITY,
+      };
       this.buckets.set(name, b);
     }
     return b;

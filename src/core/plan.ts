@@ -304,9 +304,13 @@ function resolveTarget(d: PlannedCall, targets: Map<string, string>, ref: Refere
   const users = ctx.byTool().get(ref.target) ?? [];
   if (users.length === 1) return refersTo(d, targets, ref.target, users[0] as number, ctx);
   if (users.length > 1) {
-    d.error ??= callError('ambiguous_reference', `${d.id}: ${ref.raw} — ${users.length} calls use the tool ${ref.target}; refer to one by its call id`, {
-      details: { reference: ref.raw, calls: users.map((u) => idAt(ctx, u)) },
-    });
+    d.error ??= callError(
+      'ambiguous_reference',
+      `${d.id}: ${ref.raw} — ${users.length} calls use the tool ${ref.target}; refer to one by its call id`,
+      {
+        details: { reference: ref.raw, calls: users.map((u) => idAt(ctx, u)) },
+      },
+    );
   } else {
     d.error ??= callError('unresolved_reference', `${d.id}: ${ref.raw} names no call of the run`, { details: { reference: ref.raw } });
   }
@@ -325,7 +329,10 @@ function refersTo(d: PlannedCall, targets: Map<string, string>, target: string, 
 const NO_TARGETS: ReadonlyMap<string, string> = new Map();
 const NO_REFS: number[] = Object.freeze([]) as unknown as number[];
 /** What `findReferences` finds in args without a `${` (shared, so frozen). */
-const NOTHING_FOUND: FoundReferences = Object.freeze({ refs: Object.freeze([]) as unknown as Reference[], malformed: Object.freeze([]) as unknown as string[] });
+const NOTHING_FOUND: FoundReferences = Object.freeze({
+  refs: Object.freeze([]) as unknown as Reference[],
+  malformed: Object.freeze([]) as unknown as string[],
+});
 
 /**
  * The reason of a data edge: `b uses ${a.output}`. Joined into one flat string: a template literal
@@ -405,7 +412,14 @@ const NO_LINKS = { add() {} } as unknown as EdgeList;
  * proportional to the call, not to the run. `policyOf` must give `policyFor(m, tenant, policy)`.
  */
 export function planCall(index: number, at: CallIndex, catalog: Catalog, policyOf: (m: ToolManifest) => CallPolicy): PlannedCall {
-  const ctx: CheckContext = { calls: at.calls, catalog, byId: at.byId as Map<string, number>, byTool: () => at.byTool, policyOf, links: NO_LINKS };
+  const ctx: CheckContext = {
+    calls: at.calls,
+    catalog,
+    byId: at.byId as Map<string, number>,
+    byTool: () => at.byTool,
+    policyOf,
+    links: NO_LINKS,
+  };
   const d = checkCall(at.calls[index] as CallInput, index, ctx);
   if (d.manifest && !d.error) {
     // As `addOrderings` does for `requires`: the first ordering that matches no other call fails it

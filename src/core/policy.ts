@@ -13,7 +13,10 @@ const globCache = new Map<string, RegExp>();
 export function globToRegExp(glob: string): RegExp {
   let re = globCache.get(glob);
   if (!re) {
-    const body = glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
+    const body = glob
+      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+      .replace(/\*/g, '.*')
+      .replace(/\?/g, '.');
     re = new RegExp(`^${body}$`);
     globCache.set(glob, re);
   }

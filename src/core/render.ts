@@ -22,7 +22,9 @@ export function toMermaid(g: RenderableGraph): string {
   const lines = ['flowchart TD'];
   g.nodes.forEach((n, i) => lines.push(`  ${mermaidId(i)}["${mermaidText(`${n.id}: ${n.tool} (${n.status})`)}"]`));
   for (const e of g.edges) {
-    lines.push(`  ${mermaidId(index.get(e.from) as number)} ${MERMAID_ARROW[e.kind]}|"${mermaidText(`${e.kind}: ${e.reason}`)}"| ${mermaidId(index.get(e.to) as number)}`);
+    lines.push(
+      `  ${mermaidId(index.get(e.from) as number)} ${MERMAID_ARROW[e.kind]}|"${mermaidText(`${e.kind}: ${e.reason}`)}"| ${mermaidId(index.get(e.to) as number)}`,
+    );
   }
   return `${lines.join('\n')}\n`;
 }
@@ -35,7 +37,9 @@ export function toDot(g: RenderableGraph): string {
   const lines = ['digraph toolgraph {', '  rankdir=TB;', '  node [shape=box];'];
   for (const n of g.nodes) lines.push(`  ${dotString(n.id)} [label=${dotString(`${n.id}\n${n.tool}\n${n.status}`)}];`);
   for (const e of g.edges) {
-    lines.push(`  ${dotString(e.from)} -> ${dotString(e.to)} [style=${DOT_STYLE[e.kind]}, label=${dotString(e.kind)}, tooltip=${dotString(e.reason)}];`);
+    lines.push(
+      `  ${dotString(e.from)} -> ${dotString(e.to)} [style=${DOT_STYLE[e.kind]}, label=${dotString(e.kind)}, tooltip=${dotString(e.reason)}];`,
+    );
   }
   lines.push('}');
   return `${lines.join('\n')}\n`;

@@ -86,7 +86,14 @@ export class Simulation {
         this.queue.pop();
         const s = p.start as StartAttempt;
         if (!this.settle(p)) continue;
-        const ended = { runId: s.runId, callId: s.callId, index: s.index, attempt: s.attempt, kind: s.kind, result: p.result as AttemptResult };
+        const ended = {
+          runId: s.runId,
+          callId: s.callId,
+          index: s.index,
+          attempt: s.attempt,
+          kind: s.kind,
+          result: p.result as AttemptResult,
+        };
         this.apply(this.scheduler.attemptEnded(t, ended));
       }
       const due = this.scheduler.nextWakeAt();
@@ -116,7 +123,9 @@ export class Simulation {
     }
     for (const h of out.hooks ?? []) {
       const a = this.hooks.hook?.(h, this.now) ?? { at: this.now, decisions: [] };
-      this.at(a.at, (t) => this.scheduler.hookDecided(t, { on: h.on, runId: h.runId, callId: h.callId, index: h.index, decisions: a.decisions }));
+      this.at(a.at, (t) =>
+        this.scheduler.hookDecided(t, { on: h.on, runId: h.runId, callId: h.callId, index: h.index, decisions: a.decisions }),
+      );
     }
     for (const a of out.aborts) {
       const due = this.inFlight.get(a.callId);
@@ -167,4 +176,3 @@ function isAttempt(s: StartAttempt, kind: StartAttempt['kind'], runId: string, a
 function kindRank(p: Pending): number {
   return p.kind === 'end' ? 0 : 1;
 }
-

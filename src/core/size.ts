@@ -93,7 +93,11 @@ type AttemptOutcome = { ok: true; output: unknown } | { ok: false; error: CallEr
  * else `limits.maxOutputBytes`, else 4 MiB. An output past it is a failure, `output_too_large`, that no
  * retry can mend; the output is dropped, never stored.
  */
-export function outputChecked(r: AttemptOutcome, call: { id: string; manifest?: ToolManifest | undefined }, maxOutputBytes?: number): AttemptOutcome {
+export function outputChecked(
+  r: AttemptOutcome,
+  call: { id: string; manifest?: ToolManifest | undefined },
+  maxOutputBytes?: number,
+): AttemptOutcome {
   if (!r.ok) return r;
   const max = call.manifest?.maxOutputBytes ?? maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   if (jsonBytes(r.output, max) !== OVER) return r;

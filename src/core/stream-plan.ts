@@ -138,10 +138,23 @@ export class StreamPlanner {
     this.sealed = true;
     this.touched = true;
     const plan = this.wholePlan();
-    const step: StreamStep = { planned: [], edges: [], settled: [], settledPlans: [], origin: new Map(), via: new Map(), plan, diagnostics: [] };
+    const step: StreamStep = {
+      planned: [],
+      edges: [],
+      settled: [],
+      settledPlans: [],
+      origin: new Map(),
+      via: new Map(),
+      plan,
+      diagnostics: [],
+    };
     const rest = new Set(this.waitsFor.keys());
     for (const d of plan.diagnostics) {
-      if (d.callId !== undefined ? rest.has(this.ids.get(d.callId) as number) : (d.callIds ?? []).some((id) => rest.has(this.ids.get(id) as number))) {
+      if (
+        d.callId !== undefined
+          ? rest.has(this.ids.get(d.callId) as number)
+          : (d.callIds ?? []).some((id) => rest.has(this.ids.get(id) as number))
+      ) {
         step.diagnostics.push(d);
       }
     }
@@ -309,12 +322,18 @@ export class StreamPlanner {
         step.via.set(i, e.from);
       }
     }
-    if (p.blockedBy) first = i; // on a cycle: blocked from the start, so nothing reaches it through others
+    if (p.blockedBy)
+      first = i; // on a cycle: blocked from the start, so nothing reaches it through others
     else if (p.error) first = Math.min(first, i);
     if (first !== Infinity) {
       this.origin.set(p.id, first);
       step.origin.set(i, first);
-      if (live && (p.error || p.blockedBy)) step.diagnostics.push({ code: (p.error ?? p.blockedBy)?.code as string, message: (p.error ?? p.blockedBy)?.message as string, callId: p.id });
+      if (live && (p.error || p.blockedBy))
+        step.diagnostics.push({
+          code: (p.error ?? p.blockedBy)?.code as string,
+          message: (p.error ?? p.blockedBy)?.message as string,
+          callId: p.id,
+        });
       return;
     }
     const seen = new Set<string>();

@@ -197,7 +197,10 @@ export class RunProjection {
 }
 
 /** The events that change one call. */
-type CallEvent = Exclude<CoreEvent, EventOf<'run.created' | 'run.started' | 'run.replanned' | 'run.calls_added' | 'run.sealed' | 'run.needs_replan' | 'run.completed'>>;
+type CallEvent = Exclude<
+  CoreEvent,
+  EventOf<'run.created' | 'run.started' | 'run.replanned' | 'run.calls_added' | 'run.sealed' | 'run.needs_replan' | 'run.completed'>
+>;
 
 function applyCallEvent(c: CallView, e: CallEvent): void {
   // A wait lasts until the call's next move (it starts, ends, or waits again after a retry).
@@ -256,7 +259,10 @@ function applyCallEvent(c: CallView, e: CallEvent): void {
       return;
     case 'call.compensated': {
       const d = e.data;
-      c.compensation = d.status === 'succeeded' ? { status: d.status, ...(d.output !== undefined ? { output: d.output } : {}) } : { status: d.status, error: d.error };
+      c.compensation =
+        d.status === 'succeeded'
+          ? { status: d.status, ...(d.output !== undefined ? { output: d.output } : {}) }
+          : { status: d.status, error: d.error };
       return;
     }
     case 'call.hook':

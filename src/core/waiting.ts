@@ -62,7 +62,16 @@ export function sameWait(a: readonly WaitReason[], b: readonly WaitReason[]): bo
   for (let i = 0; i < a.length; i++) {
     const x = a[i] as WaitReason;
     const y = b[i] as WaitReason;
-    if (x.kind !== y.kind || x.key !== y.key || x.limit !== y.limit || x.inUse !== y.inUse || x.retryAt !== y.retryAt || x.perMs !== y.perMs || x.domain !== y.domain) return false;
+    if (
+      x.kind !== y.kind ||
+      x.key !== y.key ||
+      x.limit !== y.limit ||
+      x.inUse !== y.inUse ||
+      x.retryAt !== y.retryAt ||
+      x.perMs !== y.perMs ||
+      x.domain !== y.domain
+    )
+      return false;
     if (!sameHolders(x.holders, y.holders) || !sameHolders(x.queuedBehind ?? [], y.queuedBehind ?? [])) return false;
   }
   return true;

@@ -19,7 +19,8 @@ const TYPES: Record<string, string> = {
 };
 
 /** The page may load only its own scripts and styles, and talk only to its own origin. */
-const CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+const CSP =
+  "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 export function dashboardRoutes(app: FastifyInstance): void {
   const files = (readdirSync(STATIC_DIR, { recursive: true }) as string[])

@@ -84,7 +84,13 @@ export function within(p: Promise<void>, ms: number): Promise<void> {
 
 /** Takes a run's events, starts, aborts and hooks out of an output; returns the starts taken (early ones too). */
 export function strip<E extends { runId: string }>(
-  q: { events: E[]; starts: readonly StartAttempt[]; aborts: readonly AbortAttempt[]; early?: readonly StartAttempt[]; hooks?: readonly HookRequest[] },
+  q: {
+    events: E[];
+    starts: readonly StartAttempt[];
+    aborts: readonly AbortAttempt[];
+    early?: readonly StartAttempt[];
+    hooks?: readonly HookRequest[];
+  },
   runId: string,
 ): StartAttempt[] {
   const taken = [...(q.early ?? []), ...q.starts].filter((s) => s.runId === runId);

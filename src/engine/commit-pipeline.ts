@@ -253,7 +253,11 @@ export class CommitPipeline {
           for (const c of w.batch) this.applyOne(c);
           continue;
         }
-        await this.storeAgain(w, ws.slice(i + 1).filter((x) => x.settled?.err !== undefined), w.settled.err);
+        await this.storeAgain(
+          w,
+          ws.slice(i + 1).filter((x) => x.settled?.err !== undefined),
+          w.settled.err,
+        );
         if (generation !== this.generation) return;
       }
     } finally {
@@ -450,7 +454,10 @@ function eventsOf(batch: readonly Commit[]): RunEvent[] {
 }
 
 /** Why a run withdrawn while the store was away, and stored all the same, ended without running. */
-const WITHDRAWN = { code: 'store_unavailable', message: 'the store could not confirm the submission in time; its caller was answered 503, so the run does not run' };
+const WITHDRAWN = {
+  code: 'store_unavailable',
+  message: 'the store could not confirm the submission in time; its caller was answered 503, so the run does not run',
+};
 
 /** The writer refused a batch only because one before it failed: storing it again may well succeed. */
 function isRefusedForAnEarlier(err: unknown): boolean {

@@ -25,7 +25,15 @@
 import type { CallInput } from '../core/calls.js';
 import { callError } from '../core/errors.js';
 import type { RunEvent } from '../core/events.js';
-import { Scheduler, SchedulerError, type AttemptEnded, type LimitInUse, type Output, type ReviewDecision, type WaitCounts } from '../core/scheduler.js';
+import {
+  Scheduler,
+  SchedulerError,
+  type AttemptEnded,
+  type LimitInUse,
+  type Output,
+  type ReviewDecision,
+  type WaitCounts,
+} from '../core/scheduler.js';
 import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import { createExecutors } from '../executors/index.js';
@@ -44,7 +52,6 @@ export { newRunId, type RunListener } from './attempt.js';
 export type { EngineOptions, EventSink, OpenRun, PermitAnswer, PermitGate } from './options.js';
 export type { SubmitRequest } from '../contract/submission.js';
 export { isEnded } from './run-views.js';
-
 
 export class Engine {
   readonly config: Config;
@@ -107,24 +114,28 @@ export class Engine {
       this.scheduleFlush();
       if (wasEarly && this.inflight.early === 0) this.flushSoon();
     });
-    this.pipeline = new CommitPipeline(opts.sink, {
-      apply: (c) => this.apply(c),
-      settled: (landed) => {
-        this.arm();
-        if (landed) this.scheduleFlush();
+    this.pipeline = new CommitPipeline(
+      opts.sink,
+      {
+        apply: (c) => this.apply(c),
+        settled: (landed) => {
+          this.arm();
+          if (landed) this.scheduleFlush();
+        },
+        refused: (runId, held) => this.disown(runId, held),
+        leaseLost: (err) => {
+          this.abandon(err);
+          opts.onLeaseLost?.(err);
+        },
+        fault:
+          opts.onFault ??
+          ((err) =>
+            setImmediate(() => {
+              throw err;
+            })),
       },
-      refused: (runId, held) => this.disown(runId, held),
-      leaseLost: (err) => {
-        this.abandon(err);
-        opts.onLeaseLost?.(err);
-      },
-      fault:
-        opts.onFault ??
-        ((err) =>
-          setImmediate(() => {
-            throw err;
-          })),
-    }, { clock: () => this.clock() });
+      { clock: () => this.clock() },
+    );
     this.clock = opts.clock ?? Date.now;
     this.timer = new WakeTimer(this.clock, (at) => {
       this.enqueue(this.scheduler.tick(Math.max(this.clock(), at)));
@@ -173,7 +184,12 @@ export class Engine {
         ...(req.failure ? { failure: req.failure } : {}),
         ...(req.tags ? { tags: req.tags } : {}),
         ...(req.idempotencyKey !== undefined || req.traceparent !== undefined
-          ? { meta: { ...(req.idempotencyKey !== undefined ? { idempotencyKey: req.idempotencyKey } : {}), ...(req.traceparent !== undefined ? { traceparent: req.traceparent } : {}) } }
+          ? {
+              meta: {
+                ...(req.idempotencyKey !== undefined ? { idempotencyKey: req.idempotencyKey } : {}),
+                ...(req.traceparent !== undefined ? { traceparent: req.traceparent } : {}),
+              },
+            }
           : {}),
         ...(req.open ? { open: true } : {}),
       });
@@ -296,7 +312,8 @@ export class Engine {
 
   async review(decision: ReviewDecision): Promise<RunView> {
     const ended = this.endedRun(decision.runId);
-    if (ended) throw new SchedulerError('conflict', `run ${decision.runId} has ended (${ended.status}); call ${decision.callId} awaits no review`);
+    if (ended)
+      throw new SchedulerError('conflict', `run ${decision.runId} has ended (${ended.status}); call ${decision.callId} awaits no review`);
     await this.command((now) => this.scheduler.decideReview(now, decision));
     return this.get(decision.runId) as RunView;
   }
@@ -389,7 +406,11 @@ export class Engine {
    */
   private command(input: (now: number) => Output, { creates, orHeld }: Pick<Commit, 'creates'> & { orHeld?: boolean } = {}): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.enqueue(input(this.clock()), { ...(creates === undefined ? {} : { creates }), committed: { resolve, reject }, ...(orHeld ? { onHeld: resolve } : {}) });
+      this.enqueue(input(this.clock()), {
+        ...(creates === undefined ? {} : { creates }),
+        committed: { resolve, reject },
+        ...(orHeld ? { onHeld: resolve } : {}),
+      });
       this.pipeline.send();
     });
   }

@@ -63,7 +63,9 @@ export class HookGate {
       // The runner never throws; if it did, nothing it would have decided is known: as `onError: deny`.
       const error = `the hook runner failed: ${err instanceof Error ? err.message : String(err)}`;
       const base = { hook: 'runner', startedAt: Date.now(), durationMs: 0, error };
-      done([req.on === 'before_call' ? { ...base, decision: 'deny', reason: error } : { ...base, decision: 'fail', fail: { message: error } }]);
+      done([
+        req.on === 'before_call' ? { ...base, decision: 'deny', reason: error } : { ...base, decision: 'fail', fail: { message: error } },
+      ]);
     });
   }
 

@@ -45,7 +45,9 @@ export class InFlight {
       this.leaveEarly(attempt);
       this.done(s, result, wasEarly);
     };
-    this.executor.execute(attempt).then(ended, (err: unknown) => ended({ ok: false, error: { code: 'tool_error', message: String(err) }, retryable: false }));
+    this.executor
+      .execute(attempt)
+      .then(ended, (err: unknown) => ended({ ok: false, error: { code: 'tool_error', message: String(err) }, retryable: false }));
   }
 
   /** Aborts a call's attempt (it ends as its executor reports it). */
@@ -90,7 +92,12 @@ export function refuseRun<E extends { runId: string }>(
   scheduler: Scheduler,
   now: number,
   runId: string,
-  held: readonly { events: E[]; starts: readonly StartAttempt[]; aborts: readonly Output['aborts'][number][]; early?: readonly StartAttempt[] }[],
+  held: readonly {
+    events: E[];
+    starts: readonly StartAttempt[];
+    aborts: readonly Output['aborts'][number][];
+    early?: readonly StartAttempt[];
+  }[],
   inflight: InFlight,
 ): Output {
   const reason = callError('cancelled', `the store refused run ${runId}`);

@@ -78,7 +78,11 @@ export async function feedOpenAiStream(chunks: AsyncIterable<unknown> | Iterable
   const { flush, settled } = handOff(sink);
   for await (const chunk of chunks as AsyncIterable<unknown>) {
     const choice = (chunk as { choices?: { delta?: { tool_calls?: unknown[] }; finish_reason?: string | null }[] }).choices?.[0];
-    for (const d of (choice?.delta?.tool_calls ?? []) as { index: number; id?: string; function?: { name?: string; arguments?: string } }[]) {
+    for (const d of (choice?.delta?.tool_calls ?? []) as {
+      index: number;
+      id?: string;
+      function?: { name?: string; arguments?: string };
+    }[]) {
       let p = calls.get(d.index);
       if (!p) {
         // A new call begins: every earlier one is as complete as it will get.
@@ -102,7 +106,12 @@ export async function feedAnthropicStream(events: AsyncIterable<unknown> | Itera
   const blocks = new Map<number, PendingCall>();
   const { flush, settled } = handOff(sink);
   for await (const raw of events as AsyncIterable<unknown>) {
-    const e = raw as { type?: string; index?: number; content_block?: { type?: string; id?: string; name?: string; input?: unknown }; delta?: { type?: string; partial_json?: string } };
+    const e = raw as {
+      type?: string;
+      index?: number;
+      content_block?: { type?: string; id?: string; name?: string; input?: unknown };
+      delta?: { type?: string; partial_json?: string };
+    };
     if (e.type === 'content_block_start' && e.content_block?.type === 'tool_use' && e.index !== undefined) {
       const input = e.content_block.input;
       const preset = input && typeof input === 'object' && Object.keys(input).length > 0 ? JSON.stringify(input) : '';

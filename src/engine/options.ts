@@ -60,7 +60,6 @@ export interface PermitGate {
   onFreed(listener: () => void): void;
 }
 
-
 /** A streamed run as the library offers it: add calls as the model writes them, then seal. */
 export interface OpenRun {
   readonly id: string;
@@ -71,4 +70,3 @@ export interface OpenRun {
   /** Resolves with the run when it ends. */
   done(): Promise<RunView>;
 }
-

@@ -73,7 +73,12 @@ export class RunViews {
   /** Takes a run back from its stored events (visible at once); `forget` undoes it. */
   adopt(events: readonly RunEvent[]): RunView {
     const first = events[0] as RunEvent;
-    const live: LiveRun = { projection: RunProjection.of(events), seq: (events[events.length - 1] as RunEvent).seq, listeners: new Set(), waiters: new Set() };
+    const live: LiveRun = {
+      projection: RunProjection.of(events),
+      seq: (events[events.length - 1] as RunEvent).seq,
+      listeners: new Set(),
+      waiters: new Set(),
+    };
     this.runs.set(first.runId, live);
     return live.projection.view;
   }

@@ -15,11 +15,14 @@ export class WakeTimer {
     this.clear();
     this.at = at;
     if (at === undefined) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.at = undefined;
-      this.fire(at);
-    }, Math.max(0, at - this.clock()));
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.at = undefined;
+        this.fire(at);
+      },
+      Math.max(0, at - this.clock()),
+    );
   }
 
   clear(): void {

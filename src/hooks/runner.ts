@@ -55,7 +55,8 @@ export function readAnswer(on: HookRequest['on'], answer: unknown): Omit<HookDec
   if (on === 'before_call') {
     const decision = a.decision ?? 'allow';
     if (decision !== 'allow' && decision !== 'deny' && decision !== 'review') return '`decision` is not one of allow, deny, review';
-    if (a.args !== undefined && (typeof a.args !== 'object' || a.args === null || Array.isArray(a.args))) return '`args` is not a JSON object';
+    if (a.args !== undefined && (typeof a.args !== 'object' || a.args === null || Array.isArray(a.args)))
+      return '`args` is not a JSON object';
     return { decision, ...reason, ...(a.args !== undefined && decision !== 'deny' ? { args: a.args as Record<string, unknown> } : {}) };
   }
   if (a.fail !== undefined) {
@@ -70,7 +71,9 @@ export function readAnswer(on: HookRequest['on'], answer: unknown): Omit<HookDec
 export function createHookRunner(hooks: readonly HookConfig[], opts: HookRunnerOptions = {}): HookRunner {
   const clock = opts.clock ?? Date.now;
   const modules = new ModuleHooks(Math.max(1, opts.maxThreads ?? availableParallelism()));
-  const endpoints = hooks.map((h): HookEndpoint | undefined => (h.url === undefined ? undefined : { url: new URL(h.url), headers: h.headers }));
+  const endpoints = hooks.map((h): HookEndpoint | undefined =>
+    h.url === undefined ? undefined : { url: new URL(h.url), headers: h.headers },
+  );
 
   async function one(i: number, payload: HookPayload, signal: AbortSignal | undefined): Promise<HookDecision> {
     const hook = hooks[i] as HookConfig;
@@ -89,12 +92,21 @@ export function createHookRunner(hooks: readonly HookConfig[], opts: HookRunnerO
     if (typeof read !== 'string') return { ...timing, ...read };
     const error = `hook ${hook.name} failed: ${read}`;
     if (hook.onError === 'allow') return { ...timing, decision: 'allow', error };
-    return payload.on === 'before_call' ? { ...timing, decision: 'deny', reason: error, error } : { ...timing, decision: 'fail', fail: { message: error }, error };
+    return payload.on === 'before_call'
+      ? { ...timing, decision: 'deny', reason: error, error }
+      : { ...timing, decision: 'fail', fail: { message: error }, error };
   }
 
   return {
     async run(request, signal) {
-      const payload: HookPayload = { on: request.on, runId: request.runId, callId: request.callId, tool: request.tool.name, tenant: request.tenant, args: request.args };
+      const payload: HookPayload = {
+        on: request.on,
+        runId: request.runId,
+        callId: request.callId,
+        tool: request.tool.name,
+        tenant: request.tenant,
+        args: request.args,
+      };
       if (request.status !== undefined) payload.status = request.status;
       if (request.status === 'succeeded') payload.output = request.output;
       if (request.error !== undefined) payload.error = request.error;

@@ -72,7 +72,8 @@ export function postHook(endpoint: HookEndpoint, call: HookCall): Promise<unknow
         res.on('end', () => {
           const status = res.statusCode ?? 0;
           const text = Buffer.concat(chunks).toString('utf8');
-          if (status < 200 || status > 299) return done(new Error(`HTTP ${status} from ${u.origin}${u.pathname}${text ? `: ${text.slice(0, 200)}` : ''}`));
+          if (status < 200 || status > 299)
+            return done(new Error(`HTTP ${status} from ${u.origin}${u.pathname}${text ? `: ${text.slice(0, 200)}` : ''}`));
           if (text.trim() === '') return done(undefined, {});
           try {
             done(undefined, JSON.parse(text));

@@ -36,7 +36,9 @@ export function checkMerged(file: MergeInput, servers: readonly ServerTools[]): 
       const first = owner.get(m.name);
       const own = m.executor.kind === 'mcp' ? m.executor.tool : m.name;
       if (first !== undefined) {
-        problems.push(`${serverPath(s.index)}: the tool ${JSON.stringify(own)} becomes ${JSON.stringify(m.name)}, a name already used by ${first}; expected names that do not clash (set a prefix)`);
+        problems.push(
+          `${serverPath(s.index)}: the tool ${JSON.stringify(own)} becomes ${JSON.stringify(m.name)}, a name already used by ${first}; expected names that do not clash (set a prefix)`,
+        );
       } else owner.set(m.name, `the tool ${JSON.stringify(own)} of mcp server "${s.server}"`);
     }
   }
@@ -61,7 +63,10 @@ export function checkMerged(file: MergeInput, servers: readonly ServerTools[]): 
     checkList(`policy.rules[${i}].requires`, r.requires);
   });
   for (const name of Object.keys(file.limits.tool)) {
-    if (!owner.has(name)) problems.push(`${formatPath(['limits', 'tool', name])}: expected the name of a tool of the catalog as the key, got ${JSON.stringify(name)}`);
+    if (!owner.has(name))
+      problems.push(
+        `${formatPath(['limits', 'tool', name])}: expected the name of a tool of the catalog as the key, got ${JSON.stringify(name)}`,
+      );
   }
   return problems;
 }

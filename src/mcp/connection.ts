@@ -91,17 +91,25 @@ export class McpConnection {
     return this.ready(signal).then((c) => this.send(c, tool, args, signal, timeoutMs));
   }
 
-  private send(client: Client, tool: string, args: Record<string, unknown>, signal: AbortSignal, timeoutMs: number): Promise<CallToolResult> {
+  private send(
+    client: Client,
+    tool: string,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+    timeoutMs: number,
+  ): Promise<CallToolResult> {
     // The SDK's timeout sends notifications/cancelled and fails with RequestTimeout (-32001).
     const timeout = Number.isFinite(timeoutMs) ? Math.min(timeoutMs, 2 ** 31 - 1) : 2 ** 31 - 1;
-    return (client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout }) as Promise<CallToolResult>).catch((err: unknown) => {
-      if (signal.aborted) throw err;
-      if (isConnectionError(err) || this.client !== client) {
-        this.markDown(client, `the connection dropped during the call: ${messageOf(err)}`);
-        throw new McpUnavailableError(`mcp server "${this.server.name}" ${this.lastDown}`);
-      }
-      throw err;
-    });
+    return (client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout }) as Promise<CallToolResult>).catch(
+      (err: unknown) => {
+        if (signal.aborted) throw err;
+        if (isConnectionError(err) || this.client !== client) {
+          this.markDown(client, `the connection dropped during the call: ${messageOf(err)}`);
+          throw new McpUnavailableError(`mcp server "${this.server.name}" ${this.lastDown}`);
+        }
+        throw err;
+      },
+    );
   }
 
   async close(): Promise<void> {

@@ -39,7 +39,12 @@ export interface ManifestContext {
 
 /** `*` and `?` globs, as policy globs are. */
 export function globMatch(glob: string, name: string): boolean {
-  const re = new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
+  const re = new RegExp(
+    `^${glob
+      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+      .replace(/\*/g, '.*')
+      .replace(/\?/g, '.')}$`,
+  );
   return re.test(name);
 }
 
@@ -47,7 +52,10 @@ export function manifestsOf(server: McpServerConfig, tools: readonly Tool[], ctx
   const out: ServerManifests = { manifests: [], warnings: [], problems: [] };
   const listed = new Set(tools.map((t) => t.name));
   for (const key of Object.keys(server.tools)) {
-    if (!listed.has(key)) out.problems.push(`${serverPath(ctx.index, key)}: expected the name of a tool the server lists, got ${JSON.stringify(key)} (it lists ${[...listed].slice(0, 20).join(', ') || 'no tools'})`);
+    if (!listed.has(key))
+      out.problems.push(
+        `${serverPath(ctx.index, key)}: expected the name of a tool the server lists, got ${JSON.stringify(key)} (it lists ${[...listed].slice(0, 20).join(', ') || 'no tools'})`,
+      );
   }
   for (const tool of tools) {
     if (server.include && !server.include.some((g) => globMatch(g, tool.name))) continue;
@@ -66,7 +74,9 @@ export function manifestsOf(server: McpServerConfig, tools: readonly Tool[], ctx
     }
     const manifest = manifestOf(server, tool, name, server.tools[tool.name] ?? {}, ctx);
     if (manifest.retry !== undefined && !manifest.idempotent) {
-      out.problems.push(`${serverPath(ctx.index, tool.name)}.retry: retry needs idempotent: true (set idempotent: true, or trust a server that marks the tool idempotentHint)`);
+      out.problems.push(
+        `${serverPath(ctx.index, tool.name)}.retry: retry needs idempotent: true (set idempotent: true, or trust a server that marks the tool idempotentHint)`,
+      );
     }
     out.manifests.push(manifest);
   }
@@ -74,7 +84,7 @@ export function manifestsOf(server: McpServerConfig, tools: readonly Tool[], ctx
 }
 
 function manifestOf(server: McpServerConfig, tool: Tool, name: string, o: ToolOverride, ctx: ManifestContext): ToolManifest {
-  const hints = server.trustAnnotations ? tool.annotations ?? {} : undefined;
+  const hints = server.trustAnnotations ? (tool.annotations ?? {}) : undefined;
   const resource = `mcp:${server.name}`;
   const readOnly = hints?.readOnlyHint === true;
   let reads: string[] | undefined = hints ? (readOnly ? [resource] : []) : [];

@@ -71,15 +71,17 @@ export async function startMcp(config: Config, opts: StartMcpOptions = {}): Prom
   }
   const closeAll = () => Promise.allSettled([...connections.values()].map((c) => c.close())).then(() => {});
 
-  const listed = await Promise.allSettled(servers.map(async (s) => {
-    const c = connections.get(s.name) as McpConnection;
-    await c.start();
-    try {
-      return await c.listTools();
-    } catch (err) {
-      throw new Error(`mcp server "${s.name}": tools/list failed: ${messageOf(err)}`);
-    }
-  }));
+  const listed = await Promise.allSettled(
+    servers.map(async (s) => {
+      const c = connections.get(s.name) as McpConnection;
+      await c.start();
+      try {
+        return await c.listTools();
+      } catch (err) {
+        throw new Error(`mcp server "${s.name}": tools/list failed: ${messageOf(err)}`);
+      }
+    }),
+  );
   const failed = listed.flatMap((r) => (r.status === 'rejected' ? [messageOf(r.reason)] : []));
   if (failed.length > 0) {
     await closeAll();
@@ -110,7 +112,12 @@ export async function startMcp(config: Config, opts: StartMcpOptions = {}): Prom
   for (const t of tools) {
     if (t.concurrency !== undefined && !Object.hasOwn(toolLimits, t.name)) toolLimits[t.name] = t.concurrency;
   }
-  const merged: Config = Object.freeze({ ...config, tools, limits: Object.freeze({ ...config.limits, tool: Object.freeze(toolLimits) }), catalog });
+  const merged: Config = Object.freeze({
+    ...config,
+    tools,
+    limits: Object.freeze({ ...config.limits, tool: Object.freeze(toolLimits) }),
+    catalog,
+  });
 
   let refreshing = Promise.resolve();
   refresh = (server) => {
@@ -122,7 +129,10 @@ export async function startMcp(config: Config, opts: StartMcpOptions = {}): Prom
         const bad = [...next.problems, ...checkMerged(config, candidate)];
         for (const w of next.warnings) logger.warn({ server: server.name }, w);
         if (bad.length > 0) {
-          logger.warn({ server: server.name, problems: bad }, `mcp server "${server.name}": its new tool list is not used: ${bad.join('; ')}`);
+          logger.warn(
+            { server: server.name, problems: bad },
+            `mcp server "${server.name}": its new tool list is not used: ${bad.join('; ')}`,
+          );
           return;
         }
         serverTools[i] = candidate[i] as ServerTools;

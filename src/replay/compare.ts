@@ -36,7 +36,15 @@ export type CallField = 'presence' | 'status' | 'output' | 'error' | 'attempts' 
 
 export type Divergence =
   | { kind: 'run_status'; recorded: RunStatus; replay: RunStatus }
-  | { kind: 'call'; callId: string; tool?: string; fields: CallField[]; recorded?: CallSummary; replay?: CallSummary; outputDiff?: OutputDiff }
+  | {
+      kind: 'call';
+      callId: string;
+      tool?: string;
+      fields: CallField[];
+      recorded?: CallSummary;
+      replay?: CallSummary;
+      outputDiff?: OutputDiff;
+    }
   | { kind: 'order'; count: number; before: StartRef; after: StartRef }
   | { kind: 'missing_attempt'; start: StartRef; recordedAttempts: number; message: string }
   | { kind: 'input'; message: string };
@@ -51,10 +59,16 @@ export interface OutputDiff {
 /** The first place, depth first in key order, where two JSON values differ. */
 export function firstJsonDifference(a: unknown, b: unknown, path: (string | number)[] = []): OutputDiff | undefined {
   if (isDeepStrictEqual(a, b)) return undefined;
-  const here = (): OutputDiff => ({ path: path.length === 0 ? '(the output)' : formatPath(path), ...(a !== undefined ? { recorded: a } : {}), ...(b !== undefined ? { replay: b } : {}) });
+  const here = (): OutputDiff => ({
+    path: path.length === 0 ? '(the output)' : formatPath(path),
+    ...(a !== undefined ? { recorded: a } : {}),
+    ...(b !== undefined ? { replay: b } : {}),
+  });
   const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
   if (!isObj(a) || !isObj(b) || Array.isArray(a) !== Array.isArray(b)) return here();
-  const keys = Array.isArray(a) ? [...Array(Math.max(a.length, (b as unknown as unknown[]).length)).keys()] : [...new Set([...Object.keys(a), ...Object.keys(b)])];
+  const keys = Array.isArray(a)
+    ? [...Array(Math.max(a.length, (b as unknown as unknown[]).length)).keys()]
+    : [...new Set([...Object.keys(a), ...Object.keys(b)])];
   for (const k of keys) {
     const d = firstJsonDifference((a as Record<string | number, unknown>)[k], (b as Record<string | number, unknown>)[k], [...path, k]);
     if (d) return d;
@@ -75,7 +89,8 @@ export interface Comparison {
   firstDifference?: FirstDifference;
 }
 
-const keyOf = (a: { callId: string; attempt: number; compensation?: boolean }) => `${a.compensation ? 'compensation' : 'call'}/${a.callId}/${a.attempt}`;
+const keyOf = (a: { callId: string; attempt: number; compensation?: boolean }) =>
+  `${a.compensation ? 'compensation' : 'call'}/${a.callId}/${a.attempt}`;
 
 function isNotRecorded(a: RecordedAttempt): boolean {
   return !a.ok && (a.error?.details as { replay?: unknown } | undefined)?.replay === NOT_RECORDED;
@@ -106,7 +121,9 @@ function attemptsByCall(attempts: readonly RecordedAttempt[]): Map<string, Recor
 
 function compareCalls(rec: Recording, rep: Recording): Divergence[] {
   const out: Divergence[] = [];
-  const tools = new Map([...rec.calls, ...rec.replans.flatMap((p) => p.calls), ...rep.calls, ...rep.replans.flatMap((p) => p.calls)].map((c) => [c.id, c.tool]));
+  const tools = new Map(
+    [...rec.calls, ...rec.replans.flatMap((p) => p.calls), ...rep.calls, ...rep.replans.flatMap((p) => p.calls)].map((c) => [c.id, c.tool]),
+  );
   const recorded = new Map(rec.result.calls.map((c) => [c.id, c]));
   const replayed = new Map(rep.result.calls.map((c) => [c.id, c]));
   const recAttempts = attemptsByCall(rec.attempts);
@@ -176,7 +193,10 @@ function compareStarts(rec: Recording, rep: Recording, tolerance: number): { ord
   const candidates: { at: number; first: FirstDifference }[] = [];
   if (firstViolation) {
     const { before, after } = firstViolation;
-    candidates.push({ at: after.rec, first: { what: 'order', start: ref(after.a, after.rec, after.rep), other: ref(before.a, before.rec, before.rep) } });
+    candidates.push({
+      at: after.rec,
+      first: { what: 'order', start: ref(after.a, after.rec, after.rep), other: ref(before.a, before.rec, before.rep) },
+    });
   }
   const missing = [...recStarts.values()].filter((a) => !repStarts.has(keyOf(a))).sort((x, y) => x.startMs - y.startMs)[0];
   if (missing) candidates.push({ at: missing.startMs, first: { what: 'missing', start: ref(missing, missing.startMs) } });
@@ -201,16 +221,23 @@ function compareStarts(rec: Recording, rep: Recording, tolerance: number): { ord
  */
 export function compareRuns(rec: Recording, rep: Recording, opts: { tolerance: number; notes?: readonly string[] }): Comparison {
   const divergences: Divergence[] = [];
-  if (rec.result.status !== rep.result.status) divergences.push({ kind: 'run_status', recorded: rec.result.status, replay: rep.result.status });
+  if (rec.result.status !== rep.result.status)
+    divergences.push({ kind: 'run_status', recorded: rec.result.status, replay: rep.result.status });
   divergences.push(...compareCalls(rec, rep));
   const { order, first } = compareStarts(rec, rep, opts.tolerance);
   if (order) divergences.push(order);
   const counts = new Map<string, number>();
-  for (const a of rec.attempts) counts.set(`${a.compensation === true}/${a.callId}`, (counts.get(`${a.compensation === true}/${a.callId}`) ?? 0) + 1);
+  for (const a of rec.attempts)
+    counts.set(`${a.compensation === true}/${a.callId}`, (counts.get(`${a.compensation === true}/${a.callId}`) ?? 0) + 1);
   for (const a of rep.attempts) {
     if (!isNotRecorded(a)) continue;
     const recordedAttempts = counts.get(`${a.compensation === true}/${a.callId}`) ?? 0;
-    divergences.push({ kind: 'missing_attempt', start: ref(a, undefined, a.startMs), recordedAttempts, message: (a.error as { message: string }).message });
+    divergences.push({
+      kind: 'missing_attempt',
+      start: ref(a, undefined, a.startMs),
+      recordedAttempts,
+      message: (a.error as { message: string }).message,
+    });
   }
   for (const message of opts.notes ?? []) divergences.push({ kind: 'input', message });
   return { divergences, ...(first ? { firstDifference: first } : {}) };

@@ -33,7 +33,10 @@ function usedTools(config: RecordingConfig, calls: readonly CallInput[]): ToolMa
     const m = config.catalog.get(n);
     if (m?.compensate) names.add(m.compensate.tool);
   }
-  return config.catalog.list().filter((t) => names.has(t.name)).map(redact);
+  return config.catalog
+    .list()
+    .filter((t) => names.has(t.name))
+    .map(redact);
 }
 
 /** Header values can hold secrets; a recording never does. */
@@ -206,7 +209,7 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
     id: c.id,
     status: c.status,
     ...(c.status === 'succeeded' ? { output: c.output } : {}),
-    ...(c.error ?? c.blockedBy ? { error: (c.error ?? c.blockedBy) as CallError } : {}),
+    ...((c.error ?? c.blockedBy) ? { error: (c.error ?? c.blockedBy) as CallError } : {}),
     ...(c.compensation ? { compensation: c.compensation } : {}),
   }));
   return rec;

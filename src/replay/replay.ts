@@ -99,7 +99,11 @@ const EMPTY: Output = { events: [], starts: [], aborts: [] };
 
 function notRecorded(s: StartAttempt, why: string): AttemptResult {
   const which = `${s.kind === 'compensation' ? 'compensation ' : ''}attempt ${s.attempt} of ${s.callId}`;
-  return { ok: false, error: callError('tool_error', `not in the recording: ${which} (${why})`, { details: { replay: NOT_RECORDED } }), retryable: false };
+  return {
+    ok: false,
+    error: callError('tool_error', `not in the recording: ${which} (${why})`, { details: { replay: NOT_RECORDED } }),
+    retryable: false,
+  };
 }
 
 /**
@@ -145,7 +149,13 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
   }
   const recordedTimeouts = new Map(rec.config.tools.map((t) => [t.name, t.timeoutMs]));
   const notes: string[] = [];
-  const scheduler = new LaggedTimers({ catalog: config.catalog, policy: config.policy, limits: config.limits, defaults: config.defaults, ...(config.hooks ? { hooks: config.hooks } : {}) });
+  const scheduler = new LaggedTimers({
+    catalog: config.catalog,
+    policy: config.policy,
+    limits: config.limits,
+    defaults: config.defaults,
+    ...(config.hooks ? { hooks: config.hooks } : {}),
+  });
   const hooks = new Map<string, RecordedHook[]>();
   for (const h of rec.hooks ?? []) hooks.set(`${h.on}/${h.callId}`, [...(hooks.get(`${h.on}/${h.callId}`) ?? []), h]);
 
@@ -173,7 +183,10 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
     // Only a timeout lowered since the recording can cut an attempt short (a recorded one has its outcome).
     const recordedTimeout = recordedTimeouts.get(s.tool.name) ?? Infinity;
     if (s.timeoutMs < recordedTimeout && sim.durationMs > s.timeoutMs && a.error?.code !== 'timeout') {
-      sim = { durationMs: s.timeoutMs, result: { ok: false, error: callError('timeout', `timed out after ${s.timeoutMs} ms`), retryable: true } };
+      sim = {
+        durationMs: s.timeoutMs,
+        result: { ok: false, error: callError('timeout', `timed out after ${s.timeoutMs} ms`), retryable: true },
+      };
     }
     return sim;
   };
@@ -232,7 +245,12 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
       if (e.type === 'run.completed' && e.data.status === 'needs_replan') s.at(s.now, replanIfDue);
     },
   });
-  const callInput = (c: Recording['calls'][number]) => ({ id: c.id, tool: c.tool, ...(c.args ? { args: c.args } : {}), ...(c.invalid !== undefined ? { invalid: c.invalid } : {}) });
+  const callInput = (c: Recording['calls'][number]) => ({
+    id: c.id,
+    tool: c.tool,
+    ...(c.args ? { args: c.args } : {}),
+    ...(c.invalid !== undefined ? { invalid: c.invalid } : {}),
+  });
   // A streamed run (its calls carry arrival times) is replayed as it arrived: open, appends, seal.
   const streamed = rec.sealedAtMs !== undefined || rec.calls.some((c) => c.atMs !== undefined);
   sim.at(
@@ -253,9 +271,16 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
     const arrivals = new Map<number, Recording['calls']>();
     for (const c of rec.calls) arrivals.set(c.atMs ?? 0, [...(arrivals.get(c.atMs ?? 0) ?? []), c]);
     for (const [atMs, calls] of [...arrivals].sort(([a], [b]) => a - b)) {
-      sim.at(atMs, safely('appended calls', (now) => scheduler.append(now, runId, calls.map(callInput))));
+      sim.at(
+        atMs,
+        safely('appended calls', (now) => scheduler.append(now, runId, calls.map(callInput))),
+      );
     }
-    if (rec.sealedAtMs !== undefined) sim.at(rec.sealedAtMs, safely('the seal', (now) => scheduler.seal(now, runId)));
+    if (rec.sealedAtMs !== undefined)
+      sim.at(
+        rec.sealedAtMs,
+        safely('the seal', (now) => scheduler.seal(now, runId)),
+      );
   }
   for (const r of rec.reviews) {
     sim.at(r.atMs, (now) => {
@@ -270,12 +295,21 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
       return replanIfDue(now);
     });
   }
-  if (rec.cancelledAtMs !== undefined) sim.at(rec.cancelledAtMs, safely('the cancel', (now) => scheduler.cancel(now, runId)));
+  if (rec.cancelledAtMs !== undefined)
+    sim.at(
+      rec.cancelledAtMs,
+      safely('the cancel', (now) => scheduler.cancel(now, runId)),
+    );
   sim.run();
 
-  for (const r of reviewDue.values()) notes.push(`the ${r.decision} review of ${r.callId} (recorded at ${r.atMs} ms) was never applied: the call did not await review then or later`);
+  for (const r of reviewDue.values())
+    notes.push(
+      `the ${r.decision} review of ${r.callId} (recorded at ${r.atMs} ms) was never applied: the call did not await review then or later`,
+    );
   if (replans.length > 0) {
-    notes.push(`${replans.length} replan(s) (the first recorded at ${(replans[0] as { atMs: number }).atMs} ms) could not be applied: the run ended ${scheduler.runStatus(runId) ?? 'without starting'}, not needs_replan`);
+    notes.push(
+      `${replans.length} replan(s) (the first recorded at ${(replans[0] as { atMs: number }).atMs} ms) could not be applied: the run ended ${scheduler.runStatus(runId) ?? 'without starting'}, not needs_replan`,
+    );
   }
   const events = sim.events;
   if (events.length === 0) {

@@ -46,11 +46,21 @@ export function divergenceText(d: Divergence, first?: FirstDifference): string[]
     case 'run_status':
       return [`run status: recorded ${d.recorded}, replay ${d.replay}`];
     case 'call': {
-      const what = d.fields.includes('presence') ? (d.recorded ? 'missing from the replay' : 'not in the recording') : `differs in ${d.fields.join(', ')}`;
-      const lines = [`call ${d.callId}${d.tool ? ` (${d.tool})` : ''}: ${what}`, `  recorded: ${callText(d.recorded)}`, `  replay:   ${callText(d.replay)}`];
+      const what = d.fields.includes('presence')
+        ? d.recorded
+          ? 'missing from the replay'
+          : 'not in the recording'
+        : `differs in ${d.fields.join(', ')}`;
+      const lines = [
+        `call ${d.callId}${d.tool ? ` (${d.tool})` : ''}: ${what}`,
+        `  recorded: ${callText(d.recorded)}`,
+        `  replay:   ${callText(d.replay)}`,
+      ];
       if (d.outputDiff) {
         const show = (v: unknown) => (v === undefined ? 'nothing' : clip(JSON.stringify(v), 60));
-        lines.push(`  output first differs at ${d.outputDiff.path}: recorded ${show(d.outputDiff.recorded)}, replay ${show(d.outputDiff.replay)}`);
+        lines.push(
+          `  output first differs at ${d.outputDiff.path}: recorded ${show(d.outputDiff.recorded)}, replay ${show(d.outputDiff.replay)}`,
+        );
       }
       return lines;
     }
@@ -77,10 +87,15 @@ export function resultText(r: RecordingResult, configName?: string): string {
   const lines = [`DIVERGED ${r.file} (run ${r.runId}): ${plural(r.divergences.length, 'divergence')}`, `  ${makespan}`];
   if (configName) {
     const changed = r.divergences.filter((d) => d.kind === 'call' && d.fields.some((f) => f !== 'attempts'));
-    lines.push(`  outcomes that change under ${configName}: ${changed.length === 0 ? 'none' : changed.map((d) => (d as { callId: string }).callId).join(', ')}`);
+    lines.push(
+      `  outcomes that change under ${configName}: ${changed.length === 0 ? 'none' : changed.map((d) => (d as { callId: string }).callId).join(', ')}`,
+    );
   }
-  for (const d of r.divergences) for (const [i, l] of divergenceText(d, r.firstDifference).entries()) lines.push(`${i === 0 ? '  - ' : '    '}${l}`);
-  lines.push(`  first start that differs: ${r.firstDifference ? firstDifferenceText(r.firstDifference) : 'none (every start as recorded)'}`);
+  for (const d of r.divergences)
+    for (const [i, l] of divergenceText(d, r.firstDifference).entries()) lines.push(`${i === 0 ? '  - ' : '    '}${l}`);
+  lines.push(
+    `  first start that differs: ${r.firstDifference ? firstDifferenceText(r.firstDifference) : 'none (every start as recorded)'}`,
+  );
   return `${lines.join('\n')}\n`;
 }
 
@@ -148,7 +163,8 @@ export function junitXml(results: readonly RecordingResult[], configName?: strin
   const name = `toolgraph replay${configName ? ` under ${configName}` : ''}`;
   const cases = results.map((r) => {
     const open = `    <testcase classname="toolgraph.replay" name="${xml(r.file)}" time="${seconds(r.durationMs)}"`;
-    if (r.error) return `${open}>\n      <error type="unreadable" message="${xml(clip(r.error.split('\n')[0] as string, 200))}">${xml(r.error)}</error>\n    </testcase>`;
+    if (r.error)
+      return `${open}>\n      <error type="unreadable" message="${xml(clip(r.error.split('\n')[0] as string, 200))}">${xml(r.error)}</error>\n    </testcase>`;
     if (r.ok) return `${open}/>`;
     const message = `${plural(r.divergences.length, 'divergence')} from the recording`;
     return `${open}>\n      <failure type="divergence" message="${xml(message)}">${xml(resultText(r, configName))}</failure>\n    </testcase>`;

@@ -63,31 +63,43 @@ function crossCheck(r: Parsed, ajv: Ajv): { path: Path; message: string; got?: u
   r.replans.forEach((p, i) => p.calls.forEach((c, j) => addId(c.id, ['replans', i, 'calls', j, 'id'])));
   const tools = new Set<string>();
   r.config.tools.forEach((t, i) => {
-    if (tools.has(t.name)) out.push({ path: ['config', 'tools', i, 'name'], message: 'expected a tool name not declared before', got: t.name });
+    if (tools.has(t.name))
+      out.push({ path: ['config', 'tools', i, 'name'], message: 'expected a tool name not declared before', got: t.name });
     tools.add(t.name);
     if (t.input === undefined) return;
     try {
       compileSchema(ajv, t.input);
     } catch (e) {
-      out.push({ path: ['config', 'tools', i, 'input'], message: `expected a JSON Schema that compiles, got an error: ${(e as Error).message}` });
+      out.push({
+        path: ['config', 'tools', i, 'input'],
+        message: `expected a JSON Schema that compiles, got an error: ${(e as Error).message}`,
+      });
     }
   });
   const seen = new Set<string>();
   r.attempts.forEach((a, i) => {
-    if (!ids.has(a.callId)) out.push({ path: ['attempts', i, 'callId'], message: 'expected the id of a call of the recording', got: a.callId });
-    if (a.readyMs !== undefined && a.readyMs > a.startMs) out.push({ path: ['attempts', i, 'readyMs'], message: `expected a number ≤ startMs (${a.startMs})`, got: a.readyMs });
-    if (a.endMs < a.startMs) out.push({ path: ['attempts', i, 'endMs'], message: `expected a number ≥ startMs (${a.startMs})`, got: a.endMs });
-    if (!a.ok && a.error === undefined) out.push({ path: ['attempts', i, 'error'], message: 'expected the error of a failed attempt (ok is false)', got: undefined });
+    if (!ids.has(a.callId))
+      out.push({ path: ['attempts', i, 'callId'], message: 'expected the id of a call of the recording', got: a.callId });
+    if (a.readyMs !== undefined && a.readyMs > a.startMs)
+      out.push({ path: ['attempts', i, 'readyMs'], message: `expected a number ≤ startMs (${a.startMs})`, got: a.readyMs });
+    if (a.endMs < a.startMs)
+      out.push({ path: ['attempts', i, 'endMs'], message: `expected a number ≥ startMs (${a.startMs})`, got: a.endMs });
+    if (!a.ok && a.error === undefined)
+      out.push({ path: ['attempts', i, 'error'], message: 'expected the error of a failed attempt (ok is false)', got: undefined });
     const key = `${a.compensation ? 'compensation' : 'call'}/${a.callId}/${a.attempt}`;
-    if (seen.has(key)) out.push({ path: ['attempts', i, 'attempt'], message: `expected attempt ${a.attempt} of ${a.callId} only once`, got: a.attempt });
+    if (seen.has(key))
+      out.push({ path: ['attempts', i, 'attempt'], message: `expected attempt ${a.attempt} of ${a.callId} only once`, got: a.attempt });
     seen.add(key);
   });
   r.reviews.forEach((v, i) => {
-    if (!ids.has(v.callId)) out.push({ path: ['reviews', i, 'callId'], message: 'expected the id of a call of the recording', got: v.callId });
-    if (v.decision === 'edit' && v.args === undefined) out.push({ path: ['reviews', i, 'args'], message: 'expected the edited args of an edit', got: undefined });
+    if (!ids.has(v.callId))
+      out.push({ path: ['reviews', i, 'callId'], message: 'expected the id of a call of the recording', got: v.callId });
+    if (v.decision === 'edit' && v.args === undefined)
+      out.push({ path: ['reviews', i, 'args'], message: 'expected the edited args of an edit', got: undefined });
   });
   (r.hooks ?? []).forEach((h, i) => {
-    if (!ids.has(h.callId)) out.push({ path: ['hooks', i, 'callId'], message: 'expected the id of a call of the recording', got: h.callId });
+    if (!ids.has(h.callId))
+      out.push({ path: ['hooks', i, 'callId'], message: 'expected the id of a call of the recording', got: h.callId });
   });
   r.result.calls.forEach((c, i) => {
     if (!ids.has(c.id)) out.push({ path: ['result', 'calls', i, 'id'], message: 'expected the id of a call of the recording', got: c.id });
@@ -104,7 +116,15 @@ function show(value: unknown): string {
   return Array.isArray(value) ? 'a list' : 'a mapping';
 }
 
-const TYPE_WORDS: Record<string, string> = { string: 'a string', number: 'a number', int: 'an integer', boolean: 'true or false', array: 'a list', object: 'a mapping', record: 'a mapping' };
+const TYPE_WORDS: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  int: 'an integer',
+  boolean: 'true or false',
+  array: 'a list',
+  object: 'a mapping',
+  record: 'a mapping',
+};
 
 /** What a failed check expected, in words. */
 function expectation(issue: z.core.$ZodIssue): string {
@@ -151,6 +171,10 @@ export function parseRecording(raw: unknown, source: string, ajv: Ajv = createAj
   if (!parsed.success) throw new RecordingError(source, parsed.error.issues.flatMap(describe));
   parsed.data.config.tools = internInputs(parsed.data.config.tools, ajv);
   const problems = crossCheck(parsed.data, ajv);
-  if (problems.length > 0) throw new RecordingError(source, problems.map((p) => `${formatPath(p.path)}: ${p.message}${'got' in p ? `, got ${show(p.got)}` : ''}`));
+  if (problems.length > 0)
+    throw new RecordingError(
+      source,
+      problems.map((p) => `${formatPath(p.path)}: ${p.message}${'got' in p ? `, got ${show(p.got)}` : ''}`),
+    );
   return parsed.data as Recording;
 }

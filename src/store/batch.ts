@@ -71,7 +71,10 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
     if (typeof e.at !== 'number' || !Number.isFinite(e.at)) throw invalid(e, 'its `at` is not a number');
     const last = lastSeqs.get(e.runId) ?? state.lastSeq(e.runId, e.type === 'run.created');
     if (e.seq !== last + 1) {
-      throw new StoreError('seq_out_of_order', `event ${e.type} of run ${e.runId} has seq ${e.seq}, but the next seq of that run is ${last + 1}`);
+      throw new StoreError(
+        'seq_out_of_order',
+        `event ${e.type} of run ${e.runId} has seq ${e.seq}, but the next seq of that run is ${last + 1}`,
+      );
     }
     lastSeqs.set(e.runId, e.seq);
     if ((e.seq === 1) !== (e.type === 'run.created')) {
@@ -91,7 +94,10 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
       if (key !== null) {
         const owner = keys.get(`${t}\u0000${key}`) ?? state.idempotencyOwner(t, key);
         if (owner !== undefined) {
-          throw new StoreError('duplicate_idempotency_key', `run ${e.runId}: tenant ${t} used idempotency key ${JSON.stringify(key)} for run ${owner} already`);
+          throw new StoreError(
+            'duplicate_idempotency_key',
+            `run ${e.runId}: tenant ${t} used idempotency key ${JSON.stringify(key)} for run ${owner} already`,
+          );
         }
         keys.set(`${t}\u0000${key}`, e.runId);
       }
@@ -111,7 +117,10 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
       steps.push({ kind: 'createRun', run, tags: Object.entries(data.tags ?? {}) });
     }
 
-    steps.push({ kind: 'event', event: { run_id: e.runId, seq: e.seq, type: e.type, call_id: e.callId ?? null, at: e.at, data: JSON.stringify(e.data ?? {}) } });
+    steps.push({
+      kind: 'event',
+      event: { run_id: e.runId, seq: e.seq, type: e.type, call_id: e.callId ?? null, at: e.at, data: JSON.stringify(e.data ?? {}) },
+    });
 
     switch (e.type) {
       case 'run.replanned':
@@ -119,7 +128,8 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
         break;
       case 'run.completed': {
         const status = e.data.status;
-        if (typeof status !== 'string' || !STATUSES.has(status)) throw invalid(e, `data.status ${JSON.stringify(status)} is not a run status`);
+        if (typeof status !== 'string' || !STATUSES.has(status))
+          throw invalid(e, `data.status ${JSON.stringify(status)} is not a run status`);
         steps.push({ kind: 'setStatus', runId: e.runId, status, endedAt: e.at, addCalls: 0 });
         break;
       }
@@ -154,7 +164,14 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
       case 'call.cancelled':
       case 'call.blocked':
         // A call that ends while it awaits review (its run cancelled or failing fast) needs no decision.
-        if (e.callId !== undefined) steps.push({ kind: 'closeReview', runId: e.runId, callId: e.callId, decision: e.type === 'call.cancelled' ? 'cancelled' : 'blocked', at: e.at });
+        if (e.callId !== undefined)
+          steps.push({
+            kind: 'closeReview',
+            runId: e.runId,
+            callId: e.callId,
+            decision: e.type === 'call.cancelled' ? 'cancelled' : 'blocked',
+            at: e.at,
+          });
         break;
     }
   }

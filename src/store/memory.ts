@@ -5,7 +5,17 @@
  */
 import { storedEvent, type RunEvent } from '../core/events.js';
 import { planBatch, type EventRow, type StoredState, type Step } from './batch.js';
-import { ACTIVE_STATUSES, checkLimit, decodeCursor, encodeCursor, reviewRecord, runRecord, statusCounts, type ReviewRow, type RunRow } from './rows.js';
+import {
+  ACTIVE_STATUSES,
+  checkLimit,
+  decodeCursor,
+  encodeCursor,
+  reviewRecord,
+  runRecord,
+  statusCounts,
+  type ReviewRow,
+  type RunRow,
+} from './rows.js';
 import type { ListRunsQuery, ReviewRecord, RunRecord, Store } from './types.js';
 
 /**
@@ -50,7 +60,9 @@ class MemoryStore implements Store {
 
   async events(runId: string, afterSeq = 0): Promise<RunEvent[]> {
     // seq n is at index n - 1: the log is gapless from 1.
-    return (this.log.get(runId) ?? []).slice(Math.max(0, afterSeq)).map((r) => storedEvent({ seq: r.seq, type: r.type, runId, callId: r.call_id, at: r.at, data: r.data }));
+    return (this.log.get(runId) ?? [])
+      .slice(Math.max(0, afterSeq))
+      .map((r) => storedEvent({ seq: r.seq, type: r.type, runId, callId: r.call_id, at: r.at, data: r.data }));
   }
 
   async run(runId: string): Promise<RunRecord | undefined> {

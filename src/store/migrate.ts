@@ -38,7 +38,7 @@ export function migrate(db: Database.Database, migrations: readonly Migration[] 
     name       TEXT    NOT NULL,
     applied_at INTEGER NOT NULL
   )`);
-  const applied = () => new Set((db.prepare('SELECT version FROM schema_migrations').pluck().all() as number[]));
+  const applied = () => new Set(db.prepare('SELECT version FROM schema_migrations').pluck().all() as number[]);
   const known = new Set(migrations.map((m) => m.version));
   const unknown = [...applied()].filter((v) => !known.has(v));
   if (unknown.length > 0) {

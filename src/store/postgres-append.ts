@@ -63,7 +63,8 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
         else {
           const u = updates.get(e.run_id);
           if (u) u.to = e.seq;
-          else updates.set(e.run_id, { from: (firstSeqs.get(e.run_id) ?? e.seq) - 1, to: e.seq, status: null, ended_at: null, add_calls: 0 });
+          else
+            updates.set(e.run_id, { from: (firstSeqs.get(e.run_id) ?? e.seq) - 1, to: e.seq, status: null, ended_at: null, add_calls: 0 });
         }
         break;
       }
@@ -109,21 +110,78 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
     const rs = [...created.values()];
     shape += 'r';
     parts.push(`nr AS (INSERT INTO runs (id, tenant, status, failure, tags, created_at, ended_at, call_count, idempotency_key, last_seq${me ? ', owner' : ''})
-      SELECT *${me ? `, ${me}` : ''} FROM unnest(${param(rs.map((r) => r.id), 'text[]')}, ${param(rs.map((r) => r.tenant), 'text[]')}, ${param(rs.map((r) => r.status), 'text[]')},
-        ${param(rs.map((r) => r.failure), 'text[]')}, ${param(rs.map((r) => r.tags), 'text[]')}, ${param(rs.map((r) => r.created_at), 'int8[]')},
-        ${param(rs.map((r) => r.ended_at), 'int8[]')}, ${param(rs.map((r) => r.call_count), 'int4[]')}, ${param(rs.map((r) => r.idempotency_key), 'text[]')},
-        ${param(rs.map((r) => r.last_seq), 'int4[]')}) RETURNING 1)`);
+      SELECT *${me ? `, ${me}` : ''} FROM unnest(${param(
+        rs.map((r) => r.id),
+        'text[]',
+      )}, ${param(
+        rs.map((r) => r.tenant),
+        'text[]',
+      )}, ${param(
+        rs.map((r) => r.status),
+        'text[]',
+      )},
+        ${param(
+          rs.map((r) => r.failure),
+          'text[]',
+        )}, ${param(
+          rs.map((r) => r.tags),
+          'text[]',
+        )}, ${param(
+          rs.map((r) => r.created_at),
+          'int8[]',
+        )},
+        ${param(
+          rs.map((r) => r.ended_at),
+          'int8[]',
+        )}, ${param(
+          rs.map((r) => r.call_count),
+          'int4[]',
+        )}, ${param(
+          rs.map((r) => r.idempotency_key),
+          'text[]',
+        )},
+        ${param(
+          rs.map((r) => r.last_seq),
+          'int4[]',
+        )}) RETURNING 1)`);
   }
   if (tags.length > 0) {
     shape += 't';
     parts.push(`nt AS (INSERT INTO run_tags (run_id, key, value)
-      SELECT * FROM unnest(${param(tags.map((t) => t[0]), 'text[]')}, ${param(tags.map((t) => t[1]), 'text[]')}, ${param(tags.map((t) => t[2]), 'text[]')}) RETURNING 1)`);
+      SELECT * FROM unnest(${param(
+        tags.map((t) => t[0]),
+        'text[]',
+      )}, ${param(
+        tags.map((t) => t[1]),
+        'text[]',
+      )}, ${param(
+        tags.map((t) => t[2]),
+        'text[]',
+      )}) RETURNING 1)`);
   }
   if (events.length > 0) {
     shape += 'e';
     parts.push(`ne AS (INSERT INTO events (run_id, seq, type, call_id, at, data)
-      SELECT * FROM unnest(${param(events.map((e) => e[0]), 'text[]')}, ${param(events.map((e) => e[1]), 'int4[]')}, ${param(events.map((e) => e[2]), 'text[]')},
-        ${param(events.map((e) => e[3]), 'text[]')}, ${param(events.map((e) => e[4]), 'int8[]')}, ${param(events.map((e) => e[5]), 'text[]')}) RETURNING 1)`);
+      SELECT * FROM unnest(${param(
+        events.map((e) => e[0]),
+        'text[]',
+      )}, ${param(
+        events.map((e) => e[1]),
+        'int4[]',
+      )}, ${param(
+        events.map((e) => e[2]),
+        'text[]',
+      )},
+        ${param(
+          events.map((e) => e[3]),
+          'text[]',
+        )}, ${param(
+          events.map((e) => e[4]),
+          'int8[]',
+        )}, ${param(
+          events.map((e) => e[5]),
+          'text[]',
+        )}) RETURNING 1)`);
   }
   if (updates.size > 0) {
     const ids = [...updates.keys()];
@@ -133,8 +191,23 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
         status = coalesce(u.status, r.status),
         ended_at = CASE WHEN u.status IS NULL THEN r.ended_at ELSE u.ended_at END,
         call_count = r.call_count + u.add_calls
-      FROM unnest(${param(ids, 'text[]')}, ${param(us.map((u) => u.from), 'int4[]')}, ${param(us.map((u) => u.to), 'int4[]')},
-        ${param(us.map((u) => u.status), 'text[]')}, ${param(us.map((u) => u.ended_at), 'int8[]')}, ${param(us.map((u) => u.add_calls), 'int4[]')})
+      FROM unnest(${param(ids, 'text[]')}, ${param(
+        us.map((u) => u.from),
+        'int4[]',
+      )}, ${param(
+        us.map((u) => u.to),
+        'int4[]',
+      )},
+        ${param(
+          us.map((u) => u.status),
+          'text[]',
+        )}, ${param(
+          us.map((u) => u.ended_at),
+          'int8[]',
+        )}, ${param(
+          us.map((u) => u.add_calls),
+          'int4[]',
+        )})
         AS u(id, from_seq, to_seq, status, ended_at, add_calls)
       WHERE r.id = u.id AND r.last_seq = u.from_seq${me ? ` AND r.owner = ${me}` : ''} RETURNING 1)`);
   }
@@ -149,8 +222,20 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
   if (closes.length > 0) {
     shape += 'c';
     parts.push(`cv AS (UPDATE reviews v SET status = 'decided', decision = c.decision, decided_at = c.at
-      FROM unnest(${param(closes.map((c) => c[0]), 'text[]')}, ${param(closes.map((c) => c[1]), 'text[]')}, ${param(closes.map((c) => c[2]), 'text[]')},
-        ${param(closes.map((c) => c[3]), 'int8[]')}) AS c(run_id, call_id, decision, at)
+      FROM unnest(${param(
+        closes.map((c) => c[0]),
+        'text[]',
+      )}, ${param(
+        closes.map((c) => c[1]),
+        'text[]',
+      )}, ${param(
+        closes.map((c) => c[2]),
+        'text[]',
+      )},
+        ${param(
+          closes.map((c) => c[3]),
+          'int8[]',
+        )}) AS c(run_id, call_id, decision, at)
       WHERE v.run_id = c.run_id AND v.call_id = c.call_id AND v.status = 'pending' RETURNING 1)`);
   }
   const checks: string[] = [];
@@ -160,9 +245,14 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
     for (const e of events) last.set(e[0], e[1]);
     parts.push(`nn AS (SELECT pg_notify('toolgraph_events', x) FROM unnest(${param(notifyPayloads(last), 'text[]')}) AS x)`);
     checks.push(`(SELECT count(*) FROM nn) >= 0`);
-    checks.push(`toolgraph_fence(EXISTS (SELECT 1 FROM replicas WHERE instance = ${me} AND lease_until > toolgraph_now()), 'the lease of this replica has ended')`);
+    checks.push(
+      `toolgraph_fence(EXISTS (SELECT 1 FROM replicas WHERE instance = ${me} AND lease_until > toolgraph_now()), 'the lease of this replica has ended')`,
+    );
   }
-  if (updates.size > 0) checks.push(`toolgraph_check((SELECT count(*) FROM ur) = ${param(updates.size, 'int8')}, 'a run''s seq does not go on from its stored last seq')`);
+  if (updates.size > 0)
+    checks.push(
+      `toolgraph_check((SELECT count(*) FROM ur) = ${param(updates.size, 'int8')}, 'a run''s seq does not go on from its stored last seq')`,
+    );
   const check = checks.length > 0 ? checks.join(' AND ') : 'true';
   const text = parts.length > 0 ? `WITH ${parts.join(',\n')}\nSELECT ${check} AS ok` : 'SELECT true AS ok';
   return { name: `toolgraph_append_${shape || 'none'}`, text, values, continued: updates.size };

@@ -13,7 +13,10 @@ export const POSTGRES_MIGRATIONS_DIR = new URL('./migrations/postgres/', import.
 const LOCK_KEY = 0x746f6f6c; // "tool"
 
 /** Brings the database up to date; returns the versions it applied. */
-export async function migratePostgres(pool: pg.Pool, migrations: readonly Migration[] = readMigrations(POSTGRES_MIGRATIONS_DIR)): Promise<number[]> {
+export async function migratePostgres(
+  pool: pg.Pool,
+  migrations: readonly Migration[] = readMigrations(POSTGRES_MIGRATIONS_DIR),
+): Promise<number[]> {
   const client = await pool.connect();
   const done: number[] = [];
   try {
@@ -24,18 +27,26 @@ export async function migratePostgres(pool: pg.Pool, migrations: readonly Migrat
         name       TEXT    NOT NULL,
         applied_at BIGINT  NOT NULL
       )`);
-      const applied = new Set((await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version));
+      const applied = new Set(
+        (await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version),
+      );
       const known = new Set(migrations.map((m) => m.version));
       const unknown = [...applied].filter((v) => !known.has(v));
       if (unknown.length > 0) {
-        throw new Error(`the database has migration ${unknown.join(', ')}, which this build does not know: it was migrated by a newer version`);
+        throw new Error(
+          `the database has migration ${unknown.join(', ')}, which this build does not know: it was migrated by a newer version`,
+        );
       }
       for (const m of migrations) {
         if (applied.has(m.version)) continue;
         await client.query('BEGIN');
         try {
           await client.query(m.sql);
-          await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
+          await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)', [
+            m.version,
+            m.name,
+            Date.now(),
+          ]);
           await client.query('COMMIT');
         } catch (err) {
           await client.query('ROLLBACK').catch(() => {});

@@ -55,7 +55,9 @@ export async function openPostgresStore(opts: PostgresStoreOptions): Promise<Pos
     connectionTimeoutMillis: opts.connectTimeoutMs ?? 3000,
     idleTimeoutMillis: 30_000,
     // BIGINT columns hold epoch milliseconds: numbers, not strings.
-    types: { getTypeParser: (oid: number, format?: string) => (oid === 20 ? Number : pg.types.getTypeParser(oid, format as 'text')) } as pg.CustomTypesConfig,
+    types: {
+      getTypeParser: (oid: number, format?: string) => (oid === 20 ? Number : pg.types.getTypeParser(oid, format as 'text')),
+    } as pg.CustomTypesConfig,
   });
   // An idle connection that breaks must not end the process: the next query sees it.
   pool.on('error', () => {});
@@ -124,7 +126,8 @@ export class PostgresStore implements Store {
   append(events: readonly RunEvent[]): Promise<void> {
     if (events.length === 0) return Promise.resolve();
     if (this.closed) return Promise.reject(new StoreError('store_unavailable', 'the store is closed'));
-    if (this.fenced && this.owner === undefined) return Promise.reject(new StoreError('store_unavailable', 'this replica holds no lease now (it is joining the cluster again)'));
+    if (this.fenced && this.owner === undefined)
+      return Promise.reject(new StoreError('store_unavailable', 'this replica holds no lease now (it is joining the cluster again)'));
     return new Promise((resolve, reject) => {
       this.waiting.push({ events, owner: this.owner, resolve, reject });
       if (!this.writing) void this.writeLoop();
@@ -181,7 +184,9 @@ export class PostgresStore implements Store {
     const known = reviewed.size > 0 ? await this.reviewState([...reviewed]) : undefined;
     const stored = new Map<string, number>();
     if (odd.length > 0) {
-      const rows = await this.pool.query<{ id: string; last_seq: number }>('SELECT id, last_seq FROM runs WHERE id = ANY($1::text[])', [odd]);
+      const rows = await this.pool.query<{ id: string; last_seq: number }>('SELECT id, last_seq FROM runs WHERE id = ANY($1::text[])', [
+        odd,
+      ]);
       for (const id of odd) stored.set(id, 0);
       for (const r of rows.rows) stored.set(r.id, r.last_seq);
     }
@@ -198,7 +203,12 @@ export class PostgresStore implements Store {
     try {
       // Past the bound, pg answers an error and the pool drops the connection (pg reads the bound from
       // the query too, though its types have it only on the client).
-      const query: pg.QueryConfig & { query_timeout: number } = { name: stmt.name, text: stmt.text, values: stmt.values, query_timeout: this.writeTimeoutMs };
+      const query: pg.QueryConfig & { query_timeout: number } = {
+        name: stmt.name,
+        text: stmt.text,
+        values: stmt.values,
+        query_timeout: this.writeTimeoutMs,
+      };
       await this.pool.query(query);
       this.uncertain = false;
     } catch (err) {
@@ -207,7 +217,8 @@ export class PostgresStore implements Store {
         this.uncertain = true;
         throw classified;
       }
-      if ((err as { code?: unknown }).code === 'TG002') throw new StoreError('lease_lost', `replica ${owner} lost its lease: it appends nothing more`);
+      if ((err as { code?: unknown }).code === 'TG002')
+        throw new StoreError('lease_lost', `replica ${owner} lost its lease: it appends nothing more`);
       if (this.uncertain && (await this.alreadyStored(events))) {
         this.uncertain = false;
         return;
@@ -249,7 +260,10 @@ export class PostgresStore implements Store {
     if (code === '23505' && constraint === 'runs_idempotency_key') {
       for (const e of events) {
         if (e.type === 'run.created' && typeof e.data.idempotencyKey === 'string') {
-          return new StoreError('duplicate_idempotency_key', `run ${e.runId}: tenant ${e.data.tenant} used idempotency key ${JSON.stringify(e.data.idempotencyKey)} already`);
+          return new StoreError(
+            'duplicate_idempotency_key',
+            `run ${e.runId}: tenant ${e.data.tenant} used idempotency key ${JSON.stringify(e.data.idempotencyKey)} already`,
+          );
         }
       }
       return new StoreError('duplicate_idempotency_key', 'a run of this batch uses an idempotency key that its tenant used already');
@@ -258,7 +272,9 @@ export class PostgresStore implements Store {
     const ids = [...new Set(events.map((e) => e.runId))];
     const stored = new Map<string, number>();
     try {
-      const rows = await this.pool.query<{ id: string; last_seq: number }>('SELECT id, last_seq FROM runs WHERE id = ANY($1::text[])', [ids]);
+      const rows = await this.pool.query<{ id: string; last_seq: number }>('SELECT id, last_seq FROM runs WHERE id = ANY($1::text[])', [
+        ids,
+      ]);
       for (const r of rows.rows) stored.set(r.id, r.last_seq);
     } catch (e) {
       return classify(e, this.where);
@@ -267,9 +283,13 @@ export class PostgresStore implements Store {
       try {
         const created = new Set(events.filter((e) => e.type === 'run.created').map((e) => e.runId));
         const continued = ids.filter((id) => !created.has(id));
-        const rows = await this.pool.query<{ id: string }>('SELECT id FROM runs WHERE id = ANY($1::text[]) AND owner IS DISTINCT FROM $2', [continued, this.owner]);
+        const rows = await this.pool.query<{ id: string }>('SELECT id FROM runs WHERE id = ANY($1::text[]) AND owner IS DISTINCT FROM $2', [
+          continued,
+          this.owner,
+        ]);
         const lost = rows.rows[0];
-        if (lost) return new StoreError('lease_lost', `run ${lost.id} is owned by another replica now: ${this.owner} appends nothing more to it`);
+        if (lost)
+          return new StoreError('lease_lost', `run ${lost.id} is owned by another replica now: ${this.owner} appends nothing more to it`);
       } catch (e) {
         return classify(e, this.where);
       }
@@ -279,7 +299,11 @@ export class PostgresStore implements Store {
       if (seen.has(e.runId)) continue;
       seen.add(e.runId);
       const last = stored.get(e.runId) ?? 0;
-      if (e.seq !== last + 1) return new StoreError('seq_out_of_order', `event ${e.type} of run ${e.runId} has seq ${e.seq}, but the next seq of that run is ${last + 1}`);
+      if (e.seq !== last + 1)
+        return new StoreError(
+          'seq_out_of_order',
+          `event ${e.type} of run ${e.runId} has seq ${e.seq}, but the next seq of that run is ${last + 1}`,
+        );
     }
     return new StoreError('seq_out_of_order', `the batch does not go on from the stored log: ${(err as Error).message}`);
   }
@@ -317,7 +341,8 @@ export class PostgresStore implements Store {
     if (query.tenant !== undefined) where.push(`tenant = ${p(query.tenant)}`);
     const statuses = [...new Set(query.status ?? [])];
     if (statuses.length > 0) where.push(`status = ANY(${p(statuses)}::text[])`);
-    for (const [key, value] of query.tags ?? []) where.push(`id IN (SELECT run_id FROM run_tags WHERE key = ${p(key)} AND value = ${p(value)})`);
+    for (const [key, value] of query.tags ?? [])
+      where.push(`id IN (SELECT run_id FROM run_tags WHERE key = ${p(key)} AND value = ${p(value)})`);
     if (after !== undefined) where.push(`created_seq < ${p(after)}`);
     // One row more than asked tells whether another page follows.
     const sql = `SELECT * FROM runs${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY created_seq DESC LIMIT ${p(query.limit + 1)}`;
@@ -333,23 +358,35 @@ export class PostgresStore implements Store {
   }
 
   async unfinished(): Promise<string[]> {
-    return (await this.query<{ id: string }>(`SELECT id FROM runs WHERE status IN ('queued', 'running') ORDER BY created_seq`)).map((r) => r.id);
+    return (await this.query<{ id: string }>(`SELECT id FROM runs WHERE status IN ('queued', 'running') ORDER BY created_seq`)).map(
+      (r) => r.id,
+    );
   }
 
   async activeCount(tenant: string): Promise<number> {
-    const [row] = await this.query<{ n: number }>(`SELECT count(*)::int AS n FROM runs WHERE tenant = $1 AND status IN ('queued', 'running')`, [tenant]);
+    const [row] = await this.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM runs WHERE tenant = $1 AND status IN ('queued', 'running')`,
+      [tenant],
+    );
     return row?.n ?? 0;
   }
 
   async reviews(query: { status?: 'pending' | 'decided'; runId?: string; tenant?: string }): Promise<ReviewRecord[]> {
     const where: string[] = [];
     const params: unknown[] = [];
-    for (const [column, value] of [['status', query.status], ['run_id', query.runId], ['tenant', query.tenant]] as const) {
+    for (const [column, value] of [
+      ['status', query.status],
+      ['run_id', query.runId],
+      ['tenant', query.tenant],
+    ] as const) {
       if (value === undefined) continue;
       params.push(value);
       where.push(`${column} = $${params.length}`);
     }
-    const rows = await this.query<ReviewRow>(`SELECT * FROM reviews${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY ord`, params);
+    const rows = await this.query<ReviewRow>(
+      `SELECT * FROM reviews${where.length > 0 ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY ord`,
+      params,
+    );
     return rows.map(reviewRecord);
   }
 
@@ -362,7 +399,9 @@ export class PostgresStore implements Store {
     const rows =
       tenant === undefined
         ? await this.query<{ status: string; n: number }>('SELECT status, count(*)::int AS n FROM runs GROUP BY status')
-        : await this.query<{ status: string; n: number }>('SELECT status, count(*)::int AS n FROM runs WHERE tenant = $1 GROUP BY status', [tenant]);
+        : await this.query<{ status: string; n: number }>('SELECT status, count(*)::int AS n FROM runs WHERE tenant = $1 GROUP BY status', [
+            tenant,
+          ]);
     return statusCounts(rows);
   }
 

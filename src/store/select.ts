@@ -10,7 +10,12 @@ import { parseStoreValue, type StoreChoice } from '../config/store-url.js';
 
 export { parseStoreValue, type StoreChoice } from '../config/store-url.js';
 
-export function chooseStore(opts: { flag?: string | undefined; env?: string | undefined; url?: string | undefined; file: string }): StoreChoice {
+export function chooseStore(opts: {
+  flag?: string | undefined;
+  env?: string | undefined;
+  url?: string | undefined;
+  file: string;
+}): StoreChoice {
   if (opts.flag !== undefined && opts.flag !== '') return parseStoreValue(opts.flag, '--db');
   if (opts.env !== undefined && opts.env !== '') return parseStoreValue(opts.env, 'TOOLGRAPH_DB');
   if (opts.url !== undefined) return parseStoreValue(opts.url, 'store.url');

@@ -77,7 +77,9 @@ export function writesOf(step: Step): Write[] {
       return [['setStatus', [step.status, step.endedAt, step.addCalls, step.runId]]];
     case 'openReview': {
       const r = step.review;
-      return [['openReview', [r.id, r.run_id, r.call_id, r.tenant, r.tool, r.args, r.reason, r.status, r.decision, r.created_at, r.decided_at]]];
+      return [
+        ['openReview', [r.id, r.run_id, r.call_id, r.tenant, r.tool, r.args, r.reason, r.status, r.decision, r.created_at, r.decided_at]],
+      ];
     }
     case 'closeReview':
       return [['closeReview', [step.decision, step.at, step.runId, step.callId]]];
@@ -128,7 +130,8 @@ const UNAVAILABLE = /^SQLITE_(FULL|IOERR|BUSY|LOCKED|CANTOPEN|READONLY|PROTOCOL|
 /** A driver error as the store reports it: `store_unavailable` when the file cannot be written now. */
 function classify(err: unknown): unknown {
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && UNAVAILABLE.test(code)) return new StoreError('store_unavailable', `the SQLite database cannot be written now (${code}): ${(err as Error).message}`);
+  if (typeof code === 'string' && UNAVAILABLE.test(code))
+    return new StoreError('store_unavailable', `the SQLite database cannot be written now (${code}): ${(err as Error).message}`);
   return err;
 }
 
@@ -241,7 +244,11 @@ class SqliteStore implements Store {
     for (const e of events) {
       if (e.type !== 'run.created') continue;
       const last = (this.q.lastSeq.get(e.runId) as number | null) ?? 0;
-      if (last > 0) return new StoreError('seq_out_of_order', `event ${e.type} of run ${e.runId} has seq ${e.seq}, but the next seq of that run is ${last + 1}`);
+      if (last > 0)
+        return new StoreError(
+          'seq_out_of_order',
+          `event ${e.type} of run ${e.runId} has seq ${e.seq}, but the next seq of that run is ${last + 1}`,
+        );
     }
     return err;
   }
@@ -253,7 +260,9 @@ class SqliteStore implements Store {
   }
 
   async events(runId: string, afterSeq = 0): Promise<RunEvent[]> {
-    return (this.q.events.all(runId, afterSeq) as Omit<EventRow, 'run_id'>[]).map((r) => storedEvent({ seq: r.seq, type: r.type, runId, callId: r.call_id, at: r.at, data: r.data }));
+    return (this.q.events.all(runId, afterSeq) as Omit<EventRow, 'run_id'>[]).map((r) =>
+      storedEvent({ seq: r.seq, type: r.type, runId, callId: r.call_id, at: r.at, data: r.data }),
+    );
   }
 
   async run(runId: string): Promise<RunRecord | undefined> {
@@ -306,7 +315,11 @@ class SqliteStore implements Store {
   async reviews(query: { status?: 'pending' | 'decided'; runId?: string; tenant?: string }): Promise<ReviewRecord[]> {
     const where: string[] = [];
     const params: unknown[] = [];
-    for (const [column, value] of [['status', query.status], ['run_id', query.runId], ['tenant', query.tenant]] as const) {
+    for (const [column, value] of [
+      ['status', query.status],
+      ['run_id', query.runId],
+      ['tenant', query.tenant],
+    ] as const) {
       if (value === undefined) continue;
       where.push(`${column} = ?`);
       params.push(value);
@@ -335,7 +348,8 @@ class SqliteStore implements Store {
     if (this.file === undefined) return;
     const fs = statfsSync(dirname(this.file));
     const free = fs.bavail * fs.bsize;
-    if (free < MIN_FREE_BYTES) throw new StoreError('store_unavailable', `the disk of the SQLite database has ${free} bytes free (less than ${MIN_FREE_BYTES})`);
+    if (free < MIN_FREE_BYTES)
+      throw new StoreError('store_unavailable', `the disk of the SQLite database has ${free} bytes free (less than ${MIN_FREE_BYTES})`);
   }
 
   async close(): Promise<void> {

@@ -70,7 +70,8 @@ function commit(batches) {
       }
     }
   }
-  for (; i < batches.length; i++) replies.push({ error: { message: 'refused: an earlier batch was not stored', code: 'batch_refused' }, refused: true });
+  for (; i < batches.length; i++)
+    replies.push({ error: { message: 'refused: an earlier batch was not stored', code: 'batch_refused' }, refused: true });
   return replies;
 }
 

@@ -74,7 +74,8 @@ export class ExportThread implements EntrySink {
   private readonly waiters = new Map<number, () => void>();
 
   constructor(private readonly opts: ExportThreadOptions) {
-    this.maxValues = opts.maxValues ?? (opts.batch?.maxQueueSize ?? envInt('OTEL_BSP_MAX_QUEUE_SIZE') ?? DEFAULT_MAX_QUEUE) * VALUES_PER_SPAN;
+    this.maxValues =
+      opts.maxValues ?? (opts.batch?.maxQueueSize ?? envInt('OTEL_BSP_MAX_QUEUE_SIZE') ?? DEFAULT_MAX_QUEUE) * VALUES_PER_SPAN;
     this.start();
   }
 
@@ -126,7 +127,16 @@ export class ExportThread implements EntrySink {
     if (this.shutDown || performance.now() - this.stoppedAt < this.restartAfterMs) return false;
     const { url, protocol, headers, serviceName, exportTimeoutMs, batch, scope } = this.opts;
     const worker = new Worker(WORKER_URL, {
-      workerData: { url, protocol: protocol ?? 'http/protobuf', headers, serviceName: serviceName ?? 'toolgraph', exportTimeoutMs: exportTimeoutMs ?? 10_000, batch, scope, nice: EXPORT_NICE },
+      workerData: {
+        url,
+        protocol: protocol ?? 'http/protobuf',
+        headers,
+        serviceName: serviceName ?? 'toolgraph',
+        exportTimeoutMs: exportTimeoutMs ?? 10_000,
+        batch,
+        scope,
+        nice: EXPORT_NICE,
+      },
     });
     // The thread never keeps the process alive: a flush or shutdown on exit waits for it, nothing else.
     worker.unref();

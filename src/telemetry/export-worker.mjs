@@ -48,7 +48,10 @@ const resource = defaultResource().merge(resourceFromAttributes({ 'service.name'
 // The listener is there from the start (messages that come while the exporter loads wait for it).
 const loading = (async () => {
   const config = { url, timeoutMillis: exportTimeoutMs, ...(headers ? { headers } : {}) };
-  const exporter = protocol === 'http/json' ? new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter(config) : await protobufExporter(config);
+  const exporter =
+    protocol === 'http/json'
+      ? new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter(config)
+      : await protobufExporter(config);
   lowerPriority();
   return new BatchSpanProcessor(exporter, batch ?? {});
 })();
@@ -59,14 +62,23 @@ const loading = (async () => {
  * same exporter metrics), but for its serializer: otlp-proto.mjs writes the same bytes for less CPU.
  */
 async function protobufExporter(config) {
-  const [{ OTLPExporterBase }, { createOtlpHttpExportDelegate, convertLegacyHttpOptions }, { ProtobufTraceSerializer, TraceExporterMetricsHelper }] = await Promise.all([
+  const [
+    { OTLPExporterBase },
+    { createOtlpHttpExportDelegate, convertLegacyHttpOptions },
+    { ProtobufTraceSerializer, TraceExporterMetricsHelper },
+  ] = await Promise.all([
     import('@opentelemetry/otlp-exporter-base'),
     import('@opentelemetry/otlp-exporter-base/node-http'),
     import('@opentelemetry/otlp-transformer'),
   ]);
-  const serializer = { serializeRequest: serializeSpans, deserializeResponse: (bytes) => ProtobufTraceSerializer.deserializeResponse(bytes) };
+  const serializer = {
+    serializeRequest: serializeSpans,
+    deserializeResponse: (bytes) => ProtobufTraceSerializer.deserializeResponse(bytes),
+  };
   const options = convertLegacyHttpOptions(config, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' });
-  return new OTLPExporterBase(createOtlpHttpExportDelegate(options, serializer, 'otlp_http_span_exporter', TraceExporterMetricsHelper, undefined));
+  return new OTLPExporterBase(
+    createOtlpHttpExportDelegate(options, serializer, 'otlp_http_span_exporter', TraceExporterMetricsHelper, undefined),
+  );
 }
 
 let processor;

@@ -55,7 +55,10 @@ export async function startTracing(opts: TracingOptions): Promise<Tracing> {
  * `startTracing` with the options of the environment (and `extra`), or undefined (nothing loaded)
  * when it asks for none. Throws `TracingConfigError` for a variable it cannot use.
  */
-export async function tracingFromEnv(env: NodeJS.ProcessEnv = process.env, extra: Partial<TracingOptions> = {}): Promise<Tracing | undefined> {
+export async function tracingFromEnv(
+  env: NodeJS.ProcessEnv = process.env,
+  extra: Partial<TracingOptions> = {},
+): Promise<Tracing | undefined> {
   const opts = tracingOptionsFromEnv(env);
   return opts ? startTracing({ ...opts, ...extra }) : undefined;
 }

@@ -390,7 +390,8 @@ export function serializeSpans(spans) {
   return out;
 }
 
-const context = (traceId, spanId, traceFlags, isRemote) => (isRemote ? { traceId, spanId, traceFlags, isRemote } : { traceId, spanId, traceFlags });
+const context = (traceId, spanId, traceFlags, isRemote) =>
+  isRemote ? { traceId, spanId, traceFlags, isRemote } : { traceId, spanId, traceFlags };
 const toHrTime = (ms) => [msSeconds(ms), msNanos(ms)];
 
 /**
@@ -442,11 +443,15 @@ export class Readable {
   }
   get events() {
     const events = this.span.events;
-    return events.length === 0 ? events : events.map((e) => ({ name: e.name, attributes: e.attributes, time: toHrTime(e.at), droppedAttributesCount: 0 }));
+    return events.length === 0
+      ? events
+      : events.map((e) => ({ name: e.name, attributes: e.attributes, time: toHrTime(e.at), droppedAttributesCount: 0 }));
   }
   get links() {
     const links = this.span.links;
-    return links.length === 0 ? links : links.map((l) => ({ context: context(l.traceId, l.spanId, l.flags, l.remote), attributes: {}, droppedAttributesCount: 0 }));
+    return links.length === 0
+      ? links
+      : links.map((l) => ({ context: context(l.traceId, l.spanId, l.flags, l.remote), attributes: {}, droppedAttributesCount: 0 }));
   }
   get ended() {
     return true;

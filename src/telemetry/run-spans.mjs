@@ -51,7 +51,20 @@ export const ATTR = Object.freeze({
  * NAME key runId (the feed's entries name the run by `key`, a small number, from here on: its run id,
  * some 30 characters, would be most of the text sent; a `runId` of an entry is either).
  */
-export const OP = Object.freeze({ CREATED: 0, READY: 1, STARTED: 2, SUCCEEDED: 3, ENDED: 4, COMPENSATED: 5, COMPLETED: 6, REPLANNED: 7, ATTEMPT: 8, PARENT: 9, FORGET: 10, NAME: 11 });
+export const OP = Object.freeze({
+  CREATED: 0,
+  READY: 1,
+  STARTED: 2,
+  SUCCEEDED: 3,
+  ENDED: 4,
+  COMPENSATED: 5,
+  COMPLETED: 6,
+  REPLANNED: 7,
+  ATTEMPT: 8,
+  PARENT: 9,
+  FORGET: 10,
+  NAME: 11,
+});
 /** How many values each op takes, its code included. */
 const WIDTH = [4, 4, 6, 4, 6, 6, 4, 3, 7, 5, 2, 3];
 
@@ -273,8 +286,7 @@ export class RunSpans {
       c.compensation = this.newAttempt(runId, run, callId, n, tool, at, spanId, true);
     } else if (c.open !== undefined && c.open.n === n) {
       if (spanId) c.open.spanId = spanId;
-    }
-    else {
+    } else {
       this.endAttempt(run, c, at, '', '');
       c.open = this.newAttempt(runId, run, callId, n, tool, at, spanId, false);
     }
@@ -413,7 +425,16 @@ export class RunSpans {
 
 function newRun(runId, parent) {
   // A run span without an incoming parent is a trace's root: its trace id is the run's own.
-  return { id: runId, parent, traceId: parent ? parent.traceId : runTraceId(runId), sampled: parent ? (parent.flags & 1) === 1 : true, tenant: undefined, span: undefined, ended: false, calls: new Map() };
+  return {
+    id: runId,
+    parent,
+    traceId: parent ? parent.traceId : runTraceId(runId),
+    sampled: parent ? (parent.flags & 1) === 1 : true,
+    tenant: undefined,
+    span: undefined,
+    ended: false,
+    calls: new Map(),
+  };
 }
 
 function callOf(run, callId) {

@@ -19,7 +19,16 @@ import type { EventOf, RunEvent } from '../core/events.js';
 import type { CallView, RunView } from '../core/view.js';
 import { newRunId, type RunListener } from '../engine/engine.js';
 import type { ExecuteRequest } from '../executors/types.js';
-import { OP, awaitReplan, parseTraceparent, runTraceId, sweepPending, type EntryValue, type ParsedTraceparent, type SpanIds } from './run-spans.mjs';
+import {
+  OP,
+  awaitReplan,
+  parseTraceparent,
+  runTraceId,
+  sweepPending,
+  type EntryValue,
+  type ParsedTraceparent,
+  type SpanIds,
+} from './run-spans.mjs';
 
 /** Where entries go (the export thread, or a test's `RunSpans`). */
 export interface EntrySink {
@@ -188,7 +197,8 @@ export class TraceFeed {
     const q = this.sink.q;
     const at = e.at - this.sink.base;
     if (op === OP.REPLANNED) q.push(op, key, at);
-    else if (op === OP.STARTED) q.push(op, key, e.callId as string, at, (e as EventOf<'call.started'>).data.attempt, call?.tool ?? 'unknown');
+    else if (op === OP.STARTED)
+      q.push(op, key, e.callId as string, at, (e as EventOf<'call.started'>).data.attempt, call?.tool ?? 'unknown');
     else if (op === OP.ENDED || op === OP.COMPENSATED) {
       const error = errorOf(e);
       q.push(op, key, e.callId as string, at, error?.code ?? '', error?.message ?? '');
@@ -273,7 +283,16 @@ export class TraceFeed {
   }
 
   private newRun(parent: string, parsed: ParsedTraceparent | undefined, tenant: string): FeedRun {
-    return { parent, prefix: parsed ? `00-${parsed.traceId}-` : undefined, suffix: parsed && (parsed.flags & 1) === 0 ? '-00' : '-01', tenant, dropped: false, fresh: true, key: ++this.keys, named: false };
+    return {
+      parent,
+      prefix: parsed ? `00-${parsed.traceId}-` : undefined,
+      suffix: parsed && (parsed.flags & 1) === 0 ? '-00' : '-01',
+      tenant,
+      dropped: false,
+      fresh: true,
+      key: ++this.keys,
+      named: false,
+    };
   }
 
   /** The run's key for an entry about to be written: the thread is told what it stands for first. */
@@ -290,7 +309,6 @@ export class TraceFeed {
     sweepPending(this.pending, this.runs, this.now());
   }
 }
-
 
 function errorOf(e: RunEvent): { code: string; message: string } | undefined {
   switch (e.type) {

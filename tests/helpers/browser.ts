@@ -31,7 +31,16 @@ export async function launchBrowser(): Promise<Browser> {
   if (!HAS_CHROMIUM) throw new Error(MISSING_BROWSER);
   return chromium.launch({
     executablePath: CHROMIUM_PATH,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
 }
 
@@ -97,7 +106,8 @@ export function watchErrors(page: Page): string[] {
   // API errors (4xx) are part of the flows under test and shown in the page; Chromium logs each
   // failed fetch on the console, so those are left out, but a failing page asset is an error.
   page.on('console', (m) => {
-    if (m.type() === 'error' && !/^Failed to load resource: the server responded with a status of 4\d\d/.test(m.text())) errors.push(`console: ${m.text()}`);
+    if (m.type() === 'error' && !/^Failed to load resource: the server responded with a status of 4\d\d/.test(m.text()))
+      errors.push(`console: ${m.text()}`);
   });
   page.on('response', (r) => {
     if (r.status() >= 400 && !new URL(r.url()).pathname.startsWith('/v1/')) errors.push(`response: ${r.status()} ${r.url()}`);

@@ -78,7 +78,12 @@ const open: Api[] = [];
 const toolServers: ToolServer[] = [];
 
 /** The server of a config on a SQLite file, its service recovered; not listening. */
-async function serverOn(config: Config, dbFile: string, heartbeatMs?: number, replica?: string): Promise<{ store: Store; service: Service; app: FastifyInstance }> {
+async function serverOn(
+  config: Config,
+  dbFile: string,
+  heartbeatMs?: number,
+  replica?: string,
+): Promise<{ store: Store; service: Service; app: FastifyInstance }> {
   const store = await openStore(parseStoreValue(dbFile, 'db'), { poolSize: 4 });
   const service = await openService({ config, store, ...(replica ? { replica } : {}) });
   await service.recover();
@@ -199,11 +204,20 @@ export function expectApiError(res: { status: number; body: any }, status: numbe
  * Sends a request with an exact request target (fetch normalizes paths and cannot send an
  * absolute-form target), e.g. `rawRequest(api.url, 'GET /%761/tools')`. Returns status and body.
  */
-export function rawRequest(base: string, requestLine: string, headers: Record<string, string> = {}): Promise<{ status: number; body: any; text: string }> {
+export function rawRequest(
+  base: string,
+  requestLine: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: any; text: string }> {
   const { hostname, port } = new URL(base);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), hostname, () => {
-      const lines = [`${requestLine} HTTP/1.1`, `host: ${hostname}:${port}`, 'connection: close', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+      const lines = [
+        `${requestLine} HTTP/1.1`,
+        `host: ${hostname}:${port}`,
+        'connection: close',
+        ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+      ];
       socket.write(`${lines.join('\r\n')}\r\n\r\n`);
     });
     const chunks: Buffer[] = [];
@@ -312,7 +326,8 @@ export async function sse(url: string, headers: Record<string, string> = {}): Pr
       // aborted by close()
     } finally {
       finished = true;
-      for (const w of waiters) w.reject(new Error(`the stream ended without a matching event (got: ${events.map((e) => e.event).join(', ')})`));
+      for (const w of waiters)
+        w.reject(new Error(`the stream ended without a matching event (got: ${events.map((e) => e.event).join(', ')})`));
       waiters = [];
     }
     return events;
@@ -327,9 +342,13 @@ export async function sse(url: string, headers: Record<string, string> = {}): Pr
     next(pred = () => true, timeoutMs = 10_000) {
       const found = events.find(pred);
       if (found) return Promise.resolve(found);
-      if (finished) return Promise.reject(new Error(`the stream ended without a matching event (got: ${events.map((e) => e.event).join(', ')})`));
+      if (finished)
+        return Promise.reject(new Error(`the stream ended without a matching event (got: ${events.map((e) => e.event).join(', ')})`));
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no matching event within ${timeoutMs} ms (got: ${events.map((e) => e.event).join(', ')})`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`no matching event within ${timeoutMs} ms (got: ${events.map((e) => e.event).join(', ')})`)),
+          timeoutMs,
+        );
         waiters.push({
           pred,
           resolve: (e) => {
@@ -387,7 +406,10 @@ export interface CatalogOptions {
  * plus builtin `echo` and `fail`.
  */
 export function catalogYaml(ts: ToolServer, o: CatalogOptions = {}): string {
-  const auth = o.auth && o.auth.length > 0 ? `auth:\n  keys:\n${o.auth.map((k) => `    - { key: "${k.key}", tenant: "${k.tenant}", role: ${k.role} }`).join('\n')}\n` : '';
+  const auth =
+    o.auth && o.auth.length > 0
+      ? `auth:\n  keys:\n${o.auth.map((k) => `    - { key: "${k.key}", tenant: "${k.tenant}", role: ${k.role} }`).join('\n')}\n`
+      : '';
   return `tools:
   - name: work
     description: Does some work on the tool server

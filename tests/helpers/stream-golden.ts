@@ -58,7 +58,11 @@ export function scenario(seed: number): GoldenScenario {
   const nTools = int(2, 6);
   const names = Array.from({ length: nTools }, (_, i) => `t${i}`);
   const tools = names.map((name, i) => {
-    const effects = chance(0.12) ? {} : chance(0.1) ? { reads: [], writes: [] } : { reads: pickSome(TEMPLATES, int(0, 2), r), writes: pickSome(TEMPLATES, int(0, 2), r) };
+    const effects = chance(0.12)
+      ? {}
+      : chance(0.1)
+        ? { reads: [], writes: [] }
+        : { reads: pickSome(TEMPLATES, int(0, 2), r), writes: pickSome(TEMPLATES, int(0, 2), r) };
     const idempotent = chance(0.5);
     const others = names.filter((n) => n !== name);
     const after = chance(0.15) ? [chance(0.2) ? 't*' : pick(others)] : [];
@@ -168,7 +172,15 @@ function attempt(s: StartAttempt): SimulatedAttempt {
   if (s.kind === 'compensation') return { durationMs: 3, result: { ok: true, output: { undone: a } } };
   const ms = typeof a.ms === 'number' ? a.ms : 10;
   const fail = a.fail === 'always' || (typeof a.fail === 'number' && s.attempt <= a.fail);
-  if (fail) return { durationMs: ms, result: { ok: false, error: callError('tool_error', `${s.callId} attempt ${s.attempt} failed`), ...(a.retryable === true ? { retryable: true } : {}) } };
+  if (fail)
+    return {
+      durationMs: ms,
+      result: {
+        ok: false,
+        error: callError('tool_error', `${s.callId} attempt ${s.attempt} failed`),
+        ...(a.retryable === true ? { retryable: true } : {}),
+      },
+    };
   return { durationMs: ms, result: { ok: true, output: { id: s.callId, v: a.v, a: a.a, attempt: s.attempt, list: [a.b] } } };
 }
 
@@ -219,7 +231,17 @@ export function traces(sc: GoldenScenario, explainWaits = false, waited?: (n: nu
       if (e.type !== 'call.awaiting_review') return;
       const callId = e.callId as string;
       const decision = callId.length % 3 === 0 ? 'reject' : callId.length % 3 === 1 ? 'approve' : 'edit';
-      simulation.at(simulation.now + 4, guarded(`review ${callId}`, () => s.decideReview(simulation.now, { runId: 'r1', callId, decision, ...(decision === 'edit' ? { args: { b: 'edited', ms: 2 } } : {}) })));
+      simulation.at(
+        simulation.now + 4,
+        guarded(`review ${callId}`, () =>
+          s.decideReview(simulation.now, {
+            runId: 'r1',
+            callId,
+            decision,
+            ...(decision === 'edit' ? { args: { b: 'edited', ms: 2 } } : {}),
+          }),
+        ),
+      );
     },
   });
   sim.at(0, (now) => s.submit(now, { runId: 'r1', tenant: 'acme', calls: [], failure: sc.failure, open: true }));

@@ -93,7 +93,11 @@ export class ToolServer {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((w) => w !== waiter);
-        reject(new Error(`no matching tool request within ${timeoutMs} ms (seen: ${this.requests.map((r) => r.body.callId).join(', ') || 'none'})`));
+        reject(
+          new Error(
+            `no matching tool request within ${timeoutMs} ms (seen: ${this.requests.map((r) => r.body.callId).join(', ') || 'none'})`,
+          ),
+        );
       }, timeoutMs);
       const waiter: Waiter = {
         pred,

@@ -7,7 +7,12 @@
  * Calls `probe` until it returns a value other than `undefined`, or throws when `timeoutMs` passes.
  * The wait between probes is short: this replaces sleeping for a guessed time.
  */
-export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000, everyMs = 25): Promise<T> {
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 20_000,
+  everyMs = 25,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {

@@ -20,7 +20,14 @@ async function start(limits = '{}'): Promise<Api> {
 describe('Idempotency-Key', () => {
   it('a repeat by the same tenant is a 200 with the same run, and the tool server sees each call once', async () => {
     const api = await start();
-    const body = { calls: [{ id: 'c1', tool: 'work', args: { n: 1 } }, { id: 'c2', tool: 'work', args: { n: 2 } }], tenant: 'acme', waitMs: 10_000 };
+    const body = {
+      calls: [
+        { id: 'c1', tool: 'work', args: { n: 1 } },
+        { id: 'c2', tool: 'work', args: { n: 2 } },
+      ],
+      tenant: 'acme',
+      waitMs: 10_000,
+    };
     const headers = { 'idempotency-key': 'req-42' };
     const first = await api.post('/v1/runs', body, { headers });
     expect(first.status).toBe(201);
@@ -53,7 +60,9 @@ describe('Idempotency-Key', () => {
   it('concurrent submissions with one key make one run (one 201, the rest 200 with its id)', async () => {
     const api = await start();
     const body = { calls: [{ id: 'c1', tool: 'work', args: { n: 1 } }] };
-    const results = await Promise.all(Array.from({ length: 8 }, () => api.post('/v1/runs', body, { headers: { 'idempotency-key': 'burst' } })));
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => api.post('/v1/runs', body, { headers: { 'idempotency-key': 'burst' } })),
+    );
     expect(results.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
     expect(new Set(results.map((r) => r.body.id)).size).toBe(1);
     const runId = results[0]!.body.id as string;
@@ -93,7 +102,12 @@ describe('Idempotency-Key', () => {
     expect(first.status).toBe(201);
     const second = await reopen(api);
     try {
-      const res = await second.app.inject({ method: 'POST', url: '/v1/runs', headers: { 'idempotency-key': 'durable', 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+      const res = await second.app.inject({
+        method: 'POST',
+        url: '/v1/runs',
+        headers: { 'idempotency-key': 'durable', 'content-type': 'application/json' },
+        payload: JSON.stringify(body),
+      });
       expect(res.statusCode).toBe(200);
       expect(res.json().id).toBe(first.body.id);
     } finally {
@@ -146,7 +160,9 @@ describe('limits.maxActiveRunsPerTenant', () => {
 
   it('concurrent submissions never exceed the cap: exactly cap are admitted', async () => {
     const api = await start('{ maxActiveRunsPerTenant: 2 }');
-    const results = await Promise.all(Array.from({ length: 6 }, () => api.post('/v1/runs', { calls: [{ id: 'c1', tool: 'work', args: { hold: true } }], tenant: 'acme' })));
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () => api.post('/v1/runs', { calls: [{ id: 'c1', tool: 'work', args: { hold: true } }], tenant: 'acme' })),
+    );
     const statuses = results.map((r) => r.status).sort();
     expect(statuses).toEqual([201, 201, 429, 429, 429, 429]);
     expect((await api.get('/v1/runs?tenant=acme')).body.items).toHaveLength(2);
@@ -193,9 +209,18 @@ describe('limits.maxCallsPerRun', () => {
 
   it('a replan that would take the run beyond it is a 413', async () => {
     const api = await start('{ maxCallsPerRun: 2 }');
-    const run = await api.post('/v1/runs', { calls: [{ id: 'c1', tool: 'work', args: { status: 400 } }], failure: 'replan', waitMs: 10_000 });
+    const run = await api.post('/v1/runs', {
+      calls: [{ id: 'c1', tool: 'work', args: { status: 400 } }],
+      failure: 'replan',
+      waitMs: 10_000,
+    });
     expect(run.body.status).toBe('needs_replan');
-    const over = await api.post(`/v1/runs/${run.body.id}/replan`, { calls: [{ id: 'r1', tool: 'echo' }, { id: 'r2', tool: 'echo' }] });
+    const over = await api.post(`/v1/runs/${run.body.id}/replan`, {
+      calls: [
+        { id: 'r1', tool: 'echo' },
+        { id: 'r2', tool: 'echo' },
+      ],
+    });
     expect(over.status).toBe(413);
     expect(over.body.error.code).toBe('payload_too_large');
     const ok = await api.post(`/v1/runs/${run.body.id}/replan`, { calls: [{ id: 'r1', tool: 'echo' }] });

@@ -106,7 +106,11 @@ describe('with keys', () => {
 
     beforeAll(async () => {
       // An acme run that waits for a review, so it has a pending review and stays active.
-      const r = await api.post('/v1/runs', { calls: [{ id: 'l1', tool: 'launch', args: { target: 'prod' } }], tags: { who: 'acme' } }, { token: ACME });
+      const r = await api.post(
+        '/v1/runs',
+        { calls: [{ id: 'l1', tool: 'launch', args: { target: 'prod' } }], tags: { who: 'acme' } },
+        { token: ACME },
+      );
       expect(r.status).toBe(201);
       expect(r.body.tenant).toBe('acme');
       acmeRun = r.body.id;
@@ -118,7 +122,7 @@ describe('with keys', () => {
       globexRun = g.body.id;
     });
 
-    it('an agent\'s run belongs to its key\'s tenant; naming that tenant is fine, another is a 403', async () => {
+    it("an agent's run belongs to its key's tenant; naming that tenant is fine, another is a 403", async () => {
       const same = await api.post('/v1/runs', { calls: [{ id: 'e', tool: 'echo' }], tenant: 'acme', waitMs: 10_000 }, { token: ACME });
       expect(same.status).toBe(201);
       expect(same.body.tenant).toBe('acme');
@@ -144,7 +148,7 @@ describe('with keys', () => {
       expect(reviews.body.items.map((r: any) => r.id)).toEqual([acmeReview]);
     });
 
-    it('another tenant\'s run is a 404 on every route that takes an id, exactly like a missing run', async () => {
+    it("another tenant's run is a 404 on every route that takes an id, exactly like a missing run", async () => {
       const missing = await api.get('/v1/runs/run_doesnotexist', { token: GLOBEX });
       const cases: [string, string, unknown?][] = [
         ['GET', `/v1/runs/${acmeRun}`],
@@ -183,10 +187,13 @@ describe('with keys', () => {
       expect((await api.post(`/v1/runs/${id}/calls`, { calls: [{ id: 'o2', tool: 'echo' }] }, { token: ACME })).status).toBe(200);
       expect((await api.post(`/v1/runs/${id}/seal`, undefined, { token: ACME })).status).toBe(200);
       const done = await api.settled(id, ACME);
-      expect(done.calls.map((c: any) => [c.id, c.status])).toEqual([['o1', 'succeeded'], ['o2', 'succeeded']]);
+      expect(done.calls.map((c: any) => [c.id, c.status])).toEqual([
+        ['o1', 'succeeded'],
+        ['o2', 'succeeded'],
+      ]);
     });
 
-    it('another tenant\'s reviews are invisible to an agent', async () => {
+    it("another tenant's reviews are invisible to an agent", async () => {
       expect((await api.get(`/v1/reviews?runId=${acmeRun}`, { token: GLOBEX })).body.items).toEqual([]);
       const all = (await api.get('/v1/reviews', { token: GLOBEX })).body.items;
       expect(all.map((r: any) => r.id)).not.toContain(acmeReview);
@@ -203,7 +210,7 @@ describe('with keys', () => {
       expect(ts.seen('l1')).toHaveLength(0);
     });
 
-    it('an agent lists only its tenant\'s runs; asking for another tenant is a 403', async () => {
+    it("an agent lists only its tenant's runs; asking for another tenant is a 403", async () => {
       const acme = await api.get('/v1/runs', { token: ACME });
       expect(acme.status).toBe(200);
       expect(acme.body.items.length).toBeGreaterThan(0);
@@ -213,7 +220,7 @@ describe('with keys', () => {
       expectError(await api.get('/v1/runs?tenant=globex', { token: ACME }), 403, 'forbidden');
     });
 
-    it('operators see every tenant\'s runs and reviews, and decide reviews', async () => {
+    it("operators see every tenant's runs and reviews, and decide reviews", async () => {
       const all = await api.get('/v1/runs', { token: OPS });
       const tenants = new Set(all.body.items.map((r: any) => r.tenant));
       expect(tenants).toEqual(new Set(['acme', 'globex']));
@@ -227,7 +234,7 @@ describe('with keys', () => {
       expect(run.status).toBe('succeeded');
     });
 
-    it('an operator may submit for any tenant; without one, the key\'s tenant', async () => {
+    it("an operator may submit for any tenant; without one, the key's tenant", async () => {
       const forAcme = await api.post('/v1/runs', { calls: [{ id: 'e', tool: 'echo' }], tenant: 'acme', waitMs: 10_000 }, { token: OPS });
       expect(forAcme.status).toBe(201);
       expect(forAcme.body.tenant).toBe('acme');
@@ -236,7 +243,7 @@ describe('with keys', () => {
       expect(own.body.tenant).toBe('ops');
     });
 
-    it('an agent cancels its own run, not another tenant\'s', async () => {
+    it("an agent cancels its own run, not another tenant's", async () => {
       const r = await api.post('/v1/runs', { calls: [{ id: 'h', tool: 'work', args: { hold: true } }] }, { token: GLOBEX });
       const held = await ts.call('h', r.body.id);
       expectError(await api.post(`/v1/runs/${r.body.id}/cancel`, undefined, { token: ACME }), 404, 'not_found');
@@ -246,10 +253,18 @@ describe('with keys', () => {
       expect((await api.settled(r.body.id, GLOBEX)).status).toBe('cancelled');
     });
 
-    it('a replan of another tenant\'s needs_replan run is a 404, and the owner can replan it', async () => {
-      const r = await api.post('/v1/runs', { calls: [{ id: 'f', tool: 'work', args: { status: 400 } }], failure: 'replan', waitMs: 10_000 }, { token: ACME });
+    it("a replan of another tenant's needs_replan run is a 404, and the owner can replan it", async () => {
+      const r = await api.post(
+        '/v1/runs',
+        { calls: [{ id: 'f', tool: 'work', args: { status: 400 } }], failure: 'replan', waitMs: 10_000 },
+        { token: ACME },
+      );
       expect(r.body.status).toBe('needs_replan');
-      expectError(await api.post(`/v1/runs/${r.body.id}/replan`, { calls: [{ id: 'g', tool: 'echo' }] }, { token: GLOBEX }), 404, 'not_found');
+      expectError(
+        await api.post(`/v1/runs/${r.body.id}/replan`, { calls: [{ id: 'g', tool: 'echo' }] }, { token: GLOBEX }),
+        404,
+        'not_found',
+      );
       expect((await api.get(`/v1/runs/${r.body.id}`, { token: ACME })).body.status).toBe('needs_replan');
       const ok = await api.post(`/v1/runs/${r.body.id}/replan`, { calls: [{ id: 'g', tool: 'echo' }] }, { token: ACME });
       expect(ok.status).toBe(202);

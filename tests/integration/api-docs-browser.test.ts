@@ -5,7 +5,16 @@
  */
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HAS_CHROMIUM, IS_CI, launchBrowser, MISSING_BROWSER, screenshot, startDashboard, watchErrors, type DashboardServer } from '../helpers/browser.js';
+import {
+  HAS_CHROMIUM,
+  IS_CI,
+  launchBrowser,
+  MISSING_BROWSER,
+  screenshot,
+  startDashboard,
+  watchErrors,
+  type DashboardServer,
+} from '../helpers/browser.js';
 
 const YAML = 'tools: [{ name: echo, reads: [], writes: [], executor: { kind: builtin } }]\n';
 const run = HAS_CHROMIUM || IS_CI ? describe : describe.skip;
@@ -52,7 +61,10 @@ run('/docs in a browser', () => {
     const op = page.locator('.opblock', { has: page.locator('.opblock-summary-path', { hasText: /^\/healthz$/ }) });
     await op.locator('.opblock-summary').click();
     // tryItOutEnabled: the operation opens ready to execute.
-    const [res] = await Promise.all([page.waitForResponse((r) => new URL(r.url()).pathname === '/healthz', { timeout: 20_000 }), op.locator('button.execute').click()]);
+    const [res] = await Promise.all([
+      page.waitForResponse((r) => new URL(r.url()).pathname === '/healthz', { timeout: 20_000 }),
+      op.locator('button.execute').click(),
+    ]);
     expect(res.url().startsWith(server.url)).toBe(true);
     expect(res.status()).toBe(200);
     await op.locator('.live-responses-table .response-col_status', { hasText: '200' }).first().waitFor({ timeout: 10_000 });

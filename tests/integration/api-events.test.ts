@@ -142,7 +142,12 @@ describe('events of an ended run', () => {
 
 describe('live events', () => {
   it('a subscriber sees call.started while the tool is still working, then the rest as it happens', async () => {
-    const res = await api.post('/v1/runs', { calls: [{ id: 'c1', tool: 'work', args: { hold: true } }, { id: 'c2', tool: 'echo', args: { v: '${c1.output}' } }] });
+    const res = await api.post('/v1/runs', {
+      calls: [
+        { id: 'c1', tool: 'work', args: { hold: true } },
+        { id: 'c2', tool: 'echo', args: { v: '${c1.output}' } },
+      ],
+    });
     const runId = res.body.id as string;
     const s = await sse(`${api.url}/v1/runs/${runId}/events`);
     const held = await ts.call('c1', runId);
@@ -163,7 +168,12 @@ describe('live events', () => {
   });
 
   it('resuming a live run with Last-Event-ID gets the stored events after N, then the live tail, with no gap or repeat', async () => {
-    const res = await api.post('/v1/runs', { calls: [{ id: 'c1', tool: 'work', args: { hold: true } }, { id: 'c2', tool: 'echo' }] });
+    const res = await api.post('/v1/runs', {
+      calls: [
+        { id: 'c1', tool: 'work', args: { hold: true } },
+        { id: 'c2', tool: 'echo' },
+      ],
+    });
     const runId = res.body.id as string;
     const first = await sse(`${api.url}/v1/runs/${runId}/events`);
     await ts.call('c1', runId);

@@ -44,7 +44,15 @@ describe('reviews', () => {
     const res = await api.get('/v1/reviews');
     expect(res.status).toBe(200);
     expect(res.body.items).toEqual([
-      expect.objectContaining({ id: reviewId, runId, callId: 'go', tool: 'launch', args: { target: 'prod' }, reason: expect.any(String), createdAt: expect.any(String) }),
+      expect.objectContaining({
+        id: reviewId,
+        runId,
+        callId: 'go',
+        tool: 'launch',
+        args: { target: 'prod' },
+        reason: expect.any(String),
+        createdAt: expect.any(String),
+      }),
     ]);
     expect((await api.get('/v1/reviews?status=pending')).body.items).toHaveLength(1);
     expect((await api.get('/v1/reviews?status=decided')).body.items).toEqual([]);
@@ -71,7 +79,9 @@ describe('reviews', () => {
     expect(run.calls[1]).toMatchObject({ id: 'go', status: 'succeeded', review: { decision: 'approve', comment: 'looks fine' } });
     expect(run.calls[2].output).toEqual({ launched: { callId: 'go', args: { target: 'prod' } } });
     expect((await api.get('/v1/reviews')).body.items).toEqual([]);
-    expect((await api.get('/v1/reviews?status=decided')).body.items).toEqual([expect.objectContaining({ id: reviewId, decision: 'approve' })]);
+    expect((await api.get('/v1/reviews?status=decided')).body.items).toEqual([
+      expect.objectContaining({ id: reviewId, decision: 'approve' }),
+    ]);
     expectError(await api.post(`/v1/reviews/${reviewId}`, { decision: 'reject' }), 409, 'conflict');
     const rec = (await api.get(`/v1/runs/${runId}/recording`)).body;
     expect(rec.reviews).toEqual([expect.objectContaining({ callId: 'go', decision: 'approve', atMs: expect.any(Number) })]);
@@ -151,7 +161,7 @@ describe('reviews', () => {
     expect(run.calls[0]).toMatchObject({ status: 'succeeded', output: { callId: 'invoke', args: { target: 'prod' } } });
   });
 
-  it('a cancelled run\'s pending review can no longer be decided (409)', async () => {
+  it("a cancelled run's pending review can no longer be decided (409)", async () => {
     const { runId, reviewId } = await reviewedRun();
     expect((await api.post(`/v1/runs/${runId}/cancel`)).status).toBe(202);
     expect((await api.settled(runId)).status).toBe('cancelled');
@@ -234,7 +244,12 @@ describe('replan', () => {
     expect(types).toContain('run.replanned');
     expect(types.filter((t) => t === 'run.completed')).toHaveLength(2);
     const rec = (await api.get(`/v1/runs/${runId}/recording`)).body;
-    expect(rec.replans).toEqual([{ atMs: expect.any(Number), calls: expect.arrayContaining([expect.objectContaining({ id: 'build2' }), expect.objectContaining({ id: 'ship2' })]) }]);
+    expect(rec.replans).toEqual([
+      {
+        atMs: expect.any(Number),
+        calls: expect.arrayContaining([expect.objectContaining({ id: 'build2' }), expect.objectContaining({ id: 'ship2' })]),
+      },
+    ]);
     expect(rec.result.status).toBe('succeeded');
 
     // A second replan is a 409 now.
@@ -242,18 +257,31 @@ describe('replan', () => {
   });
 
   it('a replan call id already used in the run is a 409 (or 400), and the run stays needs_replan', async () => {
-    const res = await api.post('/v1/runs', { failure: 'replan', calls: [{ id: 'a', tool: 'work', args: { status: 400 } }], waitMs: 10_000 });
+    const res = await api.post('/v1/runs', {
+      failure: 'replan',
+      calls: [{ id: 'a', tool: 'work', args: { status: 400 } }],
+      waitMs: 10_000,
+    });
     expect(res.body.status).toBe('needs_replan');
     const dup = await api.post(`/v1/runs/${res.body.id}/replan`, { calls: [{ id: 'a', tool: 'echo' }] });
     expect([400, 409]).toContain(dup.status);
     expect(dup.body.error.code).toEqual(expect.any(String));
     expect((await api.get(`/v1/runs/${res.body.id}`)).body.status).toBe('needs_replan');
-    const dupInBody = await api.post(`/v1/runs/${res.body.id}/replan`, { calls: [{ id: 'b', tool: 'echo' }, { id: 'b', tool: 'echo' }] });
+    const dupInBody = await api.post(`/v1/runs/${res.body.id}/replan`, {
+      calls: [
+        { id: 'b', tool: 'echo' },
+        { id: 'b', tool: 'echo' },
+      ],
+    });
     expectError(dupInBody, 400, 'invalid_request');
   });
 
   it('a replan whose new call fails again ends needs_replan again, with only the new failure', async () => {
-    const res = await api.post('/v1/runs', { failure: 'replan', calls: [{ id: 'a', tool: 'work', args: { status: 400 } }], waitMs: 10_000 });
+    const res = await api.post('/v1/runs', {
+      failure: 'replan',
+      calls: [{ id: 'a', tool: 'work', args: { status: 400 } }],
+      waitMs: 10_000,
+    });
     const runId = res.body.id as string;
     expect((await api.post(`/v1/runs/${runId}/replan`, { calls: [{ id: 'b', tool: 'work', args: { status: 500 } }] })).status).toBe(202);
     const run = await api.settled(runId);
@@ -262,9 +290,21 @@ describe('replan', () => {
   });
 
   it('a replan that references an unknown call fails that call with unresolved_reference', async () => {
-    const res = await api.post('/v1/runs', { failure: 'replan', calls: [{ id: 'a', tool: 'work', args: { status: 400 } }, { id: 'ok', tool: 'echo', args: { v: 1 } }], waitMs: 10_000 });
+    const res = await api.post('/v1/runs', {
+      failure: 'replan',
+      calls: [
+        { id: 'a', tool: 'work', args: { status: 400 } },
+        { id: 'ok', tool: 'echo', args: { v: 1 } },
+      ],
+      waitMs: 10_000,
+    });
     const runId = res.body.id as string;
-    const r = await api.post(`/v1/runs/${runId}/replan`, { calls: [{ id: 'b', tool: 'echo', args: { v: '${ghost.output}' } }, { id: 'c', tool: 'echo', args: { v: '${ok.output.v}' } }] });
+    const r = await api.post(`/v1/runs/${runId}/replan`, {
+      calls: [
+        { id: 'b', tool: 'echo', args: { v: '${ghost.output}' } },
+        { id: 'c', tool: 'echo', args: { v: '${ok.output.v}' } },
+      ],
+    });
     expect(r.status).toBe(202);
     const run = await api.settled(runId);
     const b = run.calls.find((c: any) => c.id === 'b');

@@ -59,7 +59,10 @@ describe('OpenAI', () => {
   it('refuses a message without tool_calls, and duplicate call ids, with a 400', async () => {
     const api = await startApi({ yaml: YAML });
     expect((await api.post('/v1/runs', { openai: { role: 'assistant', content: 'hi' } })).status).toBe(400);
-    const dup = { role: 'assistant', tool_calls: [1, 2].map(() => ({ id: 'x', type: 'function', function: { name: 'sleep', arguments: '{}' } })) };
+    const dup = {
+      role: 'assistant',
+      tool_calls: [1, 2].map(() => ({ id: 'x', type: 'function', function: { name: 'sleep', arguments: '{}' } })),
+    };
     const res = await api.post('/v1/runs', { openai: dup });
     expect(res.status).toBe(400);
     expect(res.body.error.message).toMatch(/duplicate call id x/);

@@ -77,13 +77,22 @@ describe('restart', () => {
   });
 
   it('a needs_replan run can be replanned after a restart', async () => {
-    const res = await api.post('/v1/runs', { failure: 'replan', calls: [{ id: 'ok', tool: 'echo', args: { v: 7 } }, { id: 'bad', tool: 'work', args: { status: 400 } }], waitMs: 10_000 });
+    const res = await api.post('/v1/runs', {
+      failure: 'replan',
+      calls: [
+        { id: 'ok', tool: 'echo', args: { v: 7 } },
+        { id: 'bad', tool: 'work', args: { status: 400 } },
+      ],
+      waitMs: 10_000,
+    });
     expect(res.body.status).toBe('needs_replan');
     api = await api.restart();
     const run = await api.get(`/v1/runs/${res.body.id}`);
     expect(run.body.status).toBe('needs_replan');
     expect(run.body.replanContext.failed.map((f: any) => f.callId)).toEqual(['bad']);
-    const replan = await api.post(`/v1/runs/${res.body.id}/replan`, { calls: [{ id: 'fix', tool: 'echo', args: { v: '${ok.output.v}' } }] });
+    const replan = await api.post(`/v1/runs/${res.body.id}/replan`, {
+      calls: [{ id: 'fix', tool: 'echo', args: { v: '${ok.output.v}' } }],
+    });
     expect(replan.status).toBe(202);
     const done = await api.settled(res.body.id);
     expect(done.status).toBe('succeeded');
@@ -91,7 +100,13 @@ describe('restart', () => {
   });
 
   it('ended runs read back the same after a restart, on every read route', async () => {
-    const res = await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'work', args: { out: { x: 1 } } }, { id: 'b', tool: 'echo', args: { v: '${a.output.x}' } }], waitMs: 10_000 });
+    const res = await api.post('/v1/runs', {
+      calls: [
+        { id: 'a', tool: 'work', args: { out: { x: 1 } } },
+        { id: 'b', tool: 'echo', args: { v: '${a.output.x}' } },
+      ],
+      waitMs: 10_000,
+    });
     const runId = res.body.id as string;
     const reads = async (a: Api) => ({
       run: (await a.get(`/v1/runs/${runId}`)).body,

@@ -27,7 +27,11 @@ describe('URLs the router rejects get the API error body', () => {
     ['a path parameter longer than the router allows', `/v1/runs/${'x'.repeat(600)}`],
     ['a long review id', `/v1/reviews/${'r'.repeat(600)}`],
   ])('%s is a 400 invalid_request', async (_name, path) => {
-    const res = await api.request(path.startsWith('/v1/reviews') ? 'POST' : 'GET', path, path.startsWith('/v1/reviews') ? { json: { decision: 'approve' } } : {});
+    const res = await api.request(
+      path.startsWith('/v1/reviews') ? 'POST' : 'GET',
+      path,
+      path.startsWith('/v1/reviews') ? { json: { decision: 'approve' } } : {},
+    );
     expect(res.status).toBe(400);
     expect(res.body).toEqual({ error: { code: 'invalid_request', message: expect.any(String) } });
     expect(res.headers.get('x-request-id')).toEqual(expect.any(String));
@@ -54,9 +58,12 @@ describe('__proto__ keys', () => {
   });
 
   it('a key that merely contains "proto" is fine', async () => {
-    const res = await api.post('/v1/runs', { calls: [{ id: 'c1', tool: 'echo', args: { protocol: 'h2', __proto: 1, 'é': '\u00e9' } }], waitMs: 10_000 });
+    const res = await api.post('/v1/runs', {
+      calls: [{ id: 'c1', tool: 'echo', args: { protocol: 'h2', __proto: 1, é: '\u00e9' } }],
+      waitMs: 10_000,
+    });
     expect(res.status).toBe(201);
-    expect(res.body.calls[0].output).toEqual({ protocol: 'h2', __proto: 1, 'é': 'é' });
+    expect(res.body.calls[0].output).toEqual({ protocol: 'h2', __proto: 1, é: 'é' });
   });
 });
 
@@ -66,12 +73,19 @@ describe('call ids named like Object.prototype properties', () => {
   // buildPlan (src/core/plan.ts) used to build that graph eagerly, keyed by call id: these valid batches
   // were a 500 and left a phantom active run in the scheduler (a tenant at maxActiveRunsPerTenant was
   // then refused for good). The graph is now built lazily and the API never asks for it; these pin it.
-  const calls = [{ id: 'a', tool: 'echo', args: { v: 1 } }, { id: 'constructor', tool: 'echo', args: { v: '${a.output.v}' } }, { id: 'toString', tool: 'echo', args: { v: '${constructor.output.v}' } }];
+  const calls = [
+    { id: 'a', tool: 'echo', args: { v: 1 } },
+    { id: 'constructor', tool: 'echo', args: { v: '${a.output.v}' } },
+    { id: 'toString', tool: 'echo', args: { v: '${constructor.output.v}' } },
+  ];
 
   it('POST /v1/plan plans them', async () => {
     const res = await api.post('/v1/plan', { calls });
     expect(res.status).toBe(200);
-    expect(res.body.graph.edges.map((e: any) => [e.from, e.to])).toEqual([['a', 'constructor'], ['constructor', 'toString']]);
+    expect(res.body.graph.edges.map((e: any) => [e.from, e.to])).toEqual([
+      ['a', 'constructor'],
+      ['constructor', 'toString'],
+    ]);
   });
 
   it('POST /v1/runs runs them, and leaves no phantom active run', async () => {
@@ -84,7 +98,13 @@ describe('call ids named like Object.prototype properties', () => {
   });
 
   it('ids that are only edge sources work too', async () => {
-    const res = await api.post('/v1/runs', { calls: [{ id: 'constructor', tool: 'echo', args: { v: 1 } }, { id: 'b', tool: 'echo', args: { v: '${constructor.output.v}' } }], waitMs: 10_000 });
+    const res = await api.post('/v1/runs', {
+      calls: [
+        { id: 'constructor', tool: 'echo', args: { v: 1 } },
+        { id: 'b', tool: 'echo', args: { v: '${constructor.output.v}' } },
+      ],
+      waitMs: 10_000,
+    });
     expect(res.status).toBe(201);
     expect(res.body.calls[1].output).toEqual({ v: 1 });
   });
@@ -120,7 +140,15 @@ describe('random input never makes a 5xx', () => {
     await fc.assert(
       fc.asyncProperty(body, fc.constantFrom('/v1/runs', '/v1/plan'), async (b, path) => {
         // waitMs is capped so that a valid random batch cannot hold the property for long.
-        const sent = b !== null && typeof b === 'object' && !Array.isArray(b) && typeof (b as { waitMs?: unknown }).waitMs === 'number' && (b as { waitMs: number }).waitMs > 100 && (b as { waitMs: number }).waitMs <= 60_000 ? { ...b, waitMs: 100 } : b;
+        const sent =
+          b !== null &&
+          typeof b === 'object' &&
+          !Array.isArray(b) &&
+          typeof (b as { waitMs?: unknown }).waitMs === 'number' &&
+          (b as { waitMs: number }).waitMs > 100 &&
+          (b as { waitMs: number }).waitMs <= 60_000
+            ? { ...b, waitMs: 100 }
+            : b;
         const res = await api.request('POST', path, { raw: JSON.stringify(sent), contentType: 'application/json' });
         if (res.status < 300) {
           expect(res.status === 200 || res.status === 201).toBe(true);
@@ -134,27 +162,65 @@ describe('random input never makes a 5xx', () => {
 
   it('review decisions, replans and invokes with random bodies', async () => {
     await fc.assert(
-      fc.asyncProperty(json, fc.constantFrom('/v1/reviews/rev_x', '/v1/runs/run_x/replan', '/v1/runs/run_x/cancel', '/v1/tools/echo/invoke', '/v1/tools/write_doc/invoke'), async (b, path) => {
-        const res = await api.request('POST', path, { raw: JSON.stringify(b), contentType: 'application/json' });
-        if (res.status >= 300) expectClientError(res, `${path} ${JSON.stringify(b).slice(0, 200)}`);
-        else expect(path).toMatch(/invoke/);
-      }),
+      fc.asyncProperty(
+        json,
+        fc.constantFrom(
+          '/v1/reviews/rev_x',
+          '/v1/runs/run_x/replan',
+          '/v1/runs/run_x/cancel',
+          '/v1/tools/echo/invoke',
+          '/v1/tools/write_doc/invoke',
+        ),
+        async (b, path) => {
+          const res = await api.request('POST', path, { raw: JSON.stringify(b), contentType: 'application/json' });
+          if (res.status >= 300) expectClientError(res, `${path} ${JSON.stringify(b).slice(0, 200)}`);
+          else expect(path).toMatch(/invoke/);
+        },
+      ),
       { numRuns: 100 },
     );
   });
 
   it('random paths and queries under /v1', async () => {
-    const segment = fc.oneof(fc.constantFrom('runs', 'plan', 'reviews', 'tools', 'graph', 'events', 'recording', 'cancel', 'replan', 'invoke', 'echo', 'run_x', '%20', '%', '..', ''), fc.string({ maxLength: 8 }).map(encodeURIComponent));
-    const query = fc.array(fc.tuple(fc.constantFrom('status', 'tag', 'tenant', 'limit', 'cursor', 'from', 'format', 'runId', 'x'), fc.string({ maxLength: 8 })), { maxLength: 3 });
+    const segment = fc.oneof(
+      fc.constantFrom(
+        'runs',
+        'plan',
+        'reviews',
+        'tools',
+        'graph',
+        'events',
+        'recording',
+        'cancel',
+        'replan',
+        'invoke',
+        'echo',
+        'run_x',
+        '%20',
+        '%',
+        '..',
+        '',
+      ),
+      fc.string({ maxLength: 8 }).map(encodeURIComponent),
+    );
+    const query = fc.array(
+      fc.tuple(fc.constantFrom('status', 'tag', 'tenant', 'limit', 'cursor', 'from', 'format', 'runId', 'x'), fc.string({ maxLength: 8 })),
+      { maxLength: 3 },
+    );
     await fc.assert(
-      fc.asyncProperty(fc.array(segment, { minLength: 1, maxLength: 4 }), query, fc.constantFrom('GET', 'POST', 'DELETE'), async (segs, q, method) => {
-        const qs = q.map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join('&');
-        const path = `/v1/${segs.join('/')}${qs ? `?${qs}` : ''}`;
-        // Event streams of real runs would stay open; these ids never exist, so they are 404s.
-        const res = await api.request(method, path, method === 'POST' ? { json: {} } : {});
-        expect(res.status, `${method} ${path} → ${res.text.slice(0, 200)}`).toBeLessThan(500);
-        if (res.status >= 400) expectClientError(res, `${method} ${path}`);
-      }),
+      fc.asyncProperty(
+        fc.array(segment, { minLength: 1, maxLength: 4 }),
+        query,
+        fc.constantFrom('GET', 'POST', 'DELETE'),
+        async (segs, q, method) => {
+          const qs = q.map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join('&');
+          const path = `/v1/${segs.join('/')}${qs ? `?${qs}` : ''}`;
+          // Event streams of real runs would stay open; these ids never exist, so they are 404s.
+          const res = await api.request(method, path, method === 'POST' ? { json: {} } : {});
+          expect(res.status, `${method} ${path} → ${res.text.slice(0, 200)}`).toBeLessThan(500);
+          if (res.status >= 400) expectClientError(res, `${method} ${path}`);
+        },
+      ),
       { numRuns: 200 },
     );
   });

@@ -25,11 +25,28 @@ function nested(depth: number): Record<string, unknown> {
 
 describe('POST /v1/runs', () => {
   it('accepts a batch: 201 and the run, which ends succeeded with the outputs', async () => {
-    const res = await api.post('/v1/runs', { calls: [{ id: 'c1', tool: 'work', args: { out: { n: 1 } } }, { id: 'c2', tool: 'echo', args: { x: '${c1.output.n}' } }], tags: { team: 'a' }, waitMs: 10_000 });
+    const res = await api.post('/v1/runs', {
+      calls: [
+        { id: 'c1', tool: 'work', args: { out: { n: 1 } } },
+        { id: 'c2', tool: 'echo', args: { x: '${c1.output.n}' } },
+      ],
+      tags: { team: 'a' },
+      waitMs: 10_000,
+    });
     expect(res.status).toBe(201);
     expect(res.headers.get('content-type')).toMatch(/application\/json/);
-    expect(res.body).toMatchObject({ id: expect.stringMatching(/^run_/), tenant: 'default', status: 'succeeded', failure: 'partial', tags: { team: 'a' }, diagnostics: [] });
-    expect(res.body.calls.map((c: any) => [c.id, c.status])).toEqual([['c1', 'succeeded'], ['c2', 'succeeded']]);
+    expect(res.body).toMatchObject({
+      id: expect.stringMatching(/^run_/),
+      tenant: 'default',
+      status: 'succeeded',
+      failure: 'partial',
+      tags: { team: 'a' },
+      diagnostics: [],
+    });
+    expect(res.body.calls.map((c: any) => [c.id, c.status])).toEqual([
+      ['c1', 'succeeded'],
+      ['c2', 'succeeded'],
+    ]);
     expect(res.body.calls[0].output).toEqual({ n: 1 });
     expect(res.body.calls[1].output).toEqual({ x: 1 });
     expect(res.body.calls[1].dependsOn).toEqual(['c1']);
@@ -93,7 +110,16 @@ describe('POST /v1/runs', () => {
     ['a numeric id', { calls: [{ id: 1, tool: 'echo' }] }, /calls\[0\]\.id/],
     ['args that are an array', { calls: [{ id: 'c1', tool: 'echo', args: [1] }] }, /calls\[0\]\.args/],
     ['args that are a string', { calls: [{ id: 'c1', tool: 'echo', args: 'x' }] }, /calls\[0\]\.args/],
-    ['duplicate ids', { calls: [{ id: 'c1', tool: 'echo' }, { id: 'c1', tool: 'echo' }] }, /duplicate call id c1/],
+    [
+      'duplicate ids',
+      {
+        calls: [
+          { id: 'c1', tool: 'echo' },
+          { id: 'c1', tool: 'echo' },
+        ],
+      },
+      /duplicate call id c1/,
+    ],
     ['args nested 65 deep', { calls: [{ id: 'c1', tool: 'echo', args: nested(65) }] }, /64/],
     ['no calls', {}, /calls/],
     ['calls not a list', { calls: { id: 'c1' } }, /calls/],
@@ -126,7 +152,13 @@ describe('POST /v1/runs', () => {
   });
 
   it('an unknown tool is not a 400: the run has that call failed with unknown_tool, the rest runs', async () => {
-    const res = await api.post('/v1/runs', { calls: [{ id: 'c1', tool: 'nope', args: {} }, { id: 'c2', tool: 'echo', args: { a: 1 } }], waitMs: 10_000 });
+    const res = await api.post('/v1/runs', {
+      calls: [
+        { id: 'c1', tool: 'nope', args: {} },
+        { id: 'c2', tool: 'echo', args: { a: 1 } },
+      ],
+      waitMs: 10_000,
+    });
     expect(res.status).toBe(201);
     expect(res.body.status).toBe('partial');
     expect(res.body.calls[0]).toMatchObject({ id: 'c1', status: 'failed', error: { code: 'unknown_tool' } });
@@ -152,7 +184,11 @@ describe('POST /v1/runs', () => {
 
   it('a body that is not JSON is a 415', async () => {
     expectError(await api.request('POST', '/v1/runs', { raw: 'calls=1', contentType: 'text/plain' }), 415, 'unsupported_media_type');
-    expectError(await api.request('POST', '/v1/runs', { raw: 'calls=1', contentType: 'application/x-www-form-urlencoded' }), 415, 'unsupported_media_type');
+    expectError(
+      await api.request('POST', '/v1/runs', { raw: 'calls=1', contentType: 'application/x-www-form-urlencoded' }),
+      415,
+      'unsupported_media_type',
+    );
   });
 
   it('application/json with a charset, and +json types, are JSON', async () => {
@@ -180,8 +216,14 @@ describe('POST /v1/runs', () => {
     expect(ends[3]).toBeLessThanOrEqual(ends[0]);
   });
 
-  it('a tool error is the call\'s result (tool_error with the HTTP status), not an API error', async () => {
-    const res = await api.post('/v1/runs', { calls: [{ id: 'c1', tool: 'work', args: { status: 422 } }, { id: 'c2', tool: 'echo', args: { v: '${c1.output}' } }], waitMs: 10_000 });
+  it("a tool error is the call's result (tool_error with the HTTP status), not an API error", async () => {
+    const res = await api.post('/v1/runs', {
+      calls: [
+        { id: 'c1', tool: 'work', args: { status: 422 } },
+        { id: 'c2', tool: 'echo', args: { v: '${c1.output}' } },
+      ],
+      waitMs: 10_000,
+    });
     expect(res.status).toBe(201);
     expect(res.body.status).toBe('failed');
     expect(res.body.calls[0]).toMatchObject({ status: 'failed', error: { code: 'tool_error', details: { status: 422 } } });
@@ -203,10 +245,12 @@ describe('POST /v1/plan', () => {
     });
     expect(res.status).toBe(200);
     expect(res.body.graph.nodes.map((n: any) => n.id)).toEqual(['a', 'b', 'w1', 'w2', 'x', 'y']);
-    expect(res.body.graph.edges).toEqual(expect.arrayContaining([
-      expect.objectContaining({ from: 'a', to: 'b', kind: 'data', reason: expect.any(String) }),
-      expect.objectContaining({ from: 'w1', to: 'w2', kind: 'conflict' }),
-    ]));
+    expect(res.body.graph.edges).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ from: 'a', to: 'b', kind: 'data', reason: expect.any(String) }),
+        expect.objectContaining({ from: 'w1', to: 'w2', kind: 'conflict' }),
+      ]),
+    );
     expect(res.body.diagnostics).toEqual(expect.arrayContaining([expect.objectContaining({ code: 'cycle' })]));
     expect(Array.isArray(res.body.graph.generations)).toBe(true);
     expect(ts.requests).toHaveLength(0);
@@ -221,7 +265,16 @@ describe('POST /v1/plan', () => {
 
   it('validates the body like POST /v1/runs', async () => {
     expectError(await api.post('/v1/plan', { calls: [{ id: 'a' }] }), 400, 'invalid_request');
-    expectError(await api.post('/v1/plan', { calls: [{ id: 'a', tool: 'echo' }, { id: 'a', tool: 'echo' }] }), 400, 'invalid_request');
+    expectError(
+      await api.post('/v1/plan', {
+        calls: [
+          { id: 'a', tool: 'echo' },
+          { id: 'a', tool: 'echo' },
+        ],
+      }),
+      400,
+      'invalid_request',
+    );
     expectError(await api.post('/v1/plan', { calls: [{ id: 'a', tool: 'echo', args: nested(65) }] }), 400, 'invalid_request');
     expectError(await api.post('/v1/plan', { calls: [], waitMs: -5 }), 400, 'invalid_request');
     expectError(await api.request('POST', '/v1/plan', { raw: 'x', contentType: 'text/plain' }), 415, 'unsupported_media_type');
@@ -237,7 +290,14 @@ describe('GET /v1/runs', () => {
 
   it('lists newest first and filters by status (repeatable), tag and tenant', async () => {
     const ok = await submit({ calls: [{ id: 'c', tool: 'echo' }], tags: { env: 'prod', team: 'x' }, tenant: 'acme' });
-    const partial = await submit({ calls: [{ id: 'c', tool: 'echo' }, { id: 'd', tool: 'nope' }], tags: { env: 'dev' }, tenant: 'acme' });
+    const partial = await submit({
+      calls: [
+        { id: 'c', tool: 'echo' },
+        { id: 'd', tool: 'nope' },
+      ],
+      tags: { env: 'dev' },
+      tenant: 'acme',
+    });
     const failed = await submit({ calls: [{ id: 'd', tool: 'nope' }], tags: { env: 'prod' }, tenant: 'other' });
 
     const all = await api.get('/v1/runs');
@@ -335,11 +395,20 @@ describe('GET /v1/runs/{id} and its graph', () => {
   });
 
   it('graph: JSON by default, mermaid and dot on request, a bad format is a 400', async () => {
-    const { body } = await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'echo' }, { id: 'b', tool: 'echo', args: { v: '${a.output}' } }], waitMs: 10_000 });
+    const { body } = await api.post('/v1/runs', {
+      calls: [
+        { id: 'a', tool: 'echo' },
+        { id: 'b', tool: 'echo', args: { v: '${a.output}' } },
+      ],
+      waitMs: 10_000,
+    });
     const g = await api.get(`/v1/runs/${body.id}/graph`);
     expect(g.status).toBe(200);
     expect(g.body).toEqual({
-      nodes: [{ id: 'a', tool: 'echo', status: 'succeeded' }, { id: 'b', tool: 'echo', status: 'succeeded' }],
+      nodes: [
+        { id: 'a', tool: 'echo', status: 'succeeded' },
+        { id: 'b', tool: 'echo', status: 'succeeded' },
+      ],
       edges: [expect.objectContaining({ from: 'a', to: 'b', kind: 'data', reason: expect.any(String) })],
       generations: [['a'], ['b']],
     });
@@ -366,7 +435,12 @@ describe('GET /v1/runs/{id} and its graph', () => {
 
 describe('POST /v1/runs/{id}/cancel', () => {
   async function heldRun(): Promise<string> {
-    const res = await api.post('/v1/runs', { calls: [{ id: 'c1', tool: 'work', args: { hold: true } }, { id: 'c2', tool: 'echo', args: { v: '${c1.output}' } }] });
+    const res = await api.post('/v1/runs', {
+      calls: [
+        { id: 'c1', tool: 'work', args: { hold: true } },
+        { id: 'c2', tool: 'echo', args: { v: '${c1.output}' } },
+      ],
+    });
     expect(res.status).toBe(201);
     await ts.call('c1', res.body.id);
     return res.body.id as string;
@@ -408,7 +482,11 @@ describe('POST /v1/runs/{id}/cancel', () => {
 
   it('a non-JSON body is a 415, a malformed JSON body a 400', async () => {
     const runId = await heldRun();
-    expectError(await api.request('POST', `/v1/runs/${runId}/cancel`, { raw: 'now', contentType: 'text/plain' }), 415, 'unsupported_media_type');
+    expectError(
+      await api.request('POST', `/v1/runs/${runId}/cancel`, { raw: 'now', contentType: 'text/plain' }),
+      415,
+      'unsupported_media_type',
+    );
     expectError(await api.request('POST', `/v1/runs/${runId}/cancel`, { raw: '{', contentType: 'application/json' }), 400, 'invalid_json');
     ts.release();
     expect((await api.settled(runId)).status).toBe('succeeded');
@@ -439,7 +517,10 @@ describe('POST /v1/runs/{id}/replan (errors; the flow is in api-flows)', () => {
 describe('GET /v1/runs/{id}/recording', () => {
   it('returns the recording of §8 for an ended run; 404 for an unknown one', async () => {
     const { body } = await api.post('/v1/runs', {
-      calls: [{ id: 'c1', tool: 'work', args: { out: { v: 1 } } }, { id: 'c2', tool: 'nope' }],
+      calls: [
+        { id: 'c1', tool: 'work', args: { out: { v: 1 } } },
+        { id: 'c2', tool: 'nope' },
+      ],
       tags: { k: 'v' },
       waitMs: 10_000,
     });
@@ -454,7 +535,16 @@ describe('GET /v1/runs/{id}/recording', () => {
     expect(rec.calls.map((c: any) => c.id)).toEqual(['c1', 'c2']);
     expect(rec.replans).toEqual([]);
     expect(rec.reviews).toEqual([]);
-    expect(rec.attempts).toEqual([expect.objectContaining({ callId: 'c1', attempt: 1, ok: true, output: { v: 1 }, startMs: expect.any(Number), endMs: expect.any(Number) })]);
+    expect(rec.attempts).toEqual([
+      expect.objectContaining({
+        callId: 'c1',
+        attempt: 1,
+        ok: true,
+        output: { v: 1 },
+        startMs: expect.any(Number),
+        endMs: expect.any(Number),
+      }),
+    ]);
     expect(rec.result.status).toBe('partial');
     expect(rec.result.calls).toEqual([
       expect.objectContaining({ id: 'c1', status: 'succeeded', output: { v: 1 } }),
@@ -469,7 +559,12 @@ describe('GET /v1/tools and POST /v1/tools/{name}/invoke', () => {
     const res = await api.get('/v1/tools');
     expect(res.status).toBe(200);
     expect(res.body.items.map((t: any) => t.name)).toEqual(['work', 'work_idem', 'write_doc', 'launch', 'echo', 'fail']);
-    expect(res.body.items[2]).toMatchObject({ name: 'write_doc', writes: ['doc:{name}'], risk: 'write', executor: { kind: 'http', url: ts.url('/write') } });
+    expect(res.body.items[2]).toMatchObject({
+      name: 'write_doc',
+      writes: ['doc:{name}'],
+      risk: 'write',
+      executor: { kind: 'http', url: ts.url('/write') },
+    });
   });
 
   it('invokes one tool: status, output, error, durationMs', async () => {
@@ -485,7 +580,7 @@ describe('GET /v1/tools and POST /v1/tools/{name}/invoke', () => {
     expect(res.body).toMatchObject({ status: 'failed', output: null, error: { code: 'tool_error', details: { status: 400 } } });
   });
 
-  it('args that fail the schema are the call\'s invalid_args; args default to {}', async () => {
+  it("args that fail the schema are the call's invalid_args; args default to {}", async () => {
     const res = await api.post('/v1/tools/write_doc/invoke', {});
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ status: 'failed', error: { code: 'invalid_args' } });
@@ -521,7 +616,13 @@ describe('health, metrics, docs', () => {
     expect(res.text).toMatch(/^toolgraph_call_duration_seconds_count\{tool="work",outcome="succeeded"\} 1$/m);
     expect(res.text).toMatch(/^toolgraph_queue_wait_seconds_count\{tool="work"\} 1$/m);
     // A second run: counts add up per label, a failed attempt is counted under its outcome.
-    await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'work' }, { id: 'b', tool: 'fail', args: { message: 'no' } }], waitMs: 10_000 });
+    await api.post('/v1/runs', {
+      calls: [
+        { id: 'a', tool: 'work' },
+        { id: 'b', tool: 'fail', args: { message: 'no' } },
+      ],
+      waitMs: 10_000,
+    });
     const again = (await api.get('/metrics')).text;
     expect(again).toMatch(/^toolgraph_runs_completed_total\{status="partial"\} 1$/m);
     expect(again).toMatch(/^toolgraph_call_duration_seconds_count\{tool="work",outcome="succeeded"\} 2$/m);
@@ -534,7 +635,22 @@ describe('health, metrics, docs', () => {
     expect(res.status).toBe(200);
     expect(res.body.openapi).toMatch(/^3\./);
     const paths = Object.keys(res.body.paths);
-    for (const p of ['/v1/runs', '/v1/plan', '/v1/runs/{id}', '/v1/runs/{id}/graph', '/v1/runs/{id}/events', '/v1/runs/{id}/cancel', '/v1/runs/{id}/replan', '/v1/runs/{id}/recording', '/v1/reviews', '/v1/reviews/{id}', '/v1/tools', '/v1/tools/{name}/invoke', '/healthz', '/metrics']) {
+    for (const p of [
+      '/v1/runs',
+      '/v1/plan',
+      '/v1/runs/{id}',
+      '/v1/runs/{id}/graph',
+      '/v1/runs/{id}/events',
+      '/v1/runs/{id}/cancel',
+      '/v1/runs/{id}/replan',
+      '/v1/runs/{id}/recording',
+      '/v1/reviews',
+      '/v1/reviews/{id}',
+      '/v1/tools',
+      '/v1/tools/{name}/invoke',
+      '/healthz',
+      '/metrics',
+    ]) {
       expect(paths).toContain(p);
     }
   });

@@ -50,7 +50,14 @@ describe('waitingFor on real runs', () => {
     expect(b.calls[0]).toMatchObject({ status: 'ready', waitingFor: [{ kind: 'lock', key: 'file:*', domain: 'tenant:acme' }] });
     const waiting = await call(b.id, 'write', ACME);
     expect(waiting.status).toBe('ready');
-    expect(waiting.waitingFor).toEqual([{ kind: 'lock', key: 'file:*', domain: 'tenant:acme', holders: [{ runId: a.id, callId: 'tests', tenant: 'acme', since: expect.stringMatching(ISO) }] }]);
+    expect(waiting.waitingFor).toEqual([
+      {
+        kind: 'lock',
+        key: 'file:*',
+        domain: 'tenant:acme',
+        holders: [{ runId: a.id, callId: 'tests', tenant: 'acme', since: expect.stringMatching(ISO) }],
+      },
+    ]);
     expect(Date.parse(waiting.waitingFor[0].holders[0].since)).toBe(Date.parse((await call(a.id, 'tests')).startedAt));
 
     // The operator's view of every limit in use; an agent may not see it.
@@ -73,7 +80,9 @@ describe('waitingFor on real runs', () => {
     const done = await api.settled(b.id, OPS);
     expect(done.status).toBe('succeeded');
     expect(done.calls[0]).not.toHaveProperty('waitingFor');
-    const events = (await sse(`${api.url}/v1/runs/${b.id}/events`, { authorization: `Bearer ${OPS}` }).then((s) => s.ended)).map((e) => e.event);
+    const events = (await sse(`${api.url}/v1/runs/${b.id}/events`, { authorization: `Bearer ${OPS}` }).then((s) => s.ended)).map(
+      (e) => e.event,
+    );
     expect(events).toEqual(['run.created', 'run.started', 'call.ready', 'call.waiting', 'call.started', 'call.succeeded', 'run.completed']);
     const after = await api.get('/metrics', { token: OPS });
     expect(after.text).toMatch(/toolgraph_limit_wait_seconds_count\{kind="lock"\} 1\n/);
@@ -101,10 +110,20 @@ describe('waitingFor on real runs', () => {
     expect(JSON.stringify(stream.events)).not.toContain(a.id);
     // The operator sees the holder in the events too.
     const ops = await sse(`${api.url}/v1/runs/${g.id}/events`, { authorization: `Bearer ${OPS}` });
-    expect((await ops.next((e) => e.event === 'call.waiting')).data.data.waitingFor[0].holders).toEqual([{ runId: a.id, callId: 'd', tenant: 'acme', since: expect.any(Number) }]);
+    expect((await ops.next((e) => e.event === 'call.waiting')).data.data.waitingFor[0].holders).toEqual([
+      { runId: a.id, callId: 'd', tenant: 'acme', since: expect.any(Number) },
+    ]);
     ops.close();
     const limits = (await api.get('/v1/limits', { token: OPS })).body.items;
-    expect(limits).toContainEqual({ kind: 'tool', key: 'deploy', limit: 1, inUse: 1, waiting: 2, longestWaitMs: expect.any(Number), holders: [holder] });
+    expect(limits).toContainEqual({
+      kind: 'tool',
+      key: 'deploy',
+      limit: 1,
+      inUse: 1,
+      waiting: 2,
+      longestWaitMs: expect.any(Number),
+      holders: [holder],
+    });
 
     // One at a time, never more: the next deploy starts only when the first ends.
     held.respond({ status: 200, body: {} });
@@ -152,7 +171,14 @@ describe('waitingFor on real runs', () => {
     const again = await ts.next((r) => r.body.runId === a.id && r.body.attempt === 2);
     const after = await call(b.id, 'write');
     expect(after.status).toBe('ready');
-    expect(after.waitingFor).toEqual([{ kind: 'lock', key: 'file:*', domain: 'tenant:acme', holders: [{ runId: a.id, callId: 'tests', tenant: 'acme', since: expect.stringMatching(ISO) }] }]);
+    expect(after.waitingFor).toEqual([
+      {
+        kind: 'lock',
+        key: 'file:*',
+        domain: 'tenant:acme',
+        holders: [{ runId: a.id, callId: 'tests', tenant: 'acme', since: expect.stringMatching(ISO) }],
+      },
+    ]);
     expect(after.waitingFor[0].holders[0].since > before).toBe(true);
     const types = (await api.service.events({ role: 'operator' }, b.id, 0)).map((e) => e.type);
     expect(types.filter((t) => t === 'call.waiting')).toHaveLength(2);

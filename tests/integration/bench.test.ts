@@ -15,7 +15,12 @@ import { main } from '../../src/cli/main.js';
 
 const config = benchConfig();
 
-function inst(durations: number[], preds: number[][], tools?: string[], limits = { perRun: 2, tool: {} as Record<string, number> }): Instance {
+function inst(
+  durations: number[],
+  preds: number[][],
+  tools?: string[],
+  limits = { perRun: 2, tool: {} as Record<string, number> },
+): Instance {
   return {
     ids: durations.map((_, i) => `c${i}`),
     tools: tools ?? durations.map(() => 'search'),
@@ -41,17 +46,32 @@ describe('bench workloads', () => {
   });
 
   it('finds every conflicting pair of a read/write chain, in model order', () => {
-    const w = { family: 'rw-chain' as const, seed: 0, calls: [
-      { id: 'w1', tool: 'write', args: { ms: 20, path: '/f' } },
-      { id: 'r1', tool: 'read', args: { ms: 20, path: '/f' } },
-      { id: 'r2', tool: 'read', args: { ms: 20, path: '/f' } },
-      { id: 'w2', tool: 'write', args: { ms: 20, path: '/f' } },
-    ] };
+    const w = {
+      family: 'rw-chain' as const,
+      seed: 0,
+      calls: [
+        { id: 'w1', tool: 'write', args: { ms: 20, path: '/f' } },
+        { id: 'r1', tool: 'read', args: { ms: 20, path: '/f' } },
+        { id: 'r2', tool: 'read', args: { ms: 20, path: '/f' } },
+        { id: 'w2', tool: 'write', args: { ms: 20, path: '/f' } },
+      ],
+    };
     const i = instanceOf(w, config, LIMITS);
-    expect(i.conflicts).toEqual([[0, 1], [0, 2], [0, 3], [1, 3], [2, 3]]);
+    expect(i.conflicts).toEqual([
+      [0, 1],
+      [0, 2],
+      [0, 3],
+      [1, 3],
+      [2, 3],
+    ]);
     expect(i.safe).toEqual([false, true, true, false]);
     expect(lowerBound(i).criticalPathMs).toBe(60);
-    const overlapping = [{ start: 0, end: 20 }, { start: 20, end: 40 }, { start: 30, end: 50 }, { start: 35, end: 55 }];
+    const overlapping = [
+      { start: 0, end: 20 },
+      { start: 20, end: 40 },
+      { start: 30, end: 50 },
+      { start: 35, end: 55 },
+    ];
     const v = violations(i, overlapping);
     expect(v.hazards).toBe(2); // r1–w2 and r2–w2 overlap; r1–r2 is read–read
     expect(v.peak).toBe(3);
@@ -80,7 +100,7 @@ describe('bench baselines and bounds', () => {
     expect(decomposedOptimum(i)).toMatchObject({ makespanMs: 40, proven: true, cuts: 2, largestSegment: 3 });
   });
 
-  it('the tighter bound sees what the issue\'s bound misses: a join that waits for more work than one round', () => {
+  it("the tighter bound sees what the issue's bound misses: a join that waits for more work than one round", () => {
     // 0 → {1..4} → 5, four 10 ms searches on a search limit of 2: the join cannot start before 5 + 20
     const tools = ['join', 'search', 'search', 'search', 'search', 'join'];
     const i = inst([5, 10, 10, 10, 10, 5], [[], [0], [0], [0], [0], [1, 2, 3, 4]], tools, { perRun: 6, tool: { search: 2 } });
@@ -92,7 +112,7 @@ describe('bench baselines and bounds', () => {
     expect(tightBound(j).lowerBoundMs).toBe(30);
   });
 
-  it('the tighter bound lies between the issue\'s bound and the exact optimum on every family', () => {
+  it("the tighter bound lies between the issue's bound and the exact optimum on every family", () => {
     for (const f of FAMILIES) {
       for (const seed of [1, 2, 3]) {
         const i = instanceOf(workload(f, 8, seed), config, LIMITS);
@@ -110,7 +130,10 @@ describe('bench baselines and bounds', () => {
 
   it('packs independent calls into lanes per tool with the durations known', () => {
     // searches 30, 20, 20, 10 on a search limit of 2 (lanes 30+10 | 20+20 = 40), a read of 35 beside them
-    const i = inst([30, 20, 20, 10, 35], [[], [], [], [], []], ['search', 'search', 'search', 'search', 'read'], { perRun: 3, tool: { search: 2 } });
+    const i = inst([30, 20, 20, 10, 35], [[], [], [], [], []], ['search', 'search', 'search', 'search', 'read'], {
+      perRun: 3,
+      tool: { search: 2 },
+    });
     expect(laneMakespan(i)).toBe(40);
     expect(tightBound(i).lowerBoundMs).toBe(40);
     expect(laneMakespan(inst([10, 10], [[], [0]]))).toBeUndefined(); // edges: not a lane problem

@@ -33,9 +33,22 @@ const GOOD = file(
 );
 const CYCLE = file(
   'cycle.json',
-  JSON.stringify({ calls: [{ id: 'a', tool: 'echo', args: { x: '${b.output}' } }, { id: 'b', tool: 'echo', args: { x: '${a.output}' } }] }),
+  JSON.stringify({
+    calls: [
+      { id: 'a', tool: 'echo', args: { x: '${b.output}' } },
+      { id: 'b', tool: 'echo', args: { x: '${a.output}' } },
+    ],
+  }),
 );
-const FAILING = file('failing.json', JSON.stringify({ calls: [{ id: 'f', tool: 'fail', args: { message: 'boom' } }, { id: 'e', tool: 'echo' }] }));
+const FAILING = file(
+  'failing.json',
+  JSON.stringify({
+    calls: [
+      { id: 'f', tool: 'fail', args: { message: 'boom' } },
+      { id: 'e', tool: 'echo' },
+    ],
+  }),
+);
 
 describe('toolgraph plan', () => {
   it('prints nodes, edges with kind and reason, generations and no diagnostics: exit 0', async () => {
@@ -54,7 +67,7 @@ describe('toolgraph plan', () => {
     expect(JSON.parse(r.out).diagnostics).toEqual([expect.objectContaining({ code: 'cycle', callIds: ['a', 'b', 'a'] })]);
   });
 
-  it('takes a bare array of calls as the batch (the body\'s calls), and still rejects other shapes', async () => {
+  it("takes a bare array of calls as the batch (the body's calls), and still rejects other shapes", async () => {
     const bare = file('bare.json', JSON.stringify(JSON.parse(readFileSync(GOOD, 'utf8')).calls));
     const r = await cli('plan', bare);
     expect(r.code).toBe(0);
@@ -73,8 +86,16 @@ describe('toolgraph plan', () => {
     ['a missing file', () => [path.join(dir, 'nope.json')], /nope\.json: cannot read the batch: no such file/],
     ['invalid JSON', () => [file('broken.json', '{"calls": [')], /broken\.json: the batch is not valid JSON/],
     ['an empty file', () => [file('empty.json', '')], /empty\.json: the batch is empty/],
-    ['a call without a tool', () => [file('notool.json', '{"calls":[{"id":"a"}]}')], /notool\.json: not a valid batch:\n {2}- calls\[0\]\.tool: /],
-    ['duplicate ids', () => [file('dup.json', '{"calls":[{"id":"a","tool":"echo"},{"id":"a","tool":"echo"}]}')], /calls\[1\]\.id: duplicate call id a/],
+    [
+      'a call without a tool',
+      () => [file('notool.json', '{"calls":[{"id":"a"}]}')],
+      /notool\.json: not a valid batch:\n {2}- calls\[0\]\.tool: /,
+    ],
+    [
+      'duplicate ids',
+      () => [file('dup.json', '{"calls":[{"id":"a","tool":"echo"},{"id":"a","tool":"echo"}]}')],
+      /calls\[1\]\.id: duplicate call id a/,
+    ],
     ['a bad format', () => [GOOD, '--format', 'svg'], /--format must be json, mermaid or dot, got "svg"/],
     ['a broken config', () => [GOOD, '--config', file('bad.yaml', 'limits:\n  global: 0\n')], /bad\.yaml: .*limits\.global/],
     ['a YAML syntax error', () => [GOOD, '--config', file('syntax.yaml', 'tools: [\n')], /syntax\.yaml/],
@@ -122,7 +143,15 @@ describe('toolgraph run', () => {
   });
 
   it('rejects reviews without --approve and approves them with it', async () => {
-    const deploy = file('deploy.json', JSON.stringify({ calls: [{ id: 't', tool: 'run_tests', args: { ms: 1 } }, { id: 'd', tool: 'deploy', args: { name: 'web', image: 'i' } }] }));
+    const deploy = file(
+      'deploy.json',
+      JSON.stringify({
+        calls: [
+          { id: 't', tool: 'run_tests', args: { ms: 1 } },
+          { id: 'd', tool: 'deploy', args: { name: 'web', image: 'i' } },
+        ],
+      }),
+    );
     const rejected = await cli('run', deploy, '--json');
     expect(rejected.code).toBe(1);
     expect(JSON.parse(rejected.out).calls[1].error.code).toBe('review_rejected');

@@ -21,7 +21,12 @@ describe('ToolgraphClient', () => {
     const api = await startApi({ yaml: YAML });
     const tg = new ToolgraphClient({ baseUrl: api.url });
     const run = await tg.submit(
-      { calls: [{ id: 'slow', tool: 'sleep', args: { ms: 150 } }, { id: 'fast', tool: 'echo', args: { x: '${slow.output.ms}' } }] },
+      {
+        calls: [
+          { id: 'slow', tool: 'sleep', args: { ms: 150 } },
+          { id: 'fast', tool: 'echo', args: { x: '${slow.output.ms}' } },
+        ],
+      },
       { wait: true },
     );
     expect(run.status).toBe('succeeded');

@@ -12,7 +12,16 @@
  */
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { HAS_CHROMIUM, IS_CI, launchBrowser, MISSING_BROWSER, screenshot, startDashboard, watchErrors, type DashboardServer } from '../helpers/browser.js';
+import {
+  HAS_CHROMIUM,
+  IS_CI,
+  launchBrowser,
+  MISSING_BROWSER,
+  screenshot,
+  startDashboard,
+  watchErrors,
+  type DashboardServer,
+} from '../helpers/browser.js';
 import { startCluster, type TestCluster } from '../helpers/replicas.js';
 import { until } from '../helpers/wait.js';
 
@@ -71,7 +80,10 @@ suite('dashboard with two replicas on PostgreSQL (browser)', () => {
     return page;
   }
 
-  const row = (name: string) => page.locator(`table.replicas tr[data-replica="${name}"][data-alive="true"], table.replicas tr[data-replica="${name}"][data-alive="false"]`);
+  const row = (name: string) =>
+    page.locator(
+      `table.replicas tr[data-replica="${name}"][data-alive="true"], table.replicas tr[data-replica="${name}"][data-alive="false"]`,
+    );
 
   it('lists both replicas with their leases and owned runs, linked', async () => {
     await open('#/replicas');
@@ -90,7 +102,9 @@ suite('dashboard with two replicas on PostgreSQL (browser)', () => {
     // This page is served by r0.
     expect(await row('r0').locator('th').textContent()).toContain('this one');
     expect(await row('r1').locator('th').textContent()).not.toContain('this one');
-    expect(await page.locator('.replicas-summary').textContent()).toMatch(/2 replicas, 2 alive · lease 2\.00 s · this page is served by r0/);
+    expect(await page.locator('.replicas-summary').textContent()).toMatch(
+      /2 replicas, 2 alive · lease 2\.00 s · this page is served by r0/,
+    );
     // Each replica's runs link to their pages.
     expect(await row('r1').locator('.owned-runs a').getAttribute('href')).toBe(`#/runs/${onR1}`);
     await screenshot(page, 'replicas');
@@ -115,7 +129,10 @@ suite('dashboard with two replicas on PostgreSQL (browser)', () => {
     const killed = Date.now();
     await cluster.replicas[1]?.kill9();
     // The run page follows the owner: r0, within the lease and a scan.
-    await page.locator('.owner-meta dd').getByText('r0').waitFor({ timeout: LEASE_MS + 8000 });
+    await page
+      .locator('.owner-meta dd')
+      .getByText('r0')
+      .waitFor({ timeout: LEASE_MS + 8000 });
     const tookMs = Date.now() - killed;
     expect(tookMs).toBeLessThan(LEASE_MS + 2000 + 3000 + 1000); // takeover (lease + 2 s) + the page's 3 s refresh, + slack
     await page.goto(`${(cluster.replicas[0] as { url: string }).url}/#/replicas`);
@@ -124,10 +141,15 @@ suite('dashboard with two replicas on PostgreSQL (browser)', () => {
     expect(await row('r1').locator('meter').getAttribute('value')).toBe('0');
     await expect.poll(() => row('r1').locator('.owned-count').textContent()).toBe('0');
     await expect.poll(() => row('r0').locator('.owned-count').textContent()).toBe('2');
-    expect(await row('r0').locator('.owned-runs a').evaluateAll((as) => as.map((a) => a.getAttribute('href')).sort())).toEqual([`#/runs/${onR0}`, `#/runs/${onR1}`].sort());
+    expect(
+      await row('r0')
+        .locator('.owned-runs a')
+        .evaluateAll((as) => as.map((a) => a.getAttribute('href')).sort()),
+    ).toEqual([`#/runs/${onR0}`, `#/runs/${onR1}`].sort());
     await screenshot(page, 'replicas-after-kill');
     // For docs/operations.md, rewritten only when asked (UPDATE_SCREENSHOTS=1): the work tree stays as it was.
-    if (process.env.UPDATE_SCREENSHOTS) await page.screenshot({ path: 'docs/screenshots/replicas.png', clip: { x: 0, y: 0, width: 1280, height: 320 } });
+    if (process.env.UPDATE_SCREENSHOTS)
+      await page.screenshot({ path: 'docs/screenshots/replicas.png', clip: { x: 0, y: 0, width: 1280, height: 320 } });
     // The taken-over call ran again on r0 (idempotent); released, both runs end and own nothing.
     await until('the call to run again on r0', () => (cluster.tools.of(onR1).length >= 2 ? true : undefined), 10_000);
     cluster.tools.release();
@@ -145,7 +167,10 @@ suite('dashboard replicas page on SQLite (browser)', () => {
 
   beforeAll(async () => {
     if (!HAS_CHROMIUM) throw new Error(MISSING_BROWSER);
-    [browser, server] = await Promise.all([launchBrowser(), startDashboard('tools:\n  - name: echo\n    executor: { kind: builtin, name: echo }\n')]);
+    [browser, server] = await Promise.all([
+      launchBrowser(),
+      startDashboard('tools:\n  - name: echo\n    executor: { kind: builtin, name: echo }\n'),
+    ]);
     await server.submit({ calls: [{ id: 'e', tool: 'echo', args: {} }], waitMs: 5000 });
   });
 

@@ -8,7 +8,16 @@
  */
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { HAS_CHROMIUM, IS_CI, launchBrowser, MISSING_BROWSER, screenshot, startDashboard, watchErrors, type DashboardServer } from '../helpers/browser.js';
+import {
+  HAS_CHROMIUM,
+  IS_CI,
+  launchBrowser,
+  MISSING_BROWSER,
+  screenshot,
+  startDashboard,
+  watchErrors,
+  type DashboardServer,
+} from '../helpers/browser.js';
 
 const YAML = `
 tools:
@@ -74,19 +83,24 @@ suite('dashboard: why a call waits (browser)', () => {
   });
 
   const cancel = async (id: string) => expect((await server.api('POST', `/v1/runs/${id}/cancel`)).status).toBe(202);
-  const ended = async (id: string) => expect.poll(async () => (await server.api('GET', `/v1/runs/${id}`)).body.endedAt, { timeout: 8000 }).not.toBeNull();
+  const ended = async (id: string) =>
+    expect.poll(async () => (await server.api('GET', `/v1/runs/${id}`)).body.endedAt, { timeout: 8000 }).not.toBeNull();
 
   it('a waiting call says what it waits for and who holds it, with links; the timeline names the limit', async () => {
     const a = await server.submit({ calls: [{ id: 'tests', tool: 'run_tests', args: { ms: 60_000 } }] });
     const b = await server.submit({ calls: [{ id: 'write', tool: 'write_file', args: { path: '/repo/a.ts', ms: 1 } }] });
     await open(`#/runs/${b.id}?call=write`);
     const why = page.locator('.details .why-box .waiting-for');
-    await expect.poll(() => why.innerText()).toMatch(new RegExp(`^Waiting \\d.* for lock file:\\* \\(shared by tenant default\\) held by run ${a.id} / call tests for \\d`));
+    await expect
+      .poll(() => why.innerText())
+      .toMatch(new RegExp(`^Waiting \\d.* for lock file:\\* \\(shared by tenant default\\) held by run ${a.id} / call tests for \\d`));
     expect(await page.locator(`.node[data-id="write"]`).textContent()).toContain('waiting for lock file:*');
     const link = why.locator('a.holder');
     expect(await link.getAttribute('href')).toBe(`#/runs/${a.id}?call=tests`);
     // The side panel of calls that are not done says it too.
-    expect(await page.locator('.stuck .waiting-for').innerText()).toContain(`waiting for lock file:* (shared by tenant default) held by run ${a.id} / call tests`);
+    expect(await page.locator('.stuck .waiting-for').innerText()).toContain(
+      `waiting for lock file:* (shared by tenant default) held by run ${a.id} / call tests`,
+    );
     // The time held goes on (the page follows the server's clock).
     const first = await why.innerText();
     await expect.poll(() => why.innerText(), { timeout: 4000 }).not.toBe(first);
@@ -106,7 +120,11 @@ suite('dashboard: why a call waits (browser)', () => {
     expect(await page.locator('.details .why-box').count()).toBe(0);
     const bar = page.locator('.timeline .bar.wait title');
     await expect.poll(() => bar.count()).toBe(1);
-    expect(await bar.textContent()).toMatch(new RegExp(`write attempt 1: ready, waited .* for lock file:\\* \\(shared by tenant default\\) held by run ${a.id} / call tests before it started`));
+    expect(await bar.textContent()).toMatch(
+      new RegExp(
+        `write attempt 1: ready, waited .* for lock file:\\* \\(shared by tenant default\\) held by run ${a.id} / call tests before it started`,
+      ),
+    );
     expect(await page.locator('.details table.attempts').innerText()).toContain('lock file:*');
   });
 

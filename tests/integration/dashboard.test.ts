@@ -10,7 +10,16 @@ import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { HAS_CHROMIUM, IS_CI, launchBrowser, MISSING_BROWSER, screenshot, startDashboard, watchErrors, type DashboardServer } from '../helpers/browser.js';
+import {
+  HAS_CHROMIUM,
+  IS_CI,
+  launchBrowser,
+  MISSING_BROWSER,
+  screenshot,
+  startDashboard,
+  watchErrors,
+  type DashboardServer,
+} from '../helpers/browser.js';
 
 const YAML = `
 tools:
@@ -125,7 +134,18 @@ suite('dashboard (browser)', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/text\/html/);
     expect(res.headers.get('content-security-policy')).toContain("script-src 'self'");
-    for (const asset of ['app.js', 'api.js', 'graph.js', 'timeline.js', 'model.js', 'util.js', 'style.css', 'favicon.svg', 'pages/run.js', 'panels/graph-panel.js']) {
+    for (const asset of [
+      'app.js',
+      'api.js',
+      'graph.js',
+      'timeline.js',
+      'model.js',
+      'util.js',
+      'style.css',
+      'favicon.svg',
+      'pages/run.js',
+      'panels/graph-panel.js',
+    ]) {
       const r = await fetch(`${server.url}/assets/${asset}`);
       expect(r.status, asset).toBe(200);
     }
@@ -399,7 +419,9 @@ suite('dashboard (browser)', () => {
     // The page draws at most once per animation frame, not once per event: ~1500 events, a few
     // renders (a loaded machine spreads the loading over more frames, hence the margin).
     const renders = await page.evaluate(() => performance.getEntriesByName('toolgraph:render').map((e) => Math.round(e.duration)));
-    console.log(`500 calls: a live run first drawn in ${firstRender} ms; an ended run loaded and drawn in ${cold} ms, in ${renders.length} renders (${renders.join(', ')} ms of script)`);
+    console.log(
+      `500 calls: a live run first drawn in ${firstRender} ms; an ended run loaded and drawn in ${cold} ms, in ${renders.length} renders (${renders.join(', ')} ms of script)`,
+    );
     expect(cold).toBeLessThan(8000);
     expect(renders.length).toBeLessThan(40);
     expect(await page.locator('.edge.k-data').count()).toBe(450);
@@ -523,7 +545,13 @@ auth:
     expect(run.status).toBe('succeeded');
     const last = () => op.events.filter((e) => e.event === 'run' && e.data.id === run.id).at(-1)?.data;
     await expect.poll(() => last()?.status).toBe('succeeded');
-    expect(last()).toMatchObject({ id: run.id, tenant: 'acme', tags: { k: 'v' }, callCount: 40, callCounts: { succeeded: 40, running: 0 } });
+    expect(last()).toMatchObject({
+      id: run.id,
+      tenant: 'acme',
+      tags: { k: 'v' },
+      callCount: 40,
+      callCounts: { succeeded: 40, running: 0 },
+    });
     // ~120 events, far fewer summaries.
     const n = op.events.filter((e) => e.event === 'run' && e.data.id === run.id).length;
     expect(n).toBeLessThan(15);
@@ -550,4 +578,3 @@ auth:
     await op.close();
   });
 });
-

@@ -60,7 +60,12 @@ async function call(base: string, method: string, url: string, json?: unknown): 
 /** A run whose args make the store write about `kb` KiB. */
 const bulky = (kb: number) => ({ calls: [{ id: 'a', tool: 'echo', args: { pad: 'x'.repeat(kb * 1024) } }] });
 /** A run that is still running a while after it is accepted. */
-const slow = (ms: number) => ({ calls: [{ id: 's', tool: 'sleep', args: { ms } }, { id: 'e', tool: 'echo', args: { after: '${s.output}' } }] });
+const slow = (ms: number) => ({
+  calls: [
+    { id: 's', tool: 'sleep', args: { ms } },
+    { id: 'e', tool: 'echo', args: { after: '${s.output}' } },
+  ],
+});
 
 /** Submits until one is refused; returns the accepted ids and the refusal. */
 async function submitUntilRefused(base: string, body: () => unknown, max: number): Promise<{ accepted: string[]; refusal: Reply }> {
@@ -85,17 +90,22 @@ function expectStoreUnavailable(r: Reply): void {
 /** Every accepted run ends as it should, once, with gapless seqs (read from the file itself). */
 async function expectAllEnded(srv: ServerChild, dbFile: string, ids: readonly string[]): Promise<void> {
   for (const id of ids) {
-    const run = await until(`run ${id} to end`, async () => {
-      const r = await call(srv.url, 'GET', `/v1/runs/${id}`);
-      expect(r.status).toBe(200);
-      return ['succeeded', 'failed', 'partial', 'cancelled'].includes(r.body.status) ? r.body : undefined;
-    }, 20_000, 50);
+    const run = await until(
+      `run ${id} to end`,
+      async () => {
+        const r = await call(srv.url, 'GET', `/v1/runs/${id}`);
+        expect(r.status).toBe(200);
+        return ['succeeded', 'failed', 'partial', 'cancelled'].includes(r.body.status) ? r.body : undefined;
+      },
+      20_000,
+      50,
+    );
     expect(run.status, `run ${id}`).toBe('succeeded');
   }
   const db = new Database(dbFile, { readonly: true });
   try {
     for (const id of ids) {
-      const seqs = (db.prepare('SELECT seq FROM events WHERE run_id = ? ORDER BY seq').pluck().all(id) as number[]);
+      const seqs = db.prepare('SELECT seq FROM events WHERE run_id = ? ORDER BY seq').pluck().all(id) as number[];
       expect(seqs).toEqual(seqs.map((_, i) => i + 1));
       const types = db.prepare('SELECT type FROM events WHERE run_id = ?').pluck().all(id) as string[];
       expect(types.filter((t) => t === 'run.created')).toHaveLength(1);
@@ -196,12 +206,17 @@ async function acceptSome(srv: ServerChild, slowMs: number): Promise<{ accepted:
 
 /** Once the store writes again: a submission is taken within 5 s of `since`; returns its id. */
 async function takenAgain(srv: ServerChild, since: number): Promise<string> {
-  const id = await until('a submission to be taken again', async () => {
-    const r = await call(srv.url, 'POST', '/v1/runs', bulky(1));
-    if (r.status === 201) return r.body.id as string;
-    expectStoreUnavailable(r);
-    return undefined;
-  }, 10_000, 100);
+  const id = await until(
+    'a submission to be taken again',
+    async () => {
+      const r = await call(srv.url, 'POST', '/v1/runs', bulky(1));
+      if (r.status === 201) return r.body.id as string;
+      expectStoreUnavailable(r);
+      return undefined;
+    },
+    10_000,
+    100,
+  );
   expect(Date.now() - since).toBeLessThan(5000);
   return id;
 }
@@ -212,10 +227,15 @@ async function expectServing(srv: ServerChild, ids: readonly string[], degraded:
   expect((await call(srv.url, 'GET', '/v1/runs?limit=5')).status).toBe(200);
   if (degraded) {
     // Within a moment: what failed last may be on its way to the store again.
-    const health = await until('/healthz to say degraded', async () => {
-      const h = await call(srv.url, 'GET', '/healthz');
-      return h.status === 503 ? h : undefined;
-    }, 2000, 20);
+    const health = await until(
+      '/healthz to say degraded',
+      async () => {
+        const h = await call(srv.url, 'GET', '/healthz');
+        return h.status === 503 ? h : undefined;
+      },
+      2000,
+      20,
+    );
     expect(health.body).toMatchObject({ status: 'degraded', store: 'sqlite' });
   }
   expect(srv.proc.exitCode).toBeNull();
@@ -223,7 +243,12 @@ async function expectServing(srv: ServerChild, ids: readonly string[], degraded:
 
 /** Waits until no attempt runs (`/healthz` counts them): what ended meanwhile waits in the engine if the store cannot take it. */
 async function attemptsEnded(srv: ServerChild): Promise<void> {
-  await until('the running attempts to end', async () => ((await call(srv.url, 'GET', '/healthz')).body.runningAttempts === 0 ? true : undefined), 10_000, 50);
+  await until(
+    'the running attempts to end',
+    async () => ((await call(srv.url, 'GET', '/healthz')).body.runningAttempts === 0 ? true : undefined),
+    10_000,
+    50,
+  );
 }
 
 /** Holds a read transaction on the file, so that its WAL cannot start over and must grow to take a write. */
@@ -238,102 +263,114 @@ function holdSnapshot(dbFile: string): () => void {
 }
 
 describe('the SQLite store out of room', () => {
-  it.skipIf(cannotMount !== undefined)('a full tmpfs (SQLITE_FULL): 503 store_unavailable, degraded, reads go on; back by itself once there is room, nothing accepted lost', async () => {
-    const m = mountTmpfs(24);
-    if (!('dir' in m)) throw new Error(m.reason);
-    const dir = m.dir;
-    cleanups.push(() => {
-      spawnSync('umount', ['-l', dir]);
-      rmSync(dir, { recursive: true, force: true });
-    });
-    const { srv, dbFile } = await serveIn(dir);
-    const { accepted, running } = await acceptSome(srv, 1500);
+  it.skipIf(cannotMount !== undefined)(
+    'a full tmpfs (SQLITE_FULL): 503 store_unavailable, degraded, reads go on; back by itself once there is room, nothing accepted lost',
+    async () => {
+      const m = mountTmpfs(24);
+      if (!('dir' in m)) throw new Error(m.reason);
+      const dir = m.dir;
+      cleanups.push(() => {
+        spawnSync('umount', ['-l', dir]);
+        rmSync(dir, { recursive: true, force: true });
+      });
+      const { srv, dbFile } = await serveIn(dir);
+      const { accepted, running } = await acceptSome(srv, 1500);
 
-    // Fill what is left of the disk.
-    const filler = path.join(dir, 'filler');
-    fill(filler);
-    const free = statfsSync(dir);
-    expect(free.bavail * free.bsize).toBeLessThan(64 * 1024);
+      // Fill what is left of the disk.
+      const filler = path.join(dir, 'filler');
+      fill(filler);
+      const free = statfsSync(dir);
+      expect(free.bavail * free.bsize).toBeLessThan(64 * 1024);
 
-    // The store runs out of room at some submission (its WAL must grow): that one is answered 503 at
-    // once, not held until there is room (nothing of it is stored), and so is every one after it.
-    const { accepted: more, refusal } = await submitUntilRefused(srv.url, () => bulky(64), 200);
-    accepted.push(...more);
-    expectStoreUnavailable(refusal);
-    const t0 = Date.now();
-    expectStoreUnavailable(await call(srv.url, 'POST', '/v1/runs', bulky(1)));
-    expect(Date.now() - t0).toBeLessThan(2000);
-    await expectServing(srv, [...accepted, ...running], true);
-    // The slow runs' calls end meanwhile: their ends wait in the engine, and the service stays degraded.
-    await attemptsEnded(srv);
-    await expectServing(srv, running, true);
-    expectStoreUnavailable(await call(srv.url, 'POST', '/v1/runs', bulky(1)));
+      // The store runs out of room at some submission (its WAL must grow): that one is answered 503 at
+      // once, not held until there is room (nothing of it is stored), and so is every one after it.
+      const { accepted: more, refusal } = await submitUntilRefused(srv.url, () => bulky(64), 200);
+      accepted.push(...more);
+      expectStoreUnavailable(refusal);
+      const t0 = Date.now();
+      expectStoreUnavailable(await call(srv.url, 'POST', '/v1/runs', bulky(1)));
+      expect(Date.now() - t0).toBeLessThan(2000);
+      await expectServing(srv, [...accepted, ...running], true);
+      // The slow runs' calls end meanwhile: their ends wait in the engine, and the service stays degraded.
+      await attemptsEnded(srv);
+      await expectServing(srv, running, true);
+      expectStoreUnavailable(await call(srv.url, 'POST', '/v1/runs', bulky(1)));
 
-    // Room again: submissions are taken within 5 s, without a restart.
-    rmSync(filler);
-    accepted.push(await takenAgain(srv, Date.now()));
-    expect((await call(srv.url, 'GET', '/healthz')).status).toBe(200);
-    await expectAllEnded(srv, dbFile, [...accepted, ...running]);
-    expect(srv.proc.exitCode).toBeNull();
-  }, 90_000);
+      // Room again: submissions are taken within 5 s, without a restart.
+      rmSync(filler);
+      accepted.push(await takenAgain(srv, Date.now()));
+      expect((await call(srv.url, 'GET', '/healthz')).status).toBe(200);
+      await expectAllEnded(srv, dbFile, [...accepted, ...running]);
+      expect(srv.proc.exitCode).toBeNull();
+    },
+    90_000,
+  );
 
-  it.skipIf(cannotMount !== undefined)('a server killed on a full disk starts again on it: degraded and 503 (not 500, not ok), resumes its runs once there is room', async () => {
-    const m = mountTmpfs(16);
-    if (!('dir' in m)) throw new Error(m.reason);
-    const dir = m.dir;
-    cleanups.push(() => {
-      spawnSync('umount', ['-l', dir]);
-      rmSync(dir, { recursive: true, force: true });
-    });
-    const first = await serveIn(dir);
-    const { accepted, running } = await acceptSome(first.srv, 3000);
-    // The disk fills while runs are running, and the process dies (its WAL and shared-memory files stay).
-    const filler = path.join(dir, 'filler');
-    fill(filler);
-    await first.srv.kill9();
+  it.skipIf(cannotMount !== undefined)(
+    'a server killed on a full disk starts again on it: degraded and 503 (not 500, not ok), resumes its runs once there is room',
+    async () => {
+      const m = mountTmpfs(16);
+      if (!('dir' in m)) throw new Error(m.reason);
+      const dir = m.dir;
+      cleanups.push(() => {
+        spawnSync('umount', ['-l', dir]);
+        rmSync(dir, { recursive: true, force: true });
+      });
+      const first = await serveIn(dir);
+      const { accepted, running } = await acceptSome(first.srv, 3000);
+      // The disk fills while runs are running, and the process dies (its WAL and shared-memory files stay).
+      const filler = path.join(dir, 'filler');
+      fill(filler);
+      await first.srv.kill9();
 
-    const srv = await startServer({ config: first.config, db: first.dbFile });
-    cleanups.push(() => srv.kill9());
-    await expectServing(srv, [...accepted, ...running], true);
-    const { accepted: more, refusal } = await submitUntilRefused(srv.url, () => bulky(64), 200);
-    accepted.push(...more);
-    expectStoreUnavailable(refusal);
-    expectStoreUnavailable(await call(srv.url, 'POST', '/v1/runs', bulky(1)));
-    await expectServing(srv, [...accepted, ...running], true);
+      const srv = await startServer({ config: first.config, db: first.dbFile });
+      cleanups.push(() => srv.kill9());
+      await expectServing(srv, [...accepted, ...running], true);
+      const { accepted: more, refusal } = await submitUntilRefused(srv.url, () => bulky(64), 200);
+      accepted.push(...more);
+      expectStoreUnavailable(refusal);
+      expectStoreUnavailable(await call(srv.url, 'POST', '/v1/runs', bulky(1)));
+      await expectServing(srv, [...accepted, ...running], true);
 
-    rmSync(filler);
-    accepted.push(await takenAgain(srv, Date.now()));
-    expect((await call(srv.url, 'GET', '/healthz')).status).toBe(200);
-    await expectAllEnded(srv, first.dbFile, [...accepted, ...running]);
-  }, 90_000);
+      rmSync(filler);
+      accepted.push(await takenAgain(srv, Date.now()));
+      expect((await call(srv.url, 'GET', '/healthz')).status).toBe(200);
+      await expectAllEnded(srv, first.dbFile, [...accepted, ...running]);
+    },
+    90_000,
+  );
 
-  it.skipIf(noPrlimit !== undefined)('a file-size limit reached (SQLITE_IOERR): 503 store_unavailable, the server stays up; back by itself once lifted, nothing accepted lost', async () => {
-    const { srv, dbFile } = await serveIn();
-    const { accepted, running } = await acceptSome(srv, 1500);
-    // No write may grow a file of the server past its size now; SIGXFSZ is ignored by Node, so the
-    // write fails with EFBIG, which SQLite reports as an I/O error.
-    const release = holdSnapshot(dbFile);
-    cleanups.push(release);
-    const limit = Math.max(statSync(dbFile).size, statSync(`${dbFile}-wal`).size);
-    const pid = String(srv.proc.pid);
-    expect(spawnSync('prlimit', ['--pid', pid, `--fsize=${limit}:unlimited`]).status).toBe(0);
-    cleanups.push(() => void spawnSync('prlimit', ['--pid', pid, '--fsize=unlimited:unlimited']));
+  it.skipIf(noPrlimit !== undefined)(
+    'a file-size limit reached (SQLITE_IOERR): 503 store_unavailable, the server stays up; back by itself once lifted, nothing accepted lost',
+    async () => {
+      const { srv, dbFile } = await serveIn();
+      const { accepted, running } = await acceptSome(srv, 1500);
+      // No write may grow a file of the server past its size now; SIGXFSZ is ignored by Node, so the
+      // write fails with EFBIG, which SQLite reports as an I/O error.
+      const release = holdSnapshot(dbFile);
+      cleanups.push(release);
+      const limit = Math.max(statSync(dbFile).size, statSync(`${dbFile}-wal`).size);
+      const pid = String(srv.proc.pid);
+      expect(spawnSync('prlimit', ['--pid', pid, `--fsize=${limit}:unlimited`]).status).toBe(0);
+      cleanups.push(() => void spawnSync('prlimit', ['--pid', pid, '--fsize=unlimited:unlimited']));
 
-    const { accepted: more, refusal } = await submitUntilRefused(srv.url, () => bulky(64), 200);
-    accepted.push(...more);
-    expectStoreUnavailable(refusal);
-    await expectServing(srv, [...accepted, ...running], false);
-    // The slow runs' ends cannot be stored either: the service is degraded while it holds them.
-    await attemptsEnded(srv);
-    await expectServing(srv, running, true);
-    expectStoreUnavailable(await call(srv.url, 'POST', '/v1/runs', bulky(1)));
+      const { accepted: more, refusal } = await submitUntilRefused(srv.url, () => bulky(64), 200);
+      accepted.push(...more);
+      expectStoreUnavailable(refusal);
+      await expectServing(srv, [...accepted, ...running], false);
+      // The slow runs' ends cannot be stored either: the service is degraded while it holds them.
+      await attemptsEnded(srv);
+      await expectServing(srv, running, true);
+      expectStoreUnavailable(await call(srv.url, 'POST', '/v1/runs', bulky(1)));
 
-    expect(spawnSync('prlimit', ['--pid', pid, '--fsize=unlimited:unlimited']).status).toBe(0);
-    accepted.push(await takenAgain(srv, Date.now()));
-    release();
-    expect((await call(srv.url, 'GET', '/healthz')).status).toBe(200);
-    await expectAllEnded(srv, dbFile, [...accepted, ...running]);
-  }, 90_000);
+      expect(spawnSync('prlimit', ['--pid', pid, '--fsize=unlimited:unlimited']).status).toBe(0);
+      accepted.push(await takenAgain(srv, Date.now()));
+      release();
+      expect((await call(srv.url, 'GET', '/healthz')).status).toBe(200);
+      await expectAllEnded(srv, dbFile, [...accepted, ...running]);
+    },
+    90_000,
+  );
 
   it('the write lock held past the busy timeout (SQLITE_BUSY): 503 after the timeout, not a hang; back by itself once it is let go', async () => {
     const { srv, dbFile } = await serveIn();

@@ -40,20 +40,32 @@ describe.each(['sqlite', 'postgres'] as const)('the API on %s', (kind) => {
   it('submits, gets and lists runs, filtered and paged by cursor', async () => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const res = await api.post('/v1/runs', { tenant: i % 2 ? 'odd' : 'even', tags: { n: String(i) }, calls: [{ id: 'a', tool: 'echo', args: { i } }], waitMs: 5000 });
+      const res = await api.post('/v1/runs', {
+        tenant: i % 2 ? 'odd' : 'even',
+        tags: { n: String(i) },
+        calls: [{ id: 'a', tool: 'echo', args: { i } }],
+        waitMs: 5000,
+      });
       expect(res.status).toBe(201);
       expect(res.body.status).toBe('succeeded');
       ids.push(res.body.id);
     }
     const got = await api.get(`/v1/runs/${ids[2]}`);
-    expect(got.body).toMatchObject({ id: ids[2], tenant: 'even', status: 'succeeded', calls: [{ id: 'a', status: 'succeeded', output: { i: 2 } }] });
+    expect(got.body).toMatchObject({
+      id: ids[2],
+      tenant: 'even',
+      status: 'succeeded',
+      calls: [{ id: 'a', status: 'succeeded', output: { i: 2 } }],
+    });
     const even = await api.get('/v1/runs?tenant=even&status=succeeded');
     expect(even.body.items.map((r: { id: string }) => r.id).filter((id: string) => ids.includes(id))).toEqual([ids[4], ids[2], ids[0]]);
     expect((await api.get('/v1/runs?tag=n:3')).body.items.map((r: { id: string }) => r.id)).toEqual([ids[3]]);
     const seen: string[] = [];
     let cursor: string | null = null;
     do {
-      const page: { body: { items: { id: string }[]; nextCursor: string | null } } = await api.get(`/v1/runs?limit=2${cursor ? `&cursor=${cursor}` : ''}`);
+      const page: { body: { items: { id: string }[]; nextCursor: string | null } } = await api.get(
+        `/v1/runs?limit=2${cursor ? `&cursor=${cursor}` : ''}`,
+      );
       seen.push(...page.body.items.map((r) => r.id));
       cursor = page.body.nextCursor;
     } while (cursor);
@@ -63,7 +75,9 @@ describe.each(['sqlite', 'postgres'] as const)('the API on %s', (kind) => {
 
   it('an Idempotency-Key gives the same run again, also when the repeats come together', async () => {
     const body = { calls: [{ id: 'a', tool: 'echo', args: {} }] };
-    const all = await Promise.all(Array.from({ length: 5 }, () => api.post('/v1/runs', body, { headers: { 'idempotency-key': `k-${kind}` } })));
+    const all = await Promise.all(
+      Array.from({ length: 5 }, () => api.post('/v1/runs', body, { headers: { 'idempotency-key': `k-${kind}` } })),
+    );
     const runIds = new Set(all.map((r) => r.body.id));
     expect(runIds.size).toBe(1);
     expect(all.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 201]);
@@ -72,8 +86,16 @@ describe.each(['sqlite', 'postgres'] as const)('the API on %s', (kind) => {
     expect(again.body.id).toBe([...runIds][0]);
   });
 
-  it('streams a finished run\'s events, gapless, and resumes after Last-Event-ID', async () => {
-    const run = (await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'echo', args: {} }, { id: 'b', tool: 'echo', args: { x: '${a.output}' } }], waitMs: 5000 })).body;
+  it("streams a finished run's events, gapless, and resumes after Last-Event-ID", async () => {
+    const run = (
+      await api.post('/v1/runs', {
+        calls: [
+          { id: 'a', tool: 'echo', args: {} },
+          { id: 'b', tool: 'echo', args: { x: '${a.output}' } },
+        ],
+        waitMs: 5000,
+      })
+    ).body;
     const all = await api.get(`/v1/runs/${run.id}/events`);
     const seqs = [...all.text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
@@ -84,7 +106,14 @@ describe.each(['sqlite', 'postgres'] as const)('the API on %s', (kind) => {
   });
 
   it('a restart resumes a running run from the store, and it ends', async () => {
-    const run = (await api.post('/v1/runs', { calls: [{ id: 's', tool: 'sleep', args: { ms: 1500 } }, { id: 'e', tool: 'echo', args: { after: '${s.output}' } }] })).body;
+    const run = (
+      await api.post('/v1/runs', {
+        calls: [
+          { id: 's', tool: 'sleep', args: { ms: 1500 } },
+          { id: 'e', tool: 'echo', args: { after: '${s.output}' } },
+        ],
+      })
+    ).body;
     expect(run.status).toBe('running');
     // On PostgreSQL a call starts once it holds its cluster-wide permit: wait until `s` runs.
     await until('call s to run', async () => ((await api.get(`/v1/runs/${run.id}`)).body.calls[0].status === 'running' ? true : undefined));
@@ -93,7 +122,9 @@ describe.each(['sqlite', 'postgres'] as const)('the API on %s', (kind) => {
     expect(ended.status).toBe('succeeded');
     const events = await api.store.events(run.id);
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
-    expect(events.filter((e) => e.type === "call.started" && e.callId === "s").length, JSON.stringify(events.map((e) => [e.type, e.callId]))).toBe(2);
+    expect(
+      events.filter((e) => e.type === 'call.started' && e.callId === 's').length,
+      JSON.stringify(events.map((e) => [e.type, e.callId])),
+    ).toBe(2);
   }, 30_000);
 });
-

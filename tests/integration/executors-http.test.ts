@@ -7,7 +7,12 @@ import { createHttpExecutor, parseRetryAfter } from '../../src/executors/http.js
 import type { ExecuteRequest } from '../../src/executors/types.js';
 import type { ToolManifest } from '../../src/core/tool.js';
 
-interface Seen { method?: string; url?: string; headers: IncomingMessage['headers']; body: unknown }
+interface Seen {
+  method?: string;
+  url?: string;
+  headers: IncomingMessage['headers'];
+  body: unknown;
+}
 type Handler = (req: IncomingMessage, res: ServerResponse, seen: Seen) => void;
 
 let server: Server;
@@ -39,13 +44,30 @@ beforeEach(() => {
 
 const executor = createHttpExecutor();
 
-function request(url: string, opts: { attempt?: number; signal?: AbortSignal; timeoutMs?: number; headers?: Record<string, string> } = {}): ExecuteRequest {
+function request(
+  url: string,
+  opts: { attempt?: number; signal?: AbortSignal; timeoutMs?: number; headers?: Record<string, string> } = {},
+): ExecuteRequest {
   const timeoutMs = opts.timeoutMs ?? 5000;
   const tool: ToolManifest = {
-    name: 'deploy', scope: 'tenant', risk: 'write', idempotent: true, timeoutMs, after: [], requires: [],
+    name: 'deploy',
+    scope: 'tenant',
+    risk: 'write',
+    idempotent: true,
+    timeoutMs,
+    after: [],
+    requires: [],
     executor: { kind: 'http', url, headers: opts.headers },
   };
-  return { runId: 'run_1', callId: 'c1', tool, args: { image: 'x' }, attempt: opts.attempt ?? 1, signal: opts.signal ?? new AbortController().signal, timeoutMs };
+  return {
+    runId: 'run_1',
+    callId: 'c1',
+    tool,
+    args: { image: 'x' },
+    attempt: opts.attempt ?? 1,
+    signal: opts.signal ?? new AbortController().signal,
+    timeoutMs,
+  };
 }
 
 function reply(status: number, body = '', headers: Record<string, string> = {}): Handler {
@@ -77,7 +99,11 @@ describe('http executor', () => {
     expect(first).toEqual({ ok: true, output: { deployed: true } });
     expect(second).toEqual({ ok: true, output: { deployed: true } });
     expect(seen).toHaveLength(2);
-    expect(seen[0]).toMatchObject({ method: 'POST', url: '/deploy', body: { runId: 'run_1', callId: 'c1', tool: 'deploy', args: { image: 'x' }, attempt: 1 } });
+    expect(seen[0]).toMatchObject({
+      method: 'POST',
+      url: '/deploy',
+      body: { runId: 'run_1', callId: 'c1', tool: 'deploy', args: { image: 'x' }, attempt: 1 },
+    });
     expect(seen[0].headers['content-type']).toBe('application/json');
     expect(seen[0].headers['idempotency-key']).toBe('run_1/c1');
     expect(seen[0].headers.authorization).toBe('Bearer t');
@@ -95,13 +121,22 @@ describe('http executor', () => {
   it('a non-JSON 2xx body is a permanent tool_error', async () => {
     handler = reply(200, '<html>oops</html>');
     const result = await executor.execute(request(base));
-    expect(result).toMatchObject({ ok: false, error: { code: 'tool_error', details: { status: 200, body: '<html>oops</html>' } }, retryable: false });
+    expect(result).toMatchObject({
+      ok: false,
+      error: { code: 'tool_error', details: { status: 200, body: '<html>oops</html>' } },
+      retryable: false,
+    });
   });
 
   it.each([500, 503, 429, 408])('%i is retryable and honours Retry-After in seconds', async (status) => {
     handler = reply(status, '{"error":"busy"}', { 'retry-after': '3' });
     const result = await executor.execute(request(base));
-    expect(result).toMatchObject({ ok: false, error: { code: 'tool_error', details: { status, body: '{"error":"busy"}' } }, retryable: true, retryAfterMs: 3000 });
+    expect(result).toMatchObject({
+      ok: false,
+      error: { code: 'tool_error', details: { status, body: '{"error":"busy"}' } },
+      retryable: true,
+      retryAfterMs: 3000,
+    });
   });
 
   it('Retry-After as an HTTP date', async () => {

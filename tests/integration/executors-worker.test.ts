@@ -30,9 +30,22 @@ export default async () => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function request(module: string, args: Record<string, unknown> = {}, opts: { signal?: AbortSignal; timeoutMs?: number } = {}): ExecuteRequest {
+function request(
+  module: string,
+  args: Record<string, unknown> = {},
+  opts: { signal?: AbortSignal; timeoutMs?: number } = {},
+): ExecuteRequest {
   const timeoutMs = opts.timeoutMs ?? 10_000;
-  const tool: ToolManifest = { name: 'w', scope: 'tenant', risk: 'read', idempotent: true, timeoutMs, after: [], requires: [], executor: { kind: 'worker', module } };
+  const tool: ToolManifest = {
+    name: 'w',
+    scope: 'tenant',
+    risk: 'read',
+    idempotent: true,
+    timeoutMs,
+    after: [],
+    requires: [],
+    executor: { kind: 'worker', module },
+  };
   return { runId: 'run_1', callId: 'c1', tool, args, attempt: 1, signal: opts.signal ?? new AbortController().signal, timeoutMs };
 }
 
@@ -74,7 +87,11 @@ describe('worker executor', () => {
 
   it('a thrown error is a tool_error, retryable only when the error says so', async () => {
     const boom = await executor.execute(request(join(dir, 'throws.mjs')));
-    expect(boom).toMatchObject({ ok: false, error: { code: 'tool_error', message: 'boom', details: { message: 'boom' } }, retryable: false });
+    expect(boom).toMatchObject({
+      ok: false,
+      error: { code: 'tool_error', message: 'boom', details: { message: 'boom' } },
+      retryable: false,
+    });
     const flaky = await executor.execute(request(join(dir, 'flaky.mjs')));
     expect(flaky).toMatchObject({ ok: false, error: { code: 'tool_error', message: 'try again' }, retryable: true });
     const missing = await executor.execute(request(join(dir, 'missing.mjs')));

@@ -163,8 +163,21 @@ const toolName = fc.oneof(
 );
 const args = fc.oneof(
   { weight: 5, arbitrary: fc.dictionary(fc.string({ maxLength: 8 }), fc.oneof(fc.jsonValue({ maxDepth: 3 }), ref), { maxKeys: 5 }) },
-  { weight: 4, arbitrary: fc.record({ ms: fc.oneof({ weight: 5, arbitrary: fc.integer({ min: 0, max: 20 }) }, { weight: 1, arbitrary: junk }) }) },
-  { weight: 2, arbitrary: fc.record({ path: fc.oneof(fc.constantFrom('/repo/a', '/repo', '*', '{path}'), ref, unicode), content: fc.string(), name: fc.oneof(fc.string({ maxLength: 6 }), ref) }, { requiredKeys: [] }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({ ms: fc.oneof({ weight: 5, arbitrary: fc.integer({ min: 0, max: 20 }) }, { weight: 1, arbitrary: junk }) }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record(
+      {
+        path: fc.oneof(fc.constantFrom('/repo/a', '/repo', '*', '{path}'), ref, unicode),
+        content: fc.string(),
+        name: fc.oneof(fc.string({ maxLength: 6 }), ref),
+      },
+      { requiredKeys: [] },
+    ),
+  },
   { weight: 1, arbitrary: fc.record({ message: fc.string(), retryable: fc.oneof(fc.boolean(), junk) }) },
   { weight: 1, arbitrary: fc.dictionary(protoKey, fc.jsonValue({ maxDepth: 2 }), { minKeys: 1, maxKeys: 3 }) },
   { weight: 1, arbitrary: huge.map((s) => ({ s })) },
@@ -179,30 +192,40 @@ const call = fc.oneof(
  * Valid batches whose call ids are named like Object.prototype properties and refer to each other
  * (data edges into and out of such ids), with conflicting writes among them (conflict edges).
  */
-const LINK_IDS = ['a', 'b', 'c', 'constructor', 'toString', 'valueOf', '__proto__', 'hasOwnProperty', 'prototype', 'isPrototypeOf', '__lookupGetter__'];
-const linkedCalls = fc
-  .uniqueArray(fc.constantFrom(...LINK_IDS), { minLength: 1, maxLength: 6 })
-  .chain((ids) =>
-    fc.tuple(
-      ...ids.map((id, i) =>
-        fc
-          .record({
-            tool: fc.constantFrom('echo', 'write_file', 'read_file', 'sleep'),
-            refTo: i === 0 ? fc.constant(undefined) : fc.option(fc.constantFrom(...ids.slice(0, i))),
-            forward: i === ids.length - 1 ? fc.constant(undefined) : fc.option(fc.constantFrom(...ids.slice(i + 1)), { freq: 5 }),
-          })
-          .map(({ tool, refTo, forward }) => ({
-            id,
-            tool,
-            args: {
-              ...(tool === 'sleep' ? { ms: 0 } : { path: '/repo/shared', content: 'x' }),
-              ...(refTo ? { v: `\${${refTo}.output}` } : {}),
-              ...(forward ? { w: `\${${forward}.output.path}` } : {}),
-            },
-          })),
-      ),
+const LINK_IDS = [
+  'a',
+  'b',
+  'c',
+  'constructor',
+  'toString',
+  'valueOf',
+  '__proto__',
+  'hasOwnProperty',
+  'prototype',
+  'isPrototypeOf',
+  '__lookupGetter__',
+];
+const linkedCalls = fc.uniqueArray(fc.constantFrom(...LINK_IDS), { minLength: 1, maxLength: 6 }).chain((ids) =>
+  fc.tuple(
+    ...ids.map((id, i) =>
+      fc
+        .record({
+          tool: fc.constantFrom('echo', 'write_file', 'read_file', 'sleep'),
+          refTo: i === 0 ? fc.constant(undefined) : fc.option(fc.constantFrom(...ids.slice(0, i))),
+          forward: i === ids.length - 1 ? fc.constant(undefined) : fc.option(fc.constantFrom(...ids.slice(i + 1)), { freq: 5 }),
+        })
+        .map(({ tool, refTo, forward }) => ({
+          id,
+          tool,
+          args: {
+            ...(tool === 'sleep' ? { ms: 0 } : { path: '/repo/shared', content: 'x' }),
+            ...(refTo ? { v: `\${${refTo}.output}` } : {}),
+            ...(forward ? { w: `\${${forward}.output.path}` } : {}),
+          },
+        })),
     ),
-  );
+  ),
+);
 
 const calls = fc.oneof(
   { weight: 12, arbitrary: fc.array(call, { maxLength: 7 }) },
@@ -254,7 +277,14 @@ type Mutation = 'replace' | 'delete' | 'add' | 'protoKey' | 'wrap' | 'stringify'
 /** One mutation at a random place of a batch: the request is now (most likely) one step off. */
 function mutated(source: fc.Arbitrary<unknown>): fc.Arbitrary<Record<string, unknown>> {
   return fc
-    .tuple(source, fc.nat(), fc.nat(), fc.constantFrom<Mutation>('replace', 'replace', 'delete', 'add', 'protoKey', 'wrap', 'stringify', 'huge'), junk, fc.oneof(protoKey, fc.string({ maxLength: 8 })))
+    .tuple(
+      source,
+      fc.nat(),
+      fc.nat(),
+      fc.constantFrom<Mutation>('replace', 'replace', 'delete', 'add', 'protoKey', 'wrap', 'stringify', 'huge'),
+      junk,
+      fc.oneof(protoKey, fc.string({ maxLength: 8 })),
+    )
     .map(([b, where, which, op, value, key]) => {
       const copy = structuredClone(b) as Record<string, unknown>;
       const spots = containers(copy);
@@ -281,63 +311,123 @@ const GROW_SEEDS = ['x'.repeat(64), '"\\'.repeat(20), 'ẍ'.repeat(40), '${c0.ou
  * longer string (escaped once more at each level: the doubling batch is k = 2) or as whole values.
  */
 const growingRefs = fc
-  .record({ n: fc.integer({ min: 2, max: 30 }), k: fc.integer({ min: 1, max: 40 }), seed: fc.constantFrom(...GROW_SEEDS), whole: fc.boolean(), tool: fc.constantFrom('echo', 'OpenWeatherMap.get_current_weather') })
+  .record({
+    n: fc.integer({ min: 2, max: 30 }),
+    k: fc.integer({ min: 1, max: 40 }),
+    seed: fc.constantFrom(...GROW_SEEDS),
+    whole: fc.boolean(),
+    tool: fc.constantFrom('echo', 'OpenWeatherMap.get_current_weather'),
+  })
   .map(({ n, k, seed, whole, tool }) => {
     const calls: unknown[] = [{ id: 'c0', tool, args: { v: seed } }];
     for (let i = 1; i < n; i++) {
       const r = `\${c${i - 1}.output}`;
-      calls.push({ id: `c${i}`, tool, args: whole ? Object.fromEntries(Array.from({ length: k }, (_, j) => [`v${j}`, r])) : { v: r.repeat(k) } });
+      calls.push({
+        id: `c${i}`,
+        tool,
+        args: whole ? Object.fromEntries(Array.from({ length: k }, (_, j) => [`v${j}`, r])) : { v: r.repeat(k) },
+      });
     }
     return { calls, waitMs: 20 };
   });
 /** Templates that name their own call, each other, or themselves through the tool's name. */
-const selfRefs = fc.constantFrom(
-  [{ id: 'c1', tool: 'echo', args: { v: '${c1.output}' } }],
-  [{ id: 'c1', tool: 'echo', args: { v: '${echo.output}${echo.output}' } }],
-  [{ id: 'c1', tool: 'echo', args: { v: '${self.args.v}' } }],
-  [{ id: 'c1', tool: 'echo', args: { v: '${c2.output}' } }, { id: 'c2', tool: 'echo', args: { v: '${c1.output}${c1.output}' } }],
-  [{ id: 'c1', tool: 'write_file', args: { path: '/repo/${c1.output.path}', content: '${c1.output}' } }],
-  [{ id: 'c1', tool: 'echo', args: { v: 'x' } }, { id: 'c2', tool: 'echo', args: { v: '${c2.output}${c1.output}' } }],
-).map((calls) => ({ calls, waitMs: 20 }));
+const selfRefs = fc
+  .constantFrom(
+    [{ id: 'c1', tool: 'echo', args: { v: '${c1.output}' } }],
+    [{ id: 'c1', tool: 'echo', args: { v: '${echo.output}${echo.output}' } }],
+    [{ id: 'c1', tool: 'echo', args: { v: '${self.args.v}' } }],
+    [
+      { id: 'c1', tool: 'echo', args: { v: '${c2.output}' } },
+      { id: 'c2', tool: 'echo', args: { v: '${c1.output}${c1.output}' } },
+    ],
+    [{ id: 'c1', tool: 'write_file', args: { path: '/repo/${c1.output.path}', content: '${c1.output}' } }],
+    [
+      { id: 'c1', tool: 'echo', args: { v: 'x' } },
+      { id: 'c2', tool: 'echo', args: { v: '${c2.output}${c1.output}' } },
+    ],
+  )
+  .map((calls) => ({ calls, waitMs: 20 }));
 /** Tags past the caps: too many, keys and values at and past their lengths. */
 const hugeTags = fc
-  .constantFrom([63, 10, 10], [64, 100, 500], [65, 4, 1], [500, 4, 1], [5000, 4, 1], [1, 101, 1], [1, 10_000, 1], [1, 10, 501], [1, 10, 200_000], [2000, 100, 500])
+  .constantFrom(
+    [63, 10, 10],
+    [64, 100, 500],
+    [65, 4, 1],
+    [500, 4, 1],
+    [5000, 4, 1],
+    [1, 101, 1],
+    [1, 10_000, 1],
+    [1, 10, 501],
+    [1, 10, 200_000],
+    [2000, 100, 500],
+  )
   .map(([count, key, value]) => ({
     calls: [{ id: 'c1', tool: 'echo' }],
-    tags: Object.fromEntries(Array.from({ length: count as number }, (_, i) => [`${i}`.padEnd(key as number, 'k'), 'v'.repeat(value as number)])),
+    tags: Object.fromEntries(
+      Array.from({ length: count as number }, (_, i) => [`${i}`.padEnd(key as number, 'k'), 'v'.repeat(value as number)]),
+    ),
   }));
 const hardCases = fc.oneof(growingRefs, selfRefs, hugeTags);
-
 
 const wildBatch = fc.record(
   {
     calls,
     failure: fc.oneof({ weight: 4, arbitrary: fc.constantFrom('fail_fast', 'partial', 'replan') }, { weight: 1, arbitrary: junk }),
-    tags: fc.oneof({ weight: 4, arbitrary: fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 20 }), { maxKeys: 3 }) }, { weight: 1, arbitrary: junk }),
-    tenant: fc.oneof({ weight: 4, arbitrary: fc.constantFrom('acme', 'ops', 'trial', 'default', '__proto__', 'constructor', 'toString') }, { weight: 1, arbitrary: junk }),
+    tags: fc.oneof(
+      { weight: 4, arbitrary: fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 20 }), { maxKeys: 3 }) },
+      { weight: 1, arbitrary: junk },
+    ),
+    tenant: fc.oneof(
+      { weight: 4, arbitrary: fc.constantFrom('acme', 'ops', 'trial', 'default', '__proto__', 'constructor', 'toString') },
+      { weight: 1, arbitrary: junk },
+    ),
     // Valid waits stay short (a valid batch with a long wait would only slow the fuzzing down).
-    waitMs: fc.oneof({ weight: 3, arbitrary: fc.integer({ min: 0, max: 20 }) }, { weight: 1, arbitrary: fc.constantFrom(-1, 60_001, 1.5, '5', null, true, 1e21, [], {}) }),
+    waitMs: fc.oneof(
+      { weight: 3, arbitrary: fc.integer({ min: 0, max: 20 }) },
+      { weight: 1, arbitrary: fc.constantFrom(-1, 60_001, 1.5, '5', null, true, 1e21, [], {}) },
+    ),
     open: fc.oneof(fc.boolean(), junk),
     openai: fc.oneof(
-      fc.record({
-        role: fc.constantFrom('assistant', 'user'),
-        content: fc.oneof(fc.constant(null), fc.string()),
-        tool_calls: fc.array(
-          fc.record({
-            id: callId,
-            type: fc.constantFrom('function', 'nope'),
-            function: fc.record({ name: toolName, arguments: fc.oneof(fc.json({ maxDepth: 2 }), fc.string(), junk) }, { requiredKeys: [] }),
-          }, { requiredKeys: [] }),
-          { maxLength: 4 },
-        ),
-      }, { requiredKeys: [] }),
+      fc.record(
+        {
+          role: fc.constantFrom('assistant', 'user'),
+          content: fc.oneof(fc.constant(null), fc.string()),
+          tool_calls: fc.array(
+            fc.record(
+              {
+                id: callId,
+                type: fc.constantFrom('function', 'nope'),
+                function: fc.record(
+                  { name: toolName, arguments: fc.oneof(fc.json({ maxDepth: 2 }), fc.string(), junk) },
+                  { requiredKeys: [] },
+                ),
+              },
+              { requiredKeys: [] },
+            ),
+            { maxLength: 4 },
+          ),
+        },
+        { requiredKeys: [] },
+      ),
       junk,
     ),
     anthropic: fc.oneof(
-      fc.record({
-        role: fc.constantFrom('assistant', 'user'),
-        content: fc.array(fc.oneof(fc.record({ type: fc.constantFrom('tool_use', 'text'), id: callId, name: toolName, input: args, text: fc.string() }, { requiredKeys: [] }), junk), { maxLength: 4 }),
-      }, { requiredKeys: [] }),
+      fc.record(
+        {
+          role: fc.constantFrom('assistant', 'user'),
+          content: fc.array(
+            fc.oneof(
+              fc.record(
+                { type: fc.constantFrom('tool_use', 'text'), id: callId, name: toolName, input: args, text: fc.string() },
+                { requiredKeys: [] },
+              ),
+              junk,
+            ),
+            { maxLength: 4 },
+          ),
+        },
+        { requiredKeys: [] },
+      ),
       junk,
     ),
     [PROTO_KEYS[1] as string]: junk,
@@ -352,7 +442,10 @@ const batch = fc.oneof(
   // A mutator that draws from the cases of issue #20.
   { weight: 1, arbitrary: mutated(hardCases) },
 );
-const reviewBody = fc.record({ decision: fc.oneof(fc.constantFrom('approve', 'reject', 'edit'), junk), args, comment: fc.oneof(fc.string(), junk, huge) }, { requiredKeys: [] });
+const reviewBody = fc.record(
+  { decision: fc.oneof(fc.constantFrom('approve', 'reject', 'edit'), junk), args, comment: fc.oneof(fc.string(), junk, huge) },
+  { requiredKeys: [] },
+);
 const invokeBody = fc.record({ args, tenant: fc.oneof(fc.constantFrom('acme', 'ops'), junk) }, { requiredKeys: [] });
 
 function deepText(depth: number, kind: 'object' | 'array', where: 'args' | 'body' | 'tags' | 'calls'): string {
@@ -372,12 +465,38 @@ const bodyText: fc.Arbitrary<string | undefined> = fc.oneof(
   { weight: 2, arbitrary: invokeBody.map((b) => JSON.stringify(b)) },
   { weight: 2, arbitrary: fc.record({ calls }).map((b) => JSON.stringify(b)) },
   { weight: 1, arbitrary: fc.constant(undefined) },
-  { weight: 1, arbitrary: fc.constantFrom('', ' ', '\n', 'null', 'true', '0', '""', '[]', '{}', '{', '{"calls":', '{"calls":[{"id":"c1"', '\u0000', '\uFEFF{"calls":[]}', 'undefined', 'NaN') },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      '',
+      ' ',
+      '\n',
+      'null',
+      'true',
+      '0',
+      '""',
+      '[]',
+      '{}',
+      '{',
+      '{"calls":',
+      '{"calls":[{"id":"c1"',
+      '\u0000',
+      '\uFEFF{"calls":[]}',
+      'undefined',
+      'NaN',
+    ),
+  },
   { weight: 1, arbitrary: fc.json({ maxDepth: 4 }) },
   { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 200 }) },
   {
     weight: 2,
-    arbitrary: fc.tuple(fc.integer({ min: 65, max: 20_000 }), fc.constantFrom('object', 'array') as fc.Arbitrary<'object' | 'array'>, fc.constantFrom('args', 'body', 'tags', 'calls') as fc.Arbitrary<'args' | 'body' | 'tags' | 'calls'>).map(([d, k, w]) => deepText(d, k, w)),
+    arbitrary: fc
+      .tuple(
+        fc.integer({ min: 65, max: 20_000 }),
+        fc.constantFrom('object', 'array') as fc.Arbitrary<'object' | 'array'>,
+        fc.constantFrom('args', 'body', 'tags', 'calls') as fc.Arbitrary<'args' | 'body' | 'tags' | 'calls'>,
+      )
+      .map(([d, k, w]) => deepText(d, k, w)),
   },
   {
     // Prototype keys spliced into otherwise valid JSON, where a JSON encoder would never put them.
@@ -392,7 +511,13 @@ const bodyText: fc.Arbitrary<string | undefined> = fc.oneof(
   { weight: 1, arbitrary: fc.tuple(batch, fc.nat()).map(([b, n]) => JSON.stringify(b).slice(0, n % 50)) },
 );
 
-const latin1 = fc.string({ unit: fc.integer({ min: 0x20, max: 0xff }).filter((c) => c !== 0x7f).map((c) => String.fromCharCode(c)), maxLength: 60 });
+const latin1 = fc.string({
+  unit: fc
+    .integer({ min: 0x20, max: 0xff })
+    .filter((c) => c !== 0x7f)
+    .map((c) => String.fromCharCode(c)),
+  maxLength: 60,
+});
 const ascii = fc.string({ unit: 'grapheme-ascii', maxLength: 60 }).map((s) => s.replace(/[\r\n\0]/g, ''));
 
 /**
@@ -403,32 +528,68 @@ function headersArb(value: fc.Arbitrary<string>, focused: boolean): fc.Arbitrary
   const valid = focused ? 30 : 8;
   const authorization = fc.oneof(
     { weight: valid, arbitrary: fc.constantFrom(OPERATOR, OPERATOR, AGENT, 'bearer operator-key', `Bearer   operator-key  `) },
-    { weight: 2, arbitrary: fc.constantFrom('', 'Bearer', 'Bearer ', 'Basic b3BlcmF0b3Ita2V5', 'Bearer wrong', 'Bearer operator-key extra', `Bearer ${'k'.repeat(10_000)}`, 'operator-key') },
+    {
+      weight: 2,
+      arbitrary: fc.constantFrom(
+        '',
+        'Bearer',
+        'Bearer ',
+        'Basic b3BlcmF0b3Ita2V5',
+        'Bearer wrong',
+        'Bearer operator-key extra',
+        `Bearer ${'k'.repeat(10_000)}`,
+        'operator-key',
+      ),
+    },
     { weight: 1, arbitrary: value.map((v) => `Bearer ${v}`) },
   );
   const contentType = fc.oneof(
     { weight: valid, arbitrary: fc.constantFrom('application/json', 'application/json; charset=utf-8') },
     {
       weight: 3,
-      arbitrary: fc.constantFrom('APPLICATION/JSON', 'application/vnd.api+json', 'application/json; charset=latin1', 'text/plain', 'text/html', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/octet-stream', 'application/jsonx', 'json', ';', ''),
+      arbitrary: fc.constantFrom(
+        'APPLICATION/JSON',
+        'application/vnd.api+json',
+        'application/json; charset=latin1',
+        'text/plain',
+        'text/html',
+        'application/x-www-form-urlencoded',
+        'multipart/form-data; boundary=x',
+        'application/octet-stream',
+        'application/jsonx',
+        'json',
+        ';',
+        '',
+      ),
     },
     { weight: 1, arbitrary: value },
   );
   const rest = fc.record(
     {
-      'idempotency-key': fc.oneof(fc.constantFrom('k1', 'k2', '', ' ', 'k'.repeat(255), 'k'.repeat(256), '__proto__', 'constructor'), value),
-      'last-event-id': fc.oneof(fc.constantFrom('0', '1', '-1', '1.5', '1e3', 'abc', '', ' 2', '99999999999999999999', 'NaN', 'Infinity', '0x10'), value),
+      'idempotency-key': fc.oneof(
+        fc.constantFrom('k1', 'k2', '', ' ', 'k'.repeat(255), 'k'.repeat(256), '__proto__', 'constructor'),
+        value,
+      ),
+      'last-event-id': fc.oneof(
+        fc.constantFrom('0', '1', '-1', '1.5', '1e3', 'abc', '', ' 2', '99999999999999999999', 'NaN', 'Infinity', '0x10'),
+        value,
+      ),
       'x-request-id': fc.oneof(fc.constantFrom('r1', ''), value),
       accept: fc.constantFrom('application/json', 'text/event-stream', '*/*', 'text/html'),
     },
     { requiredKeys: [] },
   );
   if (focused) {
-    return fc.tuple(authorization, contentType, rest).map(([a, c, r]) => ({ authorization: a, 'content-type': c, ...r }) as Record<string, string>);
+    return fc
+      .tuple(authorization, contentType, rest)
+      .map(([a, c, r]) => ({ authorization: a, 'content-type': c, ...r }) as Record<string, string>);
   }
   return fc
     .tuple(fc.option(authorization), fc.option(contentType), rest)
-    .map(([a, c, r]) => ({ ...(a !== null ? { authorization: a } : {}), ...(c !== null ? { 'content-type': c } : {}), ...r }) as Record<string, string>);
+    .map(
+      ([a, c, r]) =>
+        ({ ...(a !== null ? { authorization: a } : {}), ...(c !== null ? { 'content-type': c } : {}), ...r }) as Record<string, string>,
+    );
 }
 
 interface Seeds {
@@ -468,13 +629,45 @@ const TEMPLATES = [
 function pathSegment(seeds: Seeds) {
   return fc.oneof(
     { weight: 6, arbitrary: fc.constantFrom(...seeds.runs, ...seeds.reviews) },
-    { weight: 2, arbitrary: fc.constantFrom(...PROTO_KEYS, '..', '.', '%2e%2e', '%00', '%ZZ', '%', 'run_', 'x'.repeat(600), '%F0%9F%92%A9', ' ', 'a%2Fb', ...TOOLS) },
+    {
+      weight: 2,
+      arbitrary: fc.constantFrom(
+        ...PROTO_KEYS,
+        '..',
+        '.',
+        '%2e%2e',
+        '%00',
+        '%ZZ',
+        '%',
+        'run_',
+        'x'.repeat(600),
+        '%F0%9F%92%A9',
+        ' ',
+        'a%2Fb',
+        ...TOOLS,
+      ),
+    },
     { weight: 1, arbitrary: unicode.map((s) => encodeURIComponent(s)) },
     { weight: 1, arbitrary: ascii.map((s) => s.replace(/[/?#]/g, '')) },
   );
 }
 
-const QUERY_KEYS = ['status', 'tag', 'tenant', 'limit', 'cursor', 'from', 'format', 'runId', 'waitMs', '__proto__', 'constructor', '__proto__[polluted]', 'a[b]', ''];
+const QUERY_KEYS = [
+  'status',
+  'tag',
+  'tenant',
+  'limit',
+  'cursor',
+  'from',
+  'format',
+  'runId',
+  'waitMs',
+  '__proto__',
+  'constructor',
+  '__proto__[polluted]',
+  'a[b]',
+  '',
+];
 const queryString = fc.oneof(
   { weight: 3, arbitrary: fc.constant('') },
   {
@@ -484,7 +677,27 @@ const queryString = fc.oneof(
         fc.tuple(
           fc.oneof(fc.constantFrom(...QUERY_KEYS), fc.string({ maxLength: 6 })),
           fc.oneof(
-            fc.constantFrom('running', 'succeeded', 'bogus', 'k:v', 'k', '1', '0', '-1', '200', '201', '1.5', 'mermaid', 'dot', 'json', 'pending', 'decided', 'acme', 'x'.repeat(600), ''),
+            fc.constantFrom(
+              'running',
+              'succeeded',
+              'bogus',
+              'k:v',
+              'k',
+              '1',
+              '0',
+              '-1',
+              '200',
+              '201',
+              '1.5',
+              'mermaid',
+              'dot',
+              'json',
+              'pending',
+              'decided',
+              'acme',
+              'x'.repeat(600),
+              '',
+            ),
             unicode,
           ),
         ),
@@ -492,7 +705,22 @@ const queryString = fc.oneof(
       )
       .map((pairs) => `?${pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&')}`),
   },
-  { weight: 1, arbitrary: fc.constantFrom('?', '?&&&', '?%', '?a=%', '?%%=%%', '?status', '?limit=1&limit=2', '?cursor=%FF%FE', '?from=1&from=x', '?a=1#frag', '?' + 'a=1&'.repeat(2000)) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      '?',
+      '?&&&',
+      '?%',
+      '?a=%',
+      '?%%=%%',
+      '?status',
+      '?limit=1&limit=2',
+      '?cursor=%FF%FE',
+      '?from=1&from=x',
+      '?a=1#frag',
+      '?' + 'a=1&'.repeat(2000),
+    ),
+  },
 );
 
 interface Req {
@@ -510,11 +738,17 @@ function requestArb(seeds: Seeds, headerValue: fc.Arbitrary<string>): fc.Arbitra
   const seg = pathSegment(seeds);
   const focused = headersArb(headerValue, true);
   const json = (a: fc.Arbitrary<unknown>) => a.map((b) => JSON.stringify(b) as string | undefined);
-  const aimed = (method: fc.Arbitrary<string>, path: fc.Arbitrary<string>, body: fc.Arbitrary<string | undefined>, query: fc.Arbitrary<string> = fc.constant('')) =>
-    fc.record({ method, url: fc.tuple(path, query).map(([p, q]) => p + q), headers: focused, body });
+  const aimed = (
+    method: fc.Arbitrary<string>,
+    path: fc.Arbitrary<string>,
+    body: fc.Arbitrary<string | undefined>,
+    query: fc.Arbitrary<string> = fc.constant(''),
+  ) => fc.record({ method, url: fc.tuple(path, query).map(([p, q]) => p + q), headers: focused, body });
   const seeded = fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...seeds.runs) }, { weight: 1, arbitrary: seg });
   const review = fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...seeds.reviews) }, { weight: 1, arbitrary: seg });
-  const runPaths = fc.tuple(fc.constantFrom('', '/graph', '/recording', '/events', '/messages'), seeded).map(([suffix, id]) => `/v1/runs/${id}${suffix}`);
+  const runPaths = fc
+    .tuple(fc.constantFrom('', '/graph', '/recording', '/events', '/messages'), seeded)
+    .map(([suffix, id]) => `/v1/runs/${id}${suffix}`);
 
   const routed = fc.tuple(fc.constantFrom(...TEMPLATES), seg, seg).map(([t, a, b]) => t.replace('{id}', a).replace('{name}', b));
   const randomPath = fc.oneof(
@@ -532,13 +766,55 @@ function requestArb(seeds: Seeds, headerValue: fc.Arbitrary<string>): fc.Arbitra
     .map(({ method, path: p, query, headers, body }) => ({ method, url: `${p}${query}`, headers, body }));
 
   return fc.oneof(
-    { weight: 30, arbitrary: aimed(fc.constant('POST'), fc.constant('/v1/runs'), fc.oneof({ weight: 6, arbitrary: json(batch) }, { weight: 1, arbitrary: bodyText })) },
-    { weight: 10, arbitrary: aimed(fc.constant('POST'), fc.constant('/v1/plan'), fc.oneof({ weight: 6, arbitrary: json(batch) }, { weight: 1, arbitrary: bodyText })) },
-    { weight: 5, arbitrary: aimed(fc.constant('POST'), review.map((id) => `/v1/reviews/${id}`), json(reviewBody)) },
+    {
+      weight: 30,
+      arbitrary: aimed(
+        fc.constant('POST'),
+        fc.constant('/v1/runs'),
+        fc.oneof({ weight: 6, arbitrary: json(batch) }, { weight: 1, arbitrary: bodyText }),
+      ),
+    },
+    {
+      weight: 10,
+      arbitrary: aimed(
+        fc.constant('POST'),
+        fc.constant('/v1/plan'),
+        fc.oneof({ weight: 6, arbitrary: json(batch) }, { weight: 1, arbitrary: bodyText }),
+      ),
+    },
+    {
+      weight: 5,
+      arbitrary: aimed(
+        fc.constant('POST'),
+        review.map((id) => `/v1/reviews/${id}`),
+        json(reviewBody),
+      ),
+    },
     { weight: 3, arbitrary: aimed(fc.constant('GET'), fc.constant('/v1/reviews'), fc.constant(undefined), queryString) },
-    { weight: 4, arbitrary: aimed(fc.constant('POST'), seeded.map((id) => `/v1/runs/${id}/replan`), json(fc.record({ calls }, { requiredKeys: [] }))) },
-    { weight: 3, arbitrary: aimed(fc.constant('POST'), seeded.map((id) => `/v1/runs/${id}/cancel`), fc.constantFrom(undefined, '', '{}', 'null', '{"x":1}')) },
-    { weight: 4, arbitrary: aimed(fc.constant('POST'), fc.oneof(fc.constantFrom(...TOOLS), seg).map((t) => `/v1/tools/${encodeURIComponent(t)}/invoke`), json(invokeBody)) },
+    {
+      weight: 4,
+      arbitrary: aimed(
+        fc.constant('POST'),
+        seeded.map((id) => `/v1/runs/${id}/replan`),
+        json(fc.record({ calls }, { requiredKeys: [] })),
+      ),
+    },
+    {
+      weight: 3,
+      arbitrary: aimed(
+        fc.constant('POST'),
+        seeded.map((id) => `/v1/runs/${id}/cancel`),
+        fc.constantFrom(undefined, '', '{}', 'null', '{"x":1}'),
+      ),
+    },
+    {
+      weight: 4,
+      arbitrary: aimed(
+        fc.constant('POST'),
+        fc.oneof(fc.constantFrom(...TOOLS), seg).map((t) => `/v1/tools/${encodeURIComponent(t)}/invoke`),
+        json(invokeBody),
+      ),
+    },
     { weight: 8, arbitrary: aimed(fc.constantFrom('GET', 'GET', 'HEAD'), runPaths, fc.constant(undefined), queryString) },
     { weight: 4, arbitrary: aimed(fc.constant('GET'), fc.constant('/v1/runs'), fc.constant(undefined), queryString) },
     { weight: 25, arbitrary: wild },
@@ -570,7 +846,8 @@ function check(r: Req, a: Answer, logs: () => string): void {
     } catch {
       throw new Error(`a ${a.status} whose body does not parse\n${where()}`);
     }
-    if (typeof body.error?.code !== 'string' || typeof body.error.message !== 'string') throw new Error(`a ${a.status} without { error: { code, message } }\n${where()}`);
+    if (typeof body.error?.code !== 'string' || typeof body.error.message !== 'string')
+      throw new Error(`a ${a.status} without { error: { code, message } }\n${where()}`);
   }
 }
 
@@ -599,8 +876,47 @@ async function overHttp(base: string, r: Req): Promise<Answer> {
 // ---- raw requests: what only Node's HTTP parser sees -----------------------------------------------
 
 /** A request as bytes, correct, then maybe broken in one way at the level of HTTP itself. */
-type RawMutation = 'none' | 'padHeader' | 'manyHeaders' | 'crInHeader' | 'lfInHeader' | 'nulInHeader' | 'twoLengths' | 'negativeLength' | 'lengthAndChunked' | 'badChunk' | 'garbageLine' | 'spaceInPath' | 'noHost' | 'http10' | 'expectHuge' | 'expectSmall' | 'badVersion' | 'truncated';
-const RAW_MUTATIONS: RawMutation[] = ['none', 'padHeader', 'padHeader', 'padHeader', 'manyHeaders', 'crInHeader', 'lfInHeader', 'nulInHeader', 'twoLengths', 'negativeLength', 'lengthAndChunked', 'badChunk', 'garbageLine', 'spaceInPath', 'noHost', 'http10', 'expectHuge', 'expectSmall', 'badVersion', 'truncated'];
+type RawMutation =
+  | 'none'
+  | 'padHeader'
+  | 'manyHeaders'
+  | 'crInHeader'
+  | 'lfInHeader'
+  | 'nulInHeader'
+  | 'twoLengths'
+  | 'negativeLength'
+  | 'lengthAndChunked'
+  | 'badChunk'
+  | 'garbageLine'
+  | 'spaceInPath'
+  | 'noHost'
+  | 'http10'
+  | 'expectHuge'
+  | 'expectSmall'
+  | 'badVersion'
+  | 'truncated';
+const RAW_MUTATIONS: RawMutation[] = [
+  'none',
+  'padHeader',
+  'padHeader',
+  'padHeader',
+  'manyHeaders',
+  'crInHeader',
+  'lfInHeader',
+  'nulInHeader',
+  'twoLengths',
+  'negativeLength',
+  'lengthAndChunked',
+  'badChunk',
+  'garbageLine',
+  'spaceInPath',
+  'noHost',
+  'http10',
+  'expectHuge',
+  'expectSmall',
+  'badVersion',
+  'truncated',
+];
 /** Header block sizes around Node's 16 KiB limit (maxHeaderSize). */
 const PADS = [8_000, 16_000, 16_200, 16_300, 16_384, 16_400, 16_500, 20_000, 64_000];
 
@@ -608,7 +924,10 @@ const rawRequest = fc
   .record({
     method: fc.constantFrom('GET', 'POST', 'HEAD'),
     path: fc.constantFrom('/v1/runs', '/v1/plan', '/healthz', '/v1/stream', '/v1/tools', '/metrics'),
-    body: fc.oneof(batch.map((b) => JSON.stringify(b)), fc.constant('')),
+    body: fc.oneof(
+      batch.map((b) => JSON.stringify(b)),
+      fc.constant(''),
+    ),
     mutation: fc.constantFrom(...RAW_MUTATIONS),
     pad: fc.constantFrom(...PADS),
     garbage: fc.oneof(fc.constantFrom('garbage', 'GET', '\u0000\u0001', 'GET / HTTP/9.9', '\u00ff\u00fe'), latin1),
@@ -640,7 +959,12 @@ const rawRequest = fc
   });
 
 /** The first final (non-1xx) answer on a fresh connection: status, head and body as text. */
-function rawExchange(port: number, bytes: string, waitMs: number, head = false): Promise<{ status: number; head: string; body: string } | undefined> {
+function rawExchange(
+  port: number,
+  bytes: string,
+  waitMs: number,
+  head = false,
+): Promise<{ status: number; head: string; body: string } | undefined> {
   return new Promise((resolve) => {
     const s = connect(port, '127.0.0.1');
     let out = '';
@@ -691,7 +1015,12 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
   const protoBefore = Object.getOwnPropertyNames(Object.prototype).sort();
 
   const inject = async (method: string, url: string, body?: unknown, auth = OPERATOR) => {
-    const res = await app.inject({ method: method as 'GET', url, headers: { authorization: auth, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, ...(body !== undefined ? { payload: JSON.stringify(body) } : {}) });
+    const res = await app.inject({
+      method: method as 'GET',
+      url,
+      headers: { authorization: auth, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { payload: JSON.stringify(body) } : {}),
+    });
     return { status: res.statusCode, body: res.body ? (JSON.parse(res.body) as Record<string, unknown>) : undefined };
   };
 
@@ -712,9 +1041,28 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
     base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
 
     // Seeds, so that random requests also hit real runs and reviews.
-    const ended = await inject('POST', '/v1/runs', { calls: [{ id: 'c1', tool: 'echo', args: { a: [{ b: 1 }] } }, { id: 'c2', tool: 'echo', args: { x: '${c1.output}' } }], waitMs: 5000 });
-    const replan = await inject('POST', '/v1/runs', { failure: 'replan', calls: [{ id: 'c1', tool: 'fail', args: { message: 'no' } }, { id: 'c2', tool: 'echo', args: { x: '${c1.output}' } }], waitMs: 5000 });
-    const waiting = await inject('POST', '/v1/runs', { calls: [{ id: 'c1', tool: 'deploy', args: { name: 'web' } }, { id: 'c2', tool: 'echo' }], waitMs: 5000 });
+    const ended = await inject('POST', '/v1/runs', {
+      calls: [
+        { id: 'c1', tool: 'echo', args: { a: [{ b: 1 }] } },
+        { id: 'c2', tool: 'echo', args: { x: '${c1.output}' } },
+      ],
+      waitMs: 5000,
+    });
+    const replan = await inject('POST', '/v1/runs', {
+      failure: 'replan',
+      calls: [
+        { id: 'c1', tool: 'fail', args: { message: 'no' } },
+        { id: 'c2', tool: 'echo', args: { x: '${c1.output}' } },
+      ],
+      waitMs: 5000,
+    });
+    const waiting = await inject('POST', '/v1/runs', {
+      calls: [
+        { id: 'c1', tool: 'deploy', args: { name: 'web' } },
+        { id: 'c2', tool: 'echo' },
+      ],
+      waitMs: 5000,
+    });
     const agents = await inject('POST', '/v1/runs', { calls: [{ id: 'c1', tool: 'echo' }], waitMs: 5000 }, AGENT);
     for (const r of [ended, replan, waiting, agents]) expect(r.status, JSON.stringify(r.body)).toBe(201);
     expect(ended.body?.status).toBe('succeeded');
@@ -743,12 +1091,17 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
         n++;
         const t0 = performance.now();
         const a = isStream(r)
-          ? await overHttp(base, { ...r, headers: Object.fromEntries(Object.entries(r.headers).map(([k, v]) => [k, v.replace(/[^\x20-\x7e]/g, '?')])) })
-          : await app.inject({ method: r.method as 'GET', url: r.url, headers: r.headers, ...(r.body !== undefined ? { payload: r.body } : {}) }).then((res) => ({
-              status: res.statusCode,
-              contentType: String(res.headers['content-type'] ?? ''),
-              text: res.body,
-            }));
+          ? await overHttp(base, {
+              ...r,
+              headers: Object.fromEntries(Object.entries(r.headers).map(([k, v]) => [k, v.replace(/[^\x20-\x7e]/g, '?')])),
+            })
+          : await app
+              .inject({ method: r.method as 'GET', url: r.url, headers: r.headers, ...(r.body !== undefined ? { payload: r.body } : {}) })
+              .then((res) => ({
+                status: res.statusCode,
+                contentType: String(res.headers['content-type'] ?? ''),
+                text: res.body,
+              }));
         check(r, a, () => log);
         const k = `${r.method} ${(r.url.split('?')[0] as string).replace(/run_\w+|rev_\w+/g, ':id').slice(0, 40)} ${a.status}`;
         const e = (tally[k] ??= { n: 0, ms: 0 });
@@ -791,7 +1144,8 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
         const streamCut = r.path === '/v1/stream' && r.method !== 'POST' && ['badChunk', 'lengthAndChunked'].includes(r.mutation);
         const whole = r.mutation !== 'truncated' && r.bytes.trim() !== '' && !streamCut;
         const a = await rawExchange(port, r.bytes, whole ? 15_000 : 200, r.method === 'HEAD');
-        const what = () => `${r.mutation}: ${JSON.stringify(r.bytes.slice(0, 300))} → ${a ? `${a.status} ${a.body.slice(0, 300)}` : 'no answer'}\nserver log:\n${log}`;
+        const what = () =>
+          `${r.mutation}: ${JSON.stringify(r.bytes.slice(0, 300))} → ${a ? `${a.status} ${a.body.slice(0, 300)}` : 'no answer'}\nserver log:\n${log}`;
         if (!a) {
           // Only a request that never finished may go unanswered, or bytes that hold none (empty lines
           // before a request line are skipped, as HTTP allows).
@@ -803,7 +1157,8 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
         if (a.status >= 400 && r.method !== 'HEAD') {
           if (!a.head.includes('content-type: application/json')) throw new Error(`a ${a.status} that is not JSON\n${what()}`);
           const body = JSON.parse(a.body) as { error?: { code?: unknown; message?: unknown } };
-          if (typeof body.error?.code !== 'string' || typeof body.error.message !== 'string') throw new Error(`a ${a.status} without the error body\n${what()}`);
+          if (typeof body.error?.code !== 'string' || typeof body.error.message !== 'string')
+            throw new Error(`a ${a.status} without the error body\n${what()}`);
         }
       }),
       { numRuns: RAW, seed: SEED + 2, endOnFailure: true },
@@ -818,13 +1173,21 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
 
   it('a body over the size limit is a 413, and a malformed one a 400, over real HTTP', async () => {
     const big = JSON.stringify({ calls: [{ id: 'c1', tool: 'echo', args: { s: 'x'.repeat(33 * 1024 * 1024) } }] });
-    const r1 = await fetch(`${base}/v1/runs`, { method: 'POST', headers: { authorization: OPERATOR, 'content-type': 'application/json' }, body: big }).catch((e: unknown) => e as Error);
+    const r1 = await fetch(`${base}/v1/runs`, {
+      method: 'POST',
+      headers: { authorization: OPERATOR, 'content-type': 'application/json' },
+      body: big,
+    }).catch((e: unknown) => e as Error);
     // The server may close the connection while the client still sends; a response, if any, is a 413.
     if (!(r1 instanceof Error)) {
       expect(r1.status).toBe(413);
       expect(await r1.json()).toMatchObject({ error: { code: 'payload_too_large' } });
     }
-    const r2 = await fetch(`${base}/v1/runs`, { method: 'POST', headers: { authorization: OPERATOR, 'content-type': 'application/json' }, body: '{"calls":[' });
+    const r2 = await fetch(`${base}/v1/runs`, {
+      method: 'POST',
+      headers: { authorization: OPERATOR, 'content-type': 'application/json' },
+      body: '{"calls":[',
+    });
     expect(r2.status).toBe(400);
     expect(await r2.json()).toMatchObject({ error: { code: 'invalid_json' } });
   });
@@ -839,7 +1202,12 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
   describe('tenant limits hold for tenants named like Object.prototype properties', () => {
     /** Submits 40 one-call runs at once for a fresh tenant: how many calls run at the same time. */
     const runningAt = async (tenant: string) => {
-      const runs = await Promise.all(Array.from({ length: 40 }, async () => (await service.submit({ role: 'operator' }, { tenant, calls: [{ id: 'a', tool: 'sleep', args: { ms: 20 } }] })).run));
+      const runs = await Promise.all(
+        Array.from(
+          { length: 40 },
+          async () => (await service.submit({ role: 'operator' }, { tenant, calls: [{ id: 'a', tool: 'sleep', args: { ms: 20 } }] })).run,
+        ),
+      );
       const running = runs.filter((r) => r.calls[0]?.status === 'running').length;
       const ended = await Promise.all(runs.map((r) => service.engine.wait(r.id, 20_000)));
       expect(ended.map((v) => v?.status)).toEqual(runs.map(() => 'succeeded'));

@@ -92,12 +92,22 @@ function errorOf(a: RawAnswer): { code: string; message: string } {
 describe("the HTTP parser's answers carry the error body", () => {
   const cases: [string, string, number, string][] = [
     ['a 20 kB header', `GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'headers_too_large'],
-    ['two different Content-Lengths', 'POST /v1/plan HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello', 400, 'invalid_request'],
+    [
+      'two different Content-Lengths',
+      'POST /v1/plan HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello',
+      400,
+      'invalid_request',
+    ],
     ['a negative Content-Length', 'POST /v1/plan HTTP/1.1\r\nHost: localhost\r\nContent-Length: -1\r\n\r\n', 400, 'invalid_request'],
     ['a CR inside a header', 'GET /healthz HTTP/1.1\r\nHost: local\rhost\r\n\r\n', 400, 'invalid_request'],
     ['a garbage request line', 'garbage\r\n\r\n', 400, 'invalid_request'],
     ['an invalid path', 'GET /hea lthz HTTP/1.1\r\nHost: localhost\r\n\r\n', 400, 'invalid_request'],
-    ['Content-Length with Transfer-Encoding', 'POST /v1/plan HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, 'invalid_request'],
+    [
+      'Content-Length with Transfer-Encoding',
+      'POST /v1/plan HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+      400,
+      'invalid_request',
+    ],
   ];
   for (const [what, bytes, status, code] of cases) {
     it(`${what}: ${status} ${code}, then the connection closes`, async () => {
@@ -117,7 +127,10 @@ describe("the HTTP parser's answers carry the error body", () => {
   });
 
   it('a 100 MB upload with Expect: 100-continue gets a 413 before any body is sent, not 100 Continue', async () => {
-    const a = await raw(open.port, 'POST /v1/runs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\nExpect: 100-continue\r\n\r\n');
+    const a = await raw(
+      open.port,
+      'POST /v1/runs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\nExpect: 100-continue\r\n\r\n',
+    );
     expect(a.status).toBe(413);
     expect(errorOf(a).code).toBe('payload_too_large');
     expect(a.closed).toBe(true);
@@ -125,7 +138,10 @@ describe("the HTTP parser's answers carry the error body", () => {
 
   it('a small body with Expect: 100-continue gets 100 Continue and is served', async () => {
     const body = JSON.stringify({ calls: [{ id: 'a', tool: 'echo' }] });
-    const a = await raw(open.port, `POST /v1/plan HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n${body}`);
+    const a = await raw(
+      open.port,
+      `POST /v1/plan HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n${body}`,
+    );
     expect(a.status).toBe(100);
     expect(a.head).toMatch(/^http\/1\.1 200 ok/m);
     expect(a.body).toContain('"graph"');
@@ -149,11 +165,19 @@ describe('caps on a request body', () => {
   it('POST /v1/plan with more calls than limits.maxCallsPerRun is a 413, like /v1/runs', async () => {
     const calls = Array.from({ length: 1001 }, (_, i) => ({ id: `c${i}`, tool: 'echo' }));
     for (const p of ['/v1/plan', '/v1/runs']) {
-      const res = await fetch(`${open.url}${p}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ calls }) });
+      const res = await fetch(`${open.url}${p}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ calls }),
+      });
       expect(res.status).toBe(413);
       expect(((await res.json()) as any).error).toMatchObject({ code: 'payload_too_large', details: { calls: 1001, max: 1000 } });
     }
-    const ok = await fetch(`${open.url}/v1/plan`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ calls: calls.slice(0, 1000) }) });
+    const ok = await fetch(`${open.url}/v1/plan`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ calls: calls.slice(0, 1000) }),
+    });
     expect(ok.status).toBe(200);
   });
 
@@ -167,7 +191,11 @@ describe('caps on a request body', () => {
 
   it('more than 64 tags is a 400; more than 16 tag filters too', async () => {
     const tags = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, 'v']));
-    const res = await fetch(`${open.url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ calls: [{ id: 'a', tool: 'echo' }], tags }) });
+    const res = await fetch(`${open.url}/v1/runs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ calls: [{ id: 'a', tool: 'echo' }], tags }),
+    });
     expect(res.status).toBe(400);
     expect(((await res.json()) as any).error.code).toBe('invalid_request');
     const q = Array.from({ length: 17 }, (_, i) => `tag=k${i}:v`).join('&');
@@ -178,7 +206,16 @@ describe('caps on a request body', () => {
 
 describe('the Host check (open mode, against DNS rebinding)', () => {
   const loopback = ['localhost', `localhost:${0}`, '127.0.0.1', '127.1.2.3:8080', '[::1]', '[::1]:3000', 'LOCALHOST'];
-  const foreign = ['evil.example', 'evil.example:8080', 'localhost.evil.example', '127.0.0.1.evil.example', '10.0.0.1', '[::2]', '0.0.0.0', 'localhost:80@evil'];
+  const foreign = [
+    'evil.example',
+    'evil.example:8080',
+    'localhost.evil.example',
+    '127.0.0.1.evil.example',
+    '10.0.0.1',
+    '[::2]',
+    '0.0.0.0',
+    'localhost:80@evil',
+  ];
   it('loopback names and addresses pass, with or without a port', async () => {
     for (const host of loopback) {
       const a = await raw(open.port, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);

@@ -57,7 +57,8 @@ async function json(url: string, init?: RequestInit): Promise<{ status: number; 
   return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }
 
-const post = (url: string, body: unknown) => json(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const post = (url: string, body: unknown) =>
+  json(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
 describe('the doubling batch (issue #20, 1)', () => {
   it('ends in seconds with args_too_large; later calls are blocked; the server stays healthy and small', async () => {
@@ -81,7 +82,8 @@ describe('the doubling batch (issue #20, 1)', () => {
       if (i > k) expect([c.status, c.blockedBy?.code]).toEqual(['blocked', 'dependency_failed']);
     }
     // Every output that succeeded is within 1 MiB of JSON.
-    for (const c of res.body.calls) if (c.status === 'succeeded') expect(Buffer.byteLength(JSON.stringify(c.output))).toBeLessThanOrEqual(1024 * 1024);
+    for (const c of res.body.calls)
+      if (c.status === 'succeeded') expect(Buffer.byteLength(JSON.stringify(c.output))).toBeLessThanOrEqual(1024 * 1024);
 
     expect((await json(`${s.url}/healthz`)).status).toBe(200);
     const again = await post(`${s.url}/v1/runs`, { calls: [{ id: 'a', tool: 'echo', args: { ok: 1 } }], waitMs: 10_000 });
@@ -95,7 +97,12 @@ describe('a run that cannot be recovered (issue #20, 1)', () => {
   it('the server still starts; the run ends failed with unrecoverable, its events kept; other runs resume', async () => {
     const db = path.join(dir, 'unrecoverable.db');
     let s = await start('unrecoverable.db');
-    const broken = await post(`${s.url}/v1/runs`, { calls: [{ id: 'a', tool: 'sleep', args: { ms: 600_000 } }, { id: 'b', tool: 'echo', args: { v: '${a.output}' } }] });
+    const broken = await post(`${s.url}/v1/runs`, {
+      calls: [
+        { id: 'a', tool: 'sleep', args: { ms: 600_000 } },
+        { id: 'b', tool: 'echo', args: { v: '${a.output}' } },
+      ],
+    });
     const healthy = await post(`${s.url}/v1/runs`, { calls: [{ id: 'h', tool: 'nap', args: { ms: 600_000 } }] });
     const brokenId = broken.body.id as string;
     await until('both sleeps running', async () => {
@@ -107,9 +114,14 @@ describe('a run that cannot be recovered (issue #20, 1)', () => {
 
     // A log the scheduler cannot take back: an event for a call the run does not have.
     const sql = new Database(db);
-    const before = sql.prepare('SELECT seq, type FROM events WHERE run_id = ? ORDER BY seq').all(brokenId) as { seq: number; type: string }[];
+    const before = sql.prepare('SELECT seq, type FROM events WHERE run_id = ? ORDER BY seq').all(brokenId) as {
+      seq: number;
+      type: string;
+    }[];
     const last = before[before.length - 1]!.seq;
-    sql.prepare('INSERT INTO events (run_id, seq, type, call_id, at, data) VALUES (?, ?, ?, ?, ?, ?)').run(brokenId, last + 1, 'call.failed', 'ghost', Date.now(), '{"error":{"code":"tool_error","message":"x"}}');
+    sql
+      .prepare('INSERT INTO events (run_id, seq, type, call_id, at, data) VALUES (?, ?, ?, ?, ?, ?)')
+      .run(brokenId, last + 1, 'call.failed', 'ghost', Date.now(), '{"error":{"code":"tool_error","message":"x"}}');
     sql.close();
 
     s = await start('unrecoverable.db');
@@ -122,7 +134,10 @@ describe('a run that cannot be recovered (issue #20, 1)', () => {
     expect(run.body.diagnostics).toEqual([expect.objectContaining({ code: 'unrecoverable' })]);
     // Its events are kept, and the end follows them, gapless.
     const sql2 = new Database(db, { readonly: true });
-    const after = sql2.prepare('SELECT seq, type FROM events WHERE run_id = ? ORDER BY seq').all(brokenId) as { seq: number; type: string }[];
+    const after = sql2.prepare('SELECT seq, type FROM events WHERE run_id = ? ORDER BY seq').all(brokenId) as {
+      seq: number;
+      type: string;
+    }[];
     sql2.close();
     expect(after.slice(0, before.length)).toEqual(before);
     expect(after.map((e) => e.seq)).toEqual(after.map((_, i) => i + 1));

@@ -26,7 +26,17 @@ const MODULE = path.join(dir, 'guard.mjs');
 let hs: ToolServer;
 let api: Api;
 
-const body = (r: ToolRequest) => r.body as unknown as { on: string; runId: string; callId: string; tool: string; tenant: string; args: Record<string, unknown>; status?: string; output?: unknown };
+const body = (r: ToolRequest) =>
+  r.body as unknown as {
+    on: string;
+    runId: string;
+    callId: string;
+    tool: string;
+    tenant: string;
+    args: Record<string, unknown>;
+    status?: string;
+    output?: unknown;
+  };
 const hookCalls = (runId: string, p?: string) => hs.requests.filter((r) => body(r).runId === runId && (p === undefined || r.path === p));
 
 function config(base: string): string {
@@ -127,10 +137,21 @@ describe('before_call over HTTP', () => {
     ]);
     expect(r.status).toBe('partial');
     expect(callOf(r, 'in').status).toBe('succeeded');
-    expect(callOf(r, 'out')).toMatchObject({ status: 'failed', attempts: 0, error: { code: 'hook_denied', message: 'out: writes outside /srv: /etc/passwd', details: { hook: 'guard' } } });
+    expect(callOf(r, 'out')).toMatchObject({
+      status: 'failed',
+      attempts: 0,
+      error: { code: 'hook_denied', message: 'out: writes outside /srv: /etc/passwd', details: { hook: 'guard' } },
+    });
     // What the hook got: the call, its tool and tenant, and its resolved args.
     const sent = body(hookCalls(r.id, '/before').find((q) => body(q).callId === 'out') as ToolRequest);
-    expect(sent).toEqual({ on: 'before_call', runId: r.id, callId: 'out', tool: 'write_file', tenant: 'default', args: { path: '/etc/passwd' } });
+    expect(sent).toEqual({
+      on: 'before_call',
+      runId: r.id,
+      callId: 'out',
+      tool: 'write_file',
+      tenant: 'default',
+      args: { path: '/etc/passwd' },
+    });
     const hooks = (await events(r.id)).filter((e) => e.type === 'call.hook');
     expect(hooks.map((e) => [e.callId, e.data.decision])).toEqual([
       ['in', 'allow'],
@@ -155,7 +176,11 @@ describe('before_call over HTTP', () => {
 
   it('rewrite: the call runs with the args the hook gave, within the planned resources', async () => {
     const r = await run([{ id: 'w', tool: 'write_file', args: { path: '/srv/app', ask: 'rewrite', to: '/srv/app/notes.txt' } }]);
-    expect(callOf(r, 'w')).toMatchObject({ status: 'succeeded', output: { path: '/srv/app/notes.txt' }, resolvedArgs: { path: '/srv/app/notes.txt' } });
+    expect(callOf(r, 'w')).toMatchObject({
+      status: 'succeeded',
+      output: { path: '/srv/app/notes.txt' },
+      resolvedArgs: { path: '/srv/app/notes.txt' },
+    });
     const started = (await events(r.id)).find((e) => e.type === 'call.started');
     expect(started?.data).toEqual({ attempt: 1, args: { path: '/srv/app/notes.txt' } });
   });
@@ -180,7 +205,10 @@ describe('after_call over HTTP', () => {
     expect(callOf(r, 'key').output).toEqual({ token: '[redacted]', user: 'deploy' });
     expect(callOf(r, 'show').output).toEqual({ token: '[redacted]', user: 'deploy' });
     // The hook saw the real output; nothing that was stored did.
-    expect(body(hookCalls(r.id, '/after').find((q) => body(q).callId === 'key') as ToolRequest)).toMatchObject({ status: 'succeeded', output: { token: 's3cret-7f3a' } });
+    expect(body(hookCalls(r.id, '/after').find((q) => body(q).callId === 'key') as ToolRequest)).toMatchObject({
+      status: 'succeeded',
+      output: { token: 's3cret-7f3a' },
+    });
     expect(JSON.stringify(await events(r.id))).not.toContain('s3cret');
     expect((await api.get(`/v1/runs/${r.id}/recording`)).text).not.toContain('s3cret');
   });
@@ -190,7 +218,11 @@ describe('after_call over HTTP', () => {
       { id: 'key', tool: 'read_secret', args: { name: 'forbidden' } },
       { id: 'show', tool: 'use', args: { token: '${key.output.token}' } },
     ]);
-    expect(callOf(r, 'key')).toMatchObject({ status: 'failed', attempts: 1, error: { code: 'hook_rejected', message: 'key: this secret may not leave the vault' } });
+    expect(callOf(r, 'key')).toMatchObject({
+      status: 'failed',
+      attempts: 1,
+      error: { code: 'hook_rejected', message: 'key: this secret may not leave the vault' },
+    });
     expect(callOf(r, 'show')).toMatchObject({ status: 'blocked', blockedBy: { code: 'dependency_failed', callId: 'key' } });
   });
 });
@@ -198,11 +230,20 @@ describe('after_call over HTTP', () => {
 describe('a hook that times out', () => {
   it('onError deny (before_call): the call fails hook_denied, and the hook request is aborted', async () => {
     const r = await run([{ id: 's', tool: 'slow_deny', args: {} }]);
-    expect(callOf(r, 's')).toMatchObject({ status: 'failed', attempts: 0, error: { code: 'hook_denied', message: 's: hook slow-deny failed: timed out after 300 ms' } });
+    expect(callOf(r, 's')).toMatchObject({
+      status: 'failed',
+      attempts: 0,
+      error: { code: 'hook_denied', message: 's: hook slow-deny failed: timed out after 300 ms' },
+    });
     const held = hookCalls(r.id, '/hold')[0] as ToolRequest;
     await held.aborted;
     const hook = (await events(r.id)).find((e) => e.type === 'call.hook');
-    expect(hook?.data).toMatchObject({ on: 'before_call', hook: 'slow-deny', decision: 'deny', error: 'hook slow-deny failed: timed out after 300 ms' });
+    expect(hook?.data).toMatchObject({
+      on: 'before_call',
+      hook: 'slow-deny',
+      decision: 'deny',
+      error: 'hook slow-deny failed: timed out after 300 ms',
+    });
     expect((hook?.data as { durationMs: number }).durationMs).toBeGreaterThanOrEqual(300);
   });
 
@@ -215,7 +256,11 @@ describe('a hook that times out', () => {
 
   it('onError deny (after_call): the succeeded call fails hook_rejected', async () => {
     const r = await run([{ id: 's', tool: 'slow_after', args: {} }]);
-    expect(callOf(r, 's')).toMatchObject({ status: 'failed', attempts: 1, error: { code: 'hook_rejected', message: 's: hook slow-after failed: timed out after 300 ms' } });
+    expect(callOf(r, 's')).toMatchObject({
+      status: 'failed',
+      attempts: 1,
+      error: { code: 'hook_rejected', message: 's: hook slow-after failed: timed out after 300 ms' },
+    });
   });
 });
 
@@ -226,7 +271,10 @@ describe('a worker-module hook', () => {
       { id: 'no', tool: 'mod_write', args: { path: '/home/x' } },
     ]);
     expect(callOf(r, 'ok').status).toBe('succeeded');
-    expect(callOf(r, 'no')).toMatchObject({ status: 'failed', error: { code: 'hook_denied', message: 'no: module: outside /srv: /home/x', details: { hook: 'module-guard' } } });
+    expect(callOf(r, 'no')).toMatchObject({
+      status: 'failed',
+      error: { code: 'hook_denied', message: 'no: module: outside /srv: /home/x', details: { hook: 'module-guard' } },
+    });
     expect(hookCalls(r.id)).toHaveLength(0);
   });
 });
@@ -242,7 +290,9 @@ describe('hook time in the metrics and the dashboard', () => {
   it("shows each hook's time as a bar of the call's row in the timeline, apart from the wait for limits", async () => {
     const r = await run([{ id: 'w', tool: 'write_file', args: { path: '/tmp/nope' } }]);
     const { RunModel } = (await import('../../src/dashboard/static/model.js' as string)) as { RunModel: new () => any };
-    const { TimelineView } = (await import('../../src/dashboard/static/timeline.js' as string)) as { TimelineView: new (root: unknown, o: unknown) => any };
+    const { TimelineView } = (await import('../../src/dashboard/static/timeline.js' as string)) as {
+      TimelineView: new (root: unknown, o: unknown) => any;
+    };
     const model = new RunModel();
     for (const e of await events(r.id)) model.apply({ ...e, at: iso(e.at) });
     const timing = model.call('w').timing;
@@ -255,7 +305,9 @@ describe('hook time in the metrics and the dashboard', () => {
     try {
       const root = { innerHTML: '', addEventListener() {} };
       new TimelineView(root, { onOpen() {} }).render(model, Date.now());
-      expect(root.innerHTML).toMatch(/<rect class="bar hook d-deny"[^>]*><title>w: hook guard \(before_call\) decided deny in [^<]*writes outside \/srv: \/tmp\/nope<\/title>/);
+      expect(root.innerHTML).toMatch(
+        /<rect class="bar hook d-deny"[^>]*><title>w: hook guard \(before_call\) decided deny in [^<]*writes outside \/srv: \/tmp\/nope<\/title>/,
+      );
     } finally {
       g.ResizeObserver = had;
     }
@@ -273,12 +325,26 @@ describe('replay of a run with hooks', () => {
     ]);
     expect(r.status).toBe('partial');
     const rec = (await api.get(`/v1/runs/${r.id}/recording`)).body as Recording;
-    expect(rec.config.hooks?.map((h) => h.name)).toEqual(['guard', 'redact', 'audit', 'slow-deny', 'slow-allow', 'slow-after', 'module-guard']);
+    expect(rec.config.hooks?.map((h) => h.name)).toEqual([
+      'guard',
+      'redact',
+      'audit',
+      'slow-deny',
+      'slow-allow',
+      'slow-after',
+      'module-guard',
+    ]);
     // Which calls hooks were for, not where they live.
     expect(rec.config.hooks?.[0]).toEqual({ on: 'before_call', name: 'guard', match: { tool: 'write_file' } });
     expect(JSON.stringify(rec.config.hooks)).not.toMatch(/http|guard\.mjs/);
     expect(rec.hooks?.map((h) => `${h.callId} ${h.on} ${h.hook} ${h.decision}`)).toEqual(
-      expect.arrayContaining(['w1 before_call guard allow', 'w2 before_call guard deny', 'key after_call redact replace', 'show after_call audit allow', 'm before_call module-guard allow']),
+      expect.arrayContaining([
+        'w1 before_call guard allow',
+        'w2 before_call guard deny',
+        'key after_call redact replace',
+        'show after_call audit allow',
+        'm before_call module-guard allow',
+      ]),
     );
     const file = path.join(dir, 'hooks-run.json');
     writeFileSync(file, JSON.stringify(rec));
@@ -300,7 +366,8 @@ describe('replay of a run with hooks', () => {
 
 describe('the README guardrail example', () => {
   const readme = readFileSync('README.md', 'utf8');
-  const block = (lang: string, marker: string) => [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1] as string).find((b) => b.includes(marker));
+  const block = (lang: string, marker: string) =>
+    [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1] as string).find((b) => b.includes(marker));
 
   it('runs: the hook server as written, the config as written, and a write outside /srv/repo is denied', async () => {
     const js = block('js', 'guard.mjs');
@@ -334,7 +401,11 @@ describe('the README guardrail example', () => {
         const r = res.body;
         expect(r.status).toBe('partial');
         expect(callOf(r, 'ok')).toMatchObject({ status: 'succeeded', output: { path: '/srv/repo/a.txt' } });
-        expect(callOf(r, 'etc').error).toEqual({ code: 'hook_denied', message: 'etc: writes outside /srv/repo: /etc/passwd', details: { hook: 'repo-guard' } });
+        expect(callOf(r, 'etc').error).toEqual({
+          code: 'hook_denied',
+          message: 'etc: writes outside /srv/repo: /etc/passwd',
+          details: { hook: 'repo-guard' },
+        });
         expect(callOf(r, 'up').error).toMatchObject({ code: 'hook_denied', message: 'up: writes outside /srv/repo: /srv/etc/x' });
       } finally {
         await guarded.close();

@@ -41,7 +41,13 @@ afterAll(async () => {
 describe('filesystem MCP server', () => {
   it('lists its tools with the prefix, the hints as defaults and the overrides on top', () => {
     const write = tg.config.catalog.get('fs__write_file');
-    expect(write).toMatchObject({ writes: ['file:{path}'], reads: [], risk: 'write', idempotent: true, executor: { kind: 'mcp', server: 'fs', tool: 'write_file' } });
+    expect(write).toMatchObject({
+      writes: ['file:{path}'],
+      reads: [],
+      risk: 'write',
+      idempotent: true,
+      executor: { kind: 'mcp', server: 'fs', tool: 'write_file' },
+    });
     expect(tg.config.catalog.get('fs__list_directory')).toMatchObject({ reads: ['mcp:fs'], writes: [], risk: 'read', idempotent: false });
     expect(tg.config.catalog.get('fs__move_file')).toMatchObject({ writes: ['mcp:fs'], risk: 'write' });
     expect(tg.config.catalog.get('write_file')).toBeUndefined();
@@ -65,7 +71,11 @@ describe('filesystem MCP server', () => {
     const order = trace(tg.events, view.id, ['call.started', 'call.succeeded']);
     // a.txt: each write and read waits for the one before it; b.txt does not wait for any of them.
     const at = (s: string) => order.indexOf(s);
-    for (const [before, after] of [['succeeded w1', 'started r1'], ['succeeded r1', 'started w2'], ['succeeded w2', 'started r2']]) {
+    for (const [before, after] of [
+      ['succeeded w1', 'started r1'],
+      ['succeeded r1', 'started w2'],
+      ['succeeded w2', 'started r2'],
+    ]) {
       expect(at(before)).toBeLessThan(at(after as string));
     }
     expect(at('started wb')).toBeLessThan(at('succeeded w1'));
@@ -91,7 +101,10 @@ describe('filesystem MCP server', () => {
       { id: 'w', tool: 'fs__write_file', args: { path: file('g.txt'), content: 'gee' } },
       { id: 'r', tool: 'fs__read_text_file', args: { path: file('g.txt') } },
     ]);
-    const rec = recordingOf(tg.events.filter((e) => e.runId === view.id), tg.config);
+    const rec = recordingOf(
+      tg.events.filter((e) => e.runId === view.id),
+      tg.config,
+    );
     expect(rec.config.tools.map((t) => t.name).sort()).toEqual(['fs__read_text_file', 'fs__write_file']);
     expect(rec.config.tools.find((t) => t.name === 'fs__write_file')?.executor).toEqual({ kind: 'mcp', server: 'fs', tool: 'write_file' });
     const parsed = parseRecording(JSON.parse(JSON.stringify(rec)), 'rec.json');
@@ -122,16 +135,25 @@ describe('toolgraph serve with the filesystem server', () => {
   });
 
   it('hands the model its tool list, then orders the conflicting calls of its answer and runs the rest together', async () => {
-    const tools = (await (await fetch(`${child.url}/v1/tools?format=openai`)).json()) as { tools: { function: { name: string; parameters: unknown } }[]; skipped: unknown[] };
+    const tools = (await (await fetch(`${child.url}/v1/tools?format=openai`)).json()) as {
+      tools: { function: { name: string; parameters: unknown } }[];
+      skipped: unknown[];
+    };
     expect(tools.skipped).toEqual([]);
     const names = tools.tools.map((t) => t.function.name);
     expect(names).toContain('fs__write_file');
-    expect(tools.tools.find((t) => t.function.name === 'fs__write_file')?.function.parameters).toMatchObject({ required: ['path', 'content'] });
+    expect(tools.tools.find((t) => t.function.name === 'fs__write_file')?.function.parameters).toMatchObject({
+      required: ['path', 'content'],
+    });
     const listed = (await (await fetch(`${child.url}/v1/tools`)).json()) as { items: { name: string; source: string }[] };
     expect(new Set(listed.items.map((t) => t.source))).toEqual(new Set(['mcp:fs']));
 
     // The model's answer: parallel tool calls, as OpenAI sends them.
-    const call = (id: string, name: string, args: object) => ({ id, type: 'function', function: { name, arguments: JSON.stringify(args) } });
+    const call = (id: string, name: string, args: object) => ({
+      id,
+      type: 'function',
+      function: { name, arguments: JSON.stringify(args) },
+    });
     const message = {
       role: 'assistant',
       tool_calls: [
@@ -141,11 +163,20 @@ describe('toolgraph serve with the filesystem server', () => {
         call('c4', 'fs__write_file', { path: file('i.txt'), content: 'other' }),
       ],
     };
-    const res = await fetch(`${child.url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ openai: message, waitMs: 20_000 }) });
+    const res = await fetch(`${child.url}/v1/runs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ openai: message, waitMs: 20_000 }),
+    });
     expect(res.status).toBeLessThan(300);
     const run = (await res.json()) as { status: string; calls: { id: string; status: string; output: unknown; dependsOn: string[] }[] };
     expect(run.status).toBe('succeeded');
-    expect(run.calls.map((c) => [c.id, c.dependsOn])).toEqual([['c1', []], ['c2', ['c1']], ['c3', ['c2']], ['c4', []]]);
+    expect(run.calls.map((c) => [c.id, c.dependsOn])).toEqual([
+      ['c1', []],
+      ['c2', ['c1']],
+      ['c3', ['c2']],
+      ['c4', []],
+    ]);
     expect(run.calls[1]?.output).toEqual({ content: 'first' });
     expect(readFileSync(file('h.txt'), 'utf8')).toBe('second');
     expect(readFileSync(file('i.txt'), 'utf8')).toBe('other');

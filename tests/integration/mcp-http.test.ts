@@ -33,17 +33,25 @@ async function startHttpMcp(port = 0): Promise<HttpMcp> {
   let peak = 0;
   const makeServer = () => {
     const s = new McpServer({ name: 'http-test', version: '1.0.0' });
-    s.registerTool('add', { description: 'Adds', inputSchema: { a: z.number(), b: z.number() }, annotations: { readOnlyHint: true, idempotentHint: true } }, async ({ a, b }) => ({
-      content: [{ type: 'text', text: String(a + b) }],
-      structuredContent: { sum: a + b },
-    }));
-    s.registerTool('slow', { description: 'Waits a little', inputSchema: { ms: z.number() }, annotations: { readOnlyHint: true, idempotentHint: true } }, async ({ ms }) => {
-      inFlight++;
-      peak = Math.max(peak, inFlight);
-      await new Promise((r) => setTimeout(r, ms));
-      inFlight--;
-      return { content: [{ type: 'text', text: 'done' }] };
-    });
+    s.registerTool(
+      'add',
+      { description: 'Adds', inputSchema: { a: z.number(), b: z.number() }, annotations: { readOnlyHint: true, idempotentHint: true } },
+      async ({ a, b }) => ({
+        content: [{ type: 'text', text: String(a + b) }],
+        structuredContent: { sum: a + b },
+      }),
+    );
+    s.registerTool(
+      'slow',
+      { description: 'Waits a little', inputSchema: { ms: z.number() }, annotations: { readOnlyHint: true, idempotentHint: true } },
+      async ({ ms }) => {
+        inFlight++;
+        peak = Math.max(peak, inFlight);
+        await new Promise((r) => setTimeout(r, ms));
+        inFlight--;
+        return { content: [{ type: 'text', text: 'done' }] };
+      },
+    );
     return s;
   };
   const server = http.createServer(async (req, res) => {

@@ -41,17 +41,21 @@ async function until(what: string, probe: () => boolean, timeoutMs = 10_000): Pr
   }
 }
 
-describe('the tests\' own MCP server', () => {
+describe("the tests' own MCP server", () => {
   let tg: Toolgraph;
   beforeAll(async () => {
     tg = await startToolgraph(`
 mcp:
-  servers:${server('t', `      trustAnnotations: true
+  servers:${server(
+    't',
+    `      trustAnnotations: true
       tools:
         big: { maxOutputBytes: 1000 }
         slow: { timeoutMs: 300 }
         w: { writes: ["thing:{id}"] }
-      include: ["*"]`, { BAD: '1', PAGE_SIZE: '2' })}
+      include: ["*"]`,
+    { BAD: '1', PAGE_SIZE: '2' },
+  )}
 `);
   });
   afterAll(async () => {
@@ -88,7 +92,7 @@ mcp:
     expect(view.calls[1]?.error).toMatchObject({ code: 'invalid_args' });
   });
 
-  it('fails an output larger than the tool\'s maxOutputBytes with output_too_large', async () => {
+  it("fails an output larger than the tool's maxOutputBytes with output_too_large", async () => {
     const view = await tg.run([
       { id: 'small', tool: 't__big', args: { n: 100 } },
       { id: 'large', tool: 't__big', args: { n: 5000 } },
@@ -107,7 +111,12 @@ mcp:
 
   it('on cancel sends notifications/cancelled to the server', async () => {
     const before = logLines().filter((l) => l.startsWith('cancelled')).length;
-    const started = await tg.engine.submit({ calls: [{ id: 's', tool: 't__slow', args: { ms: 250 } }, { id: 'e', tool: 't__echo', args: {} }] });
+    const started = await tg.engine.submit({
+      calls: [
+        { id: 's', tool: 't__slow', args: { ms: 250 } },
+        { id: 'e', tool: 't__echo', args: {} },
+      ],
+    });
     await until('the call to reach the server', () => logLines().filter((l) => l.startsWith('call slow')).length >= 2);
     await tg.engine.cancel(started.id);
     const view = await tg.engine.wait(started.id);
@@ -130,9 +139,13 @@ describe('a server killed mid-call', () => {
   it('retries an idempotent tool on the restarted server; fails a non-idempotent one clearly, and the next call restarts it', async () => {
     const tg = await startToolgraph(`
 mcp:
-  servers:${server('idem', `      trustAnnotations: true
+  servers:${server(
+    'idem',
+    `      trustAnnotations: true
       tools:
-        crash: { retry: { attempts: 3, backoffMs: 10 } }`, { MARKER: path.join(dir, 'idem.marker') })}${server('once', '', { MARKER: path.join(dir, 'once.marker') })}
+        crash: { retry: { attempts: 3, backoffMs: 10 } }`,
+    { MARKER: path.join(dir, 'idem.marker') },
+  )}${server('once', '', { MARKER: path.join(dir, 'once.marker') })}
 `);
     try {
       const first = readFileSync.bind(null, path.join(dir, 'idem.marker'), 'utf8');
@@ -184,10 +197,13 @@ tools:
   - { name: echo, executor: { kind: builtin }, after: [t__nope] }
 limits: { tool: { t__gone: 2 } }
 mcp:
-  servers:${server('t', `      tools:
+  servers:${server(
+    't',
+    `      tools:
         w: { requires: [nothing_here] }
         crash: { retry: { attempts: 2 } }
-        missing: { idempotent: true }`)}
+        missing: { idempotent: true }`,
+  )}
 `).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConfigError);
     const msg = (err as Error).message;
@@ -198,7 +214,7 @@ mcp:
     expect(msg).toContain('mcp.servers[0].tools.missing: expected the name of a tool the server lists');
   });
 
-  it('an untrusted server\'s tools are opaque: they write *, and hints are ignored', async () => {
+  it("an untrusted server's tools are opaque: they write *, and hints are ignored", async () => {
     const rt = await start(`
 mcp:
   servers:${server('t')}
@@ -211,13 +227,16 @@ mcp:
 describe('a server that cannot start', () => {
   it('is exit 2 within 10 s, naming the server and showing its stderr', async () => {
     const cfg = path.join(dir, 'dead.yaml');
-    writeFileSync(cfg, `
+    writeFileSync(
+      cfg,
+      `
 mcp:
   servers:
     - name: dead
       command: ${node}
       args: ["-e", "console.error('dead: missing API token'); process.exit(3)"]
-`);
+`,
+    );
     let err = '';
     const t0 = Date.now();
     const code = await main(['tools', '--config', cfg], { out: () => {}, err: (s) => void (err += s), isTTY: false });
@@ -229,13 +248,16 @@ mcp:
 
   it('a server that never answers initialize is exit 2 within 10 s', async () => {
     const cfg = path.join(dir, 'mute.yaml');
-    writeFileSync(cfg, `
+    writeFileSync(
+      cfg,
+      `
 mcp:
   servers:
     - name: mute
       command: ${node}
       args: ["-e", "console.error('mute: waiting for nothing'); setInterval(() => {}, 1000)"]
-`);
+`,
+    );
     let err = '';
     const t0 = Date.now();
     const code = await main(['tools', '--config', cfg], { out: () => {}, err: (s) => void (err += s), isTTY: false });
@@ -247,12 +269,15 @@ mcp:
 
   it('an unreachable url is exit 2 naming the server', async () => {
     const cfg = path.join(dir, 'gone.yaml');
-    writeFileSync(cfg, `
+    writeFileSync(
+      cfg,
+      `
 mcp:
   servers:
     - name: gone
       url: http://127.0.0.1:9/mcp
-`);
+`,
+    );
     const batch = path.join(dir, 'batch.json');
     writeFileSync(batch, JSON.stringify([{ id: 'a', tool: 'gone__x' }]));
     let err = '';

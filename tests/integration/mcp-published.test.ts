@@ -32,7 +32,11 @@ mcp:
 
   it('writes then reads the graph in model order, and runs the reads together', async () => {
     const view = await tg.run([
-      { id: 'create', tool: 'memory__create_entities', args: { entities: [{ name: 'toolgraph', entityType: 'project', observations: ['runs tool calls in parallel'] }] } },
+      {
+        id: 'create',
+        tool: 'memory__create_entities',
+        args: { entities: [{ name: 'toolgraph', entityType: 'project', observations: ['runs tool calls in parallel'] }] },
+      },
       { id: 'graph', tool: 'memory__read_graph', args: {} },
       { id: 'search', tool: 'memory__search_nodes', args: { query: 'toolgraph' } },
     ]);
@@ -83,7 +87,9 @@ mcp:
   });
 
   it('cancels a long-running call: the run ends at once, not after the operation', async () => {
-    const started = await tg.engine.submit({ calls: [{ id: 'long', tool: 'ev__trigger-long-running-operation', args: { duration: 20, steps: 4 } }] });
+    const started = await tg.engine.submit({
+      calls: [{ id: 'long', tool: 'ev__trigger-long-running-operation', args: { duration: 20, steps: 4 } }],
+    });
     // The attempt has started (its event is stored) before the cancel.
     while (!tg.events.some((e) => e.runId === started.id && e.type === 'call.started')) await new Promise((r) => setTimeout(r, 5));
     const t0 = Date.now();
@@ -101,7 +107,13 @@ mcp:
     const executor = createMcpExecutor(tg.mcp.servers);
     const sum = tg.config.catalog.get('ev__get-sum')!;
     const request = (tool: typeof sum, args: Record<string, unknown>) => ({
-      runId: 'r', callId: 'c', tool, args, attempt: 1, timeoutMs: 5000, signal: new AbortController().signal,
+      runId: 'r',
+      callId: 'c',
+      tool,
+      args,
+      attempt: 1,
+      timeoutMs: 5000,
+      signal: new AbortController().signal,
     });
     const bad = await executor.execute(request(sum, { a: 'x', b: 1 }));
     expect(bad).toMatchObject({ ok: false, retryable: false, error: { code: 'tool_error' } });

@@ -25,21 +25,31 @@ describe('GET /v1/tools', () => {
     await api?.close();
   });
 
-  it('marks each tool\'s source and hides header values', async () => {
+  it("marks each tool's source and hides header values", async () => {
     const r = await api.get('/v1/tools');
     expect(r.status).toBe(200);
-    expect(r.body.items.map((t: { name: string; source: string }) => [t.name, t.source])).toEqual([['echo', 'config'], ['Weather.get', 'config']]);
+    expect(r.body.items.map((t: { name: string; source: string }) => [t.name, t.source])).toEqual([
+      ['echo', 'config'],
+      ['Weather.get', 'config'],
+    ]);
     expect(r.text).not.toContain('secret');
   });
 
-  it('?format=openai and ?format=anthropic give the model\'s tool lists, skipping names the vendor refuses', async () => {
+  it("?format=openai and ?format=anthropic give the model's tool lists, skipping names the vendor refuses", async () => {
     const openai = await api.get('/v1/tools?format=openai');
     expect(openai.body).toEqual({
-      tools: [{ type: 'function', function: { name: 'echo', description: 'Echoes', parameters: { type: 'object', properties: { x: { type: 'string' } } } } }],
+      tools: [
+        {
+          type: 'function',
+          function: { name: 'echo', description: 'Echoes', parameters: { type: 'object', properties: { x: { type: 'string' } } } },
+        },
+      ],
       skipped: [{ name: 'Weather.get', reason: 'openai takes tool names of 1–64 characters [a-zA-Z0-9_-] only' }],
     });
     const anthropic = await api.get('/v1/tools?format=anthropic');
-    expect(anthropic.body.tools).toEqual([{ name: 'echo', description: 'Echoes', input_schema: { type: 'object', properties: { x: { type: 'string' } } } }]);
+    expect(anthropic.body.tools).toEqual([
+      { name: 'echo', description: 'Echoes', input_schema: { type: 'object', properties: { x: { type: 'string' } } } },
+    ]);
   });
 
   it('an unknown format is a 400 naming it', async () => {
@@ -72,8 +82,14 @@ describe('toolgraph tools', () => {
   });
 
   it('--format json|openai|anthropic print what the API serves', async () => {
-    expect(JSON.parse((await cli('tools', '--config', cfg, '--format', 'json')).out).items[1]).toMatchObject({ name: 'Weather.get', source: 'config', executor: { kind: 'http', url: 'http://127.0.0.1:9/w' } });
-    expect(JSON.parse((await cli('tools', '--config', cfg, '--format', 'openai')).out).skipped).toEqual([{ name: 'Weather.get', reason: expect.any(String) }]);
+    expect(JSON.parse((await cli('tools', '--config', cfg, '--format', 'json')).out).items[1]).toMatchObject({
+      name: 'Weather.get',
+      source: 'config',
+      executor: { kind: 'http', url: 'http://127.0.0.1:9/w' },
+    });
+    expect(JSON.parse((await cli('tools', '--config', cfg, '--format', 'openai')).out).skipped).toEqual([
+      { name: 'Weather.get', reason: expect.any(String) },
+    ]);
     expect(JSON.parse((await cli('tools', '--config', cfg, '--format', 'anthropic')).out).tools[0].name).toBe('echo');
   });
 

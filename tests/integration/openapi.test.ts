@@ -98,7 +98,10 @@ describe('openapi.yaml, /openapi.json and /docs', () => {
     const served = new Set(registeredRoutes(app).map(([m, p]) => `${m} ${p}`));
     expect(served.size).toBeGreaterThan(10);
     const documented = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m} ${path}`));
-    expect(documented.filter((r) => !served.has(r)), 'documented but not served').toEqual([]);
+    expect(
+      documented.filter((r) => !served.has(r)),
+      'documented but not served',
+    ).toEqual([]);
   });
 
   /*
@@ -107,7 +110,9 @@ describe('openapi.yaml, /openapi.json and /docs', () => {
    */
   it('documents every /v1 route the server registers', async () => {
     const doc = (await (await fetch(`${base}/openapi.json`)).json()) as Doc;
-    const undocumented = registeredRoutes(app).filter(([m, p]) => (p.startsWith('/v1') || p === '/healthz' || p === '/metrics') && !doc.paths[p]?.[m]);
+    const undocumented = registeredRoutes(app).filter(
+      ([m, p]) => (p.startsWith('/v1') || p === '/healthz' || p === '/metrics') && !doc.paths[p]?.[m],
+    );
     expect(undocumented).toEqual([]);
   });
 

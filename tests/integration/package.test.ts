@@ -27,7 +27,11 @@ let files: string[] = [];
 
 async function npx(args: string[]) {
   try {
-    const r = await run(NPX, ['--no-install', 'toolgraph', ...args], { cwd: project, env: { ...process.env, LOG_LEVEL: 'warn' }, maxBuffer: 16 << 20 });
+    const r = await run(NPX, ['--no-install', 'toolgraph', ...args], {
+      cwd: project,
+      env: { ...process.env, LOG_LEVEL: 'warn' },
+      maxBuffer: 16 << 20,
+    });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (e) {
     const err = e as { code?: number; stdout?: string; stderr?: string };
@@ -43,18 +47,33 @@ beforeAll(async () => {
   files = packed!.files.map((f) => f.path);
   project = join(dir, 'app');
   cpSync(join(ROOT, 'examples/recordings/code-edit-hazards.json'), join(dir, 'rec.json'));
-  writeFileSync(join(dir, 'batch.json'), JSON.stringify({ calls: [{ id: 'a', tool: 'sleep', args: { ms: 5 } }, { id: 'b', tool: 'echo', args: { x: '${a.output.ms}' } }] }));
+  writeFileSync(
+    join(dir, 'batch.json'),
+    JSON.stringify({
+      calls: [
+        { id: 'a', tool: 'sleep', args: { ms: 5 } },
+        { id: 'b', tool: 'echo', args: { x: '${a.output.ms}' } },
+      ],
+    }),
+  );
   mkdirSync(project);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true, type: 'module' }));
-  await run(NPM, ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts', '--no-package-lock', join(dir, packed!.filename)], {
-    cwd: project,
-    maxBuffer: 16 << 20,
-  });
+  await run(
+    NPM,
+    ['install', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts', '--no-package-lock', join(dir, packed!.filename)],
+    {
+      cwd: project,
+      maxBuffer: 16 << 20,
+    },
+  );
   // better-sqlite3's addon: this checkout's build of the same version (its install script was skipped).
   const ours = JSON.parse(readFileSync(join(ROOT, 'node_modules/better-sqlite3/package.json'), 'utf8')) as { version: string };
   const theirs = JSON.parse(readFileSync(join(project, 'node_modules/better-sqlite3/package.json'), 'utf8')) as { version: string };
   expect(theirs.version).toBe(ours.version);
-  cpSync(join(ROOT, 'node_modules/better-sqlite3/build/Release/better_sqlite3.node'), join(project, 'node_modules/better-sqlite3/build/Release/better_sqlite3.node'));
+  cpSync(
+    join(ROOT, 'node_modules/better-sqlite3/build/Release/better_sqlite3.node'),
+    join(project, 'node_modules/better-sqlite3/build/Release/better_sqlite3.node'),
+  );
 }, 300_000);
 
 afterAll(() => {
@@ -63,20 +82,46 @@ afterAll(() => {
 
 describe('npm pack', () => {
   it('holds the compiled code, the CLI, the dashboard, the migrations, openapi.yaml, the docs, README, LICENSE and CHANGELOG', () => {
-    for (const f of ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'openapi.yaml', 'bin/toolgraph.mjs', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/client/index.d.ts', 'dist/engine/model-stream.d.ts', 'dist/dashboard/static/index.html', 'docs/configuration.md']) {
+    for (const f of [
+      'package.json',
+      'README.md',
+      'LICENSE',
+      'CHANGELOG.md',
+      'openapi.yaml',
+      'bin/toolgraph.mjs',
+      'dist/index.js',
+      'dist/index.d.ts',
+      'dist/cli/main.js',
+      'dist/client/index.d.ts',
+      'dist/engine/model-stream.d.ts',
+      'dist/dashboard/static/index.html',
+      'docs/configuration.md',
+    ]) {
       expect(files, f).toContain(f);
     }
-    expect(files.some((f) => /^dist\/store\/migrations\/.+\.sql$/.test(f)), 'migrations').toBe(true);
+    expect(
+      files.some((f) => /^dist\/store\/migrations\/.+\.sql$/.test(f)),
+      'migrations',
+    ).toBe(true);
     expect(files.filter((f) => f.startsWith('docs/') && f.endsWith('.md')).length).toBeGreaterThan(3);
   });
 
   it('holds no tests, no TypeScript sources, no source maps and no build or CI files', () => {
-    const unwanted = files.filter((f) => /^(tests|src|bench|scripts|\.ci)\//.test(f) || /\.map$/.test(f) || (/\.ts$/.test(f) && !/\.d\.ts$/.test(f)) || /^(Dockerfile|docker-compose\.yml|tsconfig.*|vitest\.config\.ts|\.dockerignore)$/.test(f));
+    const unwanted = files.filter(
+      (f) =>
+        /^(tests|src|bench|scripts|\.ci)\//.test(f) ||
+        /\.map$/.test(f) ||
+        (/\.ts$/.test(f) && !/\.d\.ts$/.test(f)) ||
+        /^(Dockerfile|docker-compose\.yml|tsconfig.*|vitest\.config\.ts|\.dockerignore)$/.test(f),
+    );
     expect(unwanted).toEqual([]);
   });
 
   it('every file the package points at is in it', () => {
-    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { exports: Record<string, { types: string; default: string }>; bin: Record<string, string> };
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+      exports: Record<string, { types: string; default: string }>;
+      bin: Record<string, string>;
+    };
     for (const e of Object.values(pkg.exports)) for (const f of [e.types, e.default]) expect(files, f).toContain(f.replace(/^\.\//, ''));
     for (const f of Object.values(pkg.bin)) expect(files).toContain(f);
   });
@@ -115,12 +160,21 @@ describe('the installed package', () => {
       const res = await fetch(`${url}/v1/runs`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ waitMs: 10_000, calls: [{ id: 'r', tool: 'read_file', args: { path: '/a' } }, { id: 'w', tool: 'write_file', args: { path: '/a', content: '${r.output.path}' } }] }),
+        body: JSON.stringify({
+          waitMs: 10_000,
+          calls: [
+            { id: 'r', tool: 'read_file', args: { path: '/a' } },
+            { id: 'w', tool: 'write_file', args: { path: '/a', content: '${r.output.path}' } },
+          ],
+        }),
       });
       expect(res.status).toBe(201);
       const body = (await res.json()) as { status: string; calls: { id: string; status: string; dependsOn: string[] }[] };
       expect(body.status).toBe('succeeded');
-      expect(body.calls.map((c) => [c.id, c.status, c.dependsOn])).toEqual([['r', 'succeeded', []], ['w', 'succeeded', ['r']]]);
+      expect(body.calls.map((c) => [c.id, c.status, c.dependsOn])).toEqual([
+        ['r', 'succeeded', []],
+        ['w', 'succeeded', ['r']],
+      ]);
     } finally {
       proc.kill('SIGTERM');
       await exited;
@@ -155,7 +209,9 @@ await engine.close();`;
   it('the types of toolgraph, toolgraph/client and toolgraph/stream resolve under tsc, and the TypeScript of docs/ compiles against them', async () => {
     // Every ```ts block of docs/, as a module of the user's project (the README's run in readme.test.ts).
     const snippets: string[] = [];
-    for (const page of readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)) {
+    for (const page of readdirSync(join(ROOT, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => `docs/${f}`)) {
       for (const m of readFileSync(join(ROOT, page), 'utf8').matchAll(/^```ts\n([\s\S]*?)^```/gm)) {
         const file = `snippet-${snippets.length}.ts`;
         writeFileSync(join(project, file), `// ${page}\n${m[1] as string}\nexport {};\n`);
@@ -184,7 +240,16 @@ void engine.submit({ calls: [{ id: 'a' }] });
     writeFileSync(
       join(project, 'tsconfig.json'),
       JSON.stringify({
-        compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, skipLibCheck: false, types: ['node'], typeRoots: [join(ROOT, 'node_modules/@types')] },
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          noEmit: true,
+          skipLibCheck: false,
+          types: ['node'],
+          typeRoots: [join(ROOT, 'node_modules/@types')],
+        },
         files: ['main.ts', ...snippets],
       }),
     );

@@ -16,7 +16,8 @@ import { openSqliteStore } from '../../src/store/sqlite.js';
 
 const run = promisify(execFile);
 const readme = readFileSync('README.md', 'utf8');
-const blocks = (lang: string) => [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => (m[1] as string).replace(/^ {3}/gm, ''));
+const blocks = (lang: string) =>
+  [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => (m[1] as string).replace(/^ {3}/gm, ''));
 
 /** The shell commands of the README that talk to the server, in order, joined across continuation lines. */
 function curlCommands(): string[] {
@@ -81,7 +82,10 @@ describe('README', () => {
     for (const raw of commands) {
       const cmd = raw.replaceAll('http://127.0.0.1:8080', url).replaceAll('RUN_ID', runId);
       if (cmd.startsWith('npx toolgraph replay')) {
-        const { stdout: out } = await run('node', [path.resolve('bin/toolgraph.mjs'), 'replay', 'rec.json'], { cwd: dir, encoding: 'utf8' });
+        const { stdout: out } = await run('node', [path.resolve('bin/toolgraph.mjs'), 'replay', 'rec.json'], {
+          cwd: dir,
+          encoding: 'utf8',
+        });
         expect(out).toMatch(/^MATCH /m);
         continue;
       }

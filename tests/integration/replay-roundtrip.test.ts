@@ -97,8 +97,20 @@ describe('a real run, recorded, replays with exit 0', () => {
       },
       {
         replans: [
-          { delayMs: 10, calls: [{ id: 'page2', tool: 'fetch_page', args: { url: 'https://old.example.com/broken/a' } }, { id: 'digest2', tool: 'summarize', args: { a: '${page2.output}' } }] },
-          { delayMs: 25, calls: [{ id: 'page3', tool: 'fetch_page', args: { url: 'https://mirror.example.org/a' } }, { id: 'digest3', tool: 'summarize', args: { a: '${page3.output.title}', faq: '${faq.output}' } }] },
+          {
+            delayMs: 10,
+            calls: [
+              { id: 'page2', tool: 'fetch_page', args: { url: 'https://old.example.com/broken/a' } },
+              { id: 'digest2', tool: 'summarize', args: { a: '${page2.output}' } },
+            ],
+          },
+          {
+            delayMs: 25,
+            calls: [
+              { id: 'page3', tool: 'fetch_page', args: { url: 'https://mirror.example.org/a' } },
+              { id: 'digest3', tool: 'summarize', args: { a: '${page3.output.title}', faq: '${faq.output}' } },
+            ],
+          },
         ],
       },
     );
@@ -183,13 +195,20 @@ describe('the example recordings', () => {
     ];
     writeFileSync(batch, JSON.stringify({ calls }));
     expect((await runCli(['run', batch, '--config', EXAMPLE_CONFIG, '--record', rec, '--approve'])).code).toBe(0);
-    expect(JSON.parse(readFileSync(rec, 'utf8'))).toMatchObject({ format: 'toolgraph.recording/v1', reviews: [{ callId: 'd', decision: 'approve' }] });
+    expect(JSON.parse(readFileSync(rec, 'utf8'))).toMatchObject({
+      format: 'toolgraph.recording/v1',
+      reviews: [{ callId: 'd', decision: 'approve' }],
+    });
     const r = await replay(rec);
     expect(r.code).toBe(0);
   });
 
   it('replay through a real child process: node bin/toolgraph.mjs replay examples/recordings', () => {
-    const p = spawnSync(process.execPath, ['bin/toolgraph.mjs', 'replay', 'examples/recordings'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+    const p = spawnSync(process.execPath, ['bin/toolgraph.mjs', 'replay', 'examples/recordings'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     expect(p.stderr).toBe('');
     expect(p.stdout).toContain(`${EXAMPLES.length} match, 0 diverged`);
     expect(p.status).toBe(0);

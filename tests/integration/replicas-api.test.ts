@@ -52,7 +52,19 @@ describe('on SQLite', () => {
       store: 'sqlite',
       replica: api.service.replica,
       leaseMs: null,
-      items: [{ name: api.service.replica, instance: api.service.replica, self: true, startedAt: expect.any(String), leaseUntil: null, renewedAt: null, leaseLeftMs: null, alive: true, ownedRuns: 0 }],
+      items: [
+        {
+          name: api.service.replica,
+          instance: api.service.replica,
+          self: true,
+          startedAt: expect.any(String),
+          leaseUntil: null,
+          renewedAt: null,
+          leaseLeftMs: null,
+          alive: true,
+          ownedRuns: 0,
+        },
+      ],
     });
     expect(Date.parse(res.body.items[0].startedAt)).toBeLessThanOrEqual(before);
   });
@@ -113,7 +125,10 @@ describe('on PostgreSQL, two replicas', () => {
   });
 
   it('GET /v1/replicas lists both, alive, with their leases, on either', async () => {
-    for (const [api, me] of [[a, 'ra'], [b, 'rb']] as const) {
+    for (const [api, me] of [
+      [a, 'ra'],
+      [b, 'rb'],
+    ] as const) {
       const res = await api.get('/v1/replicas');
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({ store: 'postgres', replica: me, leaseMs: LEASE_MS });
@@ -169,7 +184,13 @@ describe('on PostgreSQL, two replicas', () => {
     for (let round = 0; round < 5; round++) {
       const key = `both-${round}`;
       const answers = await Promise.all(
-        Array.from({ length: 8 }, (_, i) => (i % 2 ? a : b).post('/v1/runs', { tags: { key }, calls: [{ id: 'a', tool: 'echo', args: { round } }] }, { headers: { 'idempotency-key': key } })),
+        Array.from({ length: 8 }, (_, i) =>
+          (i % 2 ? a : b).post(
+            '/v1/runs',
+            { tags: { key }, calls: [{ id: 'a', tool: 'echo', args: { round } }] },
+            { headers: { 'idempotency-key': key } },
+          ),
+        ),
       );
       expect(answers.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
       expect(new Set(answers.map((r) => r.body.id)).size).toBe(1);

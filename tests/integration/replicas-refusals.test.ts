@@ -25,7 +25,16 @@ limits:
   resource: { "svc:*": 1 }
 `;
 
-const ask = (runId: string, o: Partial<PermitRequest> = {}): PermitRequest => ({ runId, callId: 'c', tenant: 'x', tool: 'other', domain: null, reads: [], writes: [], ...o });
+const ask = (runId: string, o: Partial<PermitRequest> = {}): PermitRequest => ({
+  runId,
+  callId: 'c',
+  tenant: 'x',
+  tool: 'other',
+  domain: null,
+  reads: [],
+  writes: [],
+  ...o,
+});
 const holder = (runId: string, tenant = 'x') => ({ runId, callId: 'c', tenant, since: expect.any(Number) });
 
 describe('refusals of cluster-wide permits', () => {

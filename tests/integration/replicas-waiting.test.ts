@@ -39,9 +39,10 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
   });
 
   const limitsOn = async (api: Api) => (await api.get('/v1/limits', { token: OPS })).body.items as any[];
-  const eventsOf = async (api: Api, runId: string) => (await sse(`${api.url}/v1/runs/${runId}/events`, { authorization: `Bearer ${OPS}` }).then((s) => s.ended)).map((e) => e.event);
+  const eventsOf = async (api: Api, runId: string) =>
+    (await sse(`${api.url}/v1/runs/${runId}/events`, { authorization: `Bearer ${OPS}` }).then((s) => s.ended)).map((e) => e.event);
 
-  it("a tool-limit wait names the holder on the other replica, with limit and inUse, through either replica; an agent of another tenant sees a count", async () => {
+  it('a tool-limit wait names the holder on the other replica, with limit and inUse, through either replica; an agent of another tenant sees a count', async () => {
     ts.on('/deploy', () => 'hold');
     const first = await submitAs(a, ACME, [{ id: 'd', tool: 'deploy', args: {} }]);
     const held = await ts.call('d', first.id);
@@ -95,7 +96,15 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
     const done = await b.settled(second.id, OPS);
     expect(done.status).toBe('succeeded');
     expect(done.calls[0]).not.toHaveProperty('waitingFor');
-    expect(await eventsOf(a, second.id)).toEqual(['run.created', 'run.started', 'call.ready', 'call.waiting', 'call.started', 'call.succeeded', 'run.completed']);
+    expect(await eventsOf(a, second.id)).toEqual([
+      'run.created',
+      'run.started',
+      'call.ready',
+      'call.waiting',
+      'call.started',
+      'call.succeeded',
+      'run.completed',
+    ]);
     for (const api of [a, b]) {
       const left = await until('the limits to be free', async () => {
         const got = (await limitsOn(api)).filter((l) => l.kind === 'tool');
@@ -121,7 +130,15 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
         expect(waiting.waitingFor).toEqual([{ kind: 'lock', key: 'file:*', domain: 'tenant:acme', holders: [holder] }]);
       }
     }
-    const item = { kind: 'lock', key: 'file:*', domain: 'tenant:acme', inUse: 1, waiting: 1, longestWaitMs: expect.any(Number), holders: [holder] };
+    const item = {
+      kind: 'lock',
+      key: 'file:*',
+      domain: 'tenant:acme',
+      inUse: 1,
+      waiting: 1,
+      longestWaitMs: expect.any(Number),
+      holders: [holder],
+    };
     for (const api of [a, b]) {
       const locks = await until('the cluster-wide limits to count the lock waiter', async () => {
         const got = (await limitsOn(api)).filter((l) => l.kind === 'lock');
@@ -137,7 +154,15 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
     expect(await callOf(a, writer.id, 'write')).not.toHaveProperty('waitingFor');
     write.respond({ status: 200, body: {} });
     expect((await b.settled(writer.id, OPS)).status).toBe('succeeded');
-    expect(await eventsOf(b, writer.id)).toEqual(['run.created', 'run.started', 'call.ready', 'call.waiting', 'call.started', 'call.succeeded', 'run.completed']);
+    expect(await eventsOf(b, writer.id)).toEqual([
+      'run.created',
+      'run.started',
+      'call.ready',
+      'call.waiting',
+      'call.started',
+      'call.succeeded',
+      'run.completed',
+    ]);
   });
 
   it("a replica's published waiters count while its lease holds, and not once it ended", async () => {
@@ -153,7 +178,9 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
     try {
       for (const api of [a, b]) {
         const items = (await limitsOn(api)).filter((l) => l.kind === 'tool');
-        expect(items).toEqual([{ kind: 'tool', key: 'deploy', limit: 1, inUse: 0, waiting: 3, longestWaitMs: expect.any(Number), holders: [] }]);
+        expect(items).toEqual([
+          { kind: 'tool', key: 'deploy', limit: 1, inUse: 0, waiting: 3, longestWaitMs: expect.any(Number), holders: [] },
+        ]);
         expect(items[0].longestWaitMs).toBeGreaterThanOrEqual(4000);
         expect(items[0].longestWaitMs).toBeLessThan(60_000);
       }
@@ -169,11 +196,23 @@ describe('waitingFor and GET /v1/limits across two replicas on PostgreSQL', () =
     expect((await a.settled(first.id, OPS)).status).toBe('succeeded');
     const second = await submitAs(b, ACME, [{ id: 'n', tool: 'notify', args: {} }]);
     const waiting = await until('the refused call names its wait', async () => (await callOf(b, second.id, 'n')).waitingFor);
-    expect(waiting).toEqual([{ kind: 'rate', key: 'tool:notify', limit: 1, perMs: 60_000, retryAt: expect.stringMatching(ISO), holders: [] }]);
+    expect(waiting).toEqual([
+      { kind: 'rate', key: 'tool:notify', limit: 1, perMs: 60_000, retryAt: expect.stringMatching(ISO), holders: [] },
+    ]);
     // The token was taken when the first started (on the database's clock, a little before).
     const taken = Date.parse((await callOf(a, first.id, 'n')).startedAt);
     expect(Math.abs(Date.parse(waiting[0].retryAt) - (taken + 60_000))).toBeLessThan(1000);
-    const item = { kind: 'rate', key: 'tool:notify', limit: 1, perMs: 60_000, inUse: 1, waiting: 1, longestWaitMs: expect.any(Number), retryAt: waiting[0].retryAt, holders: [] };
+    const item = {
+      kind: 'rate',
+      key: 'tool:notify',
+      limit: 1,
+      perMs: 60_000,
+      inUse: 1,
+      waiting: 1,
+      longestWaitMs: expect.any(Number),
+      retryAt: waiting[0].retryAt,
+      holders: [],
+    };
     for (const api of [a, b]) {
       const rates = await until('the cluster-wide limits to count the rate waiter', async () => {
         const got = (await limitsOn(api)).filter((l) => l.kind === 'rate');

@@ -58,8 +58,16 @@ interface Workload {
 const workload: fc.Arbitrary<Workload> = fc.record({
   runs: fc.array(
     fc.oneof(
-      fc.record({ tenant: fc.constant('free' as const), replica: fc.integer({ min: 0, max: 2 }), calls: fc.array(fc.constantFrom(...TOOLS_OF.free), { minLength: 1, maxLength: 4 }) }),
-      fc.record({ tenant: fc.constant('capped' as const), replica: fc.integer({ min: 0, max: 2 }), calls: fc.array(fc.constantFrom(...TOOLS_OF.capped), { minLength: 1, maxLength: 4 }) }),
+      fc.record({
+        tenant: fc.constant('free' as const),
+        replica: fc.integer({ min: 0, max: 2 }),
+        calls: fc.array(fc.constantFrom(...TOOLS_OF.free), { minLength: 1, maxLength: 4 }),
+      }),
+      fc.record({
+        tenant: fc.constant('capped' as const),
+        replica: fc.integer({ min: 0, max: 2 }),
+        calls: fc.array(fc.constantFrom(...TOOLS_OF.capped), { minLength: 1, maxLength: 4 }),
+      }),
     ),
     { minLength: 2, maxLength: 5 },
   ),
@@ -134,7 +142,14 @@ describe('several replicas on one PostgreSQL', () => {
 
   it('a rate limit holds across replicas (a token bucket of 2, 2 per second), and is reached', async () => {
     const runs = await Promise.all(
-      [0, 1, 2].map(async (i, k) => (await c.request(i, 'POST', '/v1/runs', { calls: [0, 1, 2, 3].map((n) => ({ id: `q${n}`, tool: 'rated', args: { ms: 10, k } })) })).body),
+      [0, 1, 2].map(
+        async (i, k) =>
+          (
+            await c.request(i, 'POST', '/v1/runs', {
+              calls: [0, 1, 2, 3].map((n) => ({ id: `q${n}`, tool: 'rated', args: { ms: 10, k } })),
+            })
+          ).body,
+      ),
     );
     for (const r of runs) expect((await c.ended(0, r.id)).status).toBe('succeeded');
     // When each start was granted: the `at` of its call.started (every replica's clock is this machine's).
@@ -149,16 +164,29 @@ describe('several replicas on one PostgreSQL', () => {
     // after the database took its token, and that moment varies on a loaded machine: 250 ms of slack.
     // Without a shared bucket the three replicas would start 6 at once.
     for (let i = 0; i < starts.length; i++) {
-      for (let j = i + 1; j < starts.length; j++) expect(j - i + 1, `starts ${i}..${j}: ${starts.map((t) => t - starts[0]!).join(' ')}`).toBeLessThanOrEqual(2 + (2 * (starts[j]! - starts[i]! + 250)) / 1000);
+      for (let j = i + 1; j < starts.length; j++)
+        expect(j - i + 1, `starts ${i}..${j}: ${starts.map((t) => t - starts[0]!).join(' ')}`).toBeLessThanOrEqual(
+          2 + (2 * (starts[j]! - starts[i]! + 250)) / 1000,
+        );
     }
     // Reached: 12 starts need 5 s at the rate (2 at once, then one each 500 ms); they take little more.
     expect(starts.at(-1)! - starts[0]!).toBeLessThan(5000 + 1500);
   }, 60_000);
 
   it('maxActiveRunsPerTenant (5) holds across replicas: of six runs sent at once to three replicas, with three running, exactly two are admitted', async () => {
-    const held = await Promise.all([0, 1, 2].map(async (i) => (await c.request(i, 'POST', '/v1/runs', { tenant: 'burst', calls: [{ id: 'h', tool: 'hold_idem', args: { hold: true, i } }] })).body));
+    const held = await Promise.all(
+      [0, 1, 2].map(
+        async (i) =>
+          (await c.request(i, 'POST', '/v1/runs', { tenant: 'burst', calls: [{ id: 'h', tool: 'hold_idem', args: { hold: true, i } }] }))
+            .body,
+      ),
+    );
     for (const r of held) expect(r.status).toBe('running');
-    const burst = await Promise.all([0, 1, 2, 0, 1, 2].map((i, k) => c.request(i, 'POST', '/v1/runs', { tenant: 'burst', calls: [{ id: 'b', tool: 'hold_idem', args: { hold: true, k } }] })));
+    const burst = await Promise.all(
+      [0, 1, 2, 0, 1, 2].map((i, k) =>
+        c.request(i, 'POST', '/v1/runs', { tenant: 'burst', calls: [{ id: 'b', tool: 'hold_idem', args: { hold: true, k } }] }),
+      ),
+    );
     expect(burst.map((r) => r.status).sort()).toEqual([201, 201, 429, 429, 429, 429]);
     for (const r of burst.filter((x) => x.status === 429)) expect(r.body.error.code).toBe('too_many_runs');
     const admitted = [...held, ...burst.filter((x) => x.status === 201).map((x) => x.body)];
@@ -172,12 +200,23 @@ describe('several replicas on one PostgreSQL', () => {
       fetch(`${c.replicas[i]!.url}/v1/runs`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'idempotency-key': 'k-elsewhere' },
-        body: JSON.stringify({ calls: [{ id: 'a', tool: 'lim_a', args: { ms: 400 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 400 } }], waitMs: 20_000 }),
+        body: JSON.stringify({
+          calls: [
+            { id: 'a', tool: 'lim_a', args: { ms: 400 } },
+            { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 400 } },
+          ],
+          waitMs: 20_000,
+        }),
       }).then(async (r) => ({ status: r.status, body: await r.json() }));
     const first = fetch(`${c.replicas[0]!.url}/v1/runs`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'idempotency-key': 'k-elsewhere' },
-      body: JSON.stringify({ calls: [{ id: 'a', tool: 'lim_a', args: { ms: 400 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 400 } }] }),
+      body: JSON.stringify({
+        calls: [
+          { id: 'a', tool: 'lim_a', args: { ms: 400 } },
+          { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 400 } },
+        ],
+      }),
     }).then(async (r) => ({ status: r.status, body: await r.json() }));
     const created = await first;
     expect(created.status).toBe(201);
@@ -191,7 +230,14 @@ describe('several replicas on one PostgreSQL', () => {
   }, 60_000);
 
   it('a run is served by every replica, and its events read through another replica are gapless', async () => {
-    const run = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'lim_a', args: { ms: 200 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 200 } }] })).body;
+    const run = (
+      await c.request(0, 'POST', '/v1/runs', {
+        calls: [
+          { id: 'a', tool: 'lim_a', args: { ms: 200 } },
+          { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 200 } },
+        ],
+      })
+    ).body;
     const streamed = readEvents(c.replicas[2]!.url, run.id);
     const ended = await c.ended(1, run.id);
     expect(ended.status).toBe('succeeded');
@@ -212,11 +258,15 @@ describe('several replicas on one PostgreSQL', () => {
     let text = '';
     const decoder = new TextDecoder();
     try {
-      await until('the other replica\'s run on the stream', async () => {
-        const { value } = await reader.read();
-        text += decoder.decode(value, { stream: true });
-        return text.includes(`"id":"${run.id}"`) && text.includes('"status":"succeeded"') ? true : undefined;
-      }, 15_000);
+      await until(
+        "the other replica's run on the stream",
+        async () => {
+          const { value } = await reader.read();
+          text += decoder.decode(value, { stream: true });
+          return text.includes(`"id":"${run.id}"`) && text.includes('"status":"succeeded"') ? true : undefined;
+        },
+        15_000,
+      );
     } finally {
       await reader.cancel();
     }
@@ -226,23 +276,37 @@ describe('several replicas on one PostgreSQL', () => {
     const admin = new pg.Client({ connectionString: c.db });
     await admin.connect();
     try {
-      const killed = await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`);
+      const killed = await admin.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+      );
       expect(killed.rowCount).toBeGreaterThanOrEqual(3);
     } finally {
       await admin.end();
     }
-    const run = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'lim_a', args: { ms: 100 } }, { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 100 } }] })).body;
+    const run = (
+      await c.request(0, 'POST', '/v1/runs', {
+        calls: [
+          { id: 'a', tool: 'lim_a', args: { ms: 100 } },
+          { id: 'b', tool: 'free_b', args: { after: '${a.output.callId}', ms: 100 } },
+        ],
+      })
+    ).body;
     const events = await readEvents(c.replicas[1]!.url, run.id);
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
     expect(events.at(-1)?.type).toBe('run.completed');
-    await until('every replica to listen again', async () => {
-      const all = await Promise.all([0, 1, 2].map((i) => c.request(i, 'GET', '/healthz')));
-      return all.every((h) => h.body.cluster?.listening === true) ? true : undefined;
-    }, 10_000);
+    await until(
+      'every replica to listen again',
+      async () => {
+        const all = await Promise.all([0, 1, 2].map((i) => c.request(i, 'GET', '/healthz')));
+        return all.every((h) => h.body.cluster?.listening === true) ? true : undefined;
+      },
+      10_000,
+    );
   }, 60_000);
 
   it('a cancel sent to a replica that does not own the run aborts the running call', async () => {
-    const run = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'h', tool: 'hold_idem', args: { hold: true, t: 'cancel' } }] })).body;
+    const run = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'h', tool: 'hold_idem', args: { hold: true, t: 'cancel' } }] }))
+      .body;
     const attempt = await until('the held call to run', () => c.tools.of(run.id, 'h')[0]);
     const sent = performance.now();
     const cancelled = await c.request(2, 'POST', `/v1/runs/${run.id}/cancel`);
@@ -258,33 +322,44 @@ describe('several replicas on one PostgreSQL', () => {
 
   it('kill -9 of a replica: its runs are taken over within the lease + 2 s; idempotent calls re-run with the same key, others end interrupted', async () => {
     const runs = await Promise.all(
-      [0, 1, 2].map(async (k) => (await c.request(1, 'POST', '/v1/runs', { calls: [{ id: 'i', tool: 'hold_idem', args: { hold: true, k } }, { id: 'o', tool: 'hold_once', args: { hold: true, k } }] })).body),
+      [0, 1, 2].map(
+        async (k) =>
+          (
+            await c.request(1, 'POST', '/v1/runs', {
+              calls: [
+                { id: 'i', tool: 'hold_idem', args: { hold: true, k } },
+                { id: 'o', tool: 'hold_once', args: { hold: true, k } },
+              ],
+            })
+          ).body,
+      ),
     );
     for (const r of runs) for (const id of ['i', 'o']) await until(`${r.id}/${id} to run`, () => c.tools.of(r.id, id)[0]);
     const killedAt = performance.now();
     await c.replicas[1]!.kill9();
     c.replicas[1] = undefined;
     try {
-    const reruns = await Promise.all(runs.map((r) => until(`${r.id}/i to run again`, () => c.tools.of(r.id, 'i')[1], 20_000)));
-    const takeoverMs = Math.max(...reruns.map((a) => a.start - killedAt));
-    expect(takeoverMs).toBeLessThan(LEASE_MS + 2000);
-    c.tools.release();
-    for (const r of runs) {
-      const ended = await c.ended(0, r.id);
-      expect(ended.status).toBe('partial');
-      const [first, again] = c.tools.of(r.id, 'i');
-      expect(again!.key).toBe(first!.key);
-      expect(ended.calls.find((x: { id: string }) => x.id === 'i').status).toBe('succeeded');
-      expect(ended.calls.find((x: { id: string }) => x.id === 'o').error.code).toBe('interrupted');
-      expect(c.tools.of(r.id, 'o')).toHaveLength(1);
-    }
+      const reruns = await Promise.all(runs.map((r) => until(`${r.id}/i to run again`, () => c.tools.of(r.id, 'i')[1], 20_000)));
+      const takeoverMs = Math.max(...reruns.map((a) => a.start - killedAt));
+      expect(takeoverMs).toBeLessThan(LEASE_MS + 2000);
+      c.tools.release();
+      for (const r of runs) {
+        const ended = await c.ended(0, r.id);
+        expect(ended.status).toBe('partial');
+        const [first, again] = c.tools.of(r.id, 'i');
+        expect(again!.key).toBe(first!.key);
+        expect(ended.calls.find((x: { id: string }) => x.id === 'i').status).toBe('succeeded');
+        expect(ended.calls.find((x: { id: string }) => x.id === 'o').error.code).toBe('interrupted');
+        expect(c.tools.of(r.id, 'o')).toHaveLength(1);
+      }
     } finally {
       await c.start(1);
     }
   }, 90_000);
 
   it('SIGSTOP past the lease, then SIGCONT: the paused replica appends nothing more to the runs it lost', async () => {
-    const run = (await c.request(2, 'POST', '/v1/runs', { calls: [{ id: 'p', tool: 'hold_idem', args: { hold: true, t: 'pause' } }] })).body;
+    const run = (await c.request(2, 'POST', '/v1/runs', { calls: [{ id: 'p', tool: 'hold_idem', args: { hold: true, t: 'pause' } }] }))
+      .body;
     const first = await until('the held call to run', () => c.tools.of(run.id, 'p')[0]);
     const paused = c.replicas[2]!;
     paused.proc.kill('SIGSTOP');
@@ -296,7 +371,11 @@ describe('several replicas on one PostgreSQL', () => {
     } finally {
       paused.proc.kill('SIGCONT');
     }
-    await until('the paused replica to hear that it lost its lease', () => (paused.output().includes('lost the lease') ? true : undefined), 10_000);
+    await until(
+      'the paused replica to hear that it lost its lease',
+      () => (paused.output().includes('lost the lease') ? true : undefined),
+      10_000,
+    );
     c.tools.release((a) => a.runId === run.id);
     const ended = await c.ended(0, run.id);
     expect(ended.status).toBe('succeeded');
@@ -306,11 +385,27 @@ describe('several replicas on one PostgreSQL', () => {
     const ends = events.filter((e) => e.call_id === 'p' && (e.type === 'call.succeeded' || e.type === 'call.failed'));
     expect(ends.map((e) => JSON.parse(e.data).attempt)).toEqual([2]);
     // And the paused replica serves again, under a new lease.
-    await until('r2 to serve again', async () => ((await c.request(2, 'GET', '/healthz')).body.cluster?.lease === 'held' ? true : undefined), 10_000);
+    await until(
+      'r2 to serve again',
+      async () => ((await c.request(2, 'GET', '/healthz')).body.cluster?.lease === 'held' ? true : undefined),
+      10_000,
+    );
   }, 90_000);
 
   it('a database restart: the cluster recovers by itself, with nothing lost', async () => {
-    const runs = await Promise.all([0, 1, 2].map(async (i) => (await c.request(i, 'POST', '/v1/runs', { calls: [{ id: 'x', tool: 'lim_a', args: { ms: 1500 } }, { id: 'y', tool: 'free_b', args: { after: '${x.output.callId}', ms: 100 } }] })).body));
+    const runs = await Promise.all(
+      [0, 1, 2].map(
+        async (i) =>
+          (
+            await c.request(i, 'POST', '/v1/runs', {
+              calls: [
+                { id: 'x', tool: 'lim_a', args: { ms: 1500 } },
+                { id: 'y', tool: 'free_b', args: { after: '${x.output.callId}', ms: 100 } },
+              ],
+            })
+          ).body,
+      ),
+    );
     for (const r of runs) expect(r.status).toBe('running');
     await until('the first calls to run', () => (runs.every((r) => c.tools.of(r.id, 'x').length > 0 || true) ? true : undefined));
     c.pg.pause();
@@ -346,7 +441,10 @@ async function readEvents(base: string, runId: string): Promise<SseEvent[]> {
   return out;
 }
 
-async function storedEvents(c: TestCluster, runId: string): Promise<{ seq: number; type: string; call_id: string | null; at: string; data: string }[]> {
+async function storedEvents(
+  c: TestCluster,
+  runId: string,
+): Promise<{ seq: number; type: string; call_id: string | null; at: string; data: string }[]> {
   const client = new pg.Client({ connectionString: c.db });
   await client.connect();
   try {

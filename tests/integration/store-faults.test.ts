@@ -53,7 +53,11 @@ describe('PostgreSQL faults', () => {
 
   it('an unreachable database at start is exit 2, naming host and port but not the password', async () => {
     const port = await freePort();
-    const r = spawnSync(process.execPath, ['bin/toolgraph.mjs', 'serve', '--port', '0', '--db', `postgres://tg:sekret-pw@127.0.0.1:${port}/toolgraph`], { encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(
+      process.execPath,
+      ['bin/toolgraph.mjs', 'serve', '--port', '0', '--db', `postgres://tg:sekret-pw@127.0.0.1:${port}/toolgraph`],
+      { encoding: 'utf8', timeout: 30_000 },
+    );
     expect(r.status).toBe(2);
     expect(r.stderr).toContain(`127.0.0.1:${port}`);
     expect(r.stderr).not.toContain('sekret-pw');
@@ -63,7 +67,12 @@ describe('PostgreSQL faults', () => {
   it('the database gone while serving: 503 store_unavailable and degraded; back within 5 s, nothing lost or doubled', async () => {
     const accepted: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const r = await api.post('/v1/runs', { calls: [{ id: 's', tool: 'sleep', args: { ms: 300 } }, { id: 'e', tool: 'echo', args: { after: '${s.output}' } }] });
+      const r = await api.post('/v1/runs', {
+        calls: [
+          { id: 's', tool: 'sleep', args: { ms: 300 } },
+          { id: 'e', tool: 'echo', args: { after: '${s.output}' } },
+        ],
+      });
       expect(r.status).toBe(201);
       accepted.push(r.body.id);
     }
@@ -83,7 +92,9 @@ describe('PostgreSQL faults', () => {
 
     cluster.resume();
     const back = Date.now();
-    expect(await until(async () => (await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'echo', args: {} }] })).status === 201, 5_000)).toBe(true);
+    expect(
+      await until(async () => (await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'echo', args: {} }] })).status === 201, 5_000),
+    ).toBe(true);
     expect(Date.now() - back).toBeLessThan(5_000);
     const held = await inFlight;
     if (held.status === 201) accepted.push(held.body.id);
@@ -110,7 +121,9 @@ describe('PostgreSQL faults', () => {
 
   /** Resolves once an append waits for the lock in the server. */
   async function appendWaiting(locker: pg.Client): Promise<void> {
-    const waiting = async () => (await locker.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT%'`)).rows[0].n > 0;
+    const waiting = async () =>
+      (await locker.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT%'`))
+        .rows[0].n > 0;
     expect(await until(waiting, 10_000)).toBe(true);
   }
 
@@ -119,9 +132,17 @@ describe('PostgreSQL faults', () => {
     const c = new pg.Client({ connectionString: url });
     await c.connect();
     try {
-      const runs = (await c.query<{ id: string; status: string }>('SELECT id, status FROM runs WHERE NOT (id = ANY($1::text[]))', [accepted])).rows;
+      const runs = (
+        await c.query<{ id: string; status: string }>('SELECT id, status FROM runs WHERE NOT (id = ANY($1::text[]))', [accepted])
+      ).rows;
       const out = [];
-      for (const r of runs) out.push({ ...r, types: (await c.query<{ type: string }>('SELECT type FROM events WHERE run_id = $1 ORDER BY seq', [r.id])).rows.map((e) => e.type) });
+      for (const r of runs)
+        out.push({
+          ...r,
+          types: (await c.query<{ type: string }>('SELECT type FROM events WHERE run_id = $1 ORDER BY seq', [r.id])).rows.map(
+            (e) => e.type,
+          ),
+        });
       return out;
     } finally {
       await c.end();
@@ -138,7 +159,12 @@ describe('PostgreSQL faults', () => {
     }
   }
 
-  const slowRun = { calls: [{ id: 's', tool: 'sleep', args: { ms: 1500 } }, { id: 'e', tool: 'echo', args: { after: '${s.output}' } }] };
+  const slowRun = {
+    calls: [
+      { id: 's', tool: 'sleep', args: { ms: 1500 } },
+      { id: 'e', tool: 'echo', args: { after: '${s.output}' } },
+    ],
+  };
 
   it('a write in flight when the database stops: 503 at once, not held until it is back; back by itself, nothing accepted lost', async () => {
     const accepted: string[] = [];
@@ -166,11 +192,13 @@ describe('PostgreSQL faults', () => {
 
     cluster.resume();
     const back = Date.now();
-    expect(await until(async () => {
-      const r = await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'echo', args: {} }] });
-      if (r.status === 201) accepted.push(r.body.id);
-      return r.status === 201;
-    }, 5_000)).toBe(true);
+    expect(
+      await until(async () => {
+        const r = await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'echo', args: {} }] });
+        if (r.status === 201) accepted.push(r.body.id);
+        return r.status === 201;
+      }, 5_000),
+    ).toBe(true);
     expect(Date.now() - back).toBeLessThan(5_000);
     await expectAllSucceeded(accepted);
     // The refused submission is not there: its write died with the server.
@@ -212,7 +240,9 @@ describe('PostgreSQL faults', () => {
     expect(withdrawn?.types.filter((t) => t === 'call.succeeded' || t === 'call.failed')).toEqual([]);
     const view = await api.get(`/v1/runs/${withdrawn?.id}`);
     expect(view.body.status).toBe('cancelled');
-    expect(await until(async () => (await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'echo', args: {} }] })).status === 201, 10_000)).toBe(true);
+    expect(
+      await until(async () => (await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'echo', args: {} }] })).status === 201, 10_000),
+    ).toBe(true);
     await expectAllSucceeded(accepted);
   }, 60_000);
 });

@@ -26,8 +26,20 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const created = (runId: string): RunEvent => ({ seq: 1, type: 'run.created', runId, at: 1, data: { tenant: 'acme', failure: 'partial', tags: {}, calls: [{ id: 'c1', tool: 't', args: {} }], estimates: {} } });
-const started = (runId: string, seq: number): RunEvent => ({ seq, type: 'run.started', runId, at: 2, data: { edges: [], generations: [], diagnostics: [] } });
+const created = (runId: string): RunEvent => ({
+  seq: 1,
+  type: 'run.created',
+  runId,
+  at: 1,
+  data: { tenant: 'acme', failure: 'partial', tags: {}, calls: [{ id: 'c1', tool: 't', args: {} }], estimates: {} },
+});
+const started = (runId: string, seq: number): RunEvent => ({
+  seq,
+  type: 'run.started',
+  runId,
+  at: 2,
+  data: { edges: [], generations: [], diagnostics: [] },
+});
 
 describe('append on the writer thread', () => {
   it('a batch is readable once it settles', async () => {
@@ -109,7 +121,18 @@ describe('append on the writer thread', () => {
     const other = new Database(join(dir, 'w.db'), { readonly: true });
     const seen: number[] = [];
     const pendings = ['r1', 'r2', 'r3'].map((id) => store.append([created(id)]));
-    await Promise.all(pendings.map((p, i) => p.then(() => seen.push(other.prepare('SELECT count(*) FROM runs WHERE id = ?').pluck().get(`r${i + 1}`) as number))));
+    await Promise.all(
+      pendings.map((p, i) =>
+        p.then(() =>
+          seen.push(
+            other
+              .prepare('SELECT count(*) FROM runs WHERE id = ?')
+              .pluck()
+              .get(`r${i + 1}`) as number,
+          ),
+        ),
+      ),
+    );
     expect(seen).toEqual([1, 1, 1]);
     other.close();
   });
@@ -173,7 +196,9 @@ describe('engine group commit', () => {
 
   it('with commits in flight one after another, a failed one refuses those after it; each submission resolves only once stored, the bad one alone is refused', async () => {
     const other = new Database(join(dir, 'w.db'));
-    other.exec(`CREATE TRIGGER refuse BEFORE INSERT ON runs WHEN NEW.tenant = 'bad' BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END`);
+    other.exec(
+      `CREATE TRIGGER refuse BEFORE INSERT ON runs WHEN NEW.tenant = 'bad' BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END`,
+    );
     const { sink, commits } = countingSink();
     const engine = new Engine({ config: benchConfig({ tool: {}, maxCallsPerRun: 1000 }), sink });
     const calls = Array.from({ length: 3 }, (_, i) => ({ id: `c${i}`, tool: 'echo', args: { i } }));

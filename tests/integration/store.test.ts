@@ -91,23 +91,55 @@ describe.each(BACKENDS)('store: %s', (_name, open) => {
   it('appends events and reads them back in order, with the run derived from them', async () => {
     const a = new RunLog('run_a');
     const b = new RunLog('run_b');
-    await store.append([a.created({ tags: { env: 'prod' } }), b.created({ tenant: 'zeta' }), a.ev('run.started'), a.ev('call.ready', {}, 'c1')]);
+    await store.append([
+      a.created({ tags: { env: 'prod' } }),
+      b.created({ tenant: 'zeta' }),
+      a.ev('run.started'),
+      a.ev('call.ready', {}, 'c1'),
+    ]);
     await store.append([a.ev('call.started', { attempt: 1, args: { q: 1 } }, 'c1'), b.ev('run.started')]);
     const events = await store.events('run_a');
-    expect(events.map((e) => [e.seq, e.type])).toEqual([[1, 'run.created'], [2, 'run.started'], [3, 'call.ready'], [4, 'call.started']]);
-    expect(events[3]).toEqual({ seq: 4, type: 'call.started', runId: 'run_a', callId: 'c1', at: T0 + 40, data: { attempt: 1, args: { q: 1 } } });
+    expect(events.map((e) => [e.seq, e.type])).toEqual([
+      [1, 'run.created'],
+      [2, 'run.started'],
+      [3, 'call.ready'],
+      [4, 'call.started'],
+    ]);
+    expect(events[3]).toEqual({
+      seq: 4,
+      type: 'call.started',
+      runId: 'run_a',
+      callId: 'c1',
+      at: T0 + 40,
+      data: { attempt: 1, args: { q: 1 } },
+    });
     expect('callId' in (events[1] as RunEvent)).toBe(false);
     expect((await store.events('run_a', 2)).map((e) => e.seq)).toEqual([3, 4]);
     expect((await store.events('run_b')).map((e) => e.seq)).toEqual([1, 2]);
     expect(await store.events('nope')).toEqual([]);
 
     expect(await store.run('run_a')).toEqual({
-      id: 'run_a', tenant: 'acme', status: 'running', failure: 'partial', tags: { env: 'prod' },
-      createdAt: new Date(T0 + 10).toISOString(), endedAt: null, callCount: 1, idempotencyKey: null,
+      id: 'run_a',
+      tenant: 'acme',
+      status: 'running',
+      failure: 'partial',
+      tags: { env: 'prod' },
+      createdAt: new Date(T0 + 10).toISOString(),
+      endedAt: null,
+      callCount: 1,
+      idempotencyKey: null,
     });
     await store.append([a.ev('run.completed', { status: 'needs_replan' })]);
     expect(await store.run('run_a')).toMatchObject({ status: 'needs_replan', endedAt: new Date(T0 + 50).toISOString() });
-    await store.append([a.ev('run.replanned', { calls: [{ id: 'c2', tool: 'fix', args: {} }, { id: 'c3', tool: 'fix', args: {} }], edges: [] })]);
+    await store.append([
+      a.ev('run.replanned', {
+        calls: [
+          { id: 'c2', tool: 'fix', args: {} },
+          { id: 'c3', tool: 'fix', args: {} },
+        ],
+        edges: [],
+      }),
+    ]);
     expect(await store.run('run_a')).toMatchObject({ status: 'running', endedAt: null, callCount: 3 });
     expect(await store.run('nope')).toBeUndefined();
   });
@@ -117,11 +149,19 @@ describe.each(BACKENDS)('store: %s', (_name, open) => {
     const before = await store.events('run_a');
     const fresh = new RunLog('run_new');
     // A gap: seq 3 is fine, then 5.
-    const gap = [fresh.created({ key: 'k1', tags: { t: '1' } }), a.ev('call.ready', {}, 'c1'), { ...a.ev('call.started', {}, 'c1'), seq: 5 }];
+    const gap = [
+      fresh.created({ key: 'k1', tags: { t: '1' } }),
+      a.ev('call.ready', {}, 'c1'),
+      { ...a.ev('call.started', {}, 'c1'), seq: 5 },
+    ];
     expect(await code(() => store.append(gap))).toBe('seq_out_of_order');
     // A repeat of seq 2.
-    expect(await code(() => store.append([{ ...new RunLog('run_a').ev('run.created'), seq: 2, type: 'run.started' } as RunEvent]))).toBe('seq_out_of_order');
-    expect(await code(() => store.append([a.ev('call.ready', {}, 'c1'), { ...a.ev('call.ready', {}, 'c1'), seq: 3 }]))).toBe('seq_out_of_order');
+    expect(await code(() => store.append([{ ...new RunLog('run_a').ev('run.created'), seq: 2, type: 'run.started' } as RunEvent]))).toBe(
+      'seq_out_of_order',
+    );
+    expect(await code(() => store.append([a.ev('call.ready', {}, 'c1'), { ...a.ev('call.ready', {}, 'c1'), seq: 3 }]))).toBe(
+      'seq_out_of_order',
+    );
     // Nothing of those batches is there: no events, no new run, its key and tags free.
     expect(await store.events('run_a')).toEqual(before);
     expect(await store.events('run_new')).toEqual([]);
@@ -158,8 +198,26 @@ describe.each(BACKENDS)('store: %s', (_name, open) => {
     expect(await ids({ limit: 200, status: ['running', 'failed'] })).toEqual(['r4', 'r3', 'r2']);
     expect(await ids({ limit: 200, status: [] })).toHaveLength(7);
     expect(await ids({ limit: 200, tags: [['env', 'prod']] })).toEqual(['r7', 'r6', 'r4', 'r2', 'r1']);
-    expect(await ids({ limit: 200, tags: [['env', 'prod'], ['team', 'a']] })).toEqual(['r6', 'r1']);
-    expect(await ids({ limit: 200, tags: [['env', 'prod'], ['team', 'a']], status: ['succeeded'], tenant: 'acme' })).toEqual(['r6', 'r1']);
+    expect(
+      await ids({
+        limit: 200,
+        tags: [
+          ['env', 'prod'],
+          ['team', 'a'],
+        ],
+      }),
+    ).toEqual(['r6', 'r1']);
+    expect(
+      await ids({
+        limit: 200,
+        tags: [
+          ['env', 'prod'],
+          ['team', 'a'],
+        ],
+        status: ['succeeded'],
+        tenant: 'acme',
+      }),
+    ).toEqual(['r6', 'r1']);
     expect(await ids({ limit: 200, tags: [['env', 'staging']] })).toEqual([]);
 
     for (const [query, expected] of [
@@ -215,29 +273,52 @@ describe.each(BACKENDS)('store: %s', (_name, open) => {
 
   it('opens a review on call.awaiting_review and closes it on review.decided', async () => {
     const a = new RunLog('run_a');
-    const calls = [{ id: 'c1', tool: 'read_log' }, { id: 'c2', tool: 'delete_file' }];
-    await store.append([a.created({ calls }), a.ev('run.started'), a.ev('call.awaiting_review', { reason: 'deletes files', args: { path: '/x' } }, 'c2')]);
+    const calls = [
+      { id: 'c1', tool: 'read_log' },
+      { id: 'c2', tool: 'delete_file' },
+    ];
+    await store.append([
+      a.created({ calls }),
+      a.ev('run.started'),
+      a.ev('call.awaiting_review', { reason: 'deletes files', args: { path: '/x' } }, 'c2'),
+    ]);
     const b = await makeRun('run_b', { tenant: 'zeta', calls: [{ id: 'd1', tool: 'send_mail' }] });
     await store.append([b.ev('call.awaiting_review', { reason: 'sends mail', args: {} }, 'd1')]);
 
     const pending = await store.reviews({ status: 'pending' });
     expect(pending.map((r) => r.id)).toEqual(['rev_run_a_3', 'rev_run_b_3']);
     expect(await store.review('rev_run_a_3')).toEqual({
-      id: 'rev_run_a_3', runId: 'run_a', callId: 'c2', tenant: 'acme', tool: 'delete_file', args: { path: '/x' },
-      reason: 'deletes files', status: 'pending', decision: null, createdAt: new Date(T0 + 30).toISOString(), decidedAt: null,
+      id: 'rev_run_a_3',
+      runId: 'run_a',
+      callId: 'c2',
+      tenant: 'acme',
+      tool: 'delete_file',
+      args: { path: '/x' },
+      reason: 'deletes files',
+      status: 'pending',
+      decision: null,
+      createdAt: new Date(T0 + 30).toISOString(),
+      decidedAt: null,
     });
     expect((await store.reviews({ tenant: 'zeta' })).map((r) => r.id)).toEqual(['rev_run_b_3']);
     expect((await store.reviews({ runId: 'run_a', status: 'pending' })).map((r) => r.id)).toEqual(['rev_run_a_3']);
 
     await store.append([a.ev('review.decided', { decision: 'edit', args: { path: '/y' }, comment: 'ok' }, 'c2')]);
-    expect(await store.review('rev_run_a_3')).toMatchObject({ status: 'decided', decision: 'edit', decidedAt: new Date(T0 + 40).toISOString() });
+    expect(await store.review('rev_run_a_3')).toMatchObject({
+      status: 'decided',
+      decision: 'edit',
+      decidedAt: new Date(T0 + 40).toISOString(),
+    });
     expect((await store.reviews({ status: 'pending' })).map((r) => r.id)).toEqual(['rev_run_b_3']);
     expect((await store.reviews({ status: 'decided' })).map((r) => r.id)).toEqual(['rev_run_a_3']);
     expect((await store.reviews({})).map((r) => r.id)).toEqual(['rev_run_a_3', 'rev_run_b_3']);
     expect(await store.review('nope')).toBeUndefined();
 
     // A call added by a replan takes its tool from run.replanned; an unknown call is refused.
-    await store.append([a.ev('run.completed', { status: 'needs_replan' }), a.ev('run.replanned', { calls: [{ id: 'c9', tool: 'wipe', args: {} }], edges: [] })]);
+    await store.append([
+      a.ev('run.completed', { status: 'needs_replan' }),
+      a.ev('run.replanned', { calls: [{ id: 'c9', tool: 'wipe', args: {} }], edges: [] }),
+    ]);
     await store.append([a.ev('call.awaiting_review', { reason: 'wipes', args: {} }, 'c9')]);
     expect((await store.review('rev_run_a_7'))?.tool).toBe('wipe');
     expect(await code(() => store.append([a.ev('call.awaiting_review', { reason: 'x', args: {} }, 'zz')]))).toBe('invalid_event');
@@ -265,7 +346,12 @@ describe('store: sqlite only', () => {
     const a = new RunLog('run_a');
     await store.append([a.created({ key: 'k', tags: { env: 'prod' }, calls: [{ id: 'c1', tool: 'rm' }] }), a.ev('run.started')]);
     await store.append([a.ev('call.awaiting_review', { reason: 'r', args: {} }, 'c1')]);
-    const read = async (s: Store) => ({ events: await s.events('run_a'), run: await s.run('run_a'), list: await s.list({ limit: 5 }), reviews: await s.reviews({}) });
+    const read = async (s: Store) => ({
+      events: await s.events('run_a'),
+      run: await s.run('run_a'),
+      list: await s.list({ limit: 5 }),
+      reviews: await s.reviews({}),
+    });
     const before = await read(store);
     await store.close();
 
@@ -316,7 +402,9 @@ describe('store: sqlite only', () => {
     const t = performance.now();
     for (const b of batches) await store.append(b);
     const ms = performance.now() - t;
-    console.log(`sqlite append: ${N} events in ${batches.length} transactions, ${ms.toFixed(0)} ms, ${Math.round((N / ms) * 1000)} events/s`);
+    console.log(
+      `sqlite append: ${N} events in ${batches.length} transactions, ${ms.toFixed(0)} ms, ${Math.round((N / ms) * 1000)} events/s`,
+    );
     expect((await store.countsByStatus()).running).toBe(100);
     await store.close();
   });

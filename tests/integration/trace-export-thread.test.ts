@@ -33,7 +33,13 @@ async function receiver(): Promise<OtlpReceiver> {
 /** A feed over a real export thread. */
 function feedOver(url: string, extra: Partial<ConstructorParameters<typeof ExportThread>[0]> = {}): { t: ExportThread; feed: TraceFeed } {
   let feed: TraceFeed | undefined;
-  const t = new ExportThread({ url, scope: { name: 'toolgraph', version: '0.1.0' }, serviceName: 'export-thread-test', onRestart: () => feed?.restarted(), ...extra });
+  const t = new ExportThread({
+    url,
+    scope: { name: 'toolgraph', version: '0.1.0' },
+    serviceName: 'export-thread-test',
+    onRestart: () => feed?.restarted(),
+    ...extra,
+  });
   cleanups.push(() => t.terminate());
   feed = new TraceFeed(t, new SpanIds());
   return { t, feed };
@@ -42,10 +48,23 @@ function feedOver(url: string, extra: Partial<ConstructorParameters<typeof Expor
 const T0 = 1_700_000_000_000;
 const view = { tenant: 'acme', status: 'running', endedAt: null } as unknown as RunView;
 let seq = 0;
-function tell(feed: TraceFeed, runId: string, type: RunEvent['type'], at: number, data: Record<string, unknown> = {}, callId?: string, tool = 'work'): void {
-  feed.listener({ seq: ++seq, type, runId, at, data, ...(callId !== undefined ? { callId } : {}) } as RunEvent, view, callId === undefined ? undefined : ({ tool } as CallView));
+function tell(
+  feed: TraceFeed,
+  runId: string,
+  type: RunEvent['type'],
+  at: number,
+  data: Record<string, unknown> = {},
+  callId?: string,
+  tool = 'work',
+): void {
+  feed.listener(
+    { seq: ++seq, type, runId, at, data, ...(callId !== undefined ? { callId } : {}) } as RunEvent,
+    view,
+    callId === undefined ? undefined : ({ tool } as CallView),
+  );
 }
-const request = (runId: string, callId: string, attempt: number, tool = 'work') => ({ runId, callId, attempt, tool: { name: tool } }) as ExecuteRequest;
+const request = (runId: string, callId: string, attempt: number, tool = 'work') =>
+  ({ runId, callId, attempt, tool: { name: tool } }) as ExecuteRequest;
 /** A run of one call that succeeds at once. */
 function quickRun(feed: TraceFeed, runId: string): void {
   tell(feed, runId, 'run.created', T0, { tenant: 'acme' });
@@ -55,7 +74,7 @@ function quickRun(feed: TraceFeed, runId: string): void {
 }
 
 describe.each(['http/protobuf', 'http/json'] as const)('the export thread over %s', (protocol) => {
-  it('exports the spans made from the feed\'s entries, whole', async () => {
+  it("exports the spans made from the feed's entries, whole", async () => {
     const otlp = await receiver();
     const { t, feed } = feedOver(otlp.url, { protocol });
     const runId = feed.continueTrace('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01') as string;
@@ -72,14 +91,43 @@ describe.each(['http/protobuf', 'http/json'] as const)('the export thread over %
     const spans = await otlp.waitFor((s) => s.length >= 3);
     expect(spans).toHaveLength(3);
     const [a, r, r2] = spans as [(typeof spans)[0], (typeof spans)[0], (typeof spans)[0]];
-    expect(r).toMatchObject({ name: 'toolgraph.run', traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: '00f067aa0ba902b7', kind: 1, startMs: T0, endMs: T0 + 300 });
+    expect(r).toMatchObject({
+      name: 'toolgraph.run',
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      parentSpanId: '00f067aa0ba902b7',
+      kind: 1,
+      startMs: T0,
+      endMs: T0 + 300,
+    });
     expect(r.attributes).toEqual({ 'toolgraph.run.id': runId, 'toolgraph.tenant': 'acme', 'toolgraph.run.status': 'needs_replan' });
     expect(r.resource['service.name']).toBe('export-thread-test');
     expect(tp).toBe(`00-4bf92f3577b34da6a3ce929d0e0e4736-${a.spanId}-01`);
-    expect(a).toMatchObject({ name: 'execute_tool work', traceId: r.traceId, parentSpanId: r.spanId, startMs: T0 + 100, endMs: T0 + 250, status: { code: 2, message: 'it broke' } });
-    expect(a.attributes).toEqual({ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'work', 'gen_ai.tool.call.id': 'a', 'toolgraph.run.id': runId, 'toolgraph.attempt': 2, 'toolgraph.wait_ms': 40, 'error.type': 'tool_error' });
+    expect(a).toMatchObject({
+      name: 'execute_tool work',
+      traceId: r.traceId,
+      parentSpanId: r.spanId,
+      startMs: T0 + 100,
+      endMs: T0 + 250,
+      status: { code: 2, message: 'it broke' },
+    });
+    expect(a.attributes).toEqual({
+      'gen_ai.operation.name': 'execute_tool',
+      'gen_ai.tool.name': 'work',
+      'gen_ai.tool.call.id': 'a',
+      'toolgraph.run.id': runId,
+      'toolgraph.attempt': 2,
+      'toolgraph.wait_ms': 40,
+      'error.type': 'tool_error',
+    });
     expect(a.events).toEqual([{ name: 'toolgraph.limit_wait', timeMs: T0 + 60, attributes: { 'toolgraph.wait_ms': 40 } }]);
-    expect(r2).toMatchObject({ name: 'toolgraph.run', traceId: r.traceId, parentSpanId: '00f067aa0ba902b7', startMs: T0 + 400, endMs: T0 + 500, status: { code: 2, message: 'the run failed' } });
+    expect(r2).toMatchObject({
+      name: 'toolgraph.run',
+      traceId: r.traceId,
+      parentSpanId: '00f067aa0ba902b7',
+      startMs: T0 + 400,
+      endMs: T0 + 500,
+      status: { code: 2, message: 'the run failed' },
+    });
     expect(r2.links).toEqual([{ traceId: r.traceId, spanId: r.spanId }]);
     expect(a.protocol).toBe(protocol === 'http/json' ? 'json' : 'protobuf');
   });
@@ -102,7 +150,10 @@ describe('the export thread', () => {
   it('past its bound, new runs go untraced and a run traced is let go; the spans dropped are said (as the SDK says its own)', async () => {
     const otlp = await receiver();
     const warnings: string[] = [];
-    diag.setLogger({ warn: (m: string) => warnings.push(m), error: () => {}, info: () => {}, debug: () => {}, verbose: () => {} }, DiagLogLevel.WARN);
+    diag.setLogger(
+      { warn: (m: string) => warnings.push(m), error: () => {}, info: () => {}, debug: () => {}, verbose: () => {} },
+      DiagLogLevel.WARN,
+    );
     // 18 values on their way before new runs go untraced, 36 before runs traced are let go.
     const drops: number[] = [];
     const { t, feed } = feedOver(otlp.url, { maxValues: 18, onDrop: (_m, spans) => void drops.push(spans) });
@@ -119,7 +170,13 @@ describe('the export thread', () => {
     quickRun(feed, 'after');
     await t.forceFlush();
     const spans = await otlp.waitFor((s) => s.length >= 4);
-    expect(spans.map((s) => `${s.attributes['toolgraph.run.id']} ${s.name}`)).toEqual(['r0 execute_tool work', 'r0 toolgraph.run', 'long execute_tool work', 'after execute_tool work', 'after toolgraph.run']);
+    expect(spans.map((s) => `${s.attributes['toolgraph.run.id']} ${s.name}`)).toEqual([
+      'r0 execute_tool work',
+      'r0 toolgraph.run',
+      'long execute_tool work',
+      'after execute_tool work',
+      'after toolgraph.run',
+    ]);
     // 48 spans of the runs never traced (said when there was room again); the thread let go of `long`'s run span.
     expect(warnings.map((w) => /Dropped (\d+) spans/.exec(w)?.[1])).toEqual(['48', '1']);
     // The same counts go to `onDrop` (which serve logs, at most once a minute).
@@ -150,9 +207,18 @@ describe('the export thread', () => {
     tell(feed, continued, 'run.completed', T0 + 7, { status: 'succeeded' });
     await t.forceFlush();
     const spans = await otlp.waitFor((s) => s.filter((x) => x.attributes['toolgraph.run.id'] === continued).length >= 2);
-    expect(spans.filter((s) => s.name === 'toolgraph.run').map((s) => s.attributes['toolgraph.run.id'])).toEqual(['before', 'after', continued]);
+    expect(spans.filter((s) => s.name === 'toolgraph.run').map((s) => s.attributes['toolgraph.run.id'])).toEqual([
+      'before',
+      'after',
+      continued,
+    ]);
     const [attempt, run] = spans.filter((s) => s.attributes['toolgraph.run.id'] === continued);
-    expect(run).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: '00f067aa0ba902b7', startMs: T0 + 5, endMs: T0 + 7 });
+    expect(run).toMatchObject({
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      parentSpanId: '00f067aa0ba902b7',
+      startMs: T0 + 5,
+      endMs: T0 + 7,
+    });
     expect(run?.attributes['toolgraph.tenant']).toBe('acme');
     expect(attempt).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentSpanId: run?.spanId });
   });
@@ -168,12 +234,23 @@ describe('tracing over the export thread', () => {
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => silent.close(() => resolve()));
     });
-    const tracing = await startTracing({ url: `http://127.0.0.1:${(silent.address() as AddressInfo).port}/v1/traces`, exportTimeoutMs: 30_000 });
+    const tracing = await startTracing({
+      url: `http://127.0.0.1:${(silent.address() as AddressInfo).port}/v1/traces`,
+      exportTimeoutMs: 30_000,
+    });
     cleanups.push(() => tracing.shutdown(100));
     const traceparent = tracing.continueTrace('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
     expect(traceparent).toBeDefined();
-    tracing.listener({ seq: 1, type: 'run.created', runId: traceparent as string, at: Date.now(), data: { tenant: 'default' } } as RunEvent, { tenant: 'default', status: 'running', endedAt: null } as unknown as RunView, undefined);
-    tracing.listener({ seq: 2, type: 'run.completed', runId: traceparent as string, at: Date.now(), data: { status: 'succeeded' } } as RunEvent, { tenant: 'default', status: 'succeeded', endedAt: Date.now() } as unknown as RunView, undefined);
+    tracing.listener(
+      { seq: 1, type: 'run.created', runId: traceparent as string, at: Date.now(), data: { tenant: 'default' } } as RunEvent,
+      { tenant: 'default', status: 'running', endedAt: null } as unknown as RunView,
+      undefined,
+    );
+    tracing.listener(
+      { seq: 2, type: 'run.completed', runId: traceparent as string, at: Date.now(), data: { status: 'succeeded' } } as RunEvent,
+      { tenant: 'default', status: 'succeeded', endedAt: Date.now() } as unknown as RunView,
+      undefined,
+    );
     let flushed = false;
     const flush = tracing.flush().then(() => void (flushed = true));
     await waitUntil(() => sockets.length > 0);

@@ -85,7 +85,11 @@ async function startTraced(ts: ToolServer, tracingOpts: TracingOptions | undefin
     store,
     tracing,
     async post(body, headers = {}) {
-      const res = await fetch(`${url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+      const res = await fetch(`${url}/v1/runs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(body),
+      });
       return { status: res.status, body: await res.json() };
     },
     async close() {
@@ -112,15 +116,19 @@ async function receiver(): Promise<OtlpReceiver> {
   return r;
 }
 
-const runSpans = (spans: ReceivedSpan[], runId: string) => spans.filter((s) => s.name === 'toolgraph.run' && s.attributes['toolgraph.run.id'] === runId);
-const attemptSpans = (spans: ReceivedSpan[], runId: string) => spans.filter((s) => s.name.startsWith('execute_tool ') && s.attributes['toolgraph.run.id'] === runId);
+const runSpans = (spans: ReceivedSpan[], runId: string) =>
+  spans.filter((s) => s.name === 'toolgraph.run' && s.attributes['toolgraph.run.id'] === runId);
+const attemptSpans = (spans: ReceivedSpan[], runId: string) =>
+  spans.filter((s) => s.name.startsWith('execute_tool ') && s.attributes['toolgraph.run.id'] === runId);
 
 describe.each(['http/protobuf', 'http/json'] as OtlpProtocol[])('traces over OTLP %s', (protocol) => {
   it('exports a run span and one execute_tool span per attempt, children of it, with the GenAI attributes and error.type', async () => {
     const ts = await toolServer();
     let flakyCalls = 0;
     ts.on('/flaky', () => (++flakyCalls === 1 ? { status: 503, body: { error: 'busy' } } : { status: 200, body: { ok: true } }));
-    ts.on('/work', (req) => (req.body.args.fail ? { status: 400, body: { error: 'bad input' } } : { status: 200, body: { done: req.body.callId } }));
+    ts.on('/work', (req) =>
+      req.body.args.fail ? { status: 400, body: { error: 'bad input' } } : { status: 200, body: { done: req.body.callId } },
+    );
     const otlp = await receiver();
     const api = await startTraced(ts, { url: otlp.url, protocol, serviceName: 'toolgraph-test', batch: { scheduledDelayMillis: 20 } });
 
@@ -145,8 +153,20 @@ describe.each(['http/protobuf', 'http/json'] as OtlpProtocol[])('traces over OTL
     expect(run.attributes).toEqual({ 'toolgraph.run.id': runId, 'toolgraph.tenant': 'default', 'toolgraph.run.status': 'partial' });
     expect(run.resource['service.name']).toBe('toolgraph-test');
 
-    const attempts = attemptSpans(spans, runId).sort((x, y) => `${x.attributes['gen_ai.tool.call.id']}${x.attributes['toolgraph.attempt']}`.localeCompare(`${y.attributes['gen_ai.tool.call.id']}${y.attributes['toolgraph.attempt']}`));
-    expect(attempts.map((s) => [s.name, s.attributes['gen_ai.tool.call.id'], s.attributes['toolgraph.attempt'], s.attributes['error.type'] ?? null, s.status.code])).toEqual([
+    const attempts = attemptSpans(spans, runId).sort((x, y) =>
+      `${x.attributes['gen_ai.tool.call.id']}${x.attributes['toolgraph.attempt']}`.localeCompare(
+        `${y.attributes['gen_ai.tool.call.id']}${y.attributes['toolgraph.attempt']}`,
+      ),
+    );
+    expect(
+      attempts.map((s) => [
+        s.name,
+        s.attributes['gen_ai.tool.call.id'],
+        s.attributes['toolgraph.attempt'],
+        s.attributes['error.type'] ?? null,
+        s.status.code,
+      ]),
+    ).toEqual([
       ['execute_tool work', 'a', 1, null, 0],
       ['execute_tool flaky', 'b', 1, 'tool_error', 2],
       ['execute_tool flaky', 'b', 2, null, 0],
@@ -166,7 +186,9 @@ describe.each(['http/protobuf', 'http/json'] as OtlpProtocol[])('traces over OTL
 
     // The tool got each attempt's own span as its parent.
     for (const s of attempts) {
-      const sent = ts.requests.filter((r) => r.body.callId === s.attributes['gen_ai.tool.call.id'] && r.body.attempt === s.attributes['toolgraph.attempt']);
+      const sent = ts.requests.filter(
+        (r) => r.body.callId === s.attributes['gen_ai.tool.call.id'] && r.body.attempt === s.attributes['toolgraph.attempt'],
+      );
       expect(sent.map((r) => r.headers.traceparent)).toEqual([`00-${s.traceId}-${s.spanId}-01`]);
     }
   });
@@ -230,7 +252,8 @@ describe('traces of a resumed run', () => {
     ts.release();
     expect((await second.service.engine.wait(own))?.status).toBe('succeeded');
     expect((await second.service.engine.wait(continued))?.status).toBe('succeeded');
-    const traceOf = (runId: string) => ts.requests.filter((r) => r.body.runId === runId).map((r) => String(r.headers.traceparent).split('-')[1]);
+    const traceOf = (runId: string) =>
+      ts.requests.filter((r) => r.body.runId === runId).map((r) => String(r.headers.traceparent).split('-')[1]);
     // A run without an incoming trace has its own, whose id follows from the run id.
     expect(traceOf(own)).toEqual([runTraceId(own), runTraceId(own)]);
     expect(traceOf(continued)).toEqual([TRACE_ID, TRACE_ID]);
@@ -247,7 +270,12 @@ describe('traces: waits, compensation and what changes nothing', () => {
     ts.on('/work', (req) => (req.body.args.hold ? 'hold' : { status: 200, body: {} }));
     const otlp = await receiver();
     const api = await startTraced(ts, { url: otlp.url, batch: { scheduledDelayMillis: 20 } }, 'limits:\n  global: 1\n');
-    const res = await api.post({ calls: [{ id: 'first', tool: 'work', args: { hold: true } }, { id: 'second', tool: 'work', args: {} }] });
+    const res = await api.post({
+      calls: [
+        { id: 'first', tool: 'work', args: { hold: true } },
+        { id: 'second', tool: 'work', args: {} },
+      ],
+    });
     const runId = res.body.id as string;
     const held = await ts.next((r) => r.body.runId === runId && r.body.callId === 'first');
     // `second` is ready and waits for the global slot; let the clock move past its ready time.
@@ -288,7 +316,10 @@ describe('traces: waits, compensation and what changes nothing', () => {
       waitMs: 10_000,
     };
     // A tiny queue, flushed often: exports fail all the time, and spans overflow it.
-    const dead = await startTraced(ts, { url: `http://127.0.0.1:${deadPort}/v1/traces`, batch: { maxQueueSize: 4, maxExportBatchSize: 2, scheduledDelayMillis: 1 } });
+    const dead = await startTraced(ts, {
+      url: `http://127.0.0.1:${deadPort}/v1/traces`,
+      batch: { maxQueueSize: 4, maxExportBatchSize: 2, scheduledDelayMillis: 1 },
+    });
     const plain = await startTraced(ts, undefined);
     const shape = (run: any) => ({ status: run.status, calls: run.calls.map((c: any) => [c.id, c.status, c.attempts, c.output, c.error]) });
     const types = async (store: Store, id: string) => (await store.events(id)).map((e) => [e.type, e.callId ?? null]);
@@ -323,14 +354,23 @@ describe('traces: waits, compensation and what changes nothing', () => {
     compensate: { tool: work, args: { undo: true } }
 `;
     const api = await startTraced(ts, { url: otlp.url, batch: { scheduledDelayMillis: 20 } }, extra);
-    const res = await api.post({ calls: [{ id: 'book', tool: 'booked', args: {} }, { id: 'boom', tool: 'work', args: { fail: true, after: '${book.output}' } }], failure: 'fail_fast', waitMs: 10_000 });
+    const res = await api.post({
+      calls: [
+        { id: 'book', tool: 'booked', args: {} },
+        { id: 'boom', tool: 'work', args: { fail: true, after: '${book.output}' } },
+      ],
+      failure: 'fail_fast',
+      waitMs: 10_000,
+    });
     // `boom` waits for `book`, then fails the run: `book` is compensated.
     expect(res.body.calls.find((c: any) => c.id === 'book').compensation).toMatchObject({ status: 'succeeded' });
     const runId = res.body.id as string;
     const spans = await otlp.waitFor((s) => runSpans(s, runId).length === 1 && attemptSpans(s, runId).length === 3);
     const [run] = runSpans(spans, runId) as [ReceivedSpan];
     const comp = attemptSpans(spans, runId).filter((s) => s.attributes['toolgraph.compensation'] === true);
-    expect(comp.map((s) => [s.name, s.attributes['gen_ai.tool.call.id'], s.parentSpanId])).toEqual([['execute_tool work', 'book', run.spanId]]);
+    expect(comp.map((s) => [s.name, s.attributes['gen_ai.tool.call.id'], s.parentSpanId])).toEqual([
+      ['execute_tool work', 'book', run.spanId],
+    ]);
     expect(run.attributes['toolgraph.run.status']).toBe('failed');
     expect(run.status.code).toBe(2);
   });
@@ -342,10 +382,24 @@ describe('traces of a replanned run', () => {
     ts.on('/work', (req) => (req.body.args.fail ? { status: 400, body: { error: 'no' } } : { status: 200, body: {} }));
     const otlp = await receiver();
     const api = await startTraced(ts, { url: otlp.url, batch: { scheduledDelayMillis: 20 } });
-    const res = await api.post({ failure: 'replan', calls: [{ id: 'a', tool: 'work', args: {} }, { id: 'b', tool: 'work', args: { fail: true } }], waitMs: 10_000 }, { traceparent: `00-${TRACE_ID}-${PARENT_SPAN}-01` });
+    const res = await api.post(
+      {
+        failure: 'replan',
+        calls: [
+          { id: 'a', tool: 'work', args: {} },
+          { id: 'b', tool: 'work', args: { fail: true } },
+        ],
+        waitMs: 10_000,
+      },
+      { traceparent: `00-${TRACE_ID}-${PARENT_SPAN}-01` },
+    );
     expect(res.body.status).toBe('needs_replan');
     const runId = res.body.id as string;
-    const replan = await fetch(`${api.url}/v1/runs/${runId}/replan`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ calls: [{ id: 'b2', tool: 'work', args: {} }] }) });
+    const replan = await fetch(`${api.url}/v1/runs/${runId}/replan`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ calls: [{ id: 'b2', tool: 'work', args: {} }] }),
+    });
     expect(replan.status).toBe(202);
     expect((await api.service.engine.wait(runId))?.status).toBe('succeeded');
 
@@ -353,8 +407,17 @@ describe('traces of a replanned run', () => {
     const first = runSpans(spans, runId).find((s) => s.attributes['toolgraph.run.replanned'] === undefined) as ReceivedSpan;
     const second = runSpans(spans, runId).find((s) => s.attributes['toolgraph.run.replanned'] === true) as ReceivedSpan;
     expect(first.attributes['toolgraph.run.status']).toBe('needs_replan');
-    expect(second.attributes).toMatchObject({ 'toolgraph.run.status': 'succeeded', 'toolgraph.run.replanned': true, 'toolgraph.tenant': 'default' });
-    expect([first.parentSpanId, second.parentSpanId, first.traceId, second.traceId]).toEqual([PARENT_SPAN, PARENT_SPAN, TRACE_ID, TRACE_ID]);
+    expect(second.attributes).toMatchObject({
+      'toolgraph.run.status': 'succeeded',
+      'toolgraph.run.replanned': true,
+      'toolgraph.tenant': 'default',
+    });
+    expect([first.parentSpanId, second.parentSpanId, first.traceId, second.traceId]).toEqual([
+      PARENT_SPAN,
+      PARENT_SPAN,
+      TRACE_ID,
+      TRACE_ID,
+    ]);
     expect(second.links).toEqual([{ traceId: TRACE_ID, spanId: first.spanId }]);
     const parentOf = Object.fromEntries(attemptSpans(spans, runId).map((s) => [s.attributes['gen_ai.tool.call.id'], s.parentSpanId]));
     expect(parentOf).toEqual({ a: first.spanId, b: first.spanId, b2: second.spanId });
@@ -366,19 +429,34 @@ describe('without an OTLP endpoint', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-traces-child-'));
     cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
     const config = path.join(dir, 'config.yaml');
-    writeFileSync(config, 'tools:\n  - name: echo\n    reads: []\n    writes: []\n    risk: read\n    executor: { kind: builtin, name: echo }\n');
+    writeFileSync(
+      config,
+      'tools:\n  - name: echo\n    reads: []\n    writes: []\n    risk: read\n    executor: { kind: builtin, name: echo }\n',
+    );
     const preload = pathToFileURL(path.resolve('tests/helpers/loaded-modules.mjs')).href;
     const otlp = await receiver();
 
     /** The @opentelemetry packages the main thread loaded, and those its worker threads loaded. */
     const loaded = async (name: string, env: Record<string, string>) => {
       const out = path.join(dir, `${name}.json`);
-      const child = await startServer({ config, db: path.join(dir, `${name}.db`), nodeArgs: [`--import=${preload}`], env: { ...env, LOADED_MODULES_OUT: out } });
-      const res = await fetch(`${child.url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ calls: [{ id: 'a', tool: 'echo', args: {} }], waitMs: 5000 }) });
+      const child = await startServer({
+        config,
+        db: path.join(dir, `${name}.db`),
+        nodeArgs: [`--import=${preload}`],
+        env: { ...env, LOADED_MODULES_OUT: out },
+      });
+      const res = await fetch(`${child.url}/v1/runs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ calls: [{ id: 'a', tool: 'echo', args: {} }], waitMs: 5000 }),
+      });
       expect((await res.json()).status).toBe('succeeded');
       await child.stop();
       expect(await child.exited).toEqual({ code: 0, signal: null });
-      const packages = (file: string) => (JSON.parse(readFileSync(file, 'utf8')) as string[]).filter((f) => f.includes(`${path.sep}@opentelemetry${path.sep}`)).map((f) => f.split(`${path.sep}@opentelemetry${path.sep}`)[1]?.split(path.sep)[0]);
+      const packages = (file: string) =>
+        (JSON.parse(readFileSync(file, 'utf8')) as string[])
+          .filter((f) => f.includes(`${path.sep}@opentelemetry${path.sep}`))
+          .map((f) => f.split(`${path.sep}@opentelemetry${path.sep}`)[1]?.split(path.sep)[0]);
       const threads = readdirSync(dir).filter((f) => f.startsWith(`${name}.json.thread-`));
       return { main: new Set(packages(out)), threads: new Set(threads.flatMap((f) => packages(path.join(dir, f)))) };
     };
@@ -404,14 +482,23 @@ describe('toolgraph run', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-traces-run-'));
     cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
     const config = path.join(dir, 'config.yaml');
-    writeFileSync(config, 'tools:\n  - name: echo\n    reads: []\n    writes: []\n    risk: read\n    executor: { kind: builtin, name: echo }\n');
+    writeFileSync(
+      config,
+      'tools:\n  - name: echo\n    reads: []\n    writes: []\n    risk: read\n    executor: { kind: builtin, name: echo }\n',
+    );
     const batch = path.join(dir, 'batch.json');
     writeFileSync(batch, JSON.stringify({ calls: [{ id: 'a', tool: 'echo', args: { x: 1 } }] }));
     const otlp = await receiver();
     const base = otlp.url.slice(0, -'/v1/traces'.length);
     const { stdout } = await promisify(execFile)(process.execPath, [BIN, 'run', batch, '--config', config, '--json'], {
       cwd: ROOT,
-      env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: base, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_SERVICE_NAME: 'cli-run', TRACEPARENT: `00-${TRACE_ID}-${PARENT_SPAN}-01` },
+      env: {
+        ...process.env,
+        OTEL_EXPORTER_OTLP_ENDPOINT: base,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_SERVICE_NAME: 'cli-run',
+        TRACEPARENT: `00-${TRACE_ID}-${PARENT_SPAN}-01`,
+      },
     });
     const runId = JSON.parse(stdout).id as string;
     // The command flushed its spans before it exited.

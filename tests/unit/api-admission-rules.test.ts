@@ -13,7 +13,18 @@ import { API_ERRORS } from '../../src/contract/errors.js';
 const calls = (...ids: string[]) => ids.map((id) => ({ id, tool: 'echo' }));
 
 function run(over: Partial<RunView> = {}): RunView {
-  return { id: 'r1', tenant: 't', status: 'running', failure: 'partial', tags: {}, createdAt: '', endedAt: null, calls: [], diagnostics: [], ...over };
+  return {
+    id: 'r1',
+    tenant: 't',
+    status: 'running',
+    failure: 'partial',
+    tags: {},
+    createdAt: '',
+    endedAt: null,
+    calls: [],
+    diagnostics: [],
+    ...over,
+  };
 }
 const withCalls = (...ids: string[]) => calls(...ids).map((c) => ({ ...c, status: 'succeeded' })) as unknown as RunView['calls'];
 
@@ -49,16 +60,36 @@ describe('admit', () => {
     }
     expect(refused).toMatchObject({ headers: { 'retry-after': '1' }, details: { tenant: 't', active: 2 } });
     // Without a cap the active runs are not even counted.
-    expect(verdict({ kind: 'submit', tenant: 't', calls: calls('a'), activeRuns: () => { throw new Error('counted'); } }, { maxCallsPerRun: 3 })).toBe('ok');
+    expect(
+      verdict(
+        {
+          kind: 'submit',
+          tenant: 't',
+          calls: calls('a'),
+          activeRuns: () => {
+            throw new Error('counted');
+          },
+        },
+        { maxCallsPerRun: 3 },
+      ),
+    ).toBe('ok');
   });
 
   it('an append: the run is open (409), the calls fit with those it has (413), their ids are new to it (409)', () => {
     const open = run({ stream: 'open', calls: withCalls('a', 'b') });
     expect(verdict({ kind: 'append', run: open, calls: calls('c') }, limits)).toBe('ok');
-    expect(verdict({ kind: 'append', run: run(), calls: calls('c') }, limits)).toBe('409 conflict: run r1 was not opened with "open": true');
-    expect(verdict({ kind: 'append', run: run({ stream: 'sealed' }), calls: calls('c') }, limits)).toBe('409 conflict: run r1 is sealed; it takes no more calls');
-    expect(verdict({ kind: 'append', run: run({ stream: 'open', status: 'cancelled' }), calls: calls('c') }, limits)).toBe('409 conflict: run r1 is cancelled; it takes no more calls');
-    expect(verdict({ kind: 'append', run: open, calls: calls('c', 'd') }, limits)).toBe('413 payload_too_large: a run takes at most 3 calls (limits.maxCallsPerRun), got 4');
+    expect(verdict({ kind: 'append', run: run(), calls: calls('c') }, limits)).toBe(
+      '409 conflict: run r1 was not opened with "open": true',
+    );
+    expect(verdict({ kind: 'append', run: run({ stream: 'sealed' }), calls: calls('c') }, limits)).toBe(
+      '409 conflict: run r1 is sealed; it takes no more calls',
+    );
+    expect(verdict({ kind: 'append', run: run({ stream: 'open', status: 'cancelled' }), calls: calls('c') }, limits)).toBe(
+      '409 conflict: run r1 is cancelled; it takes no more calls',
+    );
+    expect(verdict({ kind: 'append', run: open, calls: calls('c', 'd') }, limits)).toBe(
+      '413 payload_too_large: a run takes at most 3 calls (limits.maxCallsPerRun), got 4',
+    );
     expect(verdict({ kind: 'append', run: open, calls: calls('b') }, limits)).toBe('409 conflict: call id b is used in run r1 already');
   });
 
@@ -69,7 +100,9 @@ describe('admit', () => {
       '409 conflict: run r1 is running; only a needs_replan run takes a replan',
     );
     expect(verdict({ kind: 'replan', run: waiting, calls: calls('b', 'c', 'd') }, limits)).toMatch(/^413 payload_too_large: .*got 4$/);
-    expect(verdict({ kind: 'replan', run: waiting, calls: calls('b', 'a') }, limits)).toBe('409 conflict: call id a is used in run r1 already');
+    expect(verdict({ kind: 'replan', run: waiting, calls: calls('b', 'a') }, limits)).toBe(
+      '409 conflict: call id a is used in run r1 already',
+    );
   });
 });
 
@@ -98,7 +131,12 @@ describe('httpErrorOf: one table for every error', () => {
     expect(answer(new SchedulerError('invalid_args', 'bad'))).toEqual([400, 'invalid_args', 'bad', false]);
     expect(answer(new StoreError('invalid_cursor', 'cur'))).toEqual([400, 'invalid_cursor', 'cur', false]);
     expect(answer(new StoreError('invalid_limit', 'lim'))).toEqual([400, 'invalid_request', 'lim', false]);
-    expect(answer(new StoreError('seq_out_of_order', 'secret detail'))).toEqual([500, 'internal', 'an unexpected error occurred; it has been logged', true]);
+    expect(answer(new StoreError('seq_out_of_order', 'secret detail'))).toEqual([
+      500,
+      'internal',
+      'an unexpected error occurred; it has been logged',
+      true,
+    ]);
   });
 
   it("translates Fastify's codes, keeps its other 4xx statuses, and hides anything else behind a 500", () => {

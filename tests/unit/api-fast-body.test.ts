@@ -12,18 +12,30 @@ import { SubmitBodySchema as SubmitSchema } from '../../src/contract/requests.js
 const nested = (depth: number): unknown => (depth === 0 ? 1 : { a: nested(depth - 1) });
 
 /** Mostly values that pass, sometimes one at or past an edge. */
-const mostly = <T>(ok: fc.Arbitrary<T>, edge: fc.Arbitrary<unknown>) => fc.oneof({ arbitrary: ok, weight: 6 }, { arbitrary: edge, weight: 1 });
+const mostly = <T>(ok: fc.Arbitrary<T>, edge: fc.Arbitrary<unknown>) =>
+  fc.oneof({ arbitrary: ok, weight: 6 }, { arbitrary: edge, weight: 1 });
 const absentOr = (v: fc.Arbitrary<unknown>) => fc.oneof({ arbitrary: fc.constant(undefined), weight: 3 }, { arbitrary: v, weight: 1 });
 
-const idArb = mostly(fc.constantFrom('c1', 'c2', 'c3', 'a.b:c-d_e', 'x'.repeat(128)), fc.oneof(fc.constantFrom('x'.repeat(129), '', 'bad id', 'é', 'c1\n', 1, null), fc.string({ maxLength: 4 })));
-const toolArb = mostly(fc.constantFrom('echo', 'x', 'y'.repeat(200)), fc.oneof(fc.constantFrom('y'.repeat(201), '', 5, null), fc.string({ maxLength: 3 })));
+const idArb = mostly(
+  fc.constantFrom('c1', 'c2', 'c3', 'a.b:c-d_e', 'x'.repeat(128)),
+  fc.oneof(fc.constantFrom('x'.repeat(129), '', 'bad id', 'é', 'c1\n', 1, null), fc.string({ maxLength: 4 })),
+);
+const toolArb = mostly(
+  fc.constantFrom('echo', 'x', 'y'.repeat(200)),
+  fc.oneof(fc.constantFrom('y'.repeat(201), '', 5, null), fc.string({ maxLength: 3 })),
+);
 const argsArb = fc.oneof(
   fc.constant(undefined),
   fc.dictionary(fc.string({ maxLength: 3 }), fc.jsonValue({ maxDepth: 3 }), { maxKeys: 4 }),
   fc.constantFrom<unknown>(null, [], [1], 'x', 3, { deep: nested(63) }, { deep: nested(64) }, { deep: nested(70) }),
 );
 const callArb = fc
-  .record({ id: fc.oneof({ arbitrary: idArb, weight: 8 }, { arbitrary: fc.constant(undefined), weight: 1 }), tool: toolArb, args: argsArb, extra: absentOr(absentOr(fc.jsonValue({ maxDepth: 1 }))) })
+  .record({
+    id: fc.oneof({ arbitrary: idArb, weight: 8 }, { arbitrary: fc.constant(undefined), weight: 1 }),
+    tool: toolArb,
+    args: argsArb,
+    extra: absentOr(absentOr(fc.jsonValue({ maxDepth: 1 }))),
+  })
   .map((c) => Object.fromEntries(Object.entries(c).filter(([, v]) => v !== undefined)));
 const callsArb = mostly(fc.array(callArb, { maxLength: 6 }), fc.constantFrom<unknown>(undefined, null, {}, 'calls', [null], [[]]));
 const bodyArb = fc
@@ -59,7 +71,11 @@ describe('fast path for submit bodies', () => {
 
   it('takes the bench body, and a batch with every optional field it knows', () => {
     const calls = Array.from({ length: 5 }, (_, i) => ({ id: `c${i + 1}`, tool: 'echo', args: { n: i + 1 } }));
-    for (const body of [{ calls, waitMs: 5000 }, { calls: [{ id: 'a', tool: 't' }], failure: 'partial', tenant: 'acme', waitMs: 0 }, { calls: [] }]) {
+    for (const body of [
+      { calls, waitMs: 5000 },
+      { calls: [{ id: 'a', tool: 't' }], failure: 'partial', tenant: 'acme', waitMs: 0 },
+      { calls: [] },
+    ]) {
       const parsed = JSON.parse(JSON.stringify(body)) as unknown;
       expect(fastSubmitBody(parsed)).toStrictEqual(SubmitSchema.parse(parsed));
     }
@@ -69,7 +85,12 @@ describe('fast path for submit bodies', () => {
     for (const body of [
       { calls: [], tags: { a: 'b' } },
       { open: true },
-      { calls: [{ id: 'a', tool: 't' }, { id: 'a', tool: 't' }] },
+      {
+        calls: [
+          { id: 'a', tool: 't' },
+          { id: 'a', tool: 't' },
+        ],
+      },
       { calls: [{ id: 'a', tool: 't', args: [] }] },
       { calls: [{ id: 'a', tool: 't', args: { deep: nested(64) } }] },
       { calls: [{ id: 'a', tool: 't' }], waitMs: 60_001 },

@@ -32,42 +32,88 @@ describe('valid configs', () => {
     const c = parse('{}');
     expect(c.tools).toEqual([]);
     expect(c.policy).toEqual({ rules: [] });
-    expect(c.limits).toEqual({ maxCallsPerRun: 1000, maxArgsBytes: 1024 * 1024, maxOutputBytes: 4 * 1024 * 1024, tenant: {}, tool: {}, resource: {}, rate: { tenant: {} } });
+    expect(c.limits).toEqual({
+      maxCallsPerRun: 1000,
+      maxArgsBytes: 1024 * 1024,
+      maxOutputBytes: 4 * 1024 * 1024,
+      tenant: {},
+      tool: {},
+      resource: {},
+      rate: { tenant: {} },
+    });
     expect(c.defaults).toEqual({ timeoutMs: 60000, failure: 'partial', openRunTimeoutMs: 30000 });
     expect(c.auth).toEqual({ keys: [] });
     expect(c.server).toEqual({ host: '127.0.0.1', port: 8080, db: './data/toolgraph.db' });
     expect(c.source).toBe('test.yaml');
   });
 
-  it('fills a tool\'s defaults and keeps undeclared reads/writes absent', () => {
+  it("fills a tool's defaults and keeps undeclared reads/writes absent", () => {
     const [t] = parse(echoTool()).tools;
     expect(t).toEqual({
-      name: 't', scope: 'tenant', risk: 'write', idempotent: false, timeoutMs: 60000,
-      after: [], requires: [], executor: { kind: 'builtin', name: 'echo' },
+      name: 't',
+      scope: 'tenant',
+      risk: 'write',
+      idempotent: false,
+      timeoutMs: 60000,
+      after: [],
+      requires: [],
+      executor: { kind: 'builtin', name: 'echo' },
     });
     expect(t!.reads).toBeUndefined();
     expect('writes' in t!).toBe(false);
   });
 
   const cases: Array<{ name: string; yaml: string; check: (tool: ToolManifest, c: ReturnType<typeof parse>) => void }> = [
-    { name: 'explicit empty reads/writes stay arrays', yaml: echoTool('    reads: []\n    writes: ["file:{path}"]\n'),
-      check: (t) => { expect(t.reads).toEqual([]); expect(t.writes).toEqual(['file:{path}']); } },
-    { name: 'timeoutMs defaults to defaults.timeoutMs', yaml: `${echoTool()}defaults: { timeoutMs: 1234 }\n`,
-      check: (t) => expect(t.timeoutMs).toBe(1234) },
-    { name: 'a tool timeoutMs wins', yaml: `${echoTool('    timeoutMs: 5\n')}defaults: { timeoutMs: 1234 }\n`,
-      check: (t) => expect(t.timeoutMs).toBe(5) },
-    { name: 'retry backoff defaults', yaml: echoTool('    idempotent: true\n    retry: { attempts: 3 }\n'),
-      check: (t) => expect(t.retry).toEqual({ attempts: 3, backoffMs: 200, maxBackoffMs: 5000 }) },
+    {
+      name: 'explicit empty reads/writes stay arrays',
+      yaml: echoTool('    reads: []\n    writes: ["file:{path}"]\n'),
+      check: (t) => {
+        expect(t.reads).toEqual([]);
+        expect(t.writes).toEqual(['file:{path}']);
+      },
+    },
+    {
+      name: 'timeoutMs defaults to defaults.timeoutMs',
+      yaml: `${echoTool()}defaults: { timeoutMs: 1234 }\n`,
+      check: (t) => expect(t.timeoutMs).toBe(1234),
+    },
+    {
+      name: 'a tool timeoutMs wins',
+      yaml: `${echoTool('    timeoutMs: 5\n')}defaults: { timeoutMs: 1234 }\n`,
+      check: (t) => expect(t.timeoutMs).toBe(5),
+    },
+    {
+      name: 'retry backoff defaults',
+      yaml: echoTool('    idempotent: true\n    retry: { attempts: 3 }\n'),
+      check: (t) => expect(t.retry).toEqual({ attempts: 3, backoffMs: 200, maxBackoffMs: 5000 }),
+    },
     { name: 'rate string is parsed', yaml: echoTool('    rate: 5/s\n'), check: (t) => expect(t.rate).toEqual({ tokens: 5, perMs: 1000 }) },
-    { name: 'concurrency folds into limits.tool', yaml: echoTool('    concurrency: 3\n'),
-      check: (t, c) => { expect(t.concurrency).toBe(3); expect(c.limits.tool).toEqual({ t: 3 }); } },
-    { name: 'limits.tool wins over concurrency', yaml: `${echoTool('    concurrency: 3\n')}limits: { tool: { t: 1 } }\n`,
-      check: (_t, c) => expect(c.limits.tool).toEqual({ t: 1 }) },
-    { name: 'builtin name defaults to the tool name', yaml: 'tools:\n  - name: sleep\n    executor: { kind: builtin }\n',
-      check: (t) => expect(t.executor).toEqual({ kind: 'builtin', name: 'sleep' }) },
-    { name: 'http executor with headers', yaml: 'tools:\n  - name: h\n    executor: { kind: http, url: "https://x.test/a", headers: { X-A: b } }\n',
-      check: (t) => expect(t.executor).toEqual({ kind: 'http', url: 'https://x.test/a', headers: { 'X-A': 'b' } }) },
-    { name: 'globs and known names in after/requires, compensate', yaml: `tools:
+    {
+      name: 'concurrency folds into limits.tool',
+      yaml: echoTool('    concurrency: 3\n'),
+      check: (t, c) => {
+        expect(t.concurrency).toBe(3);
+        expect(c.limits.tool).toEqual({ t: 3 });
+      },
+    },
+    {
+      name: 'limits.tool wins over concurrency',
+      yaml: `${echoTool('    concurrency: 3\n')}limits: { tool: { t: 1 } }\n`,
+      check: (_t, c) => expect(c.limits.tool).toEqual({ t: 1 }),
+    },
+    {
+      name: 'builtin name defaults to the tool name',
+      yaml: 'tools:\n  - name: sleep\n    executor: { kind: builtin }\n',
+      check: (t) => expect(t.executor).toEqual({ kind: 'builtin', name: 'sleep' }),
+    },
+    {
+      name: 'http executor with headers',
+      yaml: 'tools:\n  - name: h\n    executor: { kind: http, url: "https://x.test/a", headers: { X-A: b } }\n',
+      check: (t) => expect(t.executor).toEqual({ kind: 'http', url: 'https://x.test/a', headers: { 'X-A': 'b' } }),
+    },
+    {
+      name: 'globs and known names in after/requires, compensate',
+      yaml: `tools:
   - name: a
     executor: { kind: builtin, name: echo }
     after: ["b*", b]
@@ -75,7 +121,12 @@ describe('valid configs', () => {
     compensate: { tool: b, args: { x: "\${self.args.x}" } }
   - name: b
     executor: { kind: builtin, name: echo }
-`, check: (t) => { expect(t.after).toEqual(['b*', 'b']); expect(t.compensate).toEqual({ tool: 'b', args: { x: '${self.args.x}' } }); } },
+`,
+      check: (t) => {
+        expect(t.after).toEqual(['b*', 'b']);
+        expect(t.compensate).toEqual({ tool: 'b', args: { x: '${self.args.x}' } });
+      },
+    },
   ];
   it.each(cases)('$name', ({ yaml, check }) => {
     const c = parse(yaml);
@@ -83,14 +134,30 @@ describe('valid configs', () => {
   });
 
   it('accepts JSON and parses policy, limits and server', () => {
-    const c = parse(JSON.stringify({
-      tools: [{ name: 'rm_x', risk: 'dangerous', executor: { kind: 'builtin', name: 'fail' } }],
-      policy: { rules: [{ match: { tool: 'rm_*', tenant: 'trial' }, deny: 'no' }, { match: { risk: 'dangerous' }, review: false, allow: true }] },
-      limits: { global: 4, perRun: 2, maxActiveRunsPerTenant: 3, resource: { 'service:*': 1 }, rate: { tenant: { acme: '10/min' } } },
-      server: { host: '0.0.0.0', port: 0, db: ':memory:' },
-    }));
-    expect(c.policy.rules).toEqual([{ match: { tool: 'rm_*', tenant: 'trial' }, deny: 'no' }, { match: { risk: 'dangerous' }, review: false, allow: true }]);
-    expect(c.limits).toMatchObject({ global: 4, perRun: 2, maxActiveRunsPerTenant: 3, resource: { 'service:*': 1 }, rate: { tenant: { acme: { tokens: 10, perMs: 60000 } } } });
+    const c = parse(
+      JSON.stringify({
+        tools: [{ name: 'rm_x', risk: 'dangerous', executor: { kind: 'builtin', name: 'fail' } }],
+        policy: {
+          rules: [
+            { match: { tool: 'rm_*', tenant: 'trial' }, deny: 'no' },
+            { match: { risk: 'dangerous' }, review: false, allow: true },
+          ],
+        },
+        limits: { global: 4, perRun: 2, maxActiveRunsPerTenant: 3, resource: { 'service:*': 1 }, rate: { tenant: { acme: '10/min' } } },
+        server: { host: '0.0.0.0', port: 0, db: ':memory:' },
+      }),
+    );
+    expect(c.policy.rules).toEqual([
+      { match: { tool: 'rm_*', tenant: 'trial' }, deny: 'no' },
+      { match: { risk: 'dangerous' }, review: false, allow: true },
+    ]);
+    expect(c.limits).toMatchObject({
+      global: 4,
+      perRun: 2,
+      maxActiveRunsPerTenant: 3,
+      resource: { 'service:*': 1 },
+      rate: { tenant: { acme: { tokens: 10, perMs: 60000 } } },
+    });
     expect(c.server).toEqual({ host: '0.0.0.0', port: 0, db: ':memory:' });
   });
 
@@ -99,15 +166,22 @@ describe('valid configs', () => {
     for (const o of [c, c.tools, c.tools[0], c.tools[0]!.executor, c.tools[0]!.input, c.limits.tenant, c.server, c.catalog]) {
       expect(Object.isFrozen(o)).toBe(true);
     }
-    expect(() => { (c.limits.tenant as Record<string, number>).b = 2; }).toThrow(TypeError);
+    expect(() => {
+      (c.limits.tenant as Record<string, number>).b = 2;
+    }).toThrow(TypeError);
     expect(c.catalog.get('t')).toBe(c.tools[0]);
   });
 });
 
 describe('parseRate', () => {
   it.each([
-    ['5/s', { tokens: 5, perMs: 1000 }], ['30/min', { tokens: 30, perMs: 60000 }], ['100/h', { tokens: 100, perMs: 3600000 }],
-    ['0/s', undefined], ['5/sec', undefined], ['x/s', undefined], ['5', undefined],
+    ['5/s', { tokens: 5, perMs: 1000 }],
+    ['30/min', { tokens: 30, perMs: 60000 }],
+    ['100/h', { tokens: 100, perMs: 3600000 }],
+    ['0/s', undefined],
+    ['5/sec', undefined],
+    ['x/s', undefined],
+    ['5', undefined],
   ])('%s', (text, rate) => expect(parseRate(text)).toEqual(rate));
 });
 
@@ -118,40 +192,118 @@ describe('errors name the path, the expectation and what was found', () => {
     ['a string for an int', 'limits: { maxCallsPerRun: "ten" }', 'limits.maxCallsPerRun: expected an integer ≥ 1, got "ten"'],
     ['a list for a mapping', 'limits: { tenant: [] }', 'limits.tenant: expected a mapping, got a list []'],
     ['a map value', 'limits: { resource: { "file:/a": 0 } }', 'limits.resource["file:/a"]: expected an integer ≥ 1, got 0'],
-    ['unknown top-level key', 'toolz: []', 'toolz: unknown key, expected one of tools, policy, limits, defaults, auth, server, mcp, store, hooks'],
+    [
+      'unknown top-level key',
+      'toolz: []',
+      'toolz: unknown key, expected one of tools, policy, limits, defaults, auth, server, mcp, store, hooks',
+    ],
     ['unknown nested key', 'server: { hots: x }', 'server.hots: unknown key, expected one of host, port, db'],
     ['port range', 'server: { port: 70000 }', 'server.port: expected an integer from 0 to 65535, got 70000'],
-    ['store url scheme', 'store: { url: "mysql://u:secret@h/db" }', 'store.url: expected a postgres:// or postgresql:// URL or a SQLite file, got a mysql:// URL'],
-    ['store url syntax', 'store: { url: "postgres://u:secret@[bad/db" }', 'store.url: expected a URL like postgres://USER@HOST:PORT/DB, got one that does not parse'],
+    [
+      'store url scheme',
+      'store: { url: "mysql://u:secret@h/db" }',
+      'store.url: expected a postgres:// or postgresql:// URL or a SQLite file, got a mysql:// URL',
+    ],
+    [
+      'store url syntax',
+      'store: { url: "postgres://u:secret@[bad/db" }',
+      'store.url: expected a URL like postgres://USER@HOST:PORT/DB, got one that does not parse',
+    ],
     ['store pool size', 'store: { poolSize: 0 }', 'store.poolSize: expected an integer from 1 to 1000, got 0'],
     ['failure mode', 'defaults: { failure: maybe }', 'defaults.failure: expected one of fail_fast, partial, replan, got "maybe"'],
     ['top level list', '- 1', 'config: expected a mapping, got a list [1]'],
     ['retry without idempotent', echoTool('    retry: { attempts: 2 }\n'), 'tools[0].retry: retry needs idempotent: true'],
-    ['retry attempts 0', echoTool('    idempotent: true\n    retry: { attempts: 0 }\n'), 'tools[0].retry.attempts: expected an integer ≥ 1, got 0'],
-    ['maxBackoff < backoff', echoTool('    idempotent: true\n    retry: { attempts: 2, backoffMs: 300, maxBackoffMs: 100 }\n'),
-      'tools[0].retry.maxBackoffMs: expected an integer ≥ backoffMs (300), got 100'],
-    ['bad tool name', 'tools:\n  - name: "a b"\n    executor: { kind: http, url: "http://x" }\n', 'tools[0].name: expected a tool name of 1–64 characters [A-Za-z0-9_.-], got "a b"'],
+    [
+      'retry attempts 0',
+      echoTool('    idempotent: true\n    retry: { attempts: 0 }\n'),
+      'tools[0].retry.attempts: expected an integer ≥ 1, got 0',
+    ],
+    [
+      'maxBackoff < backoff',
+      echoTool('    idempotent: true\n    retry: { attempts: 2, backoffMs: 300, maxBackoffMs: 100 }\n'),
+      'tools[0].retry.maxBackoffMs: expected an integer ≥ backoffMs (300), got 100',
+    ],
+    [
+      'bad tool name',
+      'tools:\n  - name: "a b"\n    executor: { kind: http, url: "http://x" }\n',
+      'tools[0].name: expected a tool name of 1–64 characters [A-Za-z0-9_.-], got "a b"',
+    ],
     ['missing name', 'tools:\n  - executor: { kind: http, url: "http://x" }\n', 'tools[0].name: expected a tool name, got nothing'],
     ['missing executor', 'tools:\n  - name: t\n', 'tools[0].executor: expected a mapping, got nothing'],
-    ['duplicate names', `${echoTool()}  - name: t\n    executor: { kind: builtin, name: echo }\n`, 'tools[1].name: expected a name not used by tools[0], got "t"'],
+    [
+      'duplicate names',
+      `${echoTool()}  - name: t\n    executor: { kind: builtin, name: echo }\n`,
+      'tools[1].name: expected a name not used by tools[0], got "t"',
+    ],
     ['bad rate', echoTool('    rate: 5/sec\n'), 'tools[0].rate: expected a rate like 5/s, 30/min or 100/h, got "5/sec"'],
     ['bad scope', echoTool('    scope: world\n'), 'tools[0].scope: expected one of run, tenant, global, got "world"'],
     ['failure other than fail_fast', echoTool('    failure: partial\n'), 'tools[0].failure: expected one of fail_fast, got "partial"'],
     ['concurrency 0', echoTool('    concurrency: 0\n'), 'tools[0].concurrency: expected an integer ≥ 1, got 0'],
-    ['bad resource template', echoTool('    writes: ["file:{path"]\n'), 'tools[0].writes[0]: expected a non-empty resource template like "file:{path}", got "file:{path"'],
-    ['unknown after name', echoTool('    after: [nope]\n'), 'tools[0].after[0]: expected the name of a tool of the catalog, or a glob, got "nope"'],
-    ['unknown compensate tool', echoTool('    compensate: { tool: undo }\n'), 'tools[0].compensate.tool: expected the name of a tool of the catalog, got "undo"'],
-    ['unknown policy requires', 'policy: { rules: [ { match: {}, requires: [x] } ] }', 'policy.rules[0].requires[0]: expected the name of a tool of the catalog, or a glob, got "x"'],
-    ['policy risk', 'policy: { rules: [ { match: { risk: high } } ] }', 'policy.rules[0].match.risk: expected one of read, write, dangerous, got "high"'],
-    ['limits.tool unknown tool', 'limits: { tool: { ghost: 1 } }', 'limits.tool.ghost: expected the name of a tool of the catalog as the key, got "ghost"'],
-    ['rate.tenant', 'limits: { rate: { tenant: { a: fast } } }', 'limits.rate.tenant.a: expected a rate like 5/s, 30/min or 100/h, got "fast"'],
-    ['executor kind', 'tools:\n  - name: t\n    executor: { kind: shell }\n', 'tools[0].executor.kind: expected one of builtin, http, worker, got "shell"'],
-    ['builtin name', 'tools:\n  - name: t\n    executor: { kind: builtin, name: cat }\n', 'tools[0].executor.name: expected one of sleep, echo, fail, got "cat"'],
-    ['builtin name default', 'tools:\n  - name: t\n    executor: { kind: builtin }\n',
-      'tools[0].executor.name: expected one of sleep, echo, fail (the tool\'s name "t" is not a builtin), got nothing'],
-    ['http url', 'tools:\n  - name: t\n    executor: { kind: http, url: "ftp://x" }\n', 'tools[0].executor.url: expected an http:// or https:// URL, got "ftp://x"'],
-    ['worker extra key', 'tools:\n  - name: t\n    executor: { kind: worker, module: ./a.js, url: x }\n', 'tools[0].executor.url: unknown key, expected one of kind, module'],
-    ['auth role', 'auth: { keys: [ { key: k1, tenant: t, role: admin } ] }', 'auth.keys[0].role: expected one of agent, operator, got "admin"'],
+    [
+      'bad resource template',
+      echoTool('    writes: ["file:{path"]\n'),
+      'tools[0].writes[0]: expected a non-empty resource template like "file:{path}", got "file:{path"',
+    ],
+    [
+      'unknown after name',
+      echoTool('    after: [nope]\n'),
+      'tools[0].after[0]: expected the name of a tool of the catalog, or a glob, got "nope"',
+    ],
+    [
+      'unknown compensate tool',
+      echoTool('    compensate: { tool: undo }\n'),
+      'tools[0].compensate.tool: expected the name of a tool of the catalog, got "undo"',
+    ],
+    [
+      'unknown policy requires',
+      'policy: { rules: [ { match: {}, requires: [x] } ] }',
+      'policy.rules[0].requires[0]: expected the name of a tool of the catalog, or a glob, got "x"',
+    ],
+    [
+      'policy risk',
+      'policy: { rules: [ { match: { risk: high } } ] }',
+      'policy.rules[0].match.risk: expected one of read, write, dangerous, got "high"',
+    ],
+    [
+      'limits.tool unknown tool',
+      'limits: { tool: { ghost: 1 } }',
+      'limits.tool.ghost: expected the name of a tool of the catalog as the key, got "ghost"',
+    ],
+    [
+      'rate.tenant',
+      'limits: { rate: { tenant: { a: fast } } }',
+      'limits.rate.tenant.a: expected a rate like 5/s, 30/min or 100/h, got "fast"',
+    ],
+    [
+      'executor kind',
+      'tools:\n  - name: t\n    executor: { kind: shell }\n',
+      'tools[0].executor.kind: expected one of builtin, http, worker, got "shell"',
+    ],
+    [
+      'builtin name',
+      'tools:\n  - name: t\n    executor: { kind: builtin, name: cat }\n',
+      'tools[0].executor.name: expected one of sleep, echo, fail, got "cat"',
+    ],
+    [
+      'builtin name default',
+      'tools:\n  - name: t\n    executor: { kind: builtin }\n',
+      'tools[0].executor.name: expected one of sleep, echo, fail (the tool\'s name "t" is not a builtin), got nothing',
+    ],
+    [
+      'http url',
+      'tools:\n  - name: t\n    executor: { kind: http, url: "ftp://x" }\n',
+      'tools[0].executor.url: expected an http:// or https:// URL, got "ftp://x"',
+    ],
+    [
+      'worker extra key',
+      'tools:\n  - name: t\n    executor: { kind: worker, module: ./a.js, url: x }\n',
+      'tools[0].executor.url: unknown key, expected one of kind, module',
+    ],
+    [
+      'auth role',
+      'auth: { keys: [ { key: k1, tenant: t, role: admin } ] }',
+      'auth.keys[0].role: expected one of agent, operator, got "admin"',
+    ],
   ];
   it.each(cases)('%s', (_name, yaml, line) => {
     expect(problems(yaml)).toContain(line);
@@ -173,12 +325,16 @@ describe('errors name the path, the expectation and what was found', () => {
 limits: { global: 0 }
 `;
     const list = problems(text);
-    expect(list).toEqual(expect.arrayContaining([
-      'tools[0].retry: retry needs idempotent: true',
-      'tools[1].executor.kind: expected one of builtin, http, worker, got "nope"',
-      'limits.global: expected an integer ≥ 1, got 0',
-    ]));
-    try { parse(text); } catch (err) {
+    expect(list).toEqual(
+      expect.arrayContaining([
+        'tools[0].retry: retry needs idempotent: true',
+        'tools[1].executor.kind: expected one of builtin, http, worker, got "nope"',
+        'limits.global: expected an integer ≥ 1, got 0',
+      ]),
+    );
+    try {
+      parse(text);
+    } catch (err) {
       const msg = (err as Error).message;
       expect(msg).toMatch(/^test\.yaml: 3 problems in the configuration:\n {2}- /);
       expect(msg).not.toMatch(/invalid_type|"code"|Invalid input/);
@@ -188,8 +344,13 @@ limits: { global: 0 }
 
 describe('auth keys', () => {
   it('reads env:NAME keys and keeps literal ones', () => {
-    const c = parse('auth: { keys: [ { key: env:TG_KEY, tenant: acme, role: agent }, { key: lit-1, tenant: ops, role: operator } ] }', { TG_KEY: 's3cret-value' });
-    expect(c.auth.keys).toEqual([{ key: 's3cret-value', tenant: 'acme', role: 'agent' }, { key: 'lit-1', tenant: 'ops', role: 'operator' }]);
+    const c = parse('auth: { keys: [ { key: env:TG_KEY, tenant: acme, role: agent }, { key: lit-1, tenant: ops, role: operator } ] }', {
+      TG_KEY: 's3cret-value',
+    });
+    expect(c.auth.keys).toEqual([
+      { key: 's3cret-value', tenant: 'acme', role: 'agent' },
+      { key: 'lit-1', tenant: 'ops', role: 'operator' },
+    ]);
   });
 
   it('a missing variable names the path and the variable', () => {
@@ -199,9 +360,14 @@ describe('auth keys', () => {
   });
 
   it('never prints a key value', () => {
-    const yaml = 'auth: { keys: [ { key: env:A, tenant: a, role: agent }, { key: env:B, tenant: b, role: agent }, { key: 12345, tenant: c, role: agent } ] }';
+    const yaml =
+      'auth: { keys: [ { key: env:A, tenant: a, role: agent }, { key: env:B, tenant: b, role: agent }, { key: 12345, tenant: c, role: agent } ] }';
     let message = '';
-    try { parse(yaml, { A: 'topsecret', B: 'topsecret' }); } catch (err) { message = (err as Error).message; }
+    try {
+      parse(yaml, { A: 'topsecret', B: 'topsecret' });
+    } catch (err) {
+      message = (err as Error).message;
+    }
     expect(message).toContain('auth.keys[1].key: expected a key not already given to auth.keys[0], got the same key');
     expect(message).toContain('auth.keys[2].key: expected a string, got a number');
     expect(message).not.toMatch(/topsecret|12345/);
@@ -210,11 +376,18 @@ describe('auth keys', () => {
 
 describe('loadConfig', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-config-'));
-  const file = (name: string, text: string) => { const p = path.join(dir, name); writeFileSync(p, text); return p; };
+  const file = (name: string, text: string) => {
+    const p = path.join(dir, name);
+    writeFileSync(p, text);
+    return p;
+  };
 
   it('resolves worker modules against the config file directory', () => {
     mkdirSync(path.join(dir, 'sub'), { recursive: true });
-    const p = file('sub/worker.yaml', 'tools:\n  - name: w\n    executor: { kind: worker, module: ./tools/hash.js }\n  - name: v\n    executor: { kind: worker, module: /abs/v.js }\n');
+    const p = file(
+      'sub/worker.yaml',
+      'tools:\n  - name: w\n    executor: { kind: worker, module: ./tools/hash.js }\n  - name: v\n    executor: { kind: worker, module: /abs/v.js }\n',
+    );
     const c = loadConfig(p, {});
     expect(c.source).toBe(p);
     expect(c.tools.map((t) => t.executor)).toEqual([
@@ -233,8 +406,16 @@ describe('loadConfig', () => {
     ['a directory', () => dir, /cannot read the config file: it is a directory$/],
     ['an empty file', () => file('empty.yaml', '  \n'), /empty\.yaml: the file is empty/],
     ['only comments', () => file('comments.yaml', '# nothing\n'), /comments\.yaml: the file has no content/],
-    ['a YAML syntax error', () => file('syntax.yaml', 'limits:\n  global: [1,\nserver: {}\n'), /syntax\.yaml: YAML syntax error at line 3, column 1: /],
-    ['a duplicate key', () => file('dup.yaml', 'server: {}\nserver: {}\n'), /dup\.yaml: YAML syntax error at line 2, column 1: Map keys must be unique/],
+    [
+      'a YAML syntax error',
+      () => file('syntax.yaml', 'limits:\n  global: [1,\nserver: {}\n'),
+      /syntax\.yaml: YAML syntax error at line 3, column 1: /,
+    ],
+    [
+      'a duplicate key',
+      () => file('dup.yaml', 'server: {}\nserver: {}\n'),
+      /dup\.yaml: YAML syntax error at line 2, column 1: Map keys must be unique/,
+    ],
   ];
   it.each(failures)('%s is a ConfigError', (_name, make, re) => {
     const p = make();
@@ -259,7 +440,12 @@ describe('the demo config', () => {
     const get = (n: string) => demo.catalog.get(n)!;
     expect(get('read_file')).toMatchObject({ reads: ['file:{path}'], risk: 'read', executor: { name: 'echo' } });
     expect(get('write_file').writes).toEqual(['file:{path}']);
-    expect(get('deploy')).toMatchObject({ writes: ['service:{name}'], risk: 'dangerous', after: ['run_tests'], executor: { name: 'echo' } });
+    expect(get('deploy')).toMatchObject({
+      writes: ['service:{name}'],
+      risk: 'dangerous',
+      after: ['run_tests'],
+      executor: { name: 'echo' },
+    });
     expect(get('fail')).toMatchObject({ idempotent: true, retry: { attempts: 3 } });
     expect(get('sleep')).toMatchObject({ reads: [], writes: [], idempotent: true, executor: { name: 'sleep' } });
   });
@@ -287,8 +473,17 @@ describe('checkArgs', () => {
   ])('%s %j', (name, args, expected) => expect(catalog.checkArgs(name, args)).toBe(expected));
 
   it('createCatalog works on hand-made manifests and lists them', () => {
-    const m: ToolManifest = { name: 'x', scope: 'run', risk: 'read', idempotent: true, timeoutMs: 1, after: [], requires: [],
-      input: { type: 'object', required: ['a'] }, executor: { kind: 'builtin', name: 'echo' } };
+    const m: ToolManifest = {
+      name: 'x',
+      scope: 'run',
+      risk: 'read',
+      idempotent: true,
+      timeoutMs: 1,
+      after: [],
+      requires: [],
+      input: { type: 'object', required: ['a'] },
+      executor: { kind: 'builtin', name: 'echo' },
+    };
     const c = createCatalog([m]);
     expect(c.list()).toEqual([m]);
     expect(c.checkArgs('x', {})).toBe("must have required property 'a'");
@@ -298,6 +493,8 @@ describe('checkArgs', () => {
 
 describe('formatPath', () => {
   it.each<[PropertyKey[], string]>([
-    [[], 'config'], [['tools', 2, 'retry'], 'tools[2].retry'], [['limits', 'tool', 'a.b'], 'limits.tool["a.b"]'],
+    [[], 'config'],
+    [['tools', 2, 'retry'], 'tools[2].retry'],
+    [['limits', 'tool', 'a.b'], 'limits.tool["a.b"]'],
   ])('%j → %s', (keys, out) => expect(formatPath(keys)).toBe(out));
 });

@@ -11,25 +11,47 @@ function sampleEvents(): CoreEvent[] {
   const out: CoreEvent[] = [];
   for (let seed = 0; seed < 150; seed++) out.push(...traces(scenario(seed)).events);
   const r = rig({ tools: [tool('t', { idempotent: true })], defaultFailure: 'replan' });
-  r.submit(0, { calls: [{ id: 'a', tool: 't', args: { fail: 'always' } }, { id: 'b', tool: 't', args: { x: '${a.output}' } }] });
+  r.submit(0, {
+    calls: [
+      { id: 'a', tool: 't', args: { fail: 'always' } },
+      { id: 'b', tool: 't', args: { x: '${a.output}' } },
+    ],
+  });
   r.sim.at(100, (now) => r.scheduler.replan(now, 'r1', [{ id: 'c', tool: 't', args: {} }]));
   r.run();
   out.push(...r.events);
   // A hook's decisions (DESIGN §14): a before_call rewrite and an after_call replacement.
   const h = rig({
     tools: [tool('t')],
-    hooks: [{ on: 'before_call', name: 'guard', match: {} }, { on: 'after_call', name: 'redact', match: {} }],
+    hooks: [
+      { on: 'before_call', name: 'guard', match: {} },
+      { on: 'after_call', name: 'redact', match: {} },
+    ],
     hook: (req, now) => ({
       at: now + 1,
-      decisions: [req.on === 'before_call' ? { hook: 'guard', decision: 'allow', startedAt: now, durationMs: 1, args: { x: 1 } } : { hook: 'redact', decision: 'replace', startedAt: now, durationMs: 1, output: 'hidden' }],
+      decisions: [
+        req.on === 'before_call'
+          ? { hook: 'guard', decision: 'allow', startedAt: now, durationMs: 1, args: { x: 1 } }
+          : { hook: 'redact', decision: 'replace', startedAt: now, durationMs: 1, output: 'hidden' },
+      ],
     }),
   });
   h.submit(0, { calls: [{ id: 'a', tool: 't', args: {} }] });
   h.run();
   out.push(...h.events);
   // Waits explained (`call.waiting`): a tool limit, a rate and a lock.
-  const w = rig({ tools: [tool('t', { reads: [], writes: ['k:{a}'], rate: { tokens: 2, perMs: 1000 } })], limits: { tool: { t: 1 } }, explainWaits: true });
-  w.submit(0, { calls: [{ id: 'a', tool: 't', args: { a: 'x' } }, { id: 'b', tool: 't', args: { a: 'y' } }, { id: 'c', tool: 't', args: { a: 'z' } }] });
+  const w = rig({
+    tools: [tool('t', { reads: [], writes: ['k:{a}'], rate: { tokens: 2, perMs: 1000 } })],
+    limits: { tool: { t: 1 } },
+    explainWaits: true,
+  });
+  w.submit(0, {
+    calls: [
+      { id: 'a', tool: 't', args: { a: 'x' } },
+      { id: 'b', tool: 't', args: { a: 'y' } },
+      { id: 'c', tool: 't', args: { a: 'z' } },
+    ],
+  });
   w.submit(1, { runId: 'r2', calls: [{ id: 'a', tool: 't', args: { a: 'x' } }] });
   w.run();
   out.push(...w.events);
@@ -62,12 +84,20 @@ describe('typed events and their schema', () => {
       return [];
     };
     const base = { runId: 'r1', at: 5 };
-    expect(bad({ ...base, type: 'call.started', callId: 'c', data: { attempt: 0, args: {} } })).toEqual([expect.stringMatching(/^call\.started data\.attempt: /)]);
-    expect(bad({ ...base, type: 'call.failed', callId: 'c', data: { error: { code: 'no_such_code', message: 'x' } } })).toEqual([expect.stringMatching(/^call\.failed data\.error\.code: /)]);
-    expect(bad({ ...base, type: 'run.completed', data: { status: 'done' } })).toEqual([expect.stringMatching(/^run\.completed data\.status: /)]);
+    expect(bad({ ...base, type: 'call.started', callId: 'c', data: { attempt: 0, args: {} } })).toEqual([
+      expect.stringMatching(/^call\.started data\.attempt: /),
+    ]);
+    expect(bad({ ...base, type: 'call.failed', callId: 'c', data: { error: { code: 'no_such_code', message: 'x' } } })).toEqual([
+      expect.stringMatching(/^call\.failed data\.error\.code: /),
+    ]);
+    expect(bad({ ...base, type: 'run.completed', data: { status: 'done' } })).toEqual([
+      expect.stringMatching(/^run\.completed data\.status: /),
+    ]);
     expect(bad({ ...base, type: 'run.exploded', data: {} })).toEqual([expect.stringMatching(/^type: /)]);
     expect(bad({ type: 'call.ready', at: 1, data: {} })).toEqual([expect.stringMatching(/^runId: /)]);
-    expect(bad({ ...base, type: 'call.ready', callId: 'c', data: { extra: 1 } })).toEqual([expect.stringMatching(/^call\.ready data\.extra: /)]);
+    expect(bad({ ...base, type: 'call.ready', callId: 'c', data: { extra: 1 } })).toEqual([
+      expect.stringMatching(/^call\.ready data\.extra: /),
+    ]);
   });
 
   it('makes restore refuse a log that does not match, before it believes any of it', () => {
@@ -93,7 +123,9 @@ describe('typed events and their schema', () => {
       const view = RunProjection.of(log).view;
       const last = log.filter((e) => e.type === 'run.completed').at(-1);
       if (last?.type === 'run.completed') expect(view.status).toBe(last.data.status);
-      const listed = log.flatMap((e) => (e.type === 'run.created' || e.type === 'run.calls_added' || e.type === 'run.replanned' ? e.data.calls.map((c) => c.id) : []));
+      const listed = log.flatMap((e) =>
+        e.type === 'run.created' || e.type === 'run.calls_added' || e.type === 'run.replanned' ? e.data.calls.map((c) => c.id) : [],
+      );
       expect(view.calls.map((c) => c.id)).toEqual(listed);
     }
   });

@@ -186,9 +186,12 @@ describe('hazard edges through buildPlan', () => {
     const expected: Edge[] = [];
     for (let i = 0; i < 30; i++) {
       if (i % 3 === 2) {
-        expected.push(conflict(`c${i - 2}`, `c${i}`, 'write-after-read on file:/k'), conflict(`c${i - 1}`, `c${i}`, 'write-after-read on file:/k'));
+        expected.push(
+          conflict(`c${i - 2}`, `c${i}`, 'write-after-read on file:/k'),
+          conflict(`c${i - 1}`, `c${i}`, 'write-after-read on file:/k'),
+        );
       } else if (i >= 3) {
-        expected.push(conflict(`c${i - i % 3 - 1}`, `c${i}`, 'read-after-write on file:/k'));
+        expected.push(conflict(`c${i - (i % 3) - 1}`, `c${i}`, 'read-after-write on file:/k'));
       }
     }
     expect(p.edges).toEqual(expected);

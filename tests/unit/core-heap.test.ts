@@ -9,7 +9,11 @@ interface Item {
 }
 
 const byPriority = (a: Item, b: Item) => b.p - a.p || a.i - b.i;
-const priority = fc.oneof(fc.integer({ min: -3, max: 3 }), fc.double({ noNaN: false }), fc.constantFrom(Infinity, -Infinity, NaN, 0.1 + 0.2, 0.3));
+const priority = fc.oneof(
+  fc.integer({ min: -3, max: 3 }),
+  fc.double({ noNaN: false }),
+  fc.constantFrom(Infinity, -Infinity, NaN, 0.1 + 0.2, 0.3),
+);
 type Op = { push: number } | { pop: true } | { drop: number };
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 5, arbitrary: priority.map((p) => ({ push: p })) },

@@ -47,7 +47,10 @@ const declArb = fc.option(fc.array(fc.constantFrom(...TEMPLATES), { maxLength: 2
 const toolSpecArb = fc.record({
   reads: declArb,
   writes: declArb,
-  after: fc.oneof({ weight: 12, arbitrary: fc.constant<number[]>([]) }, { weight: 1, arbitrary: fc.array(fc.nat(TOOLS - 1), { minLength: 1, maxLength: 2 }) }),
+  after: fc.oneof(
+    { weight: 12, arbitrary: fc.constant<number[]>([]) },
+    { weight: 1, arbitrary: fc.array(fc.nat(TOOLS - 1), { minLength: 1, maxLength: 2 }) },
+  ),
 });
 
 const callSpecArb = fc.record({
@@ -106,7 +109,8 @@ function materialize(spec: BatchSpec): Batch {
   return { tools, calls, policy };
 }
 
-const build = (b: Batch, catalog: Catalog = catalogOf(b.tools)): Plan => buildPlan({ calls: b.calls, tenant: 'acme', catalog, policy: b.policy });
+const build = (b: Batch, catalog: Catalog = catalogOf(b.tools)): Plan =>
+  buildPlan({ calls: b.calls, tenant: 'acme', catalog, policy: b.policy });
 
 // ---- oracles, independent of the code under test ----
 

@@ -13,9 +13,17 @@ const catalog = catalogOf([
   tool('write_file', {
     reads: [],
     writes: ['file:{path}'],
-    input: { type: 'object', properties: { path: { type: 'string' }, mode: { type: 'integer' }, force: { type: 'boolean' } }, required: ['path'] },
+    input: {
+      type: 'object',
+      properties: { path: { type: 'string' }, mode: { type: 'integer' }, force: { type: 'boolean' } },
+      required: ['path'],
+    },
   }),
-  tool('read_file', { reads: ['file:{path}'], writes: [], input: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } }),
+  tool('read_file', {
+    reads: ['file:{path}'],
+    writes: [],
+    input: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+  }),
   tool('ping', { ...pure, after: ['pong'] }),
   tool('pong', { ...pure, after: ['ping'] }),
 ]);
@@ -106,7 +114,9 @@ describe('cycles in buildPlan', () => {
       { id: 'z', tool: 'step', args: { v: ref('y') } },
       { id: 'free3', tool: 'write_file', args: { path: '/a' } },
     ]);
-    expect(p.diagnostics).toEqual([{ code: 'cycle', message: 'cycle among data and policy edges: x → y → z → x', callIds: ['x', 'y', 'z', 'x'] }]);
+    expect(p.diagnostics).toEqual([
+      { code: 'cycle', message: 'cycle among data and policy edges: x → y → z → x', callIds: ['x', 'y', 'z', 'x'] },
+    ]);
     const blocked = Object.fromEntries(p.calls.map((c) => [c.id, c.blockedBy?.code ?? null]));
     expect(blocked).toEqual({ free1: null, x: 'cycle', y: 'cycle', free2: null, z: 'cycle', free3: null });
     expect(p.calls.every((c) => c.error === undefined)).toBe(true);
@@ -224,13 +234,16 @@ describe('plan-time errors', () => {
   });
 
   it('every diagnostic is listed: cycles first, then failed calls in call order', () => {
-    const p = plan([
-      { id: 'u', tool: 'nope' },
-      { id: 'a', tool: 'step', args: { v: ref('b') } },
-      { id: 'b', tool: 'step', args: { v: ref('a') } },
-      { id: 'i', tool: 'write_file', args: {} },
-      { id: 'd', tool: 'step' },
-    ], { rules: [{ match: { tool: 'step' }, deny: 'no steps' }] });
+    const p = plan(
+      [
+        { id: 'u', tool: 'nope' },
+        { id: 'a', tool: 'step', args: { v: ref('b') } },
+        { id: 'b', tool: 'step', args: { v: ref('a') } },
+        { id: 'i', tool: 'write_file', args: {} },
+        { id: 'd', tool: 'step' },
+      ],
+      { rules: [{ match: { tool: 'step' }, deny: 'no steps' }] },
+    );
     expect(p.diagnostics.map((d) => [d.code, d.callId ?? d.callIds])).toEqual([
       ['cycle', ['a', 'b', 'a']],
       ['unknown_tool', 'u'],
@@ -252,7 +265,11 @@ describe('the plan`s graph and generations', () => {
       { id: 'r', tool: 'read_file', args: { path: '/a', v: ref('s') } },
       { id: 'last', tool: 'step', args: { v: ref('r') } },
     ]);
-    expect(p.edges).toEqual([data('s', 'r'), data('r', 'last'), { from: 'w', to: 'r', kind: 'conflict', reason: 'read-after-write on file:/a' }]);
+    expect(p.edges).toEqual([
+      data('s', 'r'),
+      data('r', 'last'),
+      { from: 'w', to: 'r', kind: 'conflict', reason: 'read-after-write on file:/a' },
+    ]);
     expect(p.graph.order).toBe(4);
     expect(p.graph.nodes()).toEqual(['w', 's', 'r', 'last']);
     expect(p.graph.getNodeAttributes('r')).toEqual({ tool: 'read_file', index: 2 });

@@ -63,20 +63,65 @@ describe('policyFor', () => {
   it.each<[string, ToolManifest, Policy, { deny?: string; review?: string }]>([
     ['nothing matches', deploy, { rules: [{ match: { tool: 'x' }, deny: 'no' }] }, {}],
     ['a deny', deploy, { rules: [{ match: { tool: 'deploy_*' }, deny: 'frozen' }] }, { deny: 'frozen' }],
-    ['the first deny wins', deploy, { rules: [{ match: {}, deny: 'one' }, { match: {}, deny: 'two' }] }, { deny: 'one' }],
-    ['allow does not bypass deny (allow first)', deploy, { rules: [{ match: {}, allow: true }, { match: {}, deny: 'no' }] }, { deny: 'no' }],
-    ['allow does not bypass deny (allow last)', deploy, { rules: [{ match: {}, deny: 'no' }, { match: {}, allow: true }] }, { deny: 'no' }],
+    [
+      'the first deny wins',
+      deploy,
+      {
+        rules: [
+          { match: {}, deny: 'one' },
+          { match: {}, deny: 'two' },
+        ],
+      },
+      { deny: 'one' },
+    ],
+    [
+      'allow does not bypass deny (allow first)',
+      deploy,
+      {
+        rules: [
+          { match: {}, allow: true },
+          { match: {}, deny: 'no' },
+        ],
+      },
+      { deny: 'no' },
+    ],
+    [
+      'allow does not bypass deny (allow last)',
+      deploy,
+      {
+        rules: [
+          { match: {}, deny: 'no' },
+          { match: {}, allow: true },
+        ],
+      },
+      { deny: 'no' },
+    ],
     ['dangerous tools are reviewed by default', rm, { rules: [] }, { review: 'rm_rf is dangerous' }],
     ['review: false waives it', rm, { rules: [{ match: { tool: 'rm_*' }, review: false }] }, {}],
     ['allow waives it', rm, { rules: [{ match: { risk: 'dangerous' }, allow: true }] }, {}],
-    ['review: true asks for it', deploy, { rules: [{ match: { tool: 'deploy_web' }, review: true }] }, { review: 'policy rule 1 (tool deploy_web) asks for review' }],
+    [
+      'review: true asks for it',
+      deploy,
+      { rules: [{ match: { tool: 'deploy_web' }, review: true }] },
+      { review: 'policy rule 1 (tool deploy_web) asks for review' },
+    ],
     [
       'review: true beats a waiver',
       rm,
-      { rules: [{ match: {}, review: false }, { match: { risk: 'dangerous' }, review: true }] },
+      {
+        rules: [
+          { match: {}, review: false },
+          { match: { risk: 'dangerous' }, review: true },
+        ],
+      },
       { review: 'policy rule 2 (risk dangerous) asks for review' },
     ],
-    ['a tenant glob that does not match', rm, { rules: [{ match: { tenant: 'trial*' }, review: false }] }, { review: 'rm_rf is dangerous' }],
+    [
+      'a tenant glob that does not match',
+      rm,
+      { rules: [{ match: { tenant: 'trial*' }, review: false }] },
+      { review: 'rm_rf is dangerous' },
+    ],
     ['a risk that does not match', deploy, { rules: [{ match: { risk: 'read' }, deny: 'ro' }] }, {}],
   ])('%s', (_label, manifest, policy, expected) => {
     const cp = policyFor(manifest, 'acme', policy);
@@ -160,7 +205,13 @@ describe('policy in buildPlan', () => {
   });
 
   it('the same predecessor named twice gives one edge (the first reason)', () => {
-    const p = plan([{ id: 'd', tool: 'deploy_web' }, { id: 't', tool: 'run_tests' }], { rules: [{ match: { tool: 'deploy_web' }, after: ['run_*'] }] });
+    const p = plan(
+      [
+        { id: 'd', tool: 'deploy_web' },
+        { id: 't', tool: 'run_tests' },
+      ],
+      { rules: [{ match: { tool: 'deploy_web' }, after: ['run_*'] }] },
+    );
     expect(p.edges).toEqual([policyEdge('t', 'd', 'tool deploy_web: deploy_web after run_tests')]);
   });
 
@@ -197,7 +248,14 @@ describe('policy in buildPlan', () => {
   });
 
   it('deny fails the call with policy_denied, and only that call', () => {
-    const p = plan([{ id: 'r', tool: 'rm_tmp' }, { id: 'b', tool: 'build' }], { rules: [{ match: { tool: 'rm_*', tenant: 'trial' }, deny: 'trial tenants cannot delete' }] }, 'trial');
+    const p = plan(
+      [
+        { id: 'r', tool: 'rm_tmp' },
+        { id: 'b', tool: 'build' },
+      ],
+      { rules: [{ match: { tool: 'rm_*', tenant: 'trial' }, deny: 'trial tenants cannot delete' }] },
+      'trial',
+    );
     expect(p.calls[0]?.error).toEqual({
       code: 'policy_denied',
       message: 'r: trial tenants cannot delete',
@@ -224,7 +282,13 @@ describe('policy in buildPlan', () => {
   });
 
   it('a denied call`s after and requires add no edges', () => {
-    const p = plan([{ id: 'd', tool: 'deploy_web' }, { id: 't', tool: 'run_tests' }], { rules: [{ match: { tool: 'deploy_web' }, deny: 'frozen' }] });
+    const p = plan(
+      [
+        { id: 'd', tool: 'deploy_web' },
+        { id: 't', tool: 'run_tests' },
+      ],
+      { rules: [{ match: { tool: 'deploy_web' }, deny: 'frozen' }] },
+    );
     expect(p.edges).toEqual([]);
   });
 

@@ -52,7 +52,32 @@ function oracle(s: string): Part[] {
   return parts;
 }
 
-const PIECES = ['$', '$$', '${', '$${', '}', '{', '.output', '.args', '.', '..', '[', ']', '[0]', '[12]', '0', 'a', 'b-c', 'c1', 'self', 'output', ' ', '\n', '\u2028', 'x y'];
+const PIECES = [
+  '$',
+  '$$',
+  '${',
+  '$${',
+  '}',
+  '{',
+  '.output',
+  '.args',
+  '.',
+  '..',
+  '[',
+  ']',
+  '[0]',
+  '[12]',
+  '0',
+  'a',
+  'b-c',
+  'c1',
+  'self',
+  'output',
+  ' ',
+  '\n',
+  '\u2028',
+  'x y',
+];
 const arbText = fc.array(fc.constantFrom(...PIECES), { maxLength: 14 }).map((xs) => xs.join(''));
 
 describe('the reference scanner', () => {
@@ -78,7 +103,15 @@ describe('the reference scanner', () => {
   });
 
   it('agrees on well-formed references with paths', () => {
-    const arbPath = fc.array(fc.oneof(fc.constantFrom('.a', '.output', '.x y', '.0'), fc.nat(20).map((n) => `[${n}]`)), { maxLength: 4 }).map((xs) => xs.join(''));
+    const arbPath = fc
+      .array(
+        fc.oneof(
+          fc.constantFrom('.a', '.output', '.x y', '.0'),
+          fc.nat(20).map((n) => `[${n}]`),
+        ),
+        { maxLength: 4 },
+      )
+      .map((xs) => xs.join(''));
     const arbTarget = fc.constantFrom('c1', 'a.b', 'OpenWeatherMap.get_current_weather', 'self', 'x.output', 'call-1:x');
     fc.assert(
       fc.property(arbTarget, fc.constantFrom('output', 'args'), arbPath, fc.constantFrom('', 'pre ', '$${'), (t, f, p, pre) => {
@@ -90,7 +123,12 @@ describe('the reference scanner', () => {
   });
 
   it('looks references up once each, in the order findReferences lists them', () => {
-    const args = { a: '${c1.output}', b: ['x ${c2.output.v} y ${c1.output.w}', { c: '${c3.output.w}' }], d: '$${c9.output}', e: '${c4.output}' };
+    const args = {
+      a: '${c1.output}',
+      b: ['x ${c2.output.v} y ${c1.output.w}', { c: '${c3.output.w}' }],
+      d: '$${c9.output}',
+      e: '${c4.output}',
+    };
     const seen: string[] = [];
     const r = resolveValue(args, (ref) => {
       seen.push(ref.raw);

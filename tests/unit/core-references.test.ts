@@ -78,7 +78,16 @@ describe('findReferences', () => {
 
 describe('resolveValue', () => {
   const lookup = outputs({
-    c1: { n: 42, f: 1.5, obj: { k: [1, 'two'] }, nil: null, yes: true, no: false, s: 'text', items: [{ name: 'first' }, { name: 'second' }] },
+    c1: {
+      n: 42,
+      f: 1.5,
+      obj: { k: [1, 'two'] },
+      nil: null,
+      yes: true,
+      no: false,
+      s: 'text',
+      items: [{ name: 'first' }, { name: 'second' }],
+    },
     'OpenWeatherMap.get_current_weather': { temp: 21.5 },
     c2: [10, 20, 30],
     c3: 'just a string',

@@ -97,9 +97,19 @@ describe('accessOf', () => {
     ['both empty: pure', { reads: [], writes: [] }, {}, { reads: [], writes: [] }],
     ['only reads declared', { reads: ['file:{p}'] }, { p: 'a' }, { reads: ['file:a'], writes: [] }],
     ['only writes declared', { writes: ['file:{p}'] }, { p: 'a' }, { reads: [], writes: ['file:a'] }],
-    ['a read that is also written counts as a write', { reads: ['file:{p}', 'db:x'], writes: ['file:{p}'] }, { p: 'a' }, { reads: ['db:x'], writes: ['file:a'] }],
+    [
+      'a read that is also written counts as a write',
+      { reads: ['file:{p}', 'db:x'], writes: ['file:{p}'] },
+      { p: 'a' },
+      { reads: ['db:x'], writes: ['file:a'] },
+    ],
     ['duplicates collapse', { reads: ['file:{p}', 'file:{q}'], writes: [] }, { p: 'a', q: 'a' }, { reads: ['file:a'], writes: [] }],
-    ['unknown args widen', { reads: ['file:{p}'], writes: ['svc:{ns}:{n}'] }, { ns: 'prod' }, { reads: ['file:*'], writes: ['svc:prod:*'] }],
+    [
+      'unknown args widen',
+      { reads: ['file:{p}'], writes: ['svc:{ns}:{n}'] },
+      { ns: 'prod' },
+      { reads: ['file:*'], writes: ['svc:prod:*'] },
+    ],
   ])('%s', (_label, decl, args, expected) => {
     expect(texts(accessOf(decl, args))).toEqual(expected);
   });

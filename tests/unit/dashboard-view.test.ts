@@ -15,7 +15,9 @@ describe("the dashboard's run projection", () => {
   });
 
   it('folds the events the API streams (time as text) into the view the server has, plus timing', async () => {
-    const { RunModel } = (await load('../../src/dashboard/static/model.js')) as { RunModel: new () => { apply(e: unknown): void; run: unknown; calls: { index: number; timing: { attempts: unknown[] } }[] } };
+    const { RunModel } = (await load('../../src/dashboard/static/model.js')) as {
+      RunModel: new () => { apply(e: unknown): void; run: unknown; calls: { index: number; timing: { attempts: unknown[] } }[] };
+    };
     for (let seed = 0; seed < 40; seed++) {
       const events = traces(scenario(seed)).events;
       const server = RunProjection.of(events).view;

@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { Ajv2019 } from "ajv/dist/2019.js";
+import { Ajv2019 } from 'ajv/dist/2019.js';
 import { validate } from 'dockerfile-utils';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -80,7 +80,9 @@ describe('stopping and the build context', () => {
   });
 
   it('.dockerignore keeps the checkout-only folders out of the build context', () => {
-    const ignored = readFileSync('.dockerignore', 'utf8').split('\n').map((l) => l.trim());
+    const ignored = readFileSync('.dockerignore', 'utf8')
+      .split('\n')
+      .map((l) => l.trim());
     for (const dir of ['.git', 'node_modules', 'dist', 'data', '.tmp', 'tests']) expect(ignored, dir).toContain(dir);
     // and what the build copies is not ignored
     for (const needed of ['src', 'bin', 'scripts', 'package.json', 'package-lock.json']) expect(ignored, needed).not.toContain(needed);

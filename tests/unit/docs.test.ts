@@ -135,7 +135,9 @@ describe('docs/', () => {
   });
 
   it('every toolgraph command names a subcommand and options it takes', () => {
-    const inline = pages.flatMap((p) => [...p.text.matchAll(/`(npx toolgraph [^`]+)`/g)].map((m) => ({ where: p.name, cmd: m[1] as string })));
+    const inline = pages.flatMap((p) =>
+      [...p.text.matchAll(/`(npx toolgraph [^`]+)`/g)].map((m) => ({ where: p.name, cmd: m[1] as string })),
+    );
     const cli = [...commands().filter((c) => /(^|\s)npx toolgraph |^toolgraph /.test(c.cmd)), ...inline];
     expect(cli.length).toBeGreaterThanOrEqual(8);
     const wrong: string[] = [];
@@ -162,12 +164,20 @@ describe('docs/', () => {
       Array.isArray(v)
         ? v.map((x) => strip(x))
         : v && typeof v === 'object'
-          ? Object.fromEntries(Object.entries(v).filter(([k, x]) => inProps || k !== 'id' || typeof x !== 'string').map(([k, x]) => [k, strip(x, !inProps && (k === 'properties' || k === 'patternProperties'))]))
+          ? Object.fromEntries(
+              Object.entries(v)
+                .filter(([k, x]) => inProps || k !== 'id' || typeof x !== 'string')
+                .map(([k, x]) => [k, strip(x, !inProps && (k === 'properties' || k === 'patternProperties'))]),
+            )
           : v;
     const check = new Ajv2019({ strict: false, allErrors: true, logger: false }).compile(strip(raw) as object);
     const files = [
       ...blocks(/^yaml$/).filter((b) => /^services:/m.test(b.body)),
-      ...['docker-compose.yml', 'docker-compose.replicas.yml'].map((f) => ({ where: f, lang: 'yaml', body: readFileSync(path.join(ROOT, f), 'utf8') })),
+      ...['docker-compose.yml', 'docker-compose.replicas.yml'].map((f) => ({
+        where: f,
+        lang: 'yaml',
+        body: readFileSync(path.join(ROOT, f), 'utf8'),
+      })),
     ];
     for (const b of files) {
       expect(check(parse(b.body)), `${b.where}: ${JSON.stringify(check.errors)}`).toBe(true);
@@ -175,9 +185,12 @@ describe('docs/', () => {
   });
 
   it('every Prometheus rule names only metrics the service exports', () => {
-    const exported = new Set([...readFileSync(path.join(ROOT, 'src/api/metrics.ts'), 'utf8').matchAll(/name: '(toolgraph_\w+)'/g)].map((m) => m[1] as string));
+    const exported = new Set(
+      [...readFileSync(path.join(ROOT, 'src/api/metrics.ts'), 'utf8').matchAll(/name: '(toolgraph_\w+)'/g)].map((m) => m[1] as string),
+    );
     // Each replica's own metrics (several replicas on PostgreSQL).
-    for (const m of readFileSync(path.join(ROOT, 'src/api/cluster-metrics.ts'), 'utf8').matchAll(/gauge\('(toolgraph_\w+)'/g)) exported.add(m[1] as string);
+    for (const m of readFileSync(path.join(ROOT, 'src/api/cluster-metrics.ts'), 'utf8').matchAll(/gauge\('(toolgraph_\w+)'/g))
+      exported.add(m[1] as string);
     expect(exported.size).toBeGreaterThan(4);
     const rules = blocks(/^yaml$/).filter((b) => /^groups:/m.test(b.body));
     expect(rules.length).toBeGreaterThan(0);
@@ -195,10 +208,14 @@ describe('docs/', () => {
   });
 
   it('every relative link points into the repository, at a file that exists; nothing points at ../shared', () => {
-    const all = [...pages, { name: 'README.md', file: path.join(ROOT, 'README.md'), text: readFileSync(path.join(ROOT, 'README.md'), 'utf8') }];
+    const all = [
+      ...pages,
+      { name: 'README.md', file: path.join(ROOT, 'README.md'), text: readFileSync(path.join(ROOT, 'README.md'), 'utf8') },
+    ];
     const wrong: string[] = [];
     for (const page of all) {
-      if (page.text.includes('../shared') || page.text.includes('DESIGN.md')) wrong.push(`${page.name}: points at the design notes, which users do not have`);
+      if (page.text.includes('../shared') || page.text.includes('DESIGN.md'))
+        wrong.push(`${page.name}: points at the design notes, which users do not have`);
       for (const m of page.text.matchAll(/\]\(([^)\s]+)\)/g)) {
         const target = m[1] as string;
         if (/^(https?:|mailto:|#)/.test(target)) continue;

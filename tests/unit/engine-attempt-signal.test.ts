@@ -19,7 +19,19 @@ function heldExecutor() {
   const executor: Executor = {
     execute: (request) =>
       new Promise<ExecuteResult>((resolve) => {
-        held.push({ request, release: () => resolve(request.signal.aborted ? { ok: false, error: { code: 'cancelled', message: String(request.signal.reason?.message ?? request.signal.reason) }, retryable: false } : { ok: true, output: {} }) });
+        held.push({
+          request,
+          release: () =>
+            resolve(
+              request.signal.aborted
+                ? {
+                    ok: false,
+                    error: { code: 'cancelled', message: String(request.signal.reason?.message ?? request.signal.reason) },
+                    retryable: false,
+                  }
+                : { ok: true, output: {} },
+            ),
+        });
       }),
     async close() {},
   };
@@ -78,13 +90,30 @@ describe('the lazy signal of an attempt', () => {
 });
 
 describe('builtin instant tools and the abort check', () => {
-  const tool = (name: 'sleep' | 'echo' | 'fail'): ToolManifest => ({ name, scope: 'tenant', risk: 'read', idempotent: true, timeoutMs: 50, after: [], requires: [], executor: { kind: 'builtin', name } });
+  const tool = (name: 'sleep' | 'echo' | 'fail'): ToolManifest => ({
+    name,
+    scope: 'tenant',
+    risk: 'read',
+    idempotent: true,
+    timeoutMs: 50,
+    after: [],
+    requires: [],
+    executor: { kind: 'builtin', name },
+  });
   const base = { runId: 'r', callId: 'c', attempt: 1, timeoutMs: 50 };
   const builtin = createBuiltinExecutor();
 
   it('echo and fail answer cancelled when `aborted()` says so, without reading the signal', async () => {
     for (const name of ['echo', 'fail'] as const) {
-      const request = { ...base, tool: tool(name), args: {}, aborted: () => true, get signal(): AbortSignal { throw new Error('read'); } };
+      const request = {
+        ...base,
+        tool: tool(name),
+        args: {},
+        aborted: () => true,
+        get signal(): AbortSignal {
+          throw new Error('read');
+        },
+      };
       expect(await builtin.execute(request)).toMatchObject({ ok: false, error: { code: 'cancelled' } });
     }
   });
@@ -92,12 +121,20 @@ describe('builtin instant tools and the abort check', () => {
   it('without `aborted()`, echo checks the signal', async () => {
     const c = new AbortController();
     c.abort();
-    expect(await builtin.execute({ ...base, tool: tool('echo'), args: { x: 1 }, signal: c.signal })).toMatchObject({ ok: false, error: { code: 'cancelled' } });
-    expect(await builtin.execute({ ...base, tool: tool('echo'), args: { x: 1 }, signal: new AbortController().signal })).toEqual({ ok: true, output: { x: 1 } });
+    expect(await builtin.execute({ ...base, tool: tool('echo'), args: { x: 1 }, signal: c.signal })).toMatchObject({
+      ok: false,
+      error: { code: 'cancelled' },
+    });
+    expect(await builtin.execute({ ...base, tool: tool('echo'), args: { x: 1 }, signal: new AbortController().signal })).toEqual({
+      ok: true,
+      output: { x: 1 },
+    });
   });
 
   it('sleep still has its deadline: a timeout, and an abort while it sleeps', async () => {
-    expect(await builtin.execute({ ...base, tool: tool('sleep'), args: { ms: 5000 }, signal: new AbortController().signal })).toMatchObject({ ok: false, error: { code: 'timeout' }, retryable: true });
+    expect(await builtin.execute({ ...base, tool: tool('sleep'), args: { ms: 5000 }, signal: new AbortController().signal })).toMatchObject(
+      { ok: false, error: { code: 'timeout' }, retryable: true },
+    );
     const c = new AbortController();
     const pending = builtin.execute({ ...base, timeoutMs: 60_000, tool: tool('sleep'), args: { ms: 5000 }, signal: c.signal });
     setTimeout(() => c.abort(), 10);

@@ -67,7 +67,9 @@ function recordingExecutor(sink: SlowSink): Executor & { starts: Start[] } {
       starts.push(start);
       start.stored = (await stored).map((e) => `${e.type}${e.callId ? `:${e.callId}` : ''}`);
       if (r.args.hold === true) {
-        await new Promise((resolve) => (r.signal.aborted ? resolve(undefined) : r.signal.addEventListener('abort', resolve, { once: true })));
+        await new Promise((resolve) =>
+          r.signal.aborted ? resolve(undefined) : r.signal.addEventListener('abort', resolve, { once: true }),
+        );
         return { ok: false, error: { code: 'cancelled', message: 'aborted' }, retryable: false };
       }
       return { ok: true, output: r.args };
@@ -158,7 +160,9 @@ describe('early starts of a grouped submission', () => {
   it('a submission refused by a commit of its own (submit) leaves no run behind either', async () => {
     const { engine } = setup({ tool: { read: 1 }, maxCallsPerRun: 1000 });
     await engine.submit({ calls: [echo('e1')], idempotencyKey: 'k' });
-    await expect(engine.submit({ runId: 'run_refused', idempotencyKey: 'k', calls: [{ id: 'r1', tool: 'read', args: { path: '/a', ms: 0 } }] })).rejects.toThrow(/idempotency key/);
+    await expect(
+      engine.submit({ runId: 'run_refused', idempotencyKey: 'k', calls: [{ id: 'r1', tool: 'read', args: { path: '/a', ms: 0 } }] }),
+    ).rejects.toThrow(/idempotency key/);
     expect(engine.has('run_refused')).toBe(false);
     await untilTrue(() => engine.activeRuns() === 0);
     expect(engine.limitUsage().every((u) => u.used === 0)).toBe(true);
@@ -167,7 +171,10 @@ describe('early starts of a grouped submission', () => {
 
   it('a cancel that comes before the commit still stops the attempts started early', async () => {
     const { sink, engine, startOf } = setup();
-    const submitted = engine.submitGrouped({ runId: 'run_c', calls: [{ id: 'r1', tool: 'read', args: { path: '/a', ms: 0, hold: true } }, echo('e1')] });
+    const submitted = engine.submitGrouped({
+      runId: 'run_c',
+      calls: [{ id: 'r1', tool: 'read', args: { path: '/a', ms: 0, hold: true } }, echo('e1')],
+    });
     expect(startOf('run_c', 'r1')).toBeDefined();
     void engine.cancel('run_c');
     await submitted;

@@ -4,7 +4,11 @@ import { createExecutors } from '../../src/executors/index.js';
 import type { ExecuteRequest } from '../../src/executors/types.js';
 import type { ExecutorSpec, ToolManifest } from '../../src/core/tool.js';
 
-function request(executor: ExecutorSpec, args: Record<string, unknown>, opts: { signal?: AbortSignal; timeoutMs?: number } = {}): ExecuteRequest {
+function request(
+  executor: ExecutorSpec,
+  args: Record<string, unknown>,
+  opts: { signal?: AbortSignal; timeoutMs?: number } = {},
+): ExecuteRequest {
   const timeoutMs = opts.timeoutMs ?? 5000;
   const tool: ToolManifest = { name: 't', scope: 'tenant', risk: 'read', idempotent: true, timeoutMs, after: [], requires: [], executor };
   return { runId: 'run_1', callId: 'c1', tool, args, attempt: 1, signal: opts.signal ?? new AbortController().signal, timeoutMs };
@@ -50,7 +54,11 @@ describe('builtin executor', () => {
     const plain = await executors.execute(request({ kind: 'builtin', name: 'fail' }, {}));
     expect(plain).toMatchObject({ ok: false, error: { code: 'tool_error', message: 'failed' }, retryable: false });
     const flaky = await executors.execute(request({ kind: 'builtin', name: 'fail' }, { message: 'flaky', retryable: true }));
-    expect(flaky).toMatchObject({ ok: false, error: { code: 'tool_error', message: 'flaky', details: { message: 'flaky' } }, retryable: true });
+    expect(flaky).toMatchObject({
+      ok: false,
+      error: { code: 'tool_error', message: 'flaky', details: { message: 'flaky' } },
+      retryable: true,
+    });
   });
 });
 

@@ -25,27 +25,79 @@ const configError = (yaml: string, env: Record<string, string> = {}): string[] =
 
 describe('the hooks: section', () => {
   it('takes a hook with its defaults: every call, 5000 ms, onError deny, a name from its place', () => {
-    const c = parseConfig('hooks:\n  - { on: before_call, url: "http://127.0.0.1:9100/h", headers: { Authorization: "env:HOOK_KEY" } }\n  - { on: after_call, name: redact, match: { tool: "fs__*" }, module: ./hooks/r.js, onError: allow, timeoutMs: 200 }\n', 't.yaml', {
-      env: { HOOK_KEY: 'Bearer k' },
-      baseDir: '/cfg',
-    });
+    const c = parseConfig(
+      'hooks:\n  - { on: before_call, url: "http://127.0.0.1:9100/h", headers: { Authorization: "env:HOOK_KEY" } }\n  - { on: after_call, name: redact, match: { tool: "fs__*" }, module: ./hooks/r.js, onError: allow, timeoutMs: 200 }\n',
+      't.yaml',
+      {
+        env: { HOOK_KEY: 'Bearer k' },
+        baseDir: '/cfg',
+      },
+    );
     expect(c.hooks).toEqual([
-      { on: 'before_call', name: 'hooks[0]', match: {}, url: 'http://127.0.0.1:9100/h', headers: { Authorization: 'Bearer k' }, timeoutMs: 5000, onError: 'deny' },
+      {
+        on: 'before_call',
+        name: 'hooks[0]',
+        match: {},
+        url: 'http://127.0.0.1:9100/h',
+        headers: { Authorization: 'Bearer k' },
+        timeoutMs: 5000,
+        onError: 'deny',
+      },
       { on: 'after_call', name: 'redact', match: { tool: 'fs__*' }, module: '/cfg/hooks/r.js', timeoutMs: 200, onError: 'allow' },
     ]);
   });
 
   it.each([
-    ['neither url nor module', 'hooks: [{ on: before_call }]', 'hooks[0]: expected either url (an HTTP endpoint) or module (a worker module), got neither'],
-    ['both', 'hooks: [{ on: before_call, url: "http://h/x", module: ./m.js }]', 'hooks[0]: expected either url (an HTTP endpoint) or module (a worker module), got both'],
-    ['an unknown event', 'hooks: [{ on: during_call, url: "http://h/x" }]', 'hooks[0].on: expected one of before_call, after_call, got "during_call"'],
-    ['a bad onError', 'hooks: [{ on: before_call, url: "http://h/x", onError: ignore }]', 'hooks[0].onError: expected one of deny, allow, got "ignore"'],
-    ['a URL that is not http', 'hooks: [{ on: before_call, url: "ftp://h/x" }]', 'hooks[0].url: expected an http:// or https:// URL, got "ftp://h/x"'],
-    ['headers with a module', 'hooks: [{ on: before_call, module: ./m.js, headers: { a: b } }]', 'hooks[0].headers: expected headers only with url, got them with module'],
-    ['a timeout of 0', 'hooks: [{ on: before_call, url: "http://h/x", timeoutMs: 0 }]', 'hooks[0].timeoutMs: expected an integer from 1 to 600000, got 0'],
-    ['an unknown key', 'hooks: [{ on: before_call, url: "http://h/x", retry: 3 }]', 'hooks[0].retry: unknown key, expected one of on, name, match, url, headers, module, timeoutMs, onError'],
-    ['a name used twice', 'hooks: [{ on: before_call, name: a, url: "http://h/x" }, { on: after_call, name: a, url: "http://h/y" }]', 'hooks[1].name: expected a name not used by hooks[0], got "a"'],
-    ['an unset variable', 'hooks: [{ on: before_call, url: "http://h/x", headers: { k: "env:NOPE" } }]', 'hooks[0].headers.k: expected environment variable NOPE to be set (env:NOPE), got nothing'],
+    [
+      'neither url nor module',
+      'hooks: [{ on: before_call }]',
+      'hooks[0]: expected either url (an HTTP endpoint) or module (a worker module), got neither',
+    ],
+    [
+      'both',
+      'hooks: [{ on: before_call, url: "http://h/x", module: ./m.js }]',
+      'hooks[0]: expected either url (an HTTP endpoint) or module (a worker module), got both',
+    ],
+    [
+      'an unknown event',
+      'hooks: [{ on: during_call, url: "http://h/x" }]',
+      'hooks[0].on: expected one of before_call, after_call, got "during_call"',
+    ],
+    [
+      'a bad onError',
+      'hooks: [{ on: before_call, url: "http://h/x", onError: ignore }]',
+      'hooks[0].onError: expected one of deny, allow, got "ignore"',
+    ],
+    [
+      'a URL that is not http',
+      'hooks: [{ on: before_call, url: "ftp://h/x" }]',
+      'hooks[0].url: expected an http:// or https:// URL, got "ftp://h/x"',
+    ],
+    [
+      'headers with a module',
+      'hooks: [{ on: before_call, module: ./m.js, headers: { a: b } }]',
+      'hooks[0].headers: expected headers only with url, got them with module',
+    ],
+    [
+      'a timeout of 0',
+      'hooks: [{ on: before_call, url: "http://h/x", timeoutMs: 0 }]',
+      'hooks[0].timeoutMs: expected an integer from 1 to 600000, got 0',
+    ],
+    [
+      'an unknown key',
+      'hooks: [{ on: before_call, url: "http://h/x", retry: 3 }]',
+      'hooks[0].retry: unknown key, expected one of on, name, match, url, headers, module, timeoutMs, onError',
+    ],
+    [
+      'a name used twice',
+      'hooks: [{ on: before_call, name: a, url: "http://h/x" }, { on: after_call, name: a, url: "http://h/y" }]',
+      'hooks[1].name: expected a name not used by hooks[0], got "a"',
+    ],
+    [
+      'an unset variable',
+      'hooks: [{ on: before_call, url: "http://h/x", headers: { k: "env:NOPE" } }]',
+      'hooks[0].headers.k: expected environment variable NOPE to be set (env:NOPE), got nothing',
+    ],
   ])('refuses %s, naming the path', (_what, yaml, problem) => {
     expect(configError(yaml)).toEqual([problem]);
   });
@@ -110,10 +162,23 @@ describe('the runner over HTTP', () => {
     hooks,
     ...extra,
   });
-  const hook = (p: string, more: Record<string, unknown> = {}) => ({ on: 'before_call' as const, name: p.slice(1), match: {}, url: `${base}${p}`, timeoutMs: 2000, onError: 'deny' as const, ...more });
+  const hook = (p: string, more: Record<string, unknown> = {}) => ({
+    on: 'before_call' as const,
+    name: p.slice(1),
+    match: {},
+    url: `${base}${p}`,
+    timeoutMs: 2000,
+    onError: 'deny' as const,
+    ...more,
+  });
 
   it('chains in order: the next hook sees the args the last gave; a deny ends the chain; headers are sent', async () => {
-    const hooks = [hook('/allow-rewrite', { headers: { authorization: 'Bearer k' } }), hook('/allow-rewrite'), hook('/deny'), hook('/allow-rewrite')];
+    const hooks = [
+      hook('/allow-rewrite', { headers: { authorization: 'Bearer k' } }),
+      hook('/allow-rewrite'),
+      hook('/deny'),
+      hook('/allow-rewrite'),
+    ];
     let t = 1000;
     const runner = createHookRunner(hooks, { clock: () => (t += 5) });
     const from = seen.length;
@@ -136,7 +201,10 @@ describe('the runner over HTTP', () => {
     const hooks = [hook('/redact', { on: 'after_call' }), hook('/redact', { on: 'after_call' })];
     const runner = createHookRunner(hooks);
     const out = await runner.run(request('after_call', [0, 1], { status: 'succeeded', output: 'raw' }));
-    expect(out.map((d) => d.output)).toEqual([{ seen: 'raw', by: 'redact' }, { seen: { seen: 'raw', by: 'redact' }, by: 'redact' }]);
+    expect(out.map((d) => d.output)).toEqual([
+      { seen: 'raw', by: 'redact' },
+      { seen: { seen: 'raw', by: 'redact' }, by: 'redact' },
+    ]);
     await runner.close();
   });
 
@@ -149,7 +217,9 @@ describe('the runner over HTTP', () => {
     const runner = createHookRunner([hook(p, { timeoutMs: 150, onError })]);
     const [d] = await runner.run(request('before_call', [0]));
     const message = error.replace('ORIGIN', base);
-    expect(d).toMatchObject(onError === 'deny' ? { decision: 'deny', reason: message, error: message } : { decision: 'allow', error: message });
+    expect(d).toMatchObject(
+      onError === 'deny' ? { decision: 'deny', reason: message, error: message } : { decision: 'allow', error: message },
+    );
     expect(d?.reason === undefined || onError === 'deny').toBe(true);
     await runner.close();
   });
@@ -157,7 +227,10 @@ describe('the runner over HTTP', () => {
   it('an empty 2xx answer allows; an after_call hook that fails under deny fails the call', async () => {
     const runner = createHookRunner([hook('/empty'), hook('/status', { on: 'after_call' })]);
     expect((await runner.run(request('before_call', [0])))[0]).toMatchObject({ decision: 'allow' });
-    expect((await runner.run(request('after_call', [1], { status: 'succeeded', output: 1 })))[0]).toMatchObject({ decision: 'fail', fail: { message: `hook status failed: HTTP 503 from ${base}/status: down` } });
+    expect((await runner.run(request('after_call', [1], { status: 'succeeded', output: 1 })))[0]).toMatchObject({
+      decision: 'fail',
+      fail: { message: `hook status failed: HTTP 503 from ${base}/status: down` },
+    });
     await runner.close();
   });
 

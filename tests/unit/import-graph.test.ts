@@ -145,7 +145,16 @@ describe('import graph of src/', () => {
       "import { z } from 'zod';",
     ].join('\n');
     expect(specifiersOf(text)).toEqual(['./a.js', '../b.js', './d.js', './e.js', 'zod', './f.js', './g.js']);
-    expect(cyclesOf(new Map([['a', new Set(['b'])], ['b', new Set(['c'])], ['c', new Set(['a'])], ['d', new Set(['a'])]]))).toEqual([['a', 'b', 'c']]);
+    expect(
+      cyclesOf(
+        new Map([
+          ['a', new Set(['b'])],
+          ['b', new Set(['c'])],
+          ['c', new Set(['a'])],
+          ['d', new Set(['a'])],
+        ]),
+      ),
+    ).toEqual([['a', 'b', 'c']]);
   });
 
   it('finds the modules and their imports', () => {
@@ -163,15 +172,22 @@ describe('import graph of src/', () => {
 
   it('every folder has a layer, and imports only from lower layers', () => {
     const folders = [...new Set([...files.keys()].map(folderOf))];
-    expect(folders.filter((f) => LAYERS[f] === undefined), 'a new folder of src/: give it a layer in LAYERS').toEqual([]);
+    expect(
+      folders.filter((f) => LAYERS[f] === undefined),
+      'a new folder of src/: give it a layer in LAYERS',
+    ).toEqual([]);
     const upward = [...files].flatMap(([from, tos]) =>
-      [...tos].filter((t) => folderOf(t) !== folderOf(from) && (LAYERS[folderOf(t)] as number) >= (LAYERS[folderOf(from)] as number)).map((t) => `${from} → ${t}`),
+      [...tos]
+        .filter((t) => folderOf(t) !== folderOf(from) && (LAYERS[folderOf(t)] as number) >= (LAYERS[folderOf(from)] as number))
+        .map((t) => `${from} → ${t}`),
     );
     expect(upward).toEqual([]);
   });
 
   it('src/core imports nothing from the other folders', () => {
-    const outward = [...files].flatMap(([from, tos]) => (folderOf(from) === 'core' ? [...tos].filter((t) => folderOf(t) !== 'core').map((t) => `${from} → ${t}`) : []));
+    const outward = [...files].flatMap(([from, tos]) =>
+      folderOf(from) === 'core' ? [...tos].filter((t) => folderOf(t) !== 'core').map((t) => `${from} → ${t}`) : [],
+    );
     expect(outward).toEqual([]);
   });
 });

@@ -17,27 +17,52 @@ const seen: string[] = [];
 async function inProcess(): Promise<McpConnection> {
   const [client, serverEnd] = InMemoryTransport.createLinkedPair();
   const server = new Server({ name: 'p', version: '1' }, { capabilities: { tools: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [{ name: 'echo', inputSchema: { type: 'object' } }, { name: 'hang', inputSchema: { type: 'object' } }] }));
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: [
+      { name: 'echo', inputSchema: { type: 'object' } },
+      { name: 'hang', inputSchema: { type: 'object' } },
+    ],
+  }));
   server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
     seen.push(`call ${req.params.name}`);
     if (req.params.name === 'hang') {
-      return new Promise((resolve) => extra.signal.addEventListener('abort', () => {
-        seen.push('cancelled');
-        resolve({ content: [] });
-      }));
+      return new Promise((resolve) =>
+        extra.signal.addEventListener('abort', () => {
+          seen.push('cancelled');
+          resolve({ content: [] });
+        }),
+      );
     }
     return { content: [{ type: 'text', text: 'ok' }], structuredContent: req.params.arguments ?? {} };
   });
   await server.connect(serverEnd);
-  const connection = new McpConnection({ name: 'p', args: [], prefix: 'p__', trustAnnotations: true, scope: 'tenant', tools: {} }, { transport: () => client });
+  const connection = new McpConnection(
+    { name: 'p', args: [], prefix: 'p__', trustAnnotations: true, scope: 'tenant', tools: {} },
+    { transport: () => client },
+  );
   await connection.start();
   return connection;
 }
 
 const manifest = (tool: string): ToolManifest => ({
-  name: `p__${tool}`, scope: 'tenant', risk: 'read', idempotent: true, timeoutMs: 5000, after: [], requires: [], executor: { kind: 'mcp', server: 'p', tool },
+  name: `p__${tool}`,
+  scope: 'tenant',
+  risk: 'read',
+  idempotent: true,
+  timeoutMs: 5000,
+  after: [],
+  requires: [],
+  executor: { kind: 'mcp', server: 'p', tool },
 });
-const request = (tool: string, signal = new AbortController().signal) => ({ runId: 'r', callId: 'c', tool: manifest(tool), args: { a: 1 }, attempt: 1, timeoutMs: 5000, signal });
+const request = (tool: string, signal = new AbortController().signal) => ({
+  runId: 'r',
+  callId: 'c',
+  tool: manifest(tool),
+  args: { a: 1 },
+  attempt: 1,
+  timeoutMs: 5000,
+  signal,
+});
 
 let open: McpConnection | undefined;
 afterEach(async () => {

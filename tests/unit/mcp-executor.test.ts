@@ -9,7 +9,13 @@ import type { ToolManifest } from '../../src/core/tool.js';
 import { createMcpExecutor, type McpCaller } from '../../src/executors/mcp.js';
 
 const tool: ToolManifest = {
-  name: 's__t', scope: 'tenant', risk: 'write', idempotent: false, timeoutMs: 1000, after: [], requires: [],
+  name: 's__t',
+  scope: 'tenant',
+  risk: 'write',
+  idempotent: false,
+  timeoutMs: 1000,
+  after: [],
+  requires: [],
   executor: { kind: 'mcp', server: 's', tool: 't' },
 };
 const named = (name: string, props: Record<string, unknown> = {}) => Object.assign(new Error(name), { name, ...props });
@@ -28,7 +34,7 @@ function run(answer: (signal: AbortSignal, timeoutMs: number) => Promise<CallToo
 }
 
 describe('mcp executor', () => {
-  it('calls the server\'s own tool name with the attempt\'s budget; structuredContent is the output', async () => {
+  it("calls the server's own tool name with the attempt's budget; structuredContent is the output", async () => {
     const { r, seen } = await run(async () => ({ content: [{ type: 'text', text: '{}' }], structuredContent: { a: 1 } }));
     expect(r).toEqual({ ok: true, output: { a: 1 } });
     expect(seen).toEqual({ tool: 't', timeoutMs: 500 });
@@ -50,7 +56,7 @@ describe('mcp executor', () => {
     expect(r).toEqual({ ok: true, output: big });
   });
 
-  it('the SDK\'s request timeout is timeout (retryable)', async () => {
+  it("the SDK's request timeout is timeout (retryable)", async () => {
     const { r } = await run(async () => Promise.reject(named('McpError', { code: -32001 })));
     expect(r).toMatchObject({ ok: false, retryable: true, error: { code: 'timeout', message: 'timed out after 500 ms' } });
   });
@@ -64,7 +70,10 @@ describe('mcp executor', () => {
 
   it('cancel: the signal reaches the call, and the result is cancelled', async () => {
     const ac = new AbortController();
-    const pending = run((signal) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')))), ac.signal);
+    const pending = run(
+      (signal) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')))),
+      ac.signal,
+    );
     ac.abort();
     expect((await pending).r).toMatchObject({ ok: false, retryable: false, error: { code: 'cancelled' } });
   });
@@ -87,7 +96,19 @@ describe('mcp executor', () => {
   });
 
   it('a tool of a server that is not connected fails without calling anything', async () => {
-    const r = await createMcpExecutor(new Map()).execute({ runId: 'r', callId: 'c', tool, args: {}, attempt: 1, timeoutMs: 5, signal: new AbortController().signal });
-    expect(r).toMatchObject({ ok: false, retryable: false, error: { code: 'tool_error', message: 'no mcp server named "s" is connected' } });
+    const r = await createMcpExecutor(new Map()).execute({
+      runId: 'r',
+      callId: 'c',
+      tool,
+      args: {},
+      attempt: 1,
+      timeoutMs: 5,
+      signal: new AbortController().signal,
+    });
+    expect(r).toMatchObject({
+      ok: false,
+      retryable: false,
+      error: { code: 'tool_error', message: 'no mcp server named "s" is connected' },
+    });
   });
 });

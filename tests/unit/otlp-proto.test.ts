@@ -18,10 +18,18 @@ const ours = (spans: ReadableSpan[]) => Buffer.from(serializeSpans(spans));
 const hex = (bytes: number) =>
   fc.oneof(
     { weight: 8, arbitrary: fc.uint8Array({ minLength: bytes, maxLength: bytes }).map((b) => Buffer.from(b).toString('hex')) },
-    { weight: 1, arbitrary: fc.uint8Array({ minLength: bytes, maxLength: bytes }).map((b) => Buffer.from(b).toString('hex').toUpperCase()) },
+    {
+      weight: 1,
+      arbitrary: fc.uint8Array({ minLength: bytes, maxLength: bytes }).map((b) => Buffer.from(b).toString('hex').toUpperCase()),
+    },
     { weight: 1, arbitrary: fc.string({ maxLength: 2 * bytes + 3 }) },
   );
-const text = fc.oneof(fc.string(), fc.string({ unit: 'grapheme', maxLength: 40 }), fc.string({ unit: 'binary', maxLength: 20 }), fc.string({ minLength: 120, maxLength: 20_000 }));
+const text = fc.oneof(
+  fc.string(),
+  fc.string({ unit: 'grapheme', maxLength: 40 }),
+  fc.string({ unit: 'binary', maxLength: 20 }),
+  fc.string({ minLength: 120, maxLength: 20_000 }),
+);
 const scalar = fc.oneof(
   text,
   fc.boolean(),
@@ -35,31 +43,66 @@ const scalar = fc.oneof(
   fc.constant(undefined),
 );
 const anyValue = fc.letrec((tie) => ({
-  value: fc.oneof({ depthSize: 'small', withCrossShrink: true }, scalar, fc.array(tie('value'), { maxLength: 4 }), fc.dictionary(fc.string({ maxLength: 8 }), tie('value'), { maxKeys: 4 })),
+  value: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    scalar,
+    fc.array(tie('value'), { maxLength: 4 }),
+    fc.dictionary(fc.string({ maxLength: 8 }), tie('value'), { maxKeys: 4 }),
+  ),
 })).value;
 const attributes = fc.dictionary(fc.string({ maxLength: 30 }), anyValue, { maxKeys: 8 });
 const hrTime = fc.tuple(fc.integer({ min: 0, max: 4_000_000_000 }), fc.integer({ min: 0, max: 999_999_999 }));
-const traceState = fc.option(fc.string({ maxLength: 30 }).map((s) => ({ serialize: () => s })), { nil: undefined });
-const context = fc.record({ traceId: hex(16), spanId: hex(8), traceFlags: fc.integer({ min: 0, max: 255 }), isRemote: fc.option(fc.boolean(), { nil: undefined }), traceState });
+const traceState = fc.option(
+  fc.string({ maxLength: 30 }).map((s) => ({ serialize: () => s })),
+  { nil: undefined },
+);
+const context = fc.record({
+  traceId: hex(16),
+  spanId: hex(8),
+  traceFlags: fc.integer({ min: 0, max: 255 }),
+  isRemote: fc.option(fc.boolean(), { nil: undefined }),
+  traceState,
+});
 
 const resources = [
   { attributes: { 'service.name': 'toolgraph', 'telemetry.sdk.language': 'nodejs' } },
   { attributes: { 'service.name': 'другой', n: 3 }, schemaUrl: 'https://opentelemetry.io/schemas/1.28.0' },
   { attributes: {} },
 ];
-const scopes = [{ name: 'toolgraph', version: '1.0.0' }, { name: 'other', version: '', schemaUrl: 'https://example.com/s' }, { name: 'with-attributes', attributes: { a: 1 }, droppedAttributesCount: 2 }];
+const scopes = [
+  { name: 'toolgraph', version: '1.0.0' },
+  { name: 'other', version: '', schemaUrl: 'https://example.com/s' },
+  { name: 'with-attributes', attributes: { a: 1 }, droppedAttributesCount: 2 },
+];
 
 const span = fc
   .record({
     name: text,
     kind: fc.option(fc.integer({ min: 0, max: 4 }), { nil: undefined }),
     ctx: context,
-    parent: fc.option(fc.record({ spanId: fc.oneof(hex(8), fc.constant('')), isRemote: fc.option(fc.boolean(), { nil: undefined }) }), { nil: undefined }),
+    parent: fc.option(fc.record({ spanId: fc.oneof(hex(8), fc.constant('')), isRemote: fc.option(fc.boolean(), { nil: undefined }) }), {
+      nil: undefined,
+    }),
     startTime: hrTime,
     endTime: hrTime,
     attributes: fc.option(attributes, { nil: undefined }),
-    events: fc.array(fc.record({ name: text, time: hrTime, attributes: fc.option(attributes, { nil: undefined }), droppedAttributesCount: fc.option(fc.nat(5), { nil: undefined }) }), { maxLength: 3 }),
-    links: fc.array(fc.record({ context, attributes: fc.option(attributes, { nil: undefined }), droppedAttributesCount: fc.option(fc.nat(5), { nil: undefined }) }), { maxLength: 3 }),
+    events: fc.array(
+      fc.record({
+        name: text,
+        time: hrTime,
+        attributes: fc.option(attributes, { nil: undefined }),
+        droppedAttributesCount: fc.option(fc.nat(5), { nil: undefined }),
+      }),
+      { maxLength: 3 },
+    ),
+    links: fc.array(
+      fc.record({
+        context,
+        attributes: fc.option(attributes, { nil: undefined }),
+        droppedAttributesCount: fc.option(fc.nat(5), { nil: undefined }),
+      }),
+      { maxLength: 3 },
+    ),
     status: fc.oneof(fc.record({ code: fc.constantFrom(0, 1) }), fc.record({ code: fc.constant(2), message: text })),
     dropped: fc.tuple(fc.nat(300), fc.nat(3), fc.nat(3)),
     resource: fc.nat(resources.length - 1),
@@ -71,7 +114,9 @@ const span = fc
         name: s.name,
         kind: s.kind,
         spanContext: () => s.ctx,
-        parentSpanContext: s.parent ? { traceId: s.ctx.traceId, spanId: s.parent.spanId, traceFlags: 1, isRemote: s.parent.isRemote } : undefined,
+        parentSpanContext: s.parent
+          ? { traceId: s.ctx.traceId, spanId: s.parent.spanId, traceFlags: 1, isRemote: s.parent.isRemote }
+          : undefined,
         startTime: s.startTime,
         endTime: s.endTime,
         duration: [0, 0],
@@ -89,7 +134,10 @@ const span = fc
   );
 
 /** Spans as run-spans.mjs ends them (times in epoch ms, fractions too), held by a `Readable`. */
-const msTime = fc.oneof(fc.integer({ min: 1_700_000_000_000, max: 1_900_000_000_000 }), fc.double({ min: 1_700_000_000_000, max: 1_900_000_000_000, noNaN: true }));
+const msTime = fc.oneof(
+  fc.integer({ min: 1_700_000_000_000, max: 1_900_000_000_000 }),
+  fc.double({ min: 1_700_000_000_000, max: 1_900_000_000_000, noNaN: true }),
+);
 const flat = fc.dictionary(fc.string({ maxLength: 30 }), fc.oneof(text, fc.integer(), fc.double(), fc.boolean()), { maxKeys: 8 });
 const endedSpan = fc
   .record({
@@ -110,7 +158,11 @@ const endedSpan = fc
 
 /** A span as the export thread makes them (export-worker.mjs's `readable`). */
 function toolSpan(i: number, extra: Record<string, string | number> = {}): ReadableSpan {
-  const ctx = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: `00f067aa0ba902${(i % 256).toString(16).padStart(2, '0')}`, traceFlags: 1 };
+  const ctx = {
+    traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+    spanId: `00f067aa0ba902${(i % 256).toString(16).padStart(2, '0')}`,
+    traceFlags: 1,
+  };
   return {
     name: 'execute_tool echo',
     kind: 0,
@@ -120,7 +172,15 @@ function toolSpan(i: number, extra: Record<string, string | number> = {}): Reada
     endTime: [1_764_633_600, 125_000_000 + i],
     duration: [0, 2_000_000],
     status: { code: 0 },
-    attributes: { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'echo', 'gen_ai.tool.call.id': `c${i}`, 'toolgraph.run.id': 'run_0123456789', 'toolgraph.attempt': 1, 'toolgraph.wait_ms': 0, ...extra },
+    attributes: {
+      'gen_ai.operation.name': 'execute_tool',
+      'gen_ai.tool.name': 'echo',
+      'gen_ai.tool.call.id': `c${i}`,
+      'toolgraph.run.id': 'run_0123456789',
+      'toolgraph.attempt': 1,
+      'toolgraph.wait_ms': 0,
+      ...extra,
+    },
     events: [],
     links: [],
     ended: true,

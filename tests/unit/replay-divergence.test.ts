@@ -56,13 +56,21 @@ describe('a changed output', () => {
 
 describe('a changed policy rule', () => {
   it('--config denying a tool: outcomes that change, the diff per call, makespan before and after', async () => {
-    const cfg = config('deny-writes', (y) => y.replace('policy:\n  rules:\n', 'policy:\n  rules:\n    - match: { tool: write_file }\n      deny: frozen repository\n'));
+    const cfg = config('deny-writes', (y) =>
+      y.replace('policy:\n  rules:\n', 'policy:\n  rules:\n    - match: { tool: write_file }\n      deny: frozen repository\n'),
+    );
     const r = await replay(path.join(EXAMPLES, 'code-edit-hazards.json'), '--config', cfg);
     expect(r.code).toBe(1);
-    expect(r.out).toMatch(new RegExp(`makespan ${example('code-edit-hazards').result.endMs} ms recorded → \\d+ ms under ${cfg.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}`));
+    expect(r.out).toMatch(
+      new RegExp(
+        `makespan ${example('code-edit-hazards').result.endMs} ms recorded → \\d+ ms under ${cfg.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}`,
+      ),
+    );
     expect(r.out).toContain(`outcomes that change under ${cfg}: edit_a, edit_b, changelog`);
     expect(r.out).toContain('- call edit_a (write_file): differs in status, error, attempts');
-    expect(r.out).toMatch(/recorded: succeeded, after 1 attempt, first started at \d+ ms, output \{"path":"\/repo\/src\/a.ts","content":"patched \/repo\/src\/a.ts"\}/);
+    expect(r.out).toMatch(
+      /recorded: succeeded, after 1 attempt, first started at \d+ ms, output \{"path":"\/repo\/src\/a.ts","content":"patched \/repo\/src\/a.ts"\}/,
+    );
     expect(r.out).toContain('replay:   failed, never started, policy_denied: edit_a: frozen repository');
     expect(r.out).toMatch(/first start that differs: edit_a \(attempt 1\): recorded at \d+ ms; replay never started it/);
   });
@@ -74,7 +82,9 @@ describe('a changed policy rule', () => {
     const r = await replay(save('no-review', rec));
     expect(r.code).toBe(1);
     const at = (rec.reviews[0] as Recording['reviews'][number]).atMs;
-    expect(r.out).toContain(`- recorded input: the approve review of deploy (recorded at ${at} ms) was never applied: the call did not await review then or later`);
+    expect(r.out).toContain(
+      `- recorded input: the approve review of deploy (recorded at ${at} ms) was never applied: the call did not await review then or later`,
+    );
   });
 });
 
@@ -94,10 +104,14 @@ describe('a changed limit', () => {
   });
 
   it('--config with more retry attempts wants an attempt the recording lacks: a divergence, not a crash', async () => {
-    const cfg = config('more-retries', (y) => y.replace('retry: { attempts: 4, backoffMs: 40, maxBackoffMs: 300 }', 'retry: { attempts: 5, backoffMs: 40, maxBackoffMs: 300 }'));
+    const cfg = config('more-retries', (y) =>
+      y.replace('retry: { attempts: 4, backoffMs: 40, maxBackoffMs: 300 }', 'retry: { attempts: 5, backoffMs: 40, maxBackoffMs: 300 }'),
+    );
     const r = await replay(path.join(EXAMPLES, 'flaky-search-retries.json'), '--config', cfg);
     expect(r.code).toBe(1);
-    expect(r.out).toMatch(/- s4 \(attempt 5\) at \d+ ms: not in the recording: attempt 5 of s4 \(the recording has 4\); replay ended it as a failure/);
+    expect(r.out).toMatch(
+      /- s4 \(attempt 5\) at \d+ ms: not in the recording: attempt 5 of s4 \(the recording has 4\); replay ended it as a failure/,
+    );
     expect(r.out).toContain('- call s4 (web_search): differs in attempts');
     expect(r.out).toMatch(/first start that differs: s4 \(attempt 5\): replay started it at \d+ ms; the recording never did/);
   });
@@ -108,13 +122,17 @@ describe('a changed limit', () => {
     expect(r.code).toBe(1);
     expect(r.out).toContain('- call types (typecheck): differs in status, error');
     expect(r.out).toContain('replay:   failed, after 1 attempt, first started at 0 ms, timeout: timed out after 5 ms');
-    expect(r.out).toMatch(/- call deploy \(deploy\): differs in status, error, attempts\n.*\n {6}replay: {3}blocked, never started, dependency_failed: types failed/);
+    expect(r.out).toMatch(
+      /- call deploy \(deploy\): differs in status, error, attempts\n.*\n {6}replay: {3}blocked, never started, dependency_failed: types failed/,
+    );
   });
 
   it('a limit that only slows things down changes the makespan and nothing else: exit 0', async () => {
     const cfg = config('global-2', (y) => y.replace(/^ {2}global: 8$/m, '  global: 2'));
     const r = await replay(path.join(EXAMPLES, 'deploy-approval.json'), '--config', cfg);
-    expect(r.out).toMatch(/MATCH {4}\S+deploy-approval.json \(run run_example_deploy_approval, succeeded, makespan \d+ ms recorded → \d+ ms under /);
+    expect(r.out).toMatch(
+      /MATCH {4}\S+deploy-approval.json \(run run_example_deploy_approval, succeeded, makespan \d+ ms recorded → \d+ ms under /,
+    );
     expect(r.code).toBe(0);
   });
 });
@@ -125,7 +143,9 @@ describe('attempts the recording lacks', () => {
     rec.attempts = rec.attempts.filter((a) => !(a.callId === 's1' && a.attempt === 3));
     const r = await replay(save('lacks-attempt', rec));
     expect(r.code).toBe(1);
-    expect(r.out).toMatch(/- s1 \(attempt 3\) at \d+ ms: not in the recording: attempt 3 of s1 \(the recording has 2\); replay ended it as a failure/);
+    expect(r.out).toMatch(
+      /- s1 \(attempt 3\) at \d+ ms: not in the recording: attempt 3 of s1 \(the recording has 2\); replay ended it as a failure/,
+    );
     expect(r.out).toContain('- call s1 (web_search): differs in status, error');
     expect(r.out).toContain('- call sum (summarize): differs in status, error, attempts');
     expect(r.out).toMatch(/replay: {3}blocked, never started, dependency_failed: s1 failed/);
@@ -137,7 +157,9 @@ describe('attempts the recording lacks', () => {
     rec.attempts = rec.attempts.filter((a) => a.callId !== 'announce');
     const r = await replay(save('never-started', rec));
     expect(r.code).toBe(1);
-    expect(r.out).toContain(`- announce (attempt 1) at ${at} ms: not in the recording: attempt 1 of announce (the recording never started it); replay ended it as a failure`);
+    expect(r.out).toContain(
+      `- announce (attempt 1) at ${at} ms: not in the recording: attempt 1 of announce (the recording never started it); replay ended it as a failure`,
+    );
     expect(r.out).toContain('- run status: recorded succeeded, replay partial');
   });
 
@@ -146,7 +168,9 @@ describe('attempts the recording lacks', () => {
     delete rec.cancelledAtMs;
     const r = await replay(save('not-cancelled', rec));
     expect(r.code).toBe(1);
-    expect(r.out).toMatch(/img_api \(attempt 1\) at \d+ ms: not in the recording: attempt 1 of img_api \(the recording aborted it after \d+ ms\)/);
+    expect(r.out).toMatch(
+      /img_api \(attempt 1\) at \d+ ms: not in the recording: attempt 1 of img_api \(the recording aborted it after \d+ ms\)/,
+    );
   });
 });
 
@@ -157,7 +181,11 @@ describe('reports', () => {
     const r = await replay(save('json-report', rec), path.join(EXAMPLES, 'code-edit-hazards.json'), '--json');
     expect(r.code).toBe(1);
     const report = JSON.parse(r.out);
-    expect(report).toMatchObject({ format: 'toolgraph.replay-report/v1', tolerance: 5, summary: { recordings: 2, match: 1, diverged: 1, unreadable: 0 } });
+    expect(report).toMatchObject({
+      format: 'toolgraph.replay-report/v1',
+      tolerance: 5,
+      summary: { recordings: 2, match: 1, diverged: 1, unreadable: 0 },
+    });
     expect(report.recordings[0].divergences).toEqual([
       {
         kind: 'call',
@@ -170,7 +198,12 @@ describe('reports', () => {
       },
     ]);
     const makespanMs = example('code-edit-hazards').result.endMs;
-    expect(report.recordings[1]).toMatchObject({ ok: true, runId: 'run_example_code_edit', recorded: { status: 'succeeded', makespanMs }, divergences: [] });
+    expect(report.recordings[1]).toMatchObject({
+      ok: true,
+      runId: 'run_example_code_edit',
+      recorded: { status: 'succeeded', makespanMs },
+      divergences: [],
+    });
   });
 
   it('a deep output change names the first JSON path where the outputs part', async () => {
@@ -181,7 +214,9 @@ describe('reports', () => {
     last.output = output;
     const r = await replay(save('deep-output', rec));
     expect(r.code).toBe(1);
-    expect(r.out).toContain('output first differs at hits[1]: recorded "https://example.com/tokio%20vs%20async-std/2", replay "https://example.com/moved"');
+    expect(r.out).toContain(
+      'output first differs at hits[1]: recorded "https://example.com/tokio%20vs%20async-std/2", replay "https://example.com/moved"',
+    );
   });
 
   it('--junit writes one testcase per recording, a failure carrying the diff', async () => {

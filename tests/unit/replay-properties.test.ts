@@ -47,13 +47,17 @@ describe('replaying synthetic recordings', () => {
     fc.assert(
       fc.property(seed, fc.nat(), (s, k) => {
         const rec = reread(syntheticRecording(s).recording);
-        const finals = rec.attempts.filter((a) => a.ok && !a.compensation && rec.result.calls.some((c) => c.id === a.callId && c.status === 'succeeded'));
+        const finals = rec.attempts.filter(
+          (a) => a.ok && !a.compensation && rec.result.calls.some((c) => c.id === a.callId && c.status === 'succeeded'),
+        );
         fc.pre(finals.length > 0);
         const target = finals[k % finals.length] as Recording['attempts'][number];
         target.output = { changed: true };
         const run = replayRecording(rec, { ajv });
         const { divergences } = compareRuns(rec, run.replayed, { tolerance: 5, notes: run.notes });
-        expect(divergences).toContainEqual(expect.objectContaining({ kind: 'call', callId: target.callId, fields: expect.arrayContaining(['output']) }));
+        expect(divergences).toContainEqual(
+          expect.objectContaining({ kind: 'call', callId: target.callId, fields: expect.arrayContaining(['output']) }),
+        );
       }),
       { numRuns: 60 },
     );
@@ -69,7 +73,9 @@ describe('replaying synthetic recordings', () => {
         rec.attempts = rec.attempts.filter((a) => a !== gone);
         const run = replayRecording(rec, { ajv });
         const { divergences } = compareRuns(rec, run.replayed, { tolerance: 5, notes: run.notes });
-        const wanted = divergences.some((d) => d.kind === 'missing_attempt' && d.start.callId === gone.callId && d.start.attempt === gone.attempt);
+        const wanted = divergences.some(
+          (d) => d.kind === 'missing_attempt' && d.start.callId === gone.callId && d.start.attempt === gone.attempt,
+        );
         // A zero-length attempt can be aborted (fail-fast) at the instant it starts: replay never needs
         // its outcome, and the recording's count of attempts differs instead.
         const counted = divergences.some((d) => d.kind === 'call' && d.callId === gone.callId && d.fields.includes('attempts'));

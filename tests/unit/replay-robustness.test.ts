@@ -38,7 +38,11 @@ describe('unreadable recordings exit 2, naming the file and the JSON path', () =
     const f = file('truncated.json', GOOD_TEXT.slice(0, cut + 9));
     const r = await replay(f);
     expect(r.code).toBe(2);
-    expect(r.err).toMatch(new RegExp(`^toolgraph replay: ${f.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: the file ends too early \\(truncated\\?\\): in attempts\\[0\\]\\.endMs at line \\d+, column \\d+`));
+    expect(r.err).toMatch(
+      new RegExp(
+        `^toolgraph replay: ${f.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: the file ends too early \\(truncated\\?\\): in attempts\\[0\\]\\.endMs at line \\d+, column \\d+`,
+      ),
+    );
     expect(r.out).toContain('1 recording: 0 match, 0 diverged, 1 unreadable');
   });
 
@@ -50,8 +54,12 @@ describe('unreadable recordings exit 2, naming the file and the JSON path', () =
   });
 
   it('not a recording at all', async () => {
-    expect((await replay(file('list.json', '[1, 2]'))).err).toMatch(/list\.json: expected a recording \(a JSON object with "format": "toolgraph.recording\/v1"\), got a list\n$/);
-    expect((await replay(file('batch.json', '{"calls": []}'))).err).toMatch(/batch\.json: format: expected "toolgraph.recording\/v1", got nothing\n$/);
+    expect((await replay(file('list.json', '[1, 2]'))).err).toMatch(
+      /list\.json: expected a recording \(a JSON object with "format": "toolgraph.recording\/v1"\), got a list\n$/,
+    );
+    expect((await replay(file('batch.json', '{"calls": []}'))).err).toMatch(
+      /batch\.json: format: expected "toolgraph.recording\/v1", got nothing\n$/,
+    );
     expect((await replay(file('empty.json', '  \n'))).err).toMatch(/empty\.json: the file is empty/);
     const garbage = await replay(file('garbage.json', '{"format": "toolgraph.recording/v1", "run": {"id": x}}'));
     expect(garbage.code).toBe(2);
@@ -100,13 +108,27 @@ describe('unreadable recordings exit 2, naming the file and the JSON path', () =
 
   it('a missing file, a directory without recordings, an unreadable --config, bad options', async () => {
     const missing = await replay(path.join(dir, 'nope.json'));
-    expect(missing).toMatchObject({ code: 2, err: `toolgraph replay: ${path.join(dir, 'nope.json')}: cannot read it: no such file or directory\n` });
+    expect(missing).toMatchObject({
+      code: 2,
+      err: `toolgraph replay: ${path.join(dir, 'nope.json')}: cannot read it: no such file or directory\n`,
+    });
     const emptyDir = path.join(dir, 'empty-dir');
     mkdirSync(emptyDir);
-    expect(await replay(emptyDir)).toMatchObject({ code: 2, err: `toolgraph replay: ${emptyDir}: the directory holds no *.json recordings\n` });
-    expect((await replay(GOOD, '--config', path.join(dir, 'none.yaml'))).err).toMatch(/none\.yaml: cannot read the config file: no such file/);
-    expect(await replay(GOOD, '--tolerance', 'soon')).toMatchObject({ code: 2, err: 'toolgraph replay: --tolerance must be a number of milliseconds ≥ 0, got "soon"\n' });
-    expect(await replay()).toMatchObject({ code: 2, err: 'toolgraph replay: replay needs at least one REC.json or directory of recordings\n' });
+    expect(await replay(emptyDir)).toMatchObject({
+      code: 2,
+      err: `toolgraph replay: ${emptyDir}: the directory holds no *.json recordings\n`,
+    });
+    expect((await replay(GOOD, '--config', path.join(dir, 'none.yaml'))).err).toMatch(
+      /none\.yaml: cannot read the config file: no such file/,
+    );
+    expect(await replay(GOOD, '--tolerance', 'soon')).toMatchObject({
+      code: 2,
+      err: 'toolgraph replay: --tolerance must be a number of milliseconds ≥ 0, got "soon"\n',
+    });
+    expect(await replay()).toMatchObject({
+      code: 2,
+      err: 'toolgraph replay: replay needs at least one REC.json or directory of recordings\n',
+    });
     expect((await replay(GOOD, '--frobnicate')).code).toBe(2);
   });
 
@@ -124,7 +146,9 @@ describe('unreadable recordings exit 2, naming the file and the JSON path', () =
     expect(r.out).toMatch(/MATCH {4}\S+a-good\.json[\s\S]*MATCH {4}\S+c-good\.json/);
     expect(r.out).toMatch(/\S+b-broken\.json +- +- +- +- +unreadable/);
     expect(r.out).toContain('3 recordings: 2 match, 0 diverged, 1 unreadable');
-    expect(readFileSync(xml, 'utf8')).toMatch(/<testcase classname="toolgraph.replay" name="\S+b-broken\.json" time="[\d.]+">\n {6}<error type="unreadable" message="/);
+    expect(readFileSync(xml, 'utf8')).toMatch(
+      /<testcase classname="toolgraph.replay" name="\S+b-broken\.json" time="[\d.]+">\n {6}<error type="unreadable" message="/,
+    );
   });
 });
 

@@ -5,8 +5,10 @@ import type { CoreEvent, EventOf } from '../../src/core/events.js';
 import { SchedulerError } from '../../src/core/scheduler.js';
 import { PURE, defaultScript, ends, finalStatuses, illegalMoves, rig, runStatus, starts, timeline, tool } from '../helpers/sched.js';
 
-const blockedBy = (events: CoreEvent[], callId: string) => events.find((e): e is EventOf<'call.blocked'> => e.type === 'call.blocked' && e.callId === callId)?.data.blockedBy;
-const cancelReason = (events: CoreEvent[], callId: string) => events.find((e): e is EventOf<'call.cancelled'> => e.type === 'call.cancelled' && e.callId === callId)?.data.reason;
+const blockedBy = (events: CoreEvent[], callId: string) =>
+  events.find((e): e is EventOf<'call.blocked'> => e.type === 'call.blocked' && e.callId === callId)?.data.blockedBy;
+const cancelReason = (events: CoreEvent[], callId: string) =>
+  events.find((e): e is EventOf<'call.cancelled'> => e.type === 'call.cancelled' && e.callId === callId)?.data.reason;
 
 describe('partial (the default mode)', () => {
   const tools = [tool('pure', PURE), tool('check', PURE), tool('deploy', { ...PURE, after: ['check'] })];
@@ -29,7 +31,15 @@ describe('partial (the default mode)', () => {
     expect(blockedBy(r.events, 'b')).toMatchObject({ code: 'dependency_failed', callId: 'a' });
     expect(blockedBy(r.events, 'c')).toMatchObject({ code: 'dependency_failed', callId: 'a' });
     expect(blockedBy(r.events, 'dep')).toMatchObject({ code: 'dependency_failed', callId: 'k' });
-    expect(finalStatuses(r.events)).toEqual({ a: 'failed', b: 'blocked', c: 'blocked', k: 'failed', dep: 'blocked', d: 'succeeded', e: 'succeeded' });
+    expect(finalStatuses(r.events)).toEqual({
+      a: 'failed',
+      b: 'blocked',
+      c: 'blocked',
+      k: 'failed',
+      dep: 'blocked',
+      d: 'succeeded',
+      e: 'succeeded',
+    });
     expect(runStatus(r.events)).toBe('partial');
     expect(timeline(r.events, ['run.completed'])).toEqual(['30 run.completed']);
     expect(illegalMoves(r.events)).toEqual([]);
@@ -49,7 +59,12 @@ describe('partial (the default mode)', () => {
     expect(finalStatuses(bad.events)).toEqual({ a: 'failed', b: 'failed', c: 'blocked' });
 
     const good = rig({ tools });
-    good.submit(0, { calls: [{ id: 'a', tool: 'pure' }, { id: 'b', tool: 'pure', args: { x: '${a.output.id}' } }] });
+    good.submit(0, {
+      calls: [
+        { id: 'a', tool: 'pure' },
+        { id: 'b', tool: 'pure', args: { x: '${a.output.id}' } },
+      ],
+    });
     good.run();
     expect(runStatus(good.events)).toBe('succeeded');
   });
@@ -142,7 +157,11 @@ describe('fail_fast', () => {
       ],
     });
     r.run();
-    expect(r.events.filter((e) => e.type === 'call.compensated').map((e) => [e.at, e.callId, e.data.status, e.data.status === 'failed' ? e.data.error.code : undefined])).toEqual([
+    expect(
+      r.events
+        .filter((e) => e.type === 'call.compensated')
+        .map((e) => [e.at, e.callId, e.data.status, e.data.status === 'failed' ? e.data.error.code : undefined]),
+    ).toEqual([
       [37, 's2', 'failed', 'tool_error'],
       [37, 'l', 'failed', 'unknown_tool'],
       [42, 's1', 'succeeded', undefined],
@@ -168,7 +187,11 @@ describe('fail_fast', () => {
     });
     r.run();
     expect(late).toEqual({ events: [], starts: [], aborts: [] });
-    expect(timeline(r.events, ['call.compensated', 'run.completed'])).toEqual(['15 call.compensated s2', '20 call.compensated s1', '20 run.completed']);
+    expect(timeline(r.events, ['call.compensated', 'run.completed'])).toEqual([
+      '15 call.compensated s2',
+      '20 call.compensated s1',
+      '20 run.completed',
+    ]);
     expect(runStatus(r.events)).toBe('failed');
   });
 
@@ -232,7 +255,17 @@ describe('replan', () => {
     });
     r.submit(0, { failure: 'replan', calls: batch });
     r.run();
-    expect(timeline(r.events, ['call.failed', 'call.blocked', 'call.succeeded', 'run.needs_replan', 'call.cancelled', 'run.replanned', 'run.completed'])).toEqual([
+    expect(
+      timeline(r.events, [
+        'call.failed',
+        'call.blocked',
+        'call.succeeded',
+        'run.needs_replan',
+        'call.cancelled',
+        'run.replanned',
+        'run.completed',
+      ]),
+    ).toEqual([
       '10 call.succeeded a',
       '10 call.succeeded w',
       '20 call.failed f',
@@ -286,7 +319,9 @@ describe('replan', () => {
     });
     r.submit(0, { failure: 'replan', calls: batch });
     r.run();
-    const contexts = r.events.filter((e) => e.type === 'run.needs_replan').map((e) => e.data.replanContext as { failed: { callId: string }[]; waiting: string[] });
+    const contexts = r.events
+      .filter((e) => e.type === 'run.needs_replan')
+      .map((e) => e.data.replanContext as { failed: { callId: string }[]; waiting: string[] });
     expect(contexts.map((c) => [c.failed.map((f) => f.callId), c.waiting])).toEqual([
       [['f'], ['d1', 'd2']],
       [['f2'], []],
@@ -319,7 +354,11 @@ describe('replan', () => {
   // of them (they have ended), so n0 and n1, two writers of k:x, run at the same time.
   it('two new writers of one key stay ordered when the plan puts an old call between them', () => {
     const r = rig({
-      tools: [tool('gate', { reads: [], writes: ['k'], after: ['prep'] }), tool('prep', { reads: [], writes: ['k:{a}'] }), tool('w', { reads: [], writes: ['k:{a}'] })],
+      tools: [
+        tool('gate', { reads: [], writes: ['k'], after: ['prep'] }),
+        tool('prep', { reads: [], writes: ['k:{a}'] }),
+        tool('w', { reads: [], writes: ['k:{a}'] }),
+      ],
       onEvent: (e, sim) => {
         if (e.type === 'run.completed' && e.data.status === 'needs_replan') {
           sim.at(100, (now) =>

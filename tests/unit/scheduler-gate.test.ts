@@ -69,7 +69,11 @@ describe('the permit gate', () => {
 
   it('a call that no shared limit or lock applies to starts at once, asking nothing; a granted one holds its permit', () => {
     const s = new Scheduler({
-      catalog: catalogOf([tool('t', { reads: [], writes: [] }), tool('free', { reads: [], writes: [] }), tool('w', { reads: [], writes: ['file:{path}'] })]),
+      catalog: catalogOf([
+        tool('t', { reads: [], writes: [] }),
+        tool('free', { reads: [], writes: [] }),
+        tool('w', { reads: [], writes: ['file:{path}'] }),
+      ]),
       policy: { rules: [] },
       limits: limits({ tool: { t: 2 } }),
       defaults: DEFAULTS,
@@ -96,7 +100,11 @@ describe('the permit gate', () => {
     const out = s.submit(10, { runId: 'r', tenant: 'x', calls: ['a', 'b'].map((id) => ({ id, tool: 't', args: {} })) });
     expect(asked(out)).toEqual(['a']);
     // b waits here for the local tool limit, held by a while it asks.
-    expect(out.events.filter((e) => e.type === 'call.waiting').map((e) => [e.callId, e.data.waitingFor[0]?.kind, e.data.waitingFor[0]?.holders.map((h) => h.callId)])).toEqual([['b', 'tool', ['a']]]);
+    expect(
+      out.events
+        .filter((e) => e.type === 'call.waiting')
+        .map((e) => [e.callId, e.data.waitingFor[0]?.kind, e.data.waitingFor[0]?.holders.map((h) => h.callId)]),
+    ).toEqual([['b', 'tool', ['a']]]);
 
     // The cluster refuses a, saying why: that is a's wait now; the local slot frees, so b asks.
     const r1 = s.permitRefused(11, 'r', 'a', refusedBy(2));
@@ -140,7 +148,12 @@ describe('the permit gate', () => {
     expect(types(s.permitRefused(1, 'r', 'a', refusedBy(2)), 'a')).toEqual(['call.waiting']);
     expect(asked(s.permitsFreed(2))).toEqual(['a']);
     expect(types(s.permitGranted(3, 'r', 'a'), 'a')).toEqual(['call.started']);
-    const failed = s.attemptEnded(4, { runId: 'r', callId: 'a', attempt: 1, result: { ok: false, error: { code: 'tool_error', message: 'flaky' }, retryable: true } });
+    const failed = s.attemptEnded(4, {
+      runId: 'r',
+      callId: 'a',
+      attempt: 1,
+      result: { ok: false, error: { code: 'tool_error', message: 'flaky' }, retryable: true },
+    });
     expect(types(failed, 'a')).toEqual(['call.retry_scheduled']);
     const again = s.tick(14);
     expect(types(again, 'a')).toEqual(['call.ready']);
@@ -151,7 +164,12 @@ describe('the permit gate', () => {
   });
 
   it('without the gate nothing changes: calls start at once and no permit is asked', () => {
-    const s = new Scheduler({ catalog: catalogOf([tool('t', { reads: [], writes: [] })]), policy: { rules: [] }, limits: limits({ tool: { t: 2 } }), defaults: DEFAULTS });
+    const s = new Scheduler({
+      catalog: catalogOf([tool('t', { reads: [], writes: [] })]),
+      policy: { rules: [] },
+      limits: limits({ tool: { t: 2 } }),
+      defaults: DEFAULTS,
+    });
     const out = s.submit(0, { runId: 'r', tenant: 'x', calls: ['a', 'b', 'c'].map((id) => ({ id, tool: 't', args: {} })) });
     expect(started(out)).toEqual(['a', 'b']);
     expect(out.permits).toBeUndefined();

@@ -15,7 +15,13 @@ import { DEFAULTS, catalogOf, finalStatuses, illegalMoves, limits, rig, runStatu
 type Answer = Omit<HookDecision, 'hook' | 'startedAt' | 'durationMs'> & { ms?: number };
 
 /** A rig whose hooks answer from `answers[on][callId]` (allow after 0 ms when absent), recording every request. */
-function hooked(opts: { tools: Parameters<typeof rig>[0]['tools']; hooks: HookMatcher[]; answers?: Partial<Record<string, Answer | Answer[]>>; limits?: Parameters<typeof rig>[0]['limits']; defaultFailure?: 'partial' | 'fail_fast' }) {
+function hooked(opts: {
+  tools: Parameters<typeof rig>[0]['tools'];
+  hooks: HookMatcher[];
+  answers?: Partial<Record<string, Answer | Answer[]>>;
+  limits?: Parameters<typeof rig>[0]['limits'];
+  defaultFailure?: 'partial' | 'fail_fast';
+}) {
   const requests: (HookRequest & { at: number })[] = [];
   const r = rig({
     tools: opts.tools,
@@ -25,7 +31,12 @@ function hooked(opts: { tools: Parameters<typeof rig>[0]['tools']; hooks: HookMa
     hook(req, now) {
       requests.push({ ...req, at: now });
       const given = opts.answers?.[`${req.on}/${req.callId}`];
-      const list = given === undefined ? [{ decision: req.on === 'before_call' ? 'allow' : 'allow' } as Answer] : Array.isArray(given) ? given : [given];
+      const list =
+        given === undefined
+          ? [{ decision: req.on === 'before_call' ? 'allow' : 'allow' } as Answer]
+          : Array.isArray(given)
+            ? given
+            : [given];
       let at = now;
       const decisions = list.map((a, i) => {
         const { ms = 0, ...rest } = a;
@@ -42,15 +53,22 @@ function hooked(opts: { tools: Parameters<typeof rig>[0]['tools']; hooks: HookMa
 const before = (name = 'guard', match: HookMatcher['match'] = {}): HookMatcher => ({ on: 'before_call', name, match });
 const after = (name = 'redact', match: HookMatcher['match'] = {}): HookMatcher => ({ on: 'after_call', name, match });
 const hookEvents = (events: CoreEvent[]) => events.filter((e): e is EventOf<'call.hook'> => e.type === 'call.hook');
-const startedArgs = (events: CoreEvent[], id: string) => events.find((e): e is EventOf<'call.started'> => e.type === 'call.started' && e.callId === id)?.data.args;
-const errorOf = (events: CoreEvent[], id: string) => events.find((e): e is EventOf<'call.failed'> => e.type === 'call.failed' && e.callId === id)?.data.error;
+const startedArgs = (events: CoreEvent[], id: string) =>
+  events.find((e): e is EventOf<'call.started'> => e.type === 'call.started' && e.callId === id)?.data.args;
+const errorOf = (events: CoreEvent[], id: string) =>
+  events.find((e): e is EventOf<'call.failed'> => e.type === 'call.failed' && e.callId === id)?.data.error;
 
 describe('before_call hooks', () => {
   it('allow: the call waits in ready for the hook, then starts; the decision is a call.hook event', () => {
     const r = hooked({ tools: [tool('t')], hooks: [before()], answers: { 'before_call/a': { decision: 'allow', ms: 7 } } });
     r.submit(0, { calls: [{ id: 'a', tool: 't', args: { x: 1 } }] });
     r.run();
-    expect(timeline(r.events, ['call.ready', 'call.hook', 'call.started', 'call.succeeded'])).toEqual(['0 call.ready a', '7 call.hook a', '7 call.started a', '17 call.succeeded a']);
+    expect(timeline(r.events, ['call.ready', 'call.hook', 'call.started', 'call.succeeded'])).toEqual([
+      '0 call.ready a',
+      '7 call.hook a',
+      '7 call.started a',
+      '17 call.succeeded a',
+    ]);
     expect(hookEvents(r.events)[0]?.data).toEqual({ on: 'before_call', hook: 'guard', decision: 'allow', startedAt: 0, durationMs: 7 });
     expect(r.requests).toMatchObject([{ on: 'before_call', callId: 'a', tenant: 'acme', args: { x: 1 }, hooks: [0], at: 0 }]);
     expect(illegalMoves(r.events)).toEqual([]);
@@ -59,17 +77,38 @@ describe('before_call hooks', () => {
   it('asks only the hooks that match (tool glob, risk, tenant), in config order', () => {
     const r = hooked({
       tools: [tool('fs__write', { risk: 'write' }), tool('fs__read', { risk: 'read' }), tool('other')],
-      hooks: [before('a', { tool: 'fs__*' }), before('b', { risk: 'read' }), before('c', { tenant: 'other*' }), before('d', { tool: 'fs__*', tenant: 'ac*' })],
+      hooks: [
+        before('a', { tool: 'fs__*' }),
+        before('b', { risk: 'read' }),
+        before('c', { tenant: 'other*' }),
+        before('d', { tool: 'fs__*', tenant: 'ac*' }),
+      ],
     });
-    r.submit(0, { calls: [{ id: 'w', tool: 'fs__write' }, { id: 'r', tool: 'fs__read' }, { id: 'o', tool: 'other' }] });
+    r.submit(0, {
+      calls: [
+        { id: 'w', tool: 'fs__write' },
+        { id: 'r', tool: 'fs__read' },
+        { id: 'o', tool: 'other' },
+      ],
+    });
     r.run();
     expect(r.requests.map((q) => `${q.callId}:${q.hooks.join(',')}`)).toEqual(['w:0,3', 'r:0,1,3']);
     expect(runStatus(r.events)).toBe('succeeded');
   });
 
   it('deny: the call fails hook_denied with the reason, and the run mode applies to its dependents', () => {
-    const r = hooked({ tools: [tool('t')], hooks: [before()], answers: { 'before_call/a': { decision: 'deny', reason: 'writes outside /srv', ms: 2 } } });
-    r.submit(0, { calls: [{ id: 'a', tool: 't' }, { id: 'b', tool: 't', args: { x: '${a.output}' } }, { id: 'c', tool: 't' }] });
+    const r = hooked({
+      tools: [tool('t')],
+      hooks: [before()],
+      answers: { 'before_call/a': { decision: 'deny', reason: 'writes outside /srv', ms: 2 } },
+    });
+    r.submit(0, {
+      calls: [
+        { id: 'a', tool: 't' },
+        { id: 'b', tool: 't', args: { x: '${a.output}' } },
+        { id: 'c', tool: 't' },
+      ],
+    });
     r.run();
     expect(errorOf(r.events, 'a')).toEqual({ code: 'hook_denied', message: 'a: writes outside /srv', details: { hook: 'guard' } });
     expect(finalStatuses(r.events)).toEqual({ a: 'failed', b: 'blocked', c: 'succeeded' });
@@ -77,11 +116,17 @@ describe('before_call hooks', () => {
   });
 
   it('review: the call awaits a human; once approved it starts without asking the hook again', () => {
-    const r = hooked({ tools: [tool('t')], hooks: [before()], answers: { 'before_call/a': { decision: 'review', reason: 'big change', ms: 1 } } });
+    const r = hooked({
+      tools: [tool('t')],
+      hooks: [before()],
+      answers: { 'before_call/a': { decision: 'review', reason: 'big change', ms: 1 } },
+    });
     r.submit(0, { calls: [{ id: 'a', tool: 't' }] });
     r.sim.at(50, (now) => r.scheduler.decideReview(now, { runId: 'r1', callId: 'a', decision: 'approve' }));
     r.run();
-    expect(timeline(r.events, ['call.ready', 'call.hook', 'call.awaiting_review', 'review.decided', 'call.started', 'call.succeeded'])).toEqual([
+    expect(
+      timeline(r.events, ['call.ready', 'call.hook', 'call.awaiting_review', 'review.decided', 'call.started', 'call.succeeded']),
+    ).toEqual([
       '0 call.ready a',
       '1 call.hook a',
       '1 call.awaiting_review a',
@@ -99,19 +144,42 @@ describe('before_call hooks', () => {
     const r = hooked({
       tools: [tool('t', { input: schema })],
       hooks: [before()],
-      answers: { 'before_call/a': { decision: 'allow', args: { path: '/safe' } }, 'before_call/b': { decision: 'allow', args: { path: 7 } } },
+      answers: {
+        'before_call/a': { decision: 'allow', args: { path: '/safe' } },
+        'before_call/b': { decision: 'allow', args: { path: 7 } },
+      },
     });
-    r.submit(0, { calls: [{ id: 'a', tool: 't', args: { path: '/x' } }, { id: 'b', tool: 't', args: { path: '/y' } }] });
+    r.submit(0, {
+      calls: [
+        { id: 'a', tool: 't', args: { path: '/x' } },
+        { id: 'b', tool: 't', args: { path: '/y' } },
+      ],
+    });
     r.run();
     expect(r.events.find((e) => e.type === 'call.started' && e.callId === 'a')?.data).toEqual({ attempt: 1, args: { path: '/safe' } });
-    expect(errorOf(r.events, 'b')).toMatchObject({ code: 'invalid_args', message: 'b: the args of hook guard: property path: expected string, got integer' });
+    expect(errorOf(r.events, 'b')).toMatchObject({
+      code: 'invalid_args',
+      message: 'b: the args of hook guard: property path: expected string, got integer',
+    });
   });
 
   it('a later hook sees no rewrite of its own here: the chain stops at the first deny, and its args are not used', () => {
-    const r = hooked({ tools: [tool('t')], hooks: [before('one'), before('two')], answers: { 'before_call/a': [{ decision: 'allow', args: { v: 2 }, ms: 1 }, { decision: 'deny', reason: 'no', ms: 1 }] } });
+    const r = hooked({
+      tools: [tool('t')],
+      hooks: [before('one'), before('two')],
+      answers: {
+        'before_call/a': [
+          { decision: 'allow', args: { v: 2 }, ms: 1 },
+          { decision: 'deny', reason: 'no', ms: 1 },
+        ],
+      },
+    });
     r.submit(0, { calls: [{ id: 'a', tool: 't', args: { v: 1 } }] });
     r.run();
-    expect(hookEvents(r.events).map((e) => `${e.at} ${e.data.hook} ${e.data.decision} ${e.data.startedAt}`)).toEqual(['2 one allow 0', '2 two deny 1']);
+    expect(hookEvents(r.events).map((e) => `${e.at} ${e.data.hook} ${e.data.decision} ${e.data.startedAt}`)).toEqual([
+      '2 one allow 0',
+      '2 two deny 1',
+    ]);
     expect(errorOf(r.events, 'a')?.code).toBe('hook_denied');
   });
 
@@ -154,14 +222,32 @@ describe('before_call hooks', () => {
   });
 
   it('holds no permit while it runs: under a limit of 1, a call whose hook is quick starts first', () => {
-    const r = hooked({ tools: [tool('t', { reads: [], writes: [] })], hooks: [before()], limits: { tool: { t: 1 } }, answers: { 'before_call/a': { decision: 'allow', ms: 50 } } });
-    r.submit(0, { calls: [{ id: 'a', tool: 't' }, { id: 'b', tool: 't', args: { ms: 100 } }] });
+    const r = hooked({
+      tools: [tool('t', { reads: [], writes: [] })],
+      hooks: [before()],
+      limits: { tool: { t: 1 } },
+      answers: { 'before_call/a': { decision: 'allow', ms: 50 } },
+    });
+    r.submit(0, {
+      calls: [
+        { id: 'a', tool: 't' },
+        { id: 'b', tool: 't', args: { ms: 100 } },
+      ],
+    });
     r.run();
-    expect(timeline(r.events, ['call.started', 'call.succeeded'])).toEqual(['0 call.started b', '100 call.succeeded b', '100 call.started a', '110 call.succeeded a']);
+    expect(timeline(r.events, ['call.started', 'call.succeeded'])).toEqual([
+      '0 call.started b',
+      '100 call.succeeded b',
+      '100 call.started a',
+      '110 call.succeeded a',
+    ]);
   });
 
   it('runs once per call: a retried call is not asked again', () => {
-    const r = hooked({ tools: [tool('t', { idempotent: true, retry: { attempts: 3, backoffMs: 10, maxBackoffMs: 10 } })], hooks: [before(), after()] });
+    const r = hooked({
+      tools: [tool('t', { idempotent: true, retry: { attempts: 3, backoffMs: 10, maxBackoffMs: 10 } })],
+      hooks: [before(), after()],
+    });
     r.submit(0, { calls: [{ id: 'a', tool: 't', args: { fail: 2, retryable: true } }] });
     r.run();
     expect(r.events.filter((e) => e.type === 'call.started')).toHaveLength(3);
@@ -174,18 +260,34 @@ describe('before_call hooks', () => {
     r.submit(0, { calls: [{ id: 'a', tool: 't' }] });
     r.sim.at(30, (now) => r.scheduler.cancel(now, 'r1'));
     r.run();
-    expect(timeline(r.events, ['call.ready', 'call.cancelled', 'call.hook', 'call.started', 'run.completed'])).toEqual(['0 call.ready a', '30 call.cancelled a', '30 run.completed']);
+    expect(timeline(r.events, ['call.ready', 'call.cancelled', 'call.hook', 'call.started', 'run.completed'])).toEqual([
+      '0 call.ready a',
+      '30 call.cancelled a',
+      '30 run.completed',
+    ]);
     expect(runStatus(r.events)).toBe('cancelled');
   });
 });
 
 describe('after_call hooks', () => {
   it('replace: dependents and the results see the new output; the attempt keeps its own duration', () => {
-    const r = hooked({ tools: [tool('t')], hooks: [after('redact', { tool: 't' })], answers: { 'after_call/a': { decision: 'replace', output: { token: '[redacted]' }, ms: 4 } } });
-    r.submit(0, { calls: [{ id: 'a', tool: 't', args: { out: { token: 's3cret' } } }, { id: 'b', tool: 't', args: { seen: '${a.output.token}' } }] });
+    const r = hooked({
+      tools: [tool('t')],
+      hooks: [after('redact', { tool: 't' })],
+      answers: { 'after_call/a': { decision: 'replace', output: { token: '[redacted]' }, ms: 4 } },
+    });
+    r.submit(0, {
+      calls: [
+        { id: 'a', tool: 't', args: { out: { token: 's3cret' } } },
+        { id: 'b', tool: 't', args: { seen: '${a.output.token}' } },
+      ],
+    });
     r.run();
     expect(r.requests[0]).toMatchObject({ on: 'after_call', callId: 'a', status: 'succeeded', output: { token: 's3cret' }, at: 10 });
-    expect(r.events.find((e) => e.type === 'call.succeeded' && e.callId === 'a')).toMatchObject({ at: 14, data: { output: { token: '[redacted]' }, durationMs: 10 } });
+    expect(r.events.find((e) => e.type === 'call.succeeded' && e.callId === 'a')).toMatchObject({
+      at: 14,
+      data: { output: { token: '[redacted]' }, durationMs: 10 },
+    });
     expect(startedArgs(r.events, 'b')).toEqual({ seen: '[redacted]' });
     // Only the call's own input (its args, from the script) holds the secret: no outcome does.
     const outcomes = r.events.filter((e) => e.type === 'call.succeeded' || e.type === 'call.hook');
@@ -193,8 +295,17 @@ describe('after_call hooks', () => {
   });
 
   it('fail: a succeeded call fails hook_rejected, and its dependents are blocked', () => {
-    const r = hooked({ tools: [tool('t')], hooks: [after()], answers: { 'after_call/a': { decision: 'fail', fail: { message: 'leaks a key' } } } });
-    r.submit(0, { calls: [{ id: 'a', tool: 't' }, { id: 'b', tool: 't', args: { x: '${a.output}' } }] });
+    const r = hooked({
+      tools: [tool('t')],
+      hooks: [after()],
+      answers: { 'after_call/a': { decision: 'fail', fail: { message: 'leaks a key' } } },
+    });
+    r.submit(0, {
+      calls: [
+        { id: 'a', tool: 't' },
+        { id: 'b', tool: 't', args: { x: '${a.output}' } },
+      ],
+    });
     r.run();
     expect(errorOf(r.events, 'a')).toEqual({ code: 'hook_rejected', message: 'a: leaks a key', details: { hook: 'redact' } });
     expect(finalStatuses(r.events)).toEqual({ a: 'failed', b: 'blocked' });
@@ -210,15 +321,36 @@ describe('after_call hooks', () => {
   });
 
   it('gives its permits back when the attempt ends, but the run waits for the decision', () => {
-    const r = hooked({ tools: [tool('t', { reads: [], writes: [] })], hooks: [after()], limits: { tool: { t: 1 } }, answers: { 'after_call/a': { decision: 'allow', ms: 30 } } });
-    r.submit(0, { calls: [{ id: 'a', tool: 't' }, { id: 'b', tool: 't' }] });
+    const r = hooked({
+      tools: [tool('t', { reads: [], writes: [] })],
+      hooks: [after()],
+      limits: { tool: { t: 1 } },
+      answers: { 'after_call/a': { decision: 'allow', ms: 30 } },
+    });
+    r.submit(0, {
+      calls: [
+        { id: 'a', tool: 't' },
+        { id: 'b', tool: 't' },
+      ],
+    });
     r.run();
-    expect(timeline(r.events, ['call.started', 'call.succeeded', 'run.completed'])).toEqual(['0 call.started a', '10 call.started b', '20 call.succeeded b', '40 call.succeeded a', '40 run.completed']);
+    expect(timeline(r.events, ['call.started', 'call.succeeded', 'run.completed'])).toEqual([
+      '0 call.started a',
+      '10 call.started b',
+      '20 call.succeeded b',
+      '40 call.succeeded a',
+      '40 run.completed',
+    ]);
   });
 
   it('is not asked for a call that never ran', () => {
     const r = hooked({ tools: [tool('t')], hooks: [after()] });
-    r.submit(0, { calls: [{ id: 'a', tool: 't', args: { fail: 'always' } }, { id: 'b', tool: 't', args: { x: '${a.output}' } }] });
+    r.submit(0, {
+      calls: [
+        { id: 'a', tool: 't', args: { fail: 'always' } },
+        { id: 'b', tool: 't', args: { x: '${a.output}' } },
+      ],
+    });
     r.run();
     expect(r.requests.map((q) => q.callId)).toEqual(['a']);
   });
@@ -229,8 +361,18 @@ describe('restore with hooks', () => {
     const tools = [tool('t', { reads: [], writes: ['k:{k}'] })];
     const hooks = [before()];
     // The live run: the hook rewrote the args; the process dies before the call starts (a limit held it).
-    const live = hooked({ tools, hooks, limits: { tool: { t: 1 } }, answers: { 'before_call/b': { decision: 'allow', args: { k: 'b', v: 2 } } } });
-    live.submit(0, { calls: [{ id: 'a', tool: 't', args: { k: 'a', ms: 100 } }, { id: 'b', tool: 't', args: { k: 'b' } }] });
+    const live = hooked({
+      tools,
+      hooks,
+      limits: { tool: { t: 1 } },
+      answers: { 'before_call/b': { decision: 'allow', args: { k: 'b', v: 2 } } },
+    });
+    live.submit(0, {
+      calls: [
+        { id: 'a', tool: 't', args: { k: 'a', ms: 100 } },
+        { id: 'b', tool: 't', args: { k: 'b' } },
+      ],
+    });
     live.run();
     // What was stored before the process died at 99 ms: b's hook had decided, b waited for the limit.
     const log = live.events.filter((e) => e.at < 100);
@@ -238,7 +380,13 @@ describe('restore with hooks', () => {
     expect(log.some((e) => e.type === 'call.started' && e.callId === 'b')).toBe(false);
     // Restored: no new request for b, and b runs with the hook's args.
     const requests: HookRequest[] = [];
-    const fresh = new Scheduler({ catalog: catalogOf(tools), policy: { rules: [] }, limits: limits({ tool: { t: 1 } }), defaults: DEFAULTS, hooks });
+    const fresh = new Scheduler({
+      catalog: catalogOf(tools),
+      policy: { rules: [] },
+      limits: limits({ tool: { t: 1 } }),
+      defaults: DEFAULTS,
+      hooks,
+    });
     const sim = new Simulation(fresh, {
       attempt: () => ({ durationMs: 5, result: { ok: true, output: 1 } }),
       hook: (req, now) => {

@@ -8,7 +8,12 @@ import { PURE, defaultScript, finalStatuses, rig, starts, timeline, tool } from 
 describe('attempt ends find their call', () => {
   it('refuses a batch that uses one id twice, and keeps no run of it', () => {
     const r = rig({ tools: [tool('t', PURE)] });
-    const dup = { calls: [{ id: 'a', tool: 't', args: { ms: 5 } }, { id: 'a', tool: 't', args: { ms: 7 } }] };
+    const dup = {
+      calls: [
+        { id: 'a', tool: 't', args: { ms: 5 } },
+        { id: 'a', tool: 't', args: { ms: 7 } },
+      ],
+    };
     r.submit(0, dup);
     expect(() => r.run()).toThrow(/call id a is used in run r1 already/);
     expect(r.events).toEqual([]);
@@ -20,7 +25,12 @@ describe('attempt ends find their call', () => {
 
   it('a call started again after a retry is found again for its new attempt', () => {
     const r = rig({ tools: [tool('t', { ...PURE, idempotent: true, retry: { attempts: 3, backoffMs: 1, maxBackoffMs: 1 } })] });
-    r.submit(0, { calls: [{ id: 'a', tool: 't', args: { ms: 4, fail: 1, retryable: true } }, { id: 'b', tool: 't', args: { ms: 2 } }] });
+    r.submit(0, {
+      calls: [
+        { id: 'a', tool: 't', args: { ms: 4, fail: 1, retryable: true } },
+        { id: 'b', tool: 't', args: { ms: 2 } },
+      ],
+    });
     r.run();
     expect(timeline(r.events, ['call.started', 'call.retry_scheduled', 'call.succeeded', 'run.completed'])).toEqual([
       '0 call.started a',
@@ -39,7 +49,13 @@ describe('the index hint of an attempt end', () => {
     const r = rig({ tools: [tool('t', PURE)] });
     const calls = ['a', 'b', 'c', 'd', 'e'].map((id) => ({ id, tool: 't', args: { ms: 1 } }));
     const first = r.scheduler.submit(0, { runId: 'r1', tenant: 'acme', calls });
-    expect(first.starts.map((s) => [s.callId, s.index])).toEqual([['a', 0], ['b', 1], ['c', 2], ['d', 3], ['e', 4]]);
+    expect(first.starts.map((s) => [s.callId, s.index])).toEqual([
+      ['a', 0],
+      ['b', 1],
+      ['c', 2],
+      ['d', 3],
+      ['e', 4],
+    ]);
     const ok = { ok: true as const, output: 1 };
     const ends = [
       { runId: 'r1', callId: 'a', index: 0, attempt: 1, result: ok }, // right
@@ -48,7 +64,12 @@ describe('the index hint of an attempt end', () => {
       { runId: 'r1', callId: 'd', attempt: 1, result: ok }, // none
       { runId: 'r1', callId: 'e', index: -1, attempt: 1, result: ok }, // not a place
     ];
-    const ended = ends.flatMap((e, i) => r.scheduler.attemptEnded(1 + i, e).events.filter((ev) => ev.type === 'call.succeeded').map((ev) => ev.callId));
+    const ended = ends.flatMap((e, i) =>
+      r.scheduler
+        .attemptEnded(1 + i, e)
+        .events.filter((ev) => ev.type === 'call.succeeded')
+        .map((ev) => ev.callId),
+    );
     // (Had b's end been taken for the call at its hint, d, this would read a, d, c, …)
     expect(ended).toEqual(['a', 'b', 'c', 'd', 'e']);
     // An end for an id the run does not have ends nothing, whatever call its hint points at.
@@ -76,13 +97,33 @@ describe('simulation: attempts in flight', () => {
 
 describe('lock checks with the running calls counted per run', () => {
   it('a run whose own calls come and go still waits for another run’s conflicting call', () => {
-    const rw = [tool('read', { reads: ['file:{path}'], writes: [], scope: 'tenant' }), tool('write', { reads: [], writes: ['file:{path}'], scope: 'tenant' })];
+    const rw = [
+      tool('read', { reads: ['file:{path}'], writes: [], scope: 'tenant' }),
+      tool('write', { reads: [], writes: ['file:{path}'], scope: 'tenant' }),
+    ];
     const r = rig({ tools: rw });
-    r.submit(0, { runId: 'r1', calls: [{ id: 'b', tool: 'write', args: { path: '/b', ms: 5 } }, { id: 'c', tool: 'write', args: { path: '/c', ms: 12 } }] });
+    r.submit(0, {
+      runId: 'r1',
+      calls: [
+        { id: 'b', tool: 'write', args: { path: '/b', ms: 5 } },
+        { id: 'c', tool: 'write', args: { path: '/c', ms: 12 } },
+      ],
+    });
     r.submit(2, { runId: 'r2', calls: [{ id: 'w', tool: 'write', args: { path: '/a', ms: 20 } }] });
     // Readers of /a arrive while r1, r2 and their own run run calls (r3), and once r1 is done (r4).
-    r.sim.at(3, (now) => r.scheduler.submit(now, { runId: 'r3', tenant: 'acme', calls: [{ id: 'x', tool: 'write', args: { path: '/x', ms: 1 } }, { id: 'ra', tool: 'read', args: { path: '/a', ms: 1 } }] }));
-    r.sim.at(15, (now) => r.scheduler.submit(now, { runId: 'r4', tenant: 'acme', calls: [{ id: 'ra', tool: 'read', args: { path: '/a', ms: 1 } }] }));
+    r.sim.at(3, (now) =>
+      r.scheduler.submit(now, {
+        runId: 'r3',
+        tenant: 'acme',
+        calls: [
+          { id: 'x', tool: 'write', args: { path: '/x', ms: 1 } },
+          { id: 'ra', tool: 'read', args: { path: '/a', ms: 1 } },
+        ],
+      }),
+    );
+    r.sim.at(15, (now) =>
+      r.scheduler.submit(now, { runId: 'r4', tenant: 'acme', calls: [{ id: 'ra', tool: 'read', args: { path: '/a', ms: 1 } }] }),
+    );
     r.run();
     expect(starts(r.events)).toEqual(['0 r1/b', '0 r1/c', '2 r2/w', '3 r3/x', '22 r3/ra', '22 r4/ra']);
   });
@@ -100,7 +141,11 @@ describe('simulation: record: false', () => {
     recorded.submit(0, { calls });
     recorded.run();
     const seen: string[] = [];
-    const bare = new Simulation(rig({ tools }).scheduler, { attempt: defaultScript, record: false, onEvent: (e) => seen.push(`${e.at} ${e.type} ${e.callId ?? ''}`) });
+    const bare = new Simulation(rig({ tools }).scheduler, {
+      attempt: defaultScript,
+      record: false,
+      onEvent: (e) => seen.push(`${e.at} ${e.type} ${e.callId ?? ''}`),
+    });
     bare.at(0, (now) => bare.scheduler.submit(now, { runId: 'r1', tenant: 'acme', calls }));
     bare.run();
     expect(bare.events).toEqual([]);

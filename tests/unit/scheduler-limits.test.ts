@@ -85,16 +85,7 @@ describe('tenant limit', () => {
     r.submit(0, { runId: 'r2', tenant: 'y', calls: calls('b', 2) });
     r.submit(0, { runId: 'r3', tenant: 'big', calls: calls('c', 4) });
     r.run();
-    expect(starts(r.events)).toEqual([
-      '0 r1/a1',
-      '0 r2/b1',
-      '0 r3/c1',
-      '0 r3/c2',
-      '0 r3/c3',
-      '10 r1/a2',
-      '10 r2/b2',
-      '10 r3/c4',
-    ]);
+    expect(starts(r.events)).toEqual(['0 r1/a1', '0 r2/b1', '0 r3/c1', '0 r3/c2', '0 r3/c3', '10 r1/a2', '10 r2/b2', '10 r3/c4']);
     expect(concurrency(r.events, inRun('r1')).max).toBe(1);
     expect(concurrency(r.events, inRun('r2')).max).toBe(1);
     expect(concurrency(r.events, inRun('r3')).max).toBe(3);
@@ -108,16 +99,7 @@ describe('global limit and fairness', () => {
     r.submit(0, { runId: 'r2', tenant: 'B', calls: calls('b', 4) });
     r.run();
     // A took the first three slots; when they free up, B (not served yet) goes first, then A, then B.
-    expect(starts(r.events)).toEqual([
-      '0 r1/a1',
-      '0 r1/a2',
-      '0 r1/a3',
-      '10 r2/b1',
-      '10 r1/a4',
-      '10 r2/b2',
-      '20 r2/b3',
-      '20 r2/b4',
-    ]);
+    expect(starts(r.events)).toEqual(['0 r1/a1', '0 r1/a2', '0 r1/a3', '10 r2/b1', '10 r1/a4', '10 r2/b2', '20 r2/b3', '20 r2/b4']);
     expect(concurrency(r.events).max).toBe(3);
   });
 

@@ -255,7 +255,13 @@ describe('priority among ready calls of one run', () => {
 
   it('learned durations from an earlier run rank the next run', () => {
     const r = rig({ tools: [...tools, tool('slow', PURE)], limits: { perRun: 1 } });
-    r.submit(0, { runId: 'warm', calls: [{ id: 's', tool: 'slow', args: { ms: 100 } }, { id: 'p', tool: 'pure', args: { ms: 1 } }] });
+    r.submit(0, {
+      runId: 'warm',
+      calls: [
+        { id: 's', tool: 'slow', args: { ms: 100 } },
+        { id: 'p', tool: 'pure', args: { ms: 1 } },
+      ],
+    });
     r.submit(1000, {
       runId: 'r2',
       calls: [

@@ -42,16 +42,24 @@ function arbTools(scopes: readonly Scope[], allowRate: boolean, allowAfter = tru
   const one = fc.record({
     effects: fc.oneof(
       { weight: 1, arbitrary: fc.constant(undefined) },
-      { weight: 6, arbitrary: fc.record({ reads: fc.subarray(TEMPLATES, { maxLength: 2 }), writes: fc.subarray(TEMPLATES, { maxLength: 2 }) }) },
+      {
+        weight: 6,
+        arbitrary: fc.record({ reads: fc.subarray(TEMPLATES, { maxLength: 2 }), writes: fc.subarray(TEMPLATES, { maxLength: 2 }) }),
+      },
     ),
     scope: fc.constantFrom(...scopes),
     idempotent: fc.boolean(),
-    retry: fc.option(fc.record({ attempts: fc.integer({ min: 1, max: 3 }), backoffMs: fc.integer({ min: 1, max: 40 }), maxBackoffMs: fc.constant(60) }), { freq: 2 }),
+    retry: fc.option(
+      fc.record({ attempts: fc.integer({ min: 1, max: 3 }), backoffMs: fc.integer({ min: 1, max: 40 }), maxBackoffMs: fc.constant(60) }),
+      { freq: 2 },
+    ),
     failFast: fc.integer({ min: 0, max: 9 }).map((n) => n === 0),
     dangerous: fc.integer({ min: 0, max: 9 }).map((n) => n === 0),
     compensate: fc.integer({ min: 0, max: 2 }).map((n) => n === 0),
     after: allowAfter ? fc.option(fc.integer({ min: 0, max: 4 }), { freq: 4, nil: undefined }) : fc.constant(undefined),
-    rate: allowRate ? fc.option(fc.record({ tokens: fc.integer({ min: 1, max: 3 }), perMs: fc.constantFrom(10, 25, 100) }), { freq: 4, nil: undefined }) : fc.constant(undefined),
+    rate: allowRate
+      ? fc.option(fc.record({ tokens: fc.integer({ min: 1, max: 3 }), perMs: fc.constantFrom(10, 25, 100) }), { freq: 4, nil: undefined })
+      : fc.constant(undefined),
   });
   return fc.array(one, { minLength: 2, maxLength: 5 }).map((specs) =>
     specs.map((s, i) =>
@@ -74,7 +82,10 @@ function arbTools(scopes: readonly Scope[], allowRate: boolean, allowAfter = tru
 const arbArg = (earlier: readonly string[]) =>
   earlier.length === 0
     ? fc.constantFrom(...VALUES)
-    : fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...VALUES) }, { weight: 1, arbitrary: fc.constantFrom(...earlier).map((id) => `\${${id}.output.v}`) });
+    : fc.oneof(
+        { weight: 4, arbitrary: fc.constantFrom(...VALUES) },
+        { weight: 1, arbitrary: fc.constantFrom(...earlier).map((id) => `\${${id}.output.v}`) },
+      );
 
 /**
  * Calls `${prefix}0…`; each may refer to the calls before it and to `outside` (earlier calls of the
@@ -82,35 +93,42 @@ const arbArg = (earlier: readonly string[]) =>
  */
 function arbCalls(nTools: number, prefix = 'c', outside: readonly string[] = []): fc.Arbitrary<CallInput[]> {
   return fc.integer({ min: 1, max: prefix === 'c' ? 9 : 4 }).chain((n) =>
-    fc.tuple(
-      ...Array.from({ length: n }, (_, i) => {
-        const earlier = [...outside, ...Array.from({ length: i }, (_, j) => `${prefix}${j}`)];
-        return fc.record({
-          tool: fc.integer({ min: 0, max: nTools - 1 }),
-          a: arbArg(earlier),
-          b: fc.constantFrom('p', 'q'),
-          ms: fc.integer({ min: 0, max: 20 }),
-          fail: fc.oneof({ weight: 6, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.constant(1) }, { weight: 1, arbitrary: fc.constant(2) }, { weight: 1, arbitrary: fc.constant('always') }),
-          retryable: fc.boolean(),
-          dep: earlier.length === 0 ? fc.constant(undefined) : fc.option(fc.constantFrom(...earlier), { freq: 3, nil: undefined }),
-          v: fc.constantFrom(...VALUES),
-        });
-      }),
-    ).map((specs) =>
-      specs.map((s, i) => ({
-        id: `${prefix}${i}`,
-        tool: `t${s.tool}`,
-        args: {
-          a: s.a,
-          b: s.b,
-          ms: s.ms,
-          fail: s.fail,
-          retryable: s.retryable,
-          out: { id: `${prefix}${i}`, v: s.v },
-          ...(s.dep !== undefined ? { dep: `\${${s.dep}.output.id}` } : {}),
-        },
-      })),
-    ),
+    fc
+      .tuple(
+        ...Array.from({ length: n }, (_, i) => {
+          const earlier = [...outside, ...Array.from({ length: i }, (_, j) => `${prefix}${j}`)];
+          return fc.record({
+            tool: fc.integer({ min: 0, max: nTools - 1 }),
+            a: arbArg(earlier),
+            b: fc.constantFrom('p', 'q'),
+            ms: fc.integer({ min: 0, max: 20 }),
+            fail: fc.oneof(
+              { weight: 6, arbitrary: fc.constant(0) },
+              { weight: 1, arbitrary: fc.constant(1) },
+              { weight: 1, arbitrary: fc.constant(2) },
+              { weight: 1, arbitrary: fc.constant('always') },
+            ),
+            retryable: fc.boolean(),
+            dep: earlier.length === 0 ? fc.constant(undefined) : fc.option(fc.constantFrom(...earlier), { freq: 3, nil: undefined }),
+            v: fc.constantFrom(...VALUES),
+          });
+        }),
+      )
+      .map((specs) =>
+        specs.map((s, i) => ({
+          id: `${prefix}${i}`,
+          tool: `t${s.tool}`,
+          args: {
+            a: s.a,
+            b: s.b,
+            ms: s.ms,
+            fail: s.fail,
+            retryable: s.retryable,
+            out: { id: `${prefix}${i}`, v: s.v },
+            ...(s.dep !== undefined ? { dep: `\${${s.dep}.output.id}` } : {}),
+          },
+        })),
+      ),
   );
 }
 
@@ -130,15 +148,27 @@ function arbScenario(opts: ScenarioOptions): fc.Arbitrary<Scenario> {
     fc
       .record({
         runs: fc.array(
-          fc.record({ tenant: fc.constantFrom('A', 'B'), at: fc.integer({ min: 0, max: 30 }), failure: fc.constantFrom(...opts.modes), calls: arbCalls(tools.length) }),
+          fc.record({
+            tenant: fc.constantFrom('A', 'B'),
+            at: fc.integer({ min: 0, max: 30 }),
+            failure: fc.constantFrom(...opts.modes),
+            calls: arbCalls(tools.length),
+          }),
           { minLength: 1, maxLength: 3 },
         ),
         global: fc.option(fc.integer({ min: 1, max: 4 }), { nil: undefined }),
         perRun: fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined }),
         tenantA: fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined }),
-        toolLimits: fc.array(fc.option(fc.integer({ min: 1, max: 2 }), { nil: undefined }), { minLength: tools.length, maxLength: tools.length }),
-        resource: fc.option(fc.record({ key: fc.constantFrom('k:x', 'k:y', 'k', 'j:*'), limit: fc.integer({ min: 1, max: 2 }) }), { nil: undefined }),
-        cancel: opts.cancel ? fc.option(fc.record({ run: fc.nat(), at: fc.integer({ min: 0, max: 60 }) }), { freq: 3, nil: undefined }) : fc.constant(undefined),
+        toolLimits: fc.array(fc.option(fc.integer({ min: 1, max: 2 }), { nil: undefined }), {
+          minLength: tools.length,
+          maxLength: tools.length,
+        }),
+        resource: fc.option(fc.record({ key: fc.constantFrom('k:x', 'k:y', 'k', 'j:*'), limit: fc.integer({ min: 1, max: 2 }) }), {
+          nil: undefined,
+        }),
+        cancel: opts.cancel
+          ? fc.option(fc.record({ run: fc.nat(), at: fc.integer({ min: 0, max: 60 }) }), { freq: 3, nil: undefined })
+          : fc.constant(undefined),
         replans: fc.tuple(
           ...Array.from({ length: opts.replans ?? 0 }, (_, k) =>
             arbCalls(tools.length, `n${k}_`, [
@@ -233,10 +263,14 @@ function violations(sc: Scenario, events: CoreEvent[]): string[] {
   const preds = new Map<string, string[]>();
   const conflictBefore = new Map<string, string[]>();
   const add = (m: Map<string, string[]>, k: string, v: string) => m.set(k, [...(m.get(k) ?? []), v]);
-  const conflicts = (p: Access, q: Access) => anyOverlap(p.writes, q.writes) || anyOverlap(p.writes, q.reads) || anyOverlap(p.reads, q.writes);
+  const conflicts = (p: Access, q: Access) =>
+    anyOverlap(p.writes, q.writes) || anyOverlap(p.writes, q.reads) || anyOverlap(p.reads, q.writes);
   for (const run of sc.runs) {
     const batches: CallInput[][] = events
-      .filter((e): e is EventOf<'run.created'> | EventOf<'run.replanned'> => e.runId === run.runId && (e.type === 'run.created' || e.type === 'run.replanned'))
+      .filter(
+        (e): e is EventOf<'run.created'> | EventOf<'run.replanned'> =>
+          e.runId === run.runId && (e.type === 'run.created' || e.type === 'run.replanned'),
+      )
       .map((e) => e.data.calls);
     // Batch k is planned with everything before it, as the scheduler does on a replan.
     let before: CallInput[] = [];
@@ -248,12 +282,17 @@ function violations(sc: Scenario, events: CoreEvent[]): string[] {
       const id = (i: number) => `${run.runId}/${(all[i] as CallInput).id}`;
       const at = new Map(all.map((c, i) => [c.id, i]));
       for (const p of plan.calls.slice(base)) {
-        if (p.manifest) info.set(id(p.index), { runId: run.runId, tenant: run.tenant, id: p.id, manifest: p.manifest, planAccess: p.access });
+        if (p.manifest)
+          info.set(id(p.index), { runId: run.runId, tenant: run.tenant, id: p.id, manifest: p.manifest, planAccess: p.access });
       }
       // (A replan's call can gain a policy edge *to* an earlier call, which ended long ago: not an order.)
-      for (const e of plan.edges) if (e.kind !== 'conflict' && (at.get(e.to) as number) >= base) add(preds, id(at.get(e.to) as number), id(at.get(e.from) as number));
+      for (const e of plan.edges)
+        if (e.kind !== 'conflict' && (at.get(e.to) as number) >= base) add(preds, id(at.get(e.to) as number), id(at.get(e.from) as number));
       const pos = new Map(plan.order.map((i, n) => [i, n]));
-      const fresh = plan.calls.slice(base).filter((c) => pos.has(c.index)).sort((a, b) => (pos.get(a.index) as number) - (pos.get(b.index) as number));
+      const fresh = plan.calls
+        .slice(base)
+        .filter((c) => pos.has(c.index))
+        .sort((a, b) => (pos.get(a.index) as number) - (pos.get(b.index) as number));
       for (let y = 0; y < fresh.length; y++) {
         const py = fresh[y] as (typeof fresh)[number];
         for (const o of placed) if (conflicts(o.access, py.access)) add(conflictBefore, id(py.index), o.id);
@@ -290,7 +329,8 @@ function violations(sc: Scenario, events: CoreEvent[]): string[] {
       // for a needs_replan run, a cancel: its waiting calls cancelled, then run.completed `cancelled`.
       const reason = e.type === 'call.cancelled' ? e.data.reason.code : undefined;
       const superseded = e.type === 'call.cancelled' && reason === 'superseded';
-      const cancelled = (e.type === 'call.cancelled' && reason === 'cancelled') || (e.type === 'run.completed' && e.data.status === 'cancelled');
+      const cancelled =
+        (e.type === 'call.cancelled' && reason === 'cancelled') || (e.type === 'run.completed' && e.data.status === 'cancelled');
       if (e.type === 'run.replanned') over.delete(e.runId);
       else if (cancelled && needsReplan.has(e.runId)) {
         if (e.type === 'run.completed') cancelledAfterReplan.set(e.runId, (cancelledAfterReplan.get(e.runId) ?? 0) + 1);
@@ -325,15 +365,21 @@ function violations(sc: Scenario, events: CoreEvent[]): string[] {
     if (e.data.attempt !== n0) bad.push(`${where}: attempt ${String(e.data.attempt)}, expected ${n0}`);
     if (n0 > 1 && e.at < (retryAt.get(k) ?? Infinity)) bad.push(`${where}: retried before its backoff`);
     for (const p of preds.get(k) ?? []) if (!succeededAt.has(p)) bad.push(`${where}: started before its predecessor ${p} succeeded`);
-    for (const p of conflictBefore.get(k) ?? []) if (!endedSet.has(p)) bad.push(`${where}: started before the earlier conflicting ${p} ended`);
+    for (const p of conflictBefore.get(k) ?? [])
+      if (!endedSet.has(p)) bad.push(`${where}: started before the earlier conflicting ${p} ended`);
     for (const [ok, o] of running) {
       if (o.info.runId === me.runId) {
         const [p, q] = [o.info.planAccess, me.planAccess];
-        if (anyOverlap(p.writes, q.writes) || anyOverlap(p.writes, q.reads) || anyOverlap(p.reads, q.writes)) bad.push(`${where}: overlaps conflicting ${ok}`);
+        if (anyOverlap(p.writes, q.writes) || anyOverlap(p.writes, q.reads) || anyOverlap(p.reads, q.writes))
+          bad.push(`${where}: overlaps conflicting ${ok}`);
       } else {
         const d = domainOf(me);
         if (d !== null && d === domainOf(o.info)) {
-          if (anyOverlap(access.writes, o.access.writes) || anyOverlap(access.writes, o.access.reads) || anyOverlap(access.reads, o.access.writes)) {
+          if (
+            anyOverlap(access.writes, o.access.writes) ||
+            anyOverlap(access.writes, o.access.reads) ||
+            anyOverlap(access.reads, o.access.writes)
+          ) {
             bad.push(`${where}: holds a lock against running ${ok}`);
           }
         }
@@ -360,15 +406,19 @@ function violations(sc: Scenario, events: CoreEvent[]): string[] {
     const mine = events.filter((e) => e.runId === run.runId);
     const compensated = mine.filter((e) => e.type === 'call.compensated').map((e) => e.callId as string);
     if (compensated.length > 0) {
-      const order = mine.filter((e) => e.type === 'run.created' || e.type === 'run.replanned').flatMap((e) => (e.data.calls as CallInput[]).map((c) => c.id));
+      const order = mine
+        .filter((e) => e.type === 'run.created' || e.type === 'run.replanned')
+        .flatMap((e) => (e.data.calls as CallInput[]).map((c) => c.id));
       const succeeded = mine.filter((e) => e.type === 'call.succeeded' && info.get(key(e))?.manifest.compensate);
       const expectedOrder = succeeded
         .sort((a, b) => b.at - a.at || order.indexOf(b.callId as string) - order.indexOf(a.callId as string))
         .map((e) => e.callId as string);
-      if (JSON.stringify(compensated) !== JSON.stringify(expectedOrder)) bad.push(`${run.runId}: compensated ${compensated.join(',')}, expected ${expectedOrder.join(',')}`);
+      if (JSON.stringify(compensated) !== JSON.stringify(expectedOrder))
+        bad.push(`${run.runId}: compensated ${compensated.join(',')}, expected ${expectedOrder.join(',')}`);
     }
     const expected = 1 + (replanned.get(run.runId) ?? 0) + (cancelledAfterReplan.get(run.runId) ?? 0);
-    if (completed.get(run.runId) !== expected) bad.push(`${run.runId}: ${completed.get(run.runId) ?? 0} run.completed events, expected ${expected}`);
+    if (completed.get(run.runId) !== expected)
+      bad.push(`${run.runId}: ${completed.get(run.runId) ?? 0} run.completed events, expected ${expected}`);
   }
   for (const k of info.keys()) {
     const s = status.get(k) ?? 'pending';
@@ -427,7 +477,12 @@ function idleReady(sc: Scenario, events: CoreEvent[]): string[] {
       if (s) status.set(k, s);
       if (e.type === 'call.started') {
         argsOf.set(k, e.data.args);
-        running.set(k, { runId: e.runId, tenant: tenantOf.get(e.runId) as string, tool: toolOf.get(k) as string, segs: segsOf(k, e.data.args) });
+        running.set(k, {
+          runId: e.runId,
+          tenant: tenantOf.get(e.runId) as string,
+          tool: toolOf.get(k) as string,
+          segs: segsOf(k, e.data.args),
+        });
       } else if (s === 'pending' || (s && TERMINAL_CALL_STATUSES.has(s))) running.delete(k);
     }
     const next = events[n + 1];
@@ -439,53 +494,83 @@ function idleReady(sc: Scenario, events: CoreEvent[]): string[] {
 // ---- properties ----------------------------------------------------------------------------------
 
 describe('scheduler properties over random batches', () => {
-  it('never breaks an ordering, a lock or a limit; every call ends; one run.completed per run; deterministic', () => {
-    const seen = { 'call.retry_scheduled': 0, 'call.compensated': 0, 'call.awaiting_review': 0, 'call.blocked': 0, parallelRuns: 0 };
-    fc.assert(
-      fc.property(arbScenario({ scopes: ['run', 'tenant', 'global'], rate: true, cancel: true, modes: ['partial', 'fail_fast', 'replan'] }), (sc) => {
-        const events = simulate(sc);
-        for (const t of ['call.retry_scheduled', 'call.compensated', 'call.awaiting_review', 'call.blocked'] as const) if (events.some((e) => e.type === t)) seen[t]++;
-        if (new Set(events.map((e) => e.runId)).size > 1 && concurrency(events).max > 1) seen.parallelRuns++;
-        expect(violations(sc, events)).toEqual([]);
-        expect(simulate(sc)).toEqual(events);
-      }),
-      { numRuns: RUNS },
-    );
-    // Not vacuous: retries, compensations, reviews, blocks and overlapping runs all happened.
-    for (const [what, n] of Object.entries(seen)) expect(n, what).toBeGreaterThan(0);
-  }, TIMEOUT);
+  it(
+    'never breaks an ordering, a lock or a limit; every call ends; one run.completed per run; deterministic',
+    () => {
+      const seen = { 'call.retry_scheduled': 0, 'call.compensated': 0, 'call.awaiting_review': 0, 'call.blocked': 0, parallelRuns: 0 };
+      fc.assert(
+        fc.property(
+          arbScenario({ scopes: ['run', 'tenant', 'global'], rate: true, cancel: true, modes: ['partial', 'fail_fast', 'replan'] }),
+          (sc) => {
+            const events = simulate(sc);
+            for (const t of ['call.retry_scheduled', 'call.compensated', 'call.awaiting_review', 'call.blocked'] as const)
+              if (events.some((e) => e.type === t)) seen[t]++;
+            if (new Set(events.map((e) => e.runId)).size > 1 && concurrency(events).max > 1) seen.parallelRuns++;
+            expect(violations(sc, events)).toEqual([]);
+            expect(simulate(sc)).toEqual(events);
+          },
+        ),
+        { numRuns: RUNS },
+      );
+      // Not vacuous: retries, compensations, reviews, blocks and overlapping runs all happened.
+      for (const [what, n] of Object.entries(seen)) expect(n, what).toBeGreaterThan(0);
+    },
+    TIMEOUT,
+  );
 
-  it('replans: appended calls keep every ordering, lock and limit; each needs_replan is followed by a run.completed', () => {
-    let replanned = 0;
-    fc.assert(
-      // With `after`: a replanned call may be a policy predecessor of an earlier call.
-      fc.property(arbScenario({ scopes: ['run', 'tenant', 'global'], rate: true, cancel: false, modes: ['replan'], replans: 2, after: true }), (sc) => {
-        const events = simulate(sc);
-        if (events.some((e) => e.type === 'run.replanned')) replanned++;
-        expect(violations(sc, events)).toEqual([]);
-        expect(simulate(sc)).toEqual(events);
-      }),
-      { numRuns: RUNS },
-    );
-    // Not vacuous: a fair share of the scenarios did replan.
-    expect(replanned).toBeGreaterThan(RUNS / 10);
-  }, TIMEOUT);
+  it(
+    'replans: appended calls keep every ordering, lock and limit; each needs_replan is followed by a run.completed',
+    () => {
+      let replanned = 0;
+      fc.assert(
+        // With `after`: a replanned call may be a policy predecessor of an earlier call.
+        fc.property(
+          arbScenario({ scopes: ['run', 'tenant', 'global'], rate: true, cancel: false, modes: ['replan'], replans: 2, after: true }),
+          (sc) => {
+            const events = simulate(sc);
+            if (events.some((e) => e.type === 'run.replanned')) replanned++;
+            expect(violations(sc, events)).toEqual([]);
+            expect(simulate(sc)).toEqual(events);
+          },
+        ),
+        { numRuns: RUNS },
+      );
+      // Not vacuous: a fair share of the scenarios did replan.
+      expect(replanned).toBeGreaterThan(RUNS / 10);
+    },
+    TIMEOUT,
+  );
 
-  it('is work-conserving: a ready call waits only for a full limit (no locks, no rates)', () => {
-    fc.assert(
-      fc.property(arbScenario({ scopes: ['run'], rate: false, cancel: false, modes: ['partial', 'replan'] }), (sc) => {
-        const events = simulate(sc);
-        expect(idleReady(sc, events)).toEqual([]);
-        expect(violations(sc, events)).toEqual([]);
-      }),
-      { numRuns: RUNS },
-    );
-  }, TIMEOUT);
+  it(
+    'is work-conserving: a ready call waits only for a full limit (no locks, no rates)',
+    () => {
+      fc.assert(
+        fc.property(arbScenario({ scopes: ['run'], rate: false, cancel: false, modes: ['partial', 'replan'] }), (sc) => {
+          const events = simulate(sc);
+          expect(idleReady(sc, events)).toEqual([]);
+          expect(violations(sc, events)).toEqual([]);
+        }),
+        { numRuns: RUNS },
+      );
+    },
+    TIMEOUT,
+  );
 
   it('the checkers can fail: a trace with two writers of one file at once is caught', () => {
     const sc: Scenario = {
       tools: [tool('w', { reads: [], writes: ['k:{a}'], scope: 'run' })],
-      runs: [{ runId: 'r0', tenant: 'A', at: 0, failure: 'partial', calls: [{ id: 'c0', tool: 'w', args: { a: 'x' } }, { id: 'c1', tool: 'w', args: { a: 'x' } }] }],
+      runs: [
+        {
+          runId: 'r0',
+          tenant: 'A',
+          at: 0,
+          failure: 'partial',
+          calls: [
+            { id: 'c0', tool: 'w', args: { a: 'x' } },
+            { id: 'c1', tool: 'w', args: { a: 'x' } },
+          ],
+        },
+      ],
       limits: { global: 1 },
     };
     const events = simulate(sc);

@@ -67,7 +67,10 @@ describe('review', () => {
     r.run();
     expect(decided(r.events)).toEqual([{ decision: 'edit', args: { name: 'm', ms: 3 } }]);
     expect(starts(r.events)).toEqual(['0 z', '20 x', '23 y']);
-    expect(r.events.find((e): e is EventOf<'call.started'> => e.type === 'call.started' && e.callId === 'x')?.data.args).toEqual({ name: 'm', ms: 3 });
+    expect(r.events.find((e): e is EventOf<'call.started'> => e.type === 'call.started' && e.callId === 'x')?.data.args).toEqual({
+      name: 'm',
+      ms: 3,
+    });
     expect(r.sim.starts.find((s) => s.start.callId === 'x')?.start.args).toEqual({ name: 'm', ms: 3 });
     expect(runStatus(r.events)).toBe('succeeded');
     expect(illegalMoves(r.events)).toEqual([]);
@@ -138,9 +141,7 @@ describe('cycles', () => {
     });
     r.run();
     const started = r.events.find((e) => e.type === 'run.started');
-    expect(started?.data.diagnostics).toEqual([
-      { code: 'cycle', message: expect.stringContaining('a → b → a'), callIds: ['a', 'b', 'a'] },
-    ]);
+    expect(started?.data.diagnostics).toEqual([{ code: 'cycle', message: expect.stringContaining('a → b → a'), callIds: ['a', 'b', 'a'] }]);
     expect(ends(r.events)).toEqual(['0 a blocked', '0 b blocked', '0 d blocked', '10 c ok']);
     const blocked = Object.fromEntries(r.events.filter((e) => e.type === 'call.blocked').map((e) => [e.callId, e.data.blockedBy]));
     expect(blocked.a).toMatchObject({ code: 'cycle' });

@@ -9,7 +9,10 @@ import { scenario, traceHash, traces } from '../helpers/stream-golden.js';
 import { PURE, concurrency, rig, starts, tool } from '../helpers/sched.js';
 
 type Waiting = EventOf<'call.waiting'>;
-const waits = (events: CoreEvent[]) => events.filter((e): e is Waiting => e.type === 'call.waiting').map((e) => ({ at: e.at, run: e.runId, call: e.callId, waitingFor: e.data.waitingFor }));
+const waits = (events: CoreEvent[]) =>
+  events
+    .filter((e): e is Waiting => e.type === 'call.waiting')
+    .map((e) => ({ at: e.at, run: e.runId, call: e.callId, waitingFor: e.data.waitingFor }));
 
 const TOOLS = [
   tool('run_tests', { reads: ['file:*'], writes: [] }),
@@ -26,14 +29,33 @@ describe('call.waiting', () => {
     r.submit(900, { runId: 'B', tenant: 'acme', calls: [{ id: 'write', tool: 'write_file', args: { path: '/repo/a.ts', ms: 5 } }] });
     r.run();
     expect(waits(r.events)).toEqual([
-      { at: 900, run: 'B', call: 'write', waitingFor: [{ kind: 'lock', key: 'file:*', domain: 'tenant:acme', holders: [{ runId: 'A', callId: 'tests', tenant: 'acme', since: 0 }] }] },
+      {
+        at: 900,
+        run: 'B',
+        call: 'write',
+        waitingFor: [
+          { kind: 'lock', key: 'file:*', domain: 'tenant:acme', holders: [{ runId: 'A', callId: 'tests', tenant: 'acme', since: 0 }] },
+        ],
+      },
     ]);
     expect(starts(r.events)).toEqual(['0 A/tests', '4000 B/write']);
     // The run's view: waiting while A holds the lock, and not once the call started.
     const b = r.events.filter((e) => e.runId === 'B');
-    const during = RunProjection.of(b.slice(0, b.findIndex((e) => e.type === 'call.started'))).call('write');
+    const during = RunProjection.of(
+      b.slice(
+        0,
+        b.findIndex((e) => e.type === 'call.started'),
+      ),
+    ).call('write');
     expect(during?.status).toBe('ready');
-    expect(during?.waitingFor).toEqual([{ kind: 'lock', key: 'file:*', domain: 'tenant:acme', holders: [{ runId: 'A', callId: 'tests', tenant: 'acme', since: '1970-01-01T00:00:00.000Z' }] }]);
+    expect(during?.waitingFor).toEqual([
+      {
+        kind: 'lock',
+        key: 'file:*',
+        domain: 'tenant:acme',
+        holders: [{ runId: 'A', callId: 'tests', tenant: 'acme', since: '1970-01-01T00:00:00.000Z' }],
+      },
+    ]);
     const after = RunProjection.of(b).call('write');
     expect(after?.status).toBe('succeeded');
     expect(after).not.toHaveProperty('waitingFor');
@@ -45,10 +67,25 @@ describe('call.waiting', () => {
     r.run();
     const holder = (callId: string, since: number) => ({ runId: 'r1', callId, tenant: 'acme', since });
     expect(waits(r.events)).toEqual([
-      { at: 0, run: 'r1', call: 'b3', waitingFor: [{ kind: 'tool', key: 'build', limit: 2, inUse: 2, holders: [holder('b1', 0), holder('b2', 0)] }] },
-      { at: 0, run: 'r1', call: 'b4', waitingFor: [{ kind: 'tool', key: 'build', limit: 2, inUse: 2, holders: [holder('b1', 0), holder('b2', 0)] }] },
+      {
+        at: 0,
+        run: 'r1',
+        call: 'b3',
+        waitingFor: [{ kind: 'tool', key: 'build', limit: 2, inUse: 2, holders: [holder('b1', 0), holder('b2', 0)] }],
+      },
+      {
+        at: 0,
+        run: 'r1',
+        call: 'b4',
+        waitingFor: [{ kind: 'tool', key: 'build', limit: 2, inUse: 2, holders: [holder('b1', 0), holder('b2', 0)] }],
+      },
       // b1 ends at 10 and b3 takes its place: b4 now waits for b2 and b3.
-      { at: 10, run: 'r1', call: 'b4', waitingFor: [{ kind: 'tool', key: 'build', limit: 2, inUse: 2, holders: [holder('b2', 0), holder('b3', 10)] }] },
+      {
+        at: 10,
+        run: 'r1',
+        call: 'b4',
+        waitingFor: [{ kind: 'tool', key: 'build', limit: 2, inUse: 2, holders: [holder('b2', 0), holder('b3', 10)] }],
+      },
     ]);
     expect(starts(r.events)).toEqual(['0 b1', '0 b2', '10 b3', '20 b4']);
     expect(concurrency(r.events).max).toBe(2);
@@ -56,19 +93,42 @@ describe('call.waiting', () => {
 
   it('a rate wait gives retryAt: when the bucket has a token again', () => {
     const r = rig({ tools: TOOLS, explainWaits: true });
-    r.submit(1000, { calls: [{ id: 'd1', tool: 'deploy', args: { ms: 5 } }, { id: 'd2', tool: 'deploy', args: { ms: 5 } }] });
+    r.submit(1000, {
+      calls: [
+        { id: 'd1', tool: 'deploy', args: { ms: 5 } },
+        { id: 'd2', tool: 'deploy', args: { ms: 5 } },
+      ],
+    });
     r.run();
-    expect(waits(r.events)).toEqual([{ at: 1000, run: 'r1', call: 'd2', waitingFor: [{ kind: 'rate', key: 'tool:deploy', limit: 1, perMs: 60_000, retryAt: 61_000, holders: [] }] }]);
+    expect(waits(r.events)).toEqual([
+      {
+        at: 1000,
+        run: 'r1',
+        call: 'd2',
+        waitingFor: [{ kind: 'rate', key: 'tool:deploy', limit: 1, perMs: 60_000, retryAt: 61_000, holders: [] }],
+      },
+    ]);
     expect(starts(r.events)).toEqual(['1000 d1', '61000 d2']);
   });
 
   it('names the first limit in dispatch order, and what it waits for next when that one has room', () => {
     // perRun 1 refuses b2 first; when b1 ends, the tool limit (held by another run) is what is left.
     const r = rig({ tools: TOOLS, limits: { perRun: 1, tool: { build: 1 } }, explainWaits: true });
-    r.submit(0, { runId: 'r1', calls: [{ id: 'b1', tool: 'pure', args: { ms: 10 } }, { id: 'b2', tool: 'build', args: { ms: 10 } }] });
+    r.submit(0, {
+      runId: 'r1',
+      calls: [
+        { id: 'b1', tool: 'pure', args: { ms: 10 } },
+        { id: 'b2', tool: 'build', args: { ms: 10 } },
+      ],
+    });
     r.submit(0, { runId: 'r2', calls: [{ id: 'x', tool: 'build', args: { ms: 30 } }] });
     r.run();
-    expect(waits(r.events).map((w) => `${w.at} ${w.run}/${w.call} ${w.waitingFor.map((f) => `${f.kind}:${f.key} ${f.inUse}/${f.limit} by ${f.holders.map((h) => `${h.runId}/${h.callId}`)}`)}`)).toEqual([
+    expect(
+      waits(r.events).map(
+        (w) =>
+          `${w.at} ${w.run}/${w.call} ${w.waitingFor.map((f) => `${f.kind}:${f.key} ${f.inUse}/${f.limit} by ${f.holders.map((h) => `${h.runId}/${h.callId}`)}`)}`,
+      ),
+    ).toEqual([
       // The per-run limit names no holders: they are the run's own running calls.
       '0 r1/b2 perRun:r1 1/1 by ',
       '10 r1/b2 tool:build 1/1 by r2/x',
@@ -81,7 +141,14 @@ describe('call.waiting', () => {
     r.submit(0, { runId: 'A', calls: [{ id: 'tests', tool: 'run_tests', args: { ms: 50 } }] });
     r.submit(1, { runId: 'B', calls: [{ id: 'p', tool: 'pure', args: { ms: 5 } }] });
     r.run();
-    expect(waits(r.events)).toEqual([{ at: 1, run: 'B', call: 'p', waitingFor: [{ kind: 'global', limit: 1, inUse: 1, holders: [{ runId: 'A', callId: 'tests', tenant: 'acme', since: 0 }] }] }]);
+    expect(waits(r.events)).toEqual([
+      {
+        at: 1,
+        run: 'B',
+        call: 'p',
+        waitingFor: [{ kind: 'global', limit: 1, inUse: 1, holders: [{ runId: 'A', callId: 'tests', tenant: 'acme', since: 0 }] }],
+      },
+    ]);
 
     const q = rig({ tools: TOOLS, explainWaits: true });
     q.submit(0, { runId: 'A', calls: [{ id: 'w', tool: 'write_file', args: { path: '/x', ms: 50 } }] });
@@ -99,8 +166,20 @@ describe('call.waiting', () => {
 
   it('limitsInUse: every limit and lock in use, with holders, waiters and the longest wait', () => {
     const r = rig({ tools: TOOLS, limits: { tool: { build: 1 } }, explainWaits: true });
-    r.submit(0, { runId: 'A', calls: [{ id: 'tests', tool: 'run_tests', args: { ms: 100 } }, { id: 'b', tool: 'build', args: { ms: 100 } }] });
-    r.submit(10, { runId: 'B', calls: [{ id: 'write', tool: 'write_file', args: { path: '/a', ms: 1 } }, { id: 'b', tool: 'build', args: { ms: 1 } }] });
+    r.submit(0, {
+      runId: 'A',
+      calls: [
+        { id: 'tests', tool: 'run_tests', args: { ms: 100 } },
+        { id: 'b', tool: 'build', args: { ms: 100 } },
+      ],
+    });
+    r.submit(10, {
+      runId: 'B',
+      calls: [
+        { id: 'write', tool: 'write_file', args: { path: '/a', ms: 1 } },
+        { id: 'b', tool: 'build', args: { ms: 1 } },
+      ],
+    });
     let seen: unknown;
     r.sim.at(40, () => {
       seen = r.scheduler.limitsInUse(40);

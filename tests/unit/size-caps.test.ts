@@ -97,7 +97,10 @@ describe('resolving under limits.maxArgsBytes', () => {
   it('any args resolve to exactly the same value with a cap they fit, and fail with one byte less', () => {
     fc.assert(
       fc.property(
-        fc.dictionary(fc.string({ maxLength: 4 }), fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.constantFrom('${a.output}', 'p${a.output}q${a.output}', '$${x}'))),
+        fc.dictionary(
+          fc.string({ maxLength: 4 }),
+          fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.constantFrom('${a.output}', 'p${a.output}q${a.output}', '$${x}')),
+        ),
         fc.jsonValue({ maxDepth: 2 }),
         (args, out) => {
           const lookup = () => ({ value: out });

@@ -11,27 +11,53 @@ import type { Step } from '../../src/store/batch.js';
 import { encodeSteps, writesOf } from '../../src/store/sqlite.js';
 import { decodeWrites, encodeValue, encodeWrites } from '../../src/store/writes-codec.mjs';
 
-const text = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.constantFrom('', '"', '\\', ':', ';', 's3:abc', 'w1;', '12:', '\u2028', '\ud800', 'a"b\\c\n\td'));
+const text = fc.oneof(
+  fc.string(),
+  fc.string({ unit: 'binary' }),
+  fc.constantFrom('', '"', '\\', ':', ';', 's3:abc', 'w1;', '12:', '\u2028', '\ud800', 'a"b\\c\n\td'),
+);
 const int = fc.oneof(fc.integer(), fc.constantFrom(0, -0, Number.MAX_SAFE_INTEGER, 1_780_000_000_000));
 const num = fc.oneof(int, fc.double({ noNaN: true, noDefaultInfinity: true }));
 const json = fc.json();
 
 const step: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 6, arbitrary: fc.record({ run_id: text, seq: int, type: text, call_id: fc.option(text, { nil: null }), at: num, data: json }).map((event): Step => ({ kind: 'event', event })) },
+  {
+    weight: 6,
+    arbitrary: fc
+      .record({ run_id: text, seq: int, type: text, call_id: fc.option(text, { nil: null }), at: num, data: json })
+      .map((event): Step => ({ kind: 'event', event })),
+  },
   {
     weight: 1,
     arbitrary: fc
-      .record({ id: text, tenant: text, failure: text, tags: json, created_at: num, call_count: int, idempotency_key: fc.option(text, { nil: null }), pairs: fc.array(fc.tuple(text, text), { maxLength: 3 }) })
+      .record({
+        id: text,
+        tenant: text,
+        failure: text,
+        tags: json,
+        created_at: num,
+        call_count: int,
+        idempotency_key: fc.option(text, { nil: null }),
+        pairs: fc.array(fc.tuple(text, text), { maxLength: 3 }),
+      })
       .map(({ pairs, ...r }): Step => ({ kind: 'createRun', run: { ...r, status: 'running', ended_at: null }, tags: pairs })),
   },
-  { weight: 1, arbitrary: fc.record({ runId: text, endedAt: fc.option(num, { nil: null }), addCalls: int }).map((r): Step => ({ kind: 'setStatus', status: 'succeeded', ...r })) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .record({ runId: text, endedAt: fc.option(num, { nil: null }), addCalls: int })
+      .map((r): Step => ({ kind: 'setStatus', status: 'succeeded', ...r })),
+  },
   {
     weight: 1,
     arbitrary: fc
       .record({ id: text, run_id: text, call_id: text, tenant: text, tool: text, args: json, reason: text, created_at: num })
       .map((r): Step => ({ kind: 'openReview', review: { ...r, status: 'pending', decision: null, decided_at: null } })),
   },
-  { weight: 1, arbitrary: fc.record({ runId: text, callId: text, decision: text, at: num }).map((r): Step => ({ kind: 'closeReview', ...r })) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ runId: text, callId: text, decision: text, at: num }).map((r): Step => ({ kind: 'closeReview', ...r })),
+  },
 );
 
 /** What the thread must bind: the writes as JSON would carry them (-0 is 0). */
@@ -53,7 +79,9 @@ describe('the writes codec', () => {
   it('has no text for no writes; null, undefined and numbers that are not finite are null, as in JSON', () => {
     expect(encodeSteps([])).toBe('');
     expect(decodeWrites('')).toEqual([]);
-    expect(decodeWrites(encodeWrites([['x', [null, undefined, Number.NaN, Infinity, -0, 1.5e300, 's3:']]]))).toEqual([['x', [null, null, null, null, 0, 1.5e300, 's3:']]]);
+    expect(decodeWrites(encodeWrites([['x', [null, undefined, Number.NaN, Infinity, -0, 1.5e300, 's3:']]]))).toEqual([
+      ['x', [null, null, null, null, 0, 1.5e300, 's3:']],
+    ]);
   });
 
   it('refuses a param it cannot carry, and text of another form', () => {
@@ -61,7 +89,18 @@ describe('the writes codec', () => {
     expect(() => encodeValue({})).toThrow(/string, a number or null/);
     const good = encodeWrites([['insertEvent', ['r1', 1, 'run.created', null, 5, '{}']]]);
     expect(decodeWrites(good)).toEqual([['insertEvent', ['r1', 1, 'run.created', null, 5, '{}']]]);
-    for (const bad of [good.slice(0, -1), `${good}w`, `x${good}`, 'w1;s1:xq', 'w1;s1:xdabc;', 'w1;s1:xd;', 'w1;s1:xd 1;', 'w1;s9:x', 'w-1;s1:x', 'w1;d1;']) {
+    for (const bad of [
+      good.slice(0, -1),
+      `${good}w`,
+      `x${good}`,
+      'w1;s1:xq',
+      'w1;s1:xdabc;',
+      'w1;s1:xd;',
+      'w1;s1:xd 1;',
+      'w1;s9:x',
+      'w-1;s1:x',
+      'w1;d1;',
+    ]) {
       expect(() => decodeWrites(bad), bad).toThrow(/bad writes text/);
     }
   });

@@ -45,7 +45,8 @@ describe('streaming one call per append', () => {
   it('does not look at calls that wait for the seal when later calls settle', () => {
     const p = planner();
     // 500 calls that only the seal settles: by tool name, or with an `after` policy.
-    for (let i = 0; i < 500; i++) p.add([i % 2 ? { id: `g${i}`, tool: 'gate', args: {} } : { id: `s${i}`, tool: 'sum', args: { of: '${read.output}' } }]);
+    for (let i = 0; i < 500; i++)
+      p.add([i % 2 ? { id: `g${i}`, tool: 'gate', args: {} } : { id: `s${i}`, tool: 'sum', args: { of: '${read.output}' } }]);
     const before = { ...p.work };
     for (const c of mix(1000)) p.add([c]);
     expect(p.work.calls - before.calls).toBe(1000);
@@ -88,7 +89,8 @@ describe('streaming one call per append', () => {
   it('the scheduler plans an appended call once, and the run once at the seal', () => {
     const s = new Scheduler({ catalog, policy: { rules: [] }, limits: limits({ maxCallsPerRun: 100_000 }), defaults: DEFAULTS });
     s.submit(0, { runId: 'r', tenant: 'acme', calls: [], open: true });
-    const stream = (s as unknown as { state: { runs: Map<string, { stream: StreamPlanner }> } }).state.runs.get('r')?.stream as StreamPlanner;
+    const stream = (s as unknown as { state: { runs: Map<string, { stream: StreamPlanner }> } }).state.runs.get('r')
+      ?.stream as StreamPlanner;
     const n = 1000;
     for (const c of mix(n)) s.append(0, 'r', [c]);
     expect(stream.work).toMatchObject({ plans: 0, calls: n });

@@ -59,10 +59,16 @@ function arbTools(withAfter: boolean): fc.Arbitrary<ToolManifest[]> {
   const one = fc.record({
     effects: fc.oneof(
       { weight: 1, arbitrary: fc.constant(undefined) },
-      { weight: 6, arbitrary: fc.record({ reads: fc.subarray(TEMPLATES, { maxLength: 2 }), writes: fc.subarray(TEMPLATES, { maxLength: 2 }) }) },
+      {
+        weight: 6,
+        arbitrary: fc.record({ reads: fc.subarray(TEMPLATES, { maxLength: 2 }), writes: fc.subarray(TEMPLATES, { maxLength: 2 }) }),
+      },
     ),
     idempotent: fc.boolean(),
-    retry: fc.option(fc.record({ attempts: fc.integer({ min: 1, max: 3 }), backoffMs: fc.integer({ min: 1, max: 40 }), maxBackoffMs: fc.constant(60) }), { freq: 2 }),
+    retry: fc.option(
+      fc.record({ attempts: fc.integer({ min: 1, max: 3 }), backoffMs: fc.integer({ min: 1, max: 40 }), maxBackoffMs: fc.constant(60) }),
+      { freq: 2 },
+    ),
     after: withAfter ? fc.option(fc.integer({ min: 0, max: 4 }), { freq: 3, nil: undefined }) : fc.constant(undefined),
   });
   return fc.array(one, { minLength: 2, maxLength: 5 }).map((specs) =>
@@ -88,37 +94,48 @@ function targetsFor(i: number, n: number, nTools: number, forward: boolean): str
 
 function arbCall(i: number, n: number, nTools: number, forward: boolean) {
   const targets = targetsFor(i, n, nTools, forward);
-  const ref = (field: string) => (targets.length === 0 ? fc.constant(undefined) : fc.constantFrom(...targets).map((t) => `\${${t}.output.${field}}`));
-  return fc.record({
-    tool: fc.oneof({ weight: 12, arbitrary: fc.integer({ min: 0, max: nTools - 1 }) }, { weight: 1, arbitrary: fc.constant(-1) }),
-    a: targets.length === 0 ? fc.constantFrom(...VALUES) : fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...VALUES) }, { weight: 2, arbitrary: ref('v') as fc.Arbitrary<string> }),
-    b: fc.constantFrom('p', 'q'),
-    dep: fc.option(ref('id'), { freq: 3, nil: undefined }),
-    ghost: fc.integer({ min: 0, max: 14 }).map((k) => k === 0),
-    invalid: fc.integer({ min: 0, max: 19 }).map((k) => k === 0),
-    ms: fc.integer({ min: 0, max: 30 }),
-    fail: fc.oneof({ weight: 6, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.constant(1) }, { weight: 1, arbitrary: fc.constant(2) }, { weight: 1, arbitrary: fc.constant('always') }),
-    retryable: fc.boolean(),
-    v: fc.constantFrom(...VALUES),
-  }).map((s): CallInput => {
-    const id = `c${i}`;
-    const tool = s.tool < 0 ? 'nope' : `t${s.tool}`;
-    if (s.invalid) return { id, tool, args: {}, invalid: 'arguments are not valid JSON' };
-    return {
-      id,
-      tool,
-      args: {
-        a: s.a,
-        b: s.b,
-        ms: s.ms,
-        fail: s.fail,
-        retryable: s.retryable,
-        v: s.v,
-        ...(s.dep !== undefined ? { dep: s.dep } : {}),
-        ...(s.ghost ? { g: '${ghost.output}' } : {}),
-      },
-    };
-  });
+  const ref = (field: string) =>
+    targets.length === 0 ? fc.constant(undefined) : fc.constantFrom(...targets).map((t) => `\${${t}.output.${field}}`);
+  return fc
+    .record({
+      tool: fc.oneof({ weight: 12, arbitrary: fc.integer({ min: 0, max: nTools - 1 }) }, { weight: 1, arbitrary: fc.constant(-1) }),
+      a:
+        targets.length === 0
+          ? fc.constantFrom(...VALUES)
+          : fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...VALUES) }, { weight: 2, arbitrary: ref('v') as fc.Arbitrary<string> }),
+      b: fc.constantFrom('p', 'q'),
+      dep: fc.option(ref('id'), { freq: 3, nil: undefined }),
+      ghost: fc.integer({ min: 0, max: 14 }).map((k) => k === 0),
+      invalid: fc.integer({ min: 0, max: 19 }).map((k) => k === 0),
+      ms: fc.integer({ min: 0, max: 30 }),
+      fail: fc.oneof(
+        { weight: 6, arbitrary: fc.constant(0) },
+        { weight: 1, arbitrary: fc.constant(1) },
+        { weight: 1, arbitrary: fc.constant(2) },
+        { weight: 1, arbitrary: fc.constant('always') },
+      ),
+      retryable: fc.boolean(),
+      v: fc.constantFrom(...VALUES),
+    })
+    .map((s): CallInput => {
+      const id = `c${i}`;
+      const tool = s.tool < 0 ? 'nope' : `t${s.tool}`;
+      if (s.invalid) return { id, tool, args: {}, invalid: 'arguments are not valid JSON' };
+      return {
+        id,
+        tool,
+        args: {
+          a: s.a,
+          b: s.b,
+          ms: s.ms,
+          fail: s.fail,
+          retryable: s.retryable,
+          v: s.v,
+          ...(s.dep !== undefined ? { dep: s.dep } : {}),
+          ...(s.ghost ? { g: '${ghost.output}' } : {}),
+        },
+      };
+    });
 }
 
 function arbScenario(forward: boolean): fc.Arbitrary<Scenario> {
@@ -127,13 +144,19 @@ function arbScenario(forward: boolean): fc.Arbitrary<Scenario> {
       fc
         .record({
           calls: fc.tuple(...Array.from({ length: n }, (_, i) => arbCall(i, n, tools.length, forward))),
-          gaps: fc.array(fc.oneof({ weight: 2, arbitrary: fc.constant(0) }, { weight: 3, arbitrary: fc.integer({ min: 1, max: 40 }) }), { minLength: n, maxLength: n }),
+          gaps: fc.array(fc.oneof({ weight: 2, arbitrary: fc.constant(0) }, { weight: 3, arbitrary: fc.integer({ min: 1, max: 40 }) }), {
+            minLength: n,
+            maxLength: n,
+          }),
           split: fc.array(fc.boolean(), { minLength: n, maxLength: n }),
           sealAfter: fc.integer({ min: 0, max: 50 }),
           failure: fc.constantFrom<FailureMode>('partial', 'replan'),
           global: fc.option(fc.integer({ min: 1, max: 4 }), { nil: undefined }),
           perRun: fc.option(fc.integer({ min: 1, max: 3 }), { nil: undefined }),
-          toolLimits: fc.array(fc.option(fc.integer({ min: 1, max: 2 }), { nil: undefined }), { minLength: tools.length, maxLength: tools.length }),
+          toolLimits: fc.array(fc.option(fc.integer({ min: 1, max: 2 }), { nil: undefined }), {
+            minLength: tools.length,
+            maxLength: tools.length,
+          }),
         })
         .map((g): Scenario => {
           const arrivals: number[] = [];
@@ -165,14 +188,26 @@ function attempt(s: StartAttempt): SimulatedAttempt {
   const ms = typeof a.ms === 'number' ? a.ms : 10;
   const fail = a.fail === 'always' || (typeof a.fail === 'number' && s.attempt <= a.fail);
   if (fail) {
-    return { durationMs: ms, result: { ok: false, error: callError('tool_error', `${s.callId} attempt ${s.attempt} failed`), ...(a.retryable === true ? { retryable: true } : {}) } };
+    return {
+      durationMs: ms,
+      result: {
+        ok: false,
+        error: callError('tool_error', `${s.callId} attempt ${s.attempt} failed`),
+        ...(a.retryable === true ? { retryable: true } : {}),
+      },
+    };
   }
   // The output carries what the references resolved to, so equal outputs mean equal data flow.
   return { durationMs: ms, result: { ok: true, output: { id: s.callId, v: a.v, a: a.a, attempt: s.attempt } } };
 }
 
 function scheduler(sc: Scenario): Scheduler {
-  return new Scheduler({ catalog: catalogOf(sc.tools), policy: { rules: [] }, limits: fullLimits(sc.limits), defaults: { ...DEFAULTS, openRunTimeoutMs: 1_000_000 } });
+  return new Scheduler({
+    catalog: catalogOf(sc.tools),
+    policy: { rules: [] },
+    limits: fullLimits(sc.limits),
+    defaults: { ...DEFAULTS, openRunTimeoutMs: 1_000_000 },
+  });
 }
 
 function runBatch(sc: Scenario): CoreEvent[] {
@@ -208,7 +243,13 @@ function outcome(events: CoreEvent[]) {
   const v = RunProjection.of(events).view;
   return {
     status: v.status,
-    calls: v.calls.map((c) => ({ id: c.id, status: c.status, attempts: c.attempts, output: c.output, code: (c.error ?? c.blockedBy)?.code ?? null })),
+    calls: v.calls.map((c) => ({
+      id: c.id,
+      status: c.status,
+      attempts: c.attempts,
+      output: c.output,
+      code: (c.error ?? c.blockedBy)?.code ?? null,
+    })),
   };
 }
 
@@ -221,7 +262,8 @@ function graph(events: CoreEvent[]): string[] {
 
 // ---- the checks on a streamed trace ----------------------------------------------------------------
 
-const conflicting = (p: Access, q: Access) => anyOverlap(p.writes, q.writes) || anyOverlap(p.writes, q.reads) || anyOverlap(p.reads, q.writes);
+const conflicting = (p: Access, q: Access) =>
+  anyOverlap(p.writes, q.writes) || anyOverlap(p.writes, q.reads) || anyOverlap(p.reads, q.writes);
 
 /** Every violation of the streaming invariants found in the trace (empty when there is none). */
 function violations(sc: Scenario, events: CoreEvent[]): string[] {
@@ -244,7 +286,8 @@ function violations(sc: Scenario, events: CoreEvent[]): string[] {
       if (sealedAt < 0) bad.push(`${where}: the run completed before its seal`);
     }
     if (e.type === 'run.started' || e.type === 'run.calls_added' || e.type === 'run.sealed') {
-      for (const x of e.data.edges as Edge[]) if (started.has(x.to)) bad.push(`${where}: ${x.to} gained the predecessor ${x.from} (${x.kind}) after it started`);
+      for (const x of e.data.edges as Edge[])
+        if (started.has(x.to)) bad.push(`${where}: ${x.to} gained the predecessor ${x.from} (${x.kind}) after it started`);
     }
     if (e.callId === undefined) return;
     const s = statusAfter(e);
@@ -259,7 +302,8 @@ function violations(sc: Scenario, events: CoreEvent[]): string[] {
   });
   if (completed !== 1) bad.push(`run.completed ${completed} times`);
   const view = RunProjection.of(events).view;
-  for (const c of view.calls) if (!['succeeded', 'failed', 'blocked', 'cancelled'].includes(c.status)) bad.push(`${c.id} ended ${c.status}`);
+  for (const c of view.calls)
+    if (!['succeeded', 'failed', 'blocked', 'cancelled'].includes(c.status)) bad.push(`${c.id} ended ${c.status}`);
   return bad;
 }
 
@@ -306,7 +350,72 @@ describe('a streamed run against the same batch submitted at once', () => {
     // c0 fails at plan time; c5 (refers to c0) and c7 refer to each other; c4 refers to c1 (after the
     // self-cycle c8, through a tool name) and c5. A batch blocks c5, c7 and c4 through c0's failure
     // first; the stream once named c7 as c5's way to c0, so c4 was blocked through c8 instead.
-    const sc = {"tools": [{"name": "t0", "scope": "tenant", "risk": "write", "idempotent": false, "timeoutMs": 60000, "after": [], "requires": [], "executor": {"kind": "builtin", "name": "echo"}, "reads": [], "writes": ["k:y"]}, {"name": "t1", "scope": "tenant", "risk": "write", "idempotent": true, "timeoutMs": 60000, "after": [], "requires": [], "executor": {"kind": "builtin", "name": "echo"}, "reads": ["k:*"], "writes": ["k:{a}:{b}", "k:x"]}, {"name": "t2", "scope": "tenant", "risk": "write", "idempotent": false, "timeoutMs": 60000, "after": [], "requires": [], "executor": {"kind": "builtin", "name": "echo"}}], "calls": [{"id": "c0", "tool": "t0", "args": {}, "invalid": "arguments are not valid JSON"}, {"id": "c1", "tool": "t0", "args": {"a": "${t2.output.v}", "b": "p", "ms": 0, "fail": 0, "retryable": false, "v": "x"}}, {"id": "c2", "tool": "t0", "args": {}, "invalid": "arguments are not valid JSON"}, {"id": "c3", "tool": "t0", "args": {}, "invalid": "arguments are not valid JSON"}, {"id": "c4", "tool": "t0", "args": {"a": "${c1.output.v}", "b": "p", "ms": 0, "fail": 1, "retryable": false, "v": "x", "dep": "${c5.output.id}", "g": "${ghost.output}"}}, {"id": "c5", "tool": "nope", "args": {"a": "${c7.output.v}", "b": "p", "ms": 0, "fail": 0, "retryable": false, "v": "x", "dep": "${c0.output.id}", "g": "${ghost.output}"}}, {"id": "c6", "tool": "t0", "args": {}, "invalid": "arguments are not valid JSON"}, {"id": "c7", "tool": "t0", "args": {"a": "${t1.output.v}", "b": "p", "ms": 0, "fail": 0, "retryable": false, "v": "x", "dep": "${c5.output.id}", "g": "${ghost.output}"}}, {"id": "c8", "tool": "t2", "args": {"a": "${c0.output.v}", "b": "p", "ms": 0, "fail": 0, "retryable": false, "v": "x", "dep": "${c8.output.id}"}}], "arrivals": [0, 0, 1, 1, 2, 3, 4, 4, 5], "split": [false, false, false, false, false, false, false, false, false], "sealAt": 5, "failure": "partial", "limits": {"tool": {}}} as Scenario;
+    const sc = {
+      tools: [
+        {
+          name: 't0',
+          scope: 'tenant',
+          risk: 'write',
+          idempotent: false,
+          timeoutMs: 60000,
+          after: [],
+          requires: [],
+          executor: { kind: 'builtin', name: 'echo' },
+          reads: [],
+          writes: ['k:y'],
+        },
+        {
+          name: 't1',
+          scope: 'tenant',
+          risk: 'write',
+          idempotent: true,
+          timeoutMs: 60000,
+          after: [],
+          requires: [],
+          executor: { kind: 'builtin', name: 'echo' },
+          reads: ['k:*'],
+          writes: ['k:{a}:{b}', 'k:x'],
+        },
+        {
+          name: 't2',
+          scope: 'tenant',
+          risk: 'write',
+          idempotent: false,
+          timeoutMs: 60000,
+          after: [],
+          requires: [],
+          executor: { kind: 'builtin', name: 'echo' },
+        },
+      ],
+      calls: [
+        { id: 'c0', tool: 't0', args: {}, invalid: 'arguments are not valid JSON' },
+        { id: 'c1', tool: 't0', args: { a: '${t2.output.v}', b: 'p', ms: 0, fail: 0, retryable: false, v: 'x' } },
+        { id: 'c2', tool: 't0', args: {}, invalid: 'arguments are not valid JSON' },
+        { id: 'c3', tool: 't0', args: {}, invalid: 'arguments are not valid JSON' },
+        {
+          id: 'c4',
+          tool: 't0',
+          args: { a: '${c1.output.v}', b: 'p', ms: 0, fail: 1, retryable: false, v: 'x', dep: '${c5.output.id}', g: '${ghost.output}' },
+        },
+        {
+          id: 'c5',
+          tool: 'nope',
+          args: { a: '${c7.output.v}', b: 'p', ms: 0, fail: 0, retryable: false, v: 'x', dep: '${c0.output.id}', g: '${ghost.output}' },
+        },
+        { id: 'c6', tool: 't0', args: {}, invalid: 'arguments are not valid JSON' },
+        {
+          id: 'c7',
+          tool: 't0',
+          args: { a: '${t1.output.v}', b: 'p', ms: 0, fail: 0, retryable: false, v: 'x', dep: '${c5.output.id}', g: '${ghost.output}' },
+        },
+        { id: 'c8', tool: 't2', args: { a: '${c0.output.v}', b: 'p', ms: 0, fail: 0, retryable: false, v: 'x', dep: '${c8.output.id}' } },
+      ],
+      arrivals: [0, 0, 1, 1, 2, 3, 4, 4, 5],
+      split: [false, false, false, false, false, false, false, false, false],
+      sealAt: 5,
+      failure: 'partial',
+      limits: { tool: {} },
+    } as Scenario;
     const streamed = runStreamed(sc);
     expect(outcome(streamed)).toEqual(outcome(runBatch(sc)));
     expect(outcome(streamed).calls.find((c) => c.id === 'c4')?.code).toBe('dependency_failed');
@@ -315,7 +424,11 @@ describe('a streamed run against the same batch submitted at once', () => {
   it('sees the conflict order differ from a batch only with a later-settled call (the documented exception)', () => {
     // u refers to p by tool name, so u settles at the seal; w (which arrived after u and writes what u
     // reads) settles on arrival. In a batch u comes first (original order); streamed, w does.
-    const tools = [tool('probe', { reads: [], writes: [] }), tool('rd', { reads: ['k:{a}'], writes: [] }), tool('wr', { reads: [], writes: ['k:{a}'] })];
+    const tools = [
+      tool('probe', { reads: [], writes: [] }),
+      tool('rd', { reads: ['k:{a}'], writes: [] }),
+      tool('wr', { reads: [], writes: ['k:{a}'] }),
+    ];
     const calls: CallInput[] = [
       { id: 'p', tool: 'probe', args: { ms: 5, v: 'x' } },
       { id: 'u', tool: 'rd', args: { a: 'x', n: '${probe.output.v}', ms: 5 } },

@@ -77,7 +77,13 @@ interface Fed {
 
 type Feeder = (events: AsyncIterable<unknown>, sink: CallSink) => Promise<CallInput[]>;
 
-async function feed(text: string, sizes: readonly number[], feeder: Feeder, sink?: CallSink, onPiece?: (start: number) => void): Promise<Fed> {
+async function feed(
+  text: string,
+  sizes: readonly number[],
+  feeder: Feeder,
+  sink?: CallSink,
+  onPiece?: (start: number) => void,
+): Promise<Fed> {
   const bytes = new TextEncoder().encode(text);
   const calls: CallInput[] = [];
   const pieces: Fed['pieces'] = [];
@@ -198,7 +204,9 @@ describe('feedOpenAiStream on a recorded chat.completion.chunk stream', () => {
   it('fails malformed arguments as `invalid`, decided when the next call begins', async () => {
     const bad = fixture('openai-malformed.sse');
     const bb = blocksOf(bad);
-    const decided = [lastBlock(bb, openAiArgs(0)), firstBlock(bb, openAiStart(2)), lastBlock(bb, openAiArgs(2))].map((i) => (bb[i] as Block).end);
+    const decided = [lastBlock(bb, openAiArgs(0)), firstBlock(bb, openAiStart(2)), lastBlock(bb, openAiArgs(2))].map(
+      (i) => (bb[i] as Block).end,
+    );
     await fc.assert(
       fc.asyncProperty(sizesArb, async (sizes) => {
         const fed = await feed(bad, sizes, feedOpenAiStream);
@@ -217,7 +225,9 @@ describe('feedOpenAiStream on a recorded chat.completion.chunk stream', () => {
   it('fails arguments cut off by finish_reason "length" as `invalid`, decided at the finish', async () => {
     const cut = fixture('openai-length.sse');
     const cb = blocksOf(cut);
-    const decided = [lastBlock(cb, openAiArgs(0)), firstBlock(cb, (r) => r.includes('"finish_reason":"length"'))].map((i) => (cb[i] as Block).end);
+    const decided = [lastBlock(cb, openAiArgs(0)), firstBlock(cb, (r) => r.includes('"finish_reason":"length"'))].map(
+      (i) => (cb[i] as Block).end,
+    );
     const fed = await feed(cut, [5, 3, 11], feedOpenAiStream);
     expect(fed.calls.map((c) => [c.id, c.tool, c.invalid !== undefined])).toEqual([
       ['call_Kq3vXJ8bN2mLh5Tr0aYw9Dze', 'read_file', false],
@@ -231,7 +241,11 @@ describe('feedOpenAiStream on a recorded chat.completion.chunk stream', () => {
 
 const ANTHROPIC_CALLS: CallInput[] = [
   { id: 'toolu_01T1x1fJ34qAmk2tNTrN7Up6', tool: 'read_file', args: { path: '/repo/README.md' } },
-  { id: 'toolu_01VzJ4ZGEv7HGMAhsdG1mGjb', tool: 'write_file', args: { path: '/repo/NOTES.md', content: '${toolu_01T1x1fJ34qAmk2tNTrN7Up6.output.path}' } },
+  {
+    id: 'toolu_01VzJ4ZGEv7HGMAhsdG1mGjb',
+    tool: 'write_file',
+    args: { path: '/repo/NOTES.md', content: '${toolu_01T1x1fJ34qAmk2tNTrN7Up6.output.path}' },
+  },
   { id: 'toolu_01Aq9bWSvLPeYbT5i5NzM3hZ', tool: 'sleep', args: { ms: 30 } },
 ];
 
@@ -310,7 +324,8 @@ describe('a model stream fed into engine.open()', () => {
   }
   const RUNNING_OR_DONE = ['running', 'succeeded'];
 
-  const addedAt = (log: RunEvent[], id: string) => log.findIndex((e) => e.type === 'run.calls_added' && (e.data.calls as CallInput[]).some((c) => c.id === id));
+  const addedAt = (log: RunEvent[], id: string) =>
+    log.findIndex((e) => e.type === 'run.calls_added' && (e.data.calls as CallInput[]).some((c) => c.id === id));
   const startedAt = (log: RunEvent[], id: string) => log.findIndex((e) => e.type === 'call.started' && e.callId === id);
 
   it('runs OpenAI parallel calls, each started before the model had written the next', async () => {

@@ -44,7 +44,8 @@ function streamRig(o: { tools?: ToolManifest[]; policy?: Policy; openRunTimeoutM
     scheduler,
     sim,
     events: sim.events,
-    open: (at, calls = [], failure) => sim.at(at, (now) => scheduler.submit(now, { runId, tenant: 'acme', calls, open: true, ...(failure ? { failure } : {}) })),
+    open: (at, calls = [], failure) =>
+      sim.at(at, (now) => scheduler.submit(now, { runId, tenant: 'acme', calls, open: true, ...(failure ? { failure } : {}) })),
     append: (at, calls) => sim.at(at, (now) => scheduler.append(now, runId, calls)),
     seal: (at) => sim.at(at, (now) => scheduler.seal(now, runId)),
     cancel: (at) => sim.at(at, (now) => scheduler.cancel(now, runId)),
@@ -70,14 +71,16 @@ function lateEdges(events: CoreEvent[]): string[] {
   events.forEach((e, i) => {
     if (e.type === 'call.started') started.add(`${e.runId}/${e.callId}`);
     if (e.type === 'run.started' || e.type === 'run.calls_added' || e.type === 'run.sealed') {
-      for (const x of e.data.edges as Edge[]) if (started.has(`${e.runId}/${x.to}`)) bad.push(`event ${i} (${e.type} at ${e.at}): ${x.from}→${x.to} ${x.kind}`);
+      for (const x of e.data.edges as Edge[])
+        if (started.has(`${e.runId}/${x.to}`)) bad.push(`event ${i} (${e.type} at ${e.at}): ${x.from}→${x.to} ${x.kind}`);
     }
   });
   return bad;
 }
 
 const indexOf = (events: CoreEvent[], pred: (e: CoreEvent) => boolean) => events.findIndex(pred);
-const addedIndex = (events: CoreEvent[], id: string) => indexOf(events, (e) => e.type === 'run.calls_added' && (e.data.calls as CallInput[]).some((c) => c.id === id));
+const addedIndex = (events: CoreEvent[], id: string) =>
+  indexOf(events, (e) => e.type === 'run.calls_added' && (e.data.calls as CallInput[]).some((c) => c.id === id));
 const startedIndex = (events: CoreEvent[], id: string) => indexOf(events, (e) => e.type === 'call.started' && e.callId === id);
 
 describe('eager dispatch', () => {
@@ -158,7 +161,9 @@ describe('references in a streamed run', () => {
       ['b', 'succeeded', { ms: 50, out: { v: 'hello' } }],
     ]);
     // The data edge is announced with b's arrival, before a (its target) could start.
-    const added = r.events.filter((e) => e.type === 'run.calls_added').map((e) => [e.at, (e.data.edges as Edge[]).map((x) => `${x.from}→${x.to} ${x.kind}`)]);
+    const added = r.events
+      .filter((e) => e.type === 'run.calls_added')
+      .map((e) => [e.at, (e.data.edges as Edge[]).map((x) => `${x.from}→${x.to} ${x.kind}`)]);
     expect(added).toEqual([
       [0, []],
       [100, ['b→a data']],
@@ -199,7 +204,9 @@ describe('references in a streamed run', () => {
     expect(a?.error?.code).toBe('unresolved_reference');
     expect(r.view().status).toBe('partial');
     const sealed = r.events.find((e) => e.type === 'run.sealed');
-    expect((sealed?.data.diagnostics as { code: string; callId: string }[]).map((d) => `${d.callId} ${d.code}`)).toEqual(['a unresolved_reference']);
+    expect((sealed?.data.diagnostics as { code: string; callId: string }[]).map((d) => `${d.callId} ${d.code}`)).toEqual([
+      'a unresolved_reference',
+    ]);
   });
 
   it('blocks what refers to a call that never arrives, at the seal', () => {
@@ -440,7 +447,9 @@ describe('sealing, appending, cancelling', () => {
     r.open(0, [{ id: 'a', tool: 'pure', args: { ms: 1 } }]);
     r.seal(1);
     r.sim.at(2, (now) => r.scheduler.submit(now, { runId: 'batch', tenant: 'acme', calls: [{ id: 'x', tool: 'pure' }] }));
-    r.sim.at(3, (now) => r.scheduler.submit(now, { runId: 'r2', tenant: 'acme', calls: [{ id: 'y', tool: 'pure', args: { ms: 50 } }], open: true }));
+    r.sim.at(3, (now) =>
+      r.scheduler.submit(now, { runId: 'r2', tenant: 'acme', calls: [{ id: 'y', tool: 'pure', args: { ms: 50 } }], open: true }),
+    );
     r.run();
     const codeOf = (f: () => Output) => {
       try {
@@ -455,7 +464,14 @@ describe('sealing, appending, cancelling', () => {
     expect(codeOf(() => r.scheduler.append(now, 'batch', [{ id: 'b', tool: 'pure' }]))).toBe('conflict');
     expect(codeOf(() => r.scheduler.seal(now, 'batch'))).toBe('conflict');
     expect(codeOf(() => r.scheduler.append(now, 'r2', [{ id: 'y', tool: 'pure' }]))).toBe('conflict');
-    expect(codeOf(() => r.scheduler.append(now, 'r2', [{ id: 'z', tool: 'pure' }, { id: 'z', tool: 'pure' }]))).toBe('conflict');
+    expect(
+      codeOf(() =>
+        r.scheduler.append(now, 'r2', [
+          { id: 'z', tool: 'pure' },
+          { id: 'z', tool: 'pure' },
+        ]),
+      ),
+    ).toBe('conflict');
     expect(codeOf(() => r.scheduler.append(now, 'nope', [{ id: 'z', tool: 'pure' }]))).toBe('run_not_found');
     // None of the refused appends left a call behind.
     expect(RunProjection.of(r.events.filter((e) => e.runId === 'r2')).view.calls.map((c) => c.id)).toEqual(['y']);
@@ -538,12 +554,27 @@ describe('sealing, appending, cancelling', () => {
       events.push(...o.events);
       return o;
     };
-    expect(take(s.submit(0, { runId: 'r1', tenant: 'acme', calls: [{ id: 'a', tool: 'pure', args: { ms: 500 } }], open: true })).starts.map((x) => x.callId)).toEqual(['a']);
+    expect(
+      take(s.submit(0, { runId: 'r1', tenant: 'acme', calls: [{ id: 'a', tool: 'pure', args: { ms: 500 } }], open: true })).starts.map(
+        (x) => x.callId,
+      ),
+    ).toEqual(['a']);
     expect(take(s.cancel(100, 'r1')).aborts.map((x) => x.callId)).toEqual(['a']);
     const late = take(s.append(110, 'r1', [{ id: 'b', tool: 'pure', args: { ms: 10 } }]));
     expect(late.starts).toEqual([]);
-    take(s.attemptEnded(120, { runId: 'r1', callId: 'a', attempt: 1, result: { ok: false, error: { code: 'cancelled', message: 'aborted' } } }));
-    expect(timeline(events, ['call.cancelled', 'run.completed'])).toEqual(['110 call.cancelled b', '120 call.cancelled a', '120 run.completed']);
+    take(
+      s.attemptEnded(120, {
+        runId: 'r1',
+        callId: 'a',
+        attempt: 1,
+        result: { ok: false, error: { code: 'cancelled', message: 'aborted' } },
+      }),
+    );
+    expect(timeline(events, ['call.cancelled', 'run.completed'])).toEqual([
+      '110 call.cancelled b',
+      '120 call.cancelled a',
+      '120 run.completed',
+    ]);
     const view = RunProjection.of(events).view;
     expect(view.status).toBe('cancelled');
     expect(view.calls.map((c) => [c.id, c.status, c.error?.code])).toEqual([

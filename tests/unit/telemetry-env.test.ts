@@ -12,9 +12,16 @@ describe('tracingOptionsFromEnv', () => {
   });
 
   it('takes the base endpoint plus /v1/traces, or the traces endpoint as is (which wins)', () => {
-    expect(tracingOptionsFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' })).toEqual({ url: 'http://c:4318/v1/traces', protocol: 'http/protobuf', serviceName: 'toolgraph' });
+    expect(tracingOptionsFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' })).toEqual({
+      url: 'http://c:4318/v1/traces',
+      protocol: 'http/protobuf',
+      serviceName: 'toolgraph',
+    });
     expect(tracingOptionsFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'https://c/otlp/' })?.url).toBe('https://c/otlp/v1/traces');
-    expect(tracingOptionsFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t:1234/custom' })?.url).toBe('http://t:1234/custom');
+    expect(
+      tracingOptionsFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t:1234/custom' })
+        ?.url,
+    ).toBe('http://t:1234/custom');
   });
 
   it('takes the protocol (the traces one first) and the service name', () => {
@@ -27,7 +34,9 @@ describe('tracingOptionsFromEnv', () => {
     expect(() => tracingOptionsFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).toThrow(
       new TracingConfigError('OTEL_EXPORTER_OTLP_PROTOCOL must be one of http/protobuf, http/json, got "grpc"'),
     );
-    expect(() => tracingOptionsFromEnv({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'c:4318' })).toThrow(/OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must be an http\(s\) URL, got "c:4318"/);
+    expect(() => tracingOptionsFromEnv({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'c:4318' })).toThrow(
+      /OTEL_EXPORTER_OTLP_TRACES_ENDPOINT must be an http\(s\) URL, got "c:4318"/,
+    );
     expect(() => tracingOptionsFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'not a url' })).toThrow(TracingConfigError);
   });
 });

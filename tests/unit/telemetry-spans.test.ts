@@ -48,7 +48,11 @@ class TestSink implements EntrySink {
 beforeEach(() => {
   now = T0;
   ended = [];
-  made = new RunSpans((s) => ended.push(s), new SpanIds(), () => now);
+  made = new RunSpans(
+    (s) => ended.push(s),
+    new SpanIds(),
+    () => now,
+  );
   sink = new TestSink(made);
   traces = new TraceFeed(sink, new SpanIds(), () => now);
   seq = 0;
@@ -57,15 +61,32 @@ beforeEach(() => {
 const view = { tenant: 'acme', status: 'running', endedAt: null } as unknown as RunView;
 const call = (tool: string) => ({ tool }) as CallView;
 
-function emit(runId: string, type: RunEvent['type'], at: number, data: Record<string, unknown> = {}, callId?: string, tool = 'search'): void {
+function emit(
+  runId: string,
+  type: RunEvent['type'],
+  at: number,
+  data: Record<string, unknown> = {},
+  callId?: string,
+  tool = 'search',
+): void {
   const e = { seq: ++seq, type, runId, at, data, ...(callId !== undefined ? { callId } : {}) } as RunEvent;
   traces.listener(e, view, callId === undefined ? undefined : call(tool));
 }
 
-const byName = () => ended.map((s) => ({ name: s.name, parent: s.parentSpanId || null, id: s.spanId, start: s.start, end: s.end, attributes: s.attributes, events: s.events, status: s.status }));
+const byName = () =>
+  ended.map((s) => ({
+    name: s.name,
+    parent: s.parentSpanId || null,
+    id: s.spanId,
+    start: s.start,
+    end: s.end,
+    attributes: s.attributes,
+    events: s.events,
+    status: s.status,
+  }));
 
 describe('the trace feed and RunSpans', () => {
-  it('a run with a retried call: a run span and two attempt spans at the events\' times, the first failed', () => {
+  it("a run with a retried call: a run span and two attempt spans at the events' times, the first failed", () => {
     emit('r1', 'run.created', T0, { tenant: 'acme' });
     emit('r1', 'call.ready', T0, {}, 'a');
     emit('r1', 'call.started', T0 + 5, { attempt: 1 }, 'a');
@@ -75,18 +96,40 @@ describe('the trace feed and RunSpans', () => {
     emit('r1', 'call.succeeded', T0 + 25, { attempt: 2 }, 'a');
     emit('r1', 'run.completed', T0 + 26, { status: 'succeeded' });
     const [first, second, run] = byName();
-    expect(run).toMatchObject({ name: 'toolgraph.run', parent: null, start: T0, end: T0 + 26, attributes: { 'toolgraph.run.id': 'r1', 'toolgraph.tenant': 'acme', 'toolgraph.run.status': 'succeeded' }, status: { code: 0 } });
+    expect(run).toMatchObject({
+      name: 'toolgraph.run',
+      parent: null,
+      start: T0,
+      end: T0 + 26,
+      attributes: { 'toolgraph.run.id': 'r1', 'toolgraph.tenant': 'acme', 'toolgraph.run.status': 'succeeded' },
+      status: { code: 0 },
+    });
     expect(first).toEqual({
       name: 'execute_tool search',
       parent: run?.id,
       id: expect.any(String),
       start: T0 + 5,
       end: T0 + 9,
-      attributes: { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'search', 'gen_ai.tool.call.id': 'a', 'toolgraph.run.id': 'r1', 'toolgraph.attempt': 1, 'toolgraph.wait_ms': 5, 'error.type': 'timeout' },
+      attributes: {
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': 'search',
+        'gen_ai.tool.call.id': 'a',
+        'toolgraph.run.id': 'r1',
+        'toolgraph.attempt': 1,
+        'toolgraph.wait_ms': 5,
+        'error.type': 'timeout',
+      },
       events: [{ name: 'toolgraph.limit_wait', at: T0, attributes: { 'toolgraph.wait_ms': 5 } }],
       status: { code: 2, message: 'timed out after 4 ms' },
     });
-    expect(second).toMatchObject({ parent: run?.id, start: T0 + 20, end: T0 + 25, attributes: { 'toolgraph.attempt': 2, 'toolgraph.wait_ms': 0 }, events: [], status: { code: 0 } });
+    expect(second).toMatchObject({
+      parent: run?.id,
+      start: T0 + 20,
+      end: T0 + 25,
+      attributes: { 'toolgraph.attempt': 2, 'toolgraph.wait_ms': 0 },
+      events: [],
+      status: { code: 0 },
+    });
     expect(second?.attributes['error.type']).toBeUndefined();
     expect(traces.size).toBe(0);
     expect(made.size).toBe(0);
@@ -109,7 +152,11 @@ describe('the trace feed and RunSpans', () => {
     emit('r2', 'run.completed', T0 + 3, { status: 'failed' });
     const [attempt, run] = byName();
     expect(tp).toBe(`00-${ended[0]?.traceId}-${attempt?.id}-01`);
-    expect(attempt).toMatchObject({ name: 'execute_tool fetch', parent: run?.id, attributes: { 'toolgraph.wait_ms': 0, 'error.type': 'tool_error' } });
+    expect(attempt).toMatchObject({
+      name: 'execute_tool fetch',
+      parent: run?.id,
+      attributes: { 'toolgraph.wait_ms': 0, 'error.type': 'tool_error' },
+    });
     expect(run).toMatchObject({ attributes: { 'toolgraph.tenant': 'acme', 'toolgraph.run.status': 'failed' }, status: { code: 2 } });
   });
 
@@ -127,10 +174,18 @@ describe('the trace feed and RunSpans', () => {
     emit('r6', 'run.completed', T0 + 9, { status: 'failed' });
     // The ATTEMPT entries carry no span id: the feed drew none, nor hashed the run's trace id.
     const key = sink.all[sink.all.indexOf('r6') - 1];
-    expect(sink.all.filter((v, i) => v === OP.ATTEMPT && sink.all[i + 1] === key && sink.all[i + 2] === 'a' && sink.all[i + 6] === '').length).toBe(2);
+    expect(
+      sink.all.filter((v, i) => v === OP.ATTEMPT && sink.all[i + 1] === key && sink.all[i + 2] === 'a' && sink.all[i + 6] === '').length,
+    ).toBe(2);
     const [attempt, compensation, run] = byName();
     expect(attempt).toMatchObject({ name: 'execute_tool fetch', parent: run?.id, start: T0, end: T0 + 4 });
-    expect(compensation).toMatchObject({ name: 'execute_tool unfetch', parent: run?.id, start: T0 + 6, end: T0 + 8, attributes: { 'toolgraph.compensation': true } });
+    expect(compensation).toMatchObject({
+      name: 'execute_tool unfetch',
+      parent: run?.id,
+      start: T0 + 6,
+      end: T0 + 8,
+      attributes: { 'toolgraph.compensation': true },
+    });
     const ids = [attempt?.id, compensation?.id, run?.id];
     for (const id of ids) expect(id).toMatch(/^(?!0{16})[0-9a-f]{16}$/);
     expect(new Set(ids).size).toBe(3);
@@ -150,7 +205,9 @@ describe('the trace feed and RunSpans', () => {
     emit('other2', 'run.created', now, { tenant: 'acme' });
     expect([traces.size, made.size]).toEqual([3, 3]); // `lost` went, `other2` came
     emit(kept, 'run.completed', now, { status: 'succeeded' });
-    expect(ended.map((s) => [s.name, s.parentSpanId, s.parentRemote, s.traceId])).toEqual([['toolgraph.run', '00f067aa0ba902b7', true, '4bf92f3577b34da6a3ce929d0e0e4736']]);
+    expect(ended.map((s) => [s.name, s.parentSpanId, s.parentRemote, s.traceId])).toEqual([
+      ['toolgraph.run', '00f067aa0ba902b7', true, '4bf92f3577b34da6a3ce929d0e0e4736'],
+    ]);
   });
 });
 
@@ -167,7 +224,13 @@ describe('RunSpans', () => {
     const [attempt, compensation, run] = byName();
     expect(first.split('-')[2]).toBe(attempt?.id);
     expect(undo.split('-')[2]).toBe(compensation?.id);
-    expect(compensation).toMatchObject({ name: 'execute_tool unbook', parent: run?.id, start: T0 + 10, end: T0 + 12, status: { code: 2, message: 'no' } });
+    expect(compensation).toMatchObject({
+      name: 'execute_tool unbook',
+      parent: run?.id,
+      start: T0 + 10,
+      end: T0 + 12,
+      status: { code: 2, message: 'no' },
+    });
     expect(compensation?.attributes).toMatchObject({ 'toolgraph.compensation': true, 'error.type': 'tool_error', 'toolgraph.attempt': 1 });
     expect(run).toMatchObject({ status: { code: 2, message: 'the run failed' } });
   });
@@ -182,7 +245,13 @@ describe('RunSpans', () => {
     emit('r4', 'run.completed', T0 + 8, { status: 'succeeded' });
     const [first, attempt, second] = ended;
     expect(first?.attributes['toolgraph.run.status']).toBe('needs_replan');
-    expect(second).toMatchObject({ name: 'toolgraph.run', traceId: first?.traceId, start: T0 + 5, end: T0 + 8, links: [{ traceId: first?.traceId, spanId: first?.spanId }] });
+    expect(second).toMatchObject({
+      name: 'toolgraph.run',
+      traceId: first?.traceId,
+      start: T0 + 5,
+      end: T0 + 8,
+      links: [{ traceId: first?.traceId, spanId: first?.spanId }],
+    });
     expect(second?.attributes).toMatchObject({ 'toolgraph.run.replanned': true, 'toolgraph.tenant': 'acme' });
     expect(attempt?.parentSpanId).toBe(second?.spanId);
     expect([traces.size, made.size]).toEqual([0, 0]);
@@ -192,18 +261,39 @@ describe('RunSpans', () => {
     const runId = traces.continueTrace('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00') as string;
     emit(runId, 'run.created', T0, { tenant: 'acme' });
     emit(runId, 'call.started', T0, { attempt: 1 }, 'a');
-    expect(traces.traceparentFor({ runId, callId: 'a', attempt: 1, tool: { name: 'search' } } as ExecuteRequest)).toMatch(/^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-00$/);
+    expect(traces.traceparentFor({ runId, callId: 'a', attempt: 1, tool: { name: 'search' } } as ExecuteRequest)).toMatch(
+      /^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-00$/,
+    );
     emit(runId, 'call.succeeded', T0 + 1, { attempt: 1 }, 'a');
     emit(runId, 'run.completed', T0 + 2, { status: 'succeeded' });
     expect(ended).toEqual([]);
   });
 
-  it('a run first seen midway (resumed without being told) is traced from there in its own trace; an ended run\'s late event makes nothing', () => {
-    traces.listener({ seq: 4, type: 'call.started', runId: 'r5', callId: 'a', at: T0, data: { attempt: 2 } } as RunEvent, view, call('search'));
-    traces.listener({ seq: 5, type: 'call.succeeded', runId: 'r5', callId: 'a', at: T0 + 1, data: { attempt: 2 } } as RunEvent, view, call('search'));
+  it("a run first seen midway (resumed without being told) is traced from there in its own trace; an ended run's late event makes nothing", () => {
+    traces.listener(
+      { seq: 4, type: 'call.started', runId: 'r5', callId: 'a', at: T0, data: { attempt: 2 } } as RunEvent,
+      view,
+      call('search'),
+    );
+    traces.listener(
+      { seq: 5, type: 'call.succeeded', runId: 'r5', callId: 'a', at: T0 + 1, data: { attempt: 2 } } as RunEvent,
+      view,
+      call('search'),
+    );
     traces.listener({ seq: 6, type: 'run.completed', runId: 'r5', at: T0 + 2, data: { status: 'succeeded' } } as RunEvent, view, undefined);
     const done = { ...view, status: 'succeeded', endedAt: T0 } as unknown as RunView;
-    traces.listener({ seq: 9, type: 'call.cancelled', runId: 'r6', callId: 'a', at: T0, data: { reason: { code: 'cancelled', message: 'x' } } } as RunEvent, done, call('search'));
+    traces.listener(
+      {
+        seq: 9,
+        type: 'call.cancelled',
+        runId: 'r6',
+        callId: 'a',
+        at: T0,
+        data: { reason: { code: 'cancelled', message: 'x' } },
+      } as RunEvent,
+      done,
+      call('search'),
+    );
     expect(ended.map((s) => [s.name, s.traceId, s.attributes['toolgraph.tenant']])).toEqual([
       ['execute_tool search', runTraceId('r5'), undefined],
       ['toolgraph.run', runTraceId('r5'), 'acme'],
@@ -217,7 +307,7 @@ describe('RunSpans', () => {
   });
 });
 
-describe('the feed\'s bound', () => {
+describe("the feed's bound", () => {
   it('past the bound a new run is not traced; a run traced goes on to twice it, then is let go and its open spans dropped', () => {
     emit('old', 'run.created', T0, { tenant: 'acme' });
     emit('old', 'call.started', T0, { attempt: 1 }, 'a');
@@ -257,14 +347,26 @@ describe('ids and traceparents', () => {
     expect(spans.some((id) => /^0+$/.test(id))).toBe(false);
   });
 
-  it('a run\'s own trace id is the first 16 bytes of its id\'s SHA-256 (a run begun by an earlier version stays in its trace)', () => {
+  it("a run's own trace id is the first 16 bytes of its id's SHA-256 (a run begun by an earlier version stays in its trace)", () => {
     expect(runTraceId('run_1')).toBe(createHash('sha256').update('run_1').digest('hex').slice(0, 32));
   });
 
   it('parses traceparents as OpenTelemetry does', () => {
-    expect(parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01')).toEqual({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', flags: 1 });
+    expect(parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01')).toEqual({
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      spanId: '00f067aa0ba902b7',
+      flags: 1,
+    });
     expect(parseTraceparent('01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-later')).toMatchObject({ flags: 0 });
-    for (const bad of ['00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra', 'ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', '00-00000000000000000000000000000000-00f067aa0ba902b7-01', '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01', '00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01', '00-zz-bad-01', '']) {
+    for (const bad of [
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra',
+      'ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+      '00-00000000000000000000000000000000-00f067aa0ba902b7-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01',
+      '00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01',
+      '00-zz-bad-01',
+      '',
+    ]) {
       expect(parseTraceparent(bad)).toBeUndefined();
     }
   });

@@ -28,7 +28,8 @@ export async function serveRunEvents(ctx: AppContext, req: FastifyRequest, reply
   let after = from ?? 0;
   if (header !== undefined) {
     const n = Number(header);
-    if (!Number.isInteger(n) || n < 0) throw new ApiError('invalid_request', `Last-Event-ID must be an event's seq (an integer ≥ 0), got "${String(header)}"`);
+    if (!Number.isInteger(n) || n < 0)
+      throw new ApiError('invalid_request', `Last-Event-ID must be an event's seq (an integer ≥ 0), got "${String(header)}"`);
     after = n;
   }
   const { service } = ctx;

@@ -24,7 +24,11 @@ export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
     const { service } = ctx;
     // Degraded while the engine holds events the store could not take, or the store does not answer.
     let degraded = service.engine.storeUnavailable() !== undefined || (service.cluster !== undefined && !service.cluster.lease.holds);
-    if (!degraded) degraded = await service.store.ping().then(() => false, () => true);
+    if (!degraded)
+      degraded = await service.store.ping().then(
+        () => false,
+        () => true,
+      );
     if (degraded) reply.status(503);
     const status = degraded ? 'degraded' : 'ok';
     if (keys.length > 0 && !isOperator(req.headers.authorization)) return { status };
@@ -36,7 +40,17 @@ export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
       activeRuns: service.engine.activeRuns(),
       runningAttempts: service.engine.runningAttempts(),
       // Several replicas (DESIGN §12): this replica's lease, and whether it hears the others.
-      ...(cluster ? { cluster: { instance: cluster.instance ?? null, lease: cluster.lease.holds ? 'held' : 'lost', listening: cluster.notifications.listening, ownedRuns: cluster.ownedRuns(), leaseMs: cluster.leaseMs } } : {}),
+      ...(cluster
+        ? {
+            cluster: {
+              instance: cluster.instance ?? null,
+              lease: cluster.lease.holds ? 'held' : 'lost',
+              listening: cluster.notifications.listening,
+              ownedRuns: cluster.ownedRuns(),
+              leaseMs: cluster.leaseMs,
+            },
+          }
+        : {}),
     };
   });
 
@@ -55,7 +69,10 @@ export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
     theme: { title: 'toolgraph API' },
     uiConfig: { deepLinking: true, tryItOutEnabled: true, persistAuthorization: true },
     // "Try it out" sends requests to the server that serves the page first, wherever it listens.
-    transformSpecification: (spec) => ({ ...spec, servers: [{ url: '/', description: 'this server' }, ...((spec as { servers?: unknown[] }).servers ?? [])] }),
+    transformSpecification: (spec) => ({
+      ...spec,
+      servers: [{ url: '/', description: 'this server' }, ...((spec as { servers?: unknown[] }).servers ?? [])],
+    }),
     transformSpecificationClone: true,
   });
 }

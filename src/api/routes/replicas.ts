@@ -26,7 +26,17 @@ export function replicaRoutes(app: FastifyInstance, ctx: AppContext): void {
     const { service } = ctx;
     const cluster = service.cluster;
     if (!cluster) {
-      const item = { name: service.replica, instance: service.replica, self: true, startedAt: iso(startedAt), leaseUntil: null, renewedAt: null, leaseLeftMs: null, alive: true, ownedRuns: service.engine.liveRuns().length };
+      const item = {
+        name: service.replica,
+        instance: service.replica,
+        self: true,
+        startedAt: iso(startedAt),
+        leaseUntil: null,
+        renewedAt: null,
+        leaseLeftMs: null,
+        alive: true,
+        ownedRuns: service.engine.liveRuns().length,
+      };
       return { store: service.store.kind, replica: service.replica, leaseMs: null, items: [item] };
     }
     const me = cluster.instance;

@@ -38,7 +38,8 @@ export function reviewRoutes(app: FastifyInstance, ctx: AppContext): void {
     const { id } = parseRequestPart(ReviewIdParams, req.params, 'path');
     const body = parseRequestPart(ReviewBodySchema, req.body ?? {}, 'body');
     if (body.decision === 'edit' && !body.args) throw new ApiError('invalid_request', 'an edit needs args: the new args of the call');
-    if (body.decision !== 'edit' && body.args) throw new ApiError('invalid_request', `args go with decision "edit", not "${body.decision}"`);
+    if (body.decision !== 'edit' && body.args)
+      throw new ApiError('invalid_request', `args go with decision "edit", not "${body.decision}"`);
     return service.review(req.principal, id, {
       decision: body.decision,
       ...(body.args ? { args: body.args } : {}),

@@ -54,7 +54,8 @@ export function runFeedItem(view: RunView): RunFeedItem {
   let waitingSince: string | null = null;
   for (const c of view.calls) {
     callCounts[c.status]++;
-    if (c.waitingSince !== undefined && c.status === 'ready' && (waitingSince === null || c.waitingSince < waitingSince)) waitingSince = c.waitingSince;
+    if (c.waitingSince !== undefined && c.status === 'ready' && (waitingSince === null || c.waitingSince < waitingSince))
+      waitingSince = c.waitingSince;
   }
   return {
     id: view.id,
@@ -105,7 +106,9 @@ class RunFeed {
     if (!this.unsubscribe) {
       const cluster = this.service.cluster;
       // Several replicas (DESIGN §12): every replica's runs, as their appends are announced.
-      this.unsubscribe = cluster ? cluster.feed.onRunChanged((runId) => this.onChanged(runId)) : this.service.engine.onEvent((e, view) => this.onEvent(e, view));
+      this.unsubscribe = cluster
+        ? cluster.feed.onRunChanged((runId) => this.onChanged(runId))
+        : this.service.engine.onEvent((e, view) => this.onEvent(e, view));
     }
     client.write(`event: counts\ndata: ${JSON.stringify({ counts })}\n\n`);
   }

@@ -37,7 +37,11 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
     const rawKey = req.headers['idempotency-key'];
     const key = rawKey === undefined ? undefined : parseRequestPart(IdempotencyKeyHeader, rawKey, 'Idempotency-Key header');
     const traceparent = req.headers.traceparent;
-    const { run, created } = await service.submitGrouped(req.principal, submissionOf(req.principal, body, key), typeof traceparent === 'string' ? traceparent : undefined);
+    const { run, created } = await service.submitGrouped(
+      req.principal,
+      submissionOf(req.principal, body, key),
+      typeof traceparent === 'string' ? traceparent : undefined,
+    );
     const view = body.waitMs ? await service.wait(req.principal, run.id, body.waitMs) : run;
     return reply.status(created ? 201 : 200).send(runFor(req.principal, view));
   });
@@ -53,7 +57,8 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
     const q = parseRequestPart(ListRunsQuery, req.query, 'query');
     let tenant = q.tenant;
     if (req.principal.role === 'agent') {
-      if (tenant !== undefined && tenant !== req.principal.tenant) throw new ApiError('forbidden', `this key cannot list runs of tenant ${tenant}`);
+      if (tenant !== undefined && tenant !== req.principal.tenant)
+        throw new ApiError('forbidden', `this key cannot list runs of tenant ${tenant}`);
       tenant = req.principal.tenant;
     }
     const tags = (q.tag ?? []).map((t) => {

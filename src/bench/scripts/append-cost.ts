@@ -76,6 +76,8 @@ for (const n of sizes) {
       p.push(only === 'scheduler' ? NaN : planner(calls));
       s.push(only === 'planner' ? NaN : scheduler(calls));
     }
-    console.log(`${String(n).padStart(6)}  ${(forward ? 'forward' : 'live').padEnd(7)}  ${median(p).toFixed(1).padStart(10)}  ${median(s).toFixed(1).padStart(12)}`);
+    console.log(
+      `${String(n).padStart(6)}  ${(forward ? 'forward' : 'live').padEnd(7)}  ${median(p).toFixed(1).padStart(10)}  ${median(s).toFixed(1).padStart(12)}`,
+    );
   }
 }

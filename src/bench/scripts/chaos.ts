@@ -53,22 +53,33 @@ let failed = false;
 try {
   rec = await runChaos(opts);
   const r = await checkChaos(rec);
-  const faults = rec.faults.map((f) => `${f.kind} r${f.replica} at ${((f.from - rec!.startedAt) / 1000).toFixed(1)} s${f.to ? ` (back after ${((f.to - f.from) / 1000).toFixed(1)} s)` : ''}`);
+  const faults = rec.faults.map(
+    (f) =>
+      `${f.kind} r${f.replica} at ${((f.from - rec!.startedAt) / 1000).toFixed(1)} s${f.to ? ` (back after ${((f.to - f.from) / 1000).toFixed(1)} s)` : ''}`,
+  );
   const refused = [...rec.refused].map(([code, n]) => `${n} × ${code}`).join(', ') || 'none';
   const out = [
     `chaos: ${opts.replicas} replicas, ${opts.clients} clients, ${opts.seconds} s, seed ${seed}, lease ${opts.leaseMs} ms, kills every ${opts.killEveryMs.join('–')} ms${opts.pause ? ', one pause past the lease' : ''}`,
     '',
     `runs accepted            ${r.accepted}`,
     `runs in the database     ${r.runsInDb} (every submission stored, answered or not)`,
-    `runs ended               ${r.ended} (${Object.entries(r.statuses).map(([s, n]) => `${s} ${n}`).join(', ')})${rec.settledMs === undefined ? ` — NOT all within ${opts.settleMs / 1000} s` : `, the last ${(rec.settledMs / 1000).toFixed(1)} s after the clients stopped`}`,
+    `runs ended               ${r.ended} (${Object.entries(r.statuses)
+      .map(([s, n]) => `${s} ${n}`)
+      .join(
+        ', ',
+      )})${rec.settledMs === undefined ? ` — NOT all within ${opts.settleMs / 1000} s` : `, the last ${(rec.settledMs / 1000).toFixed(1)} s after the clients stopped`}`,
     `submissions refused      ${refused}; unanswered (replica died or paused) ${rec.unanswered}`,
     `cancels sent elsewhere   ${r.cancelsSent}`,
     `attempts at the tools    ${r.attempts} (${r.reruns} re-runs)`,
     `kills (-9)               ${r.kills}`,
     `pauses past the lease    ${r.pauses} (${r.staleOpen} attempts of the paused replica were open: counted up to the pause)`,
     `takeovers (runs)         ${r.takeovers}`,
-    `leases lost              ${r.leaseLosses}${Object.entries(r.lossReasons).map(([why, k]) => `\n                           ${k} × ${why}`).join('')}`,
-    `most at once             ${Object.entries(r.reached).map(([k, n]) => `${k} ${n}`).join(', ')}`,
+    `leases lost              ${r.leaseLosses}${Object.entries(r.lossReasons)
+      .map(([why, k]) => `\n                           ${k} × ${why}`)
+      .join('')}`,
+    `most at once             ${Object.entries(r.reached)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
     `faults                   ${faults.join('; ') || 'none'}`,
     '',
     'violations (each must be 0):',

@@ -11,19 +11,33 @@
  * both sides would share one set of modules, and the JIT's type feedback of each would mix both.
  */
 const abs = (r) => (r.startsWith('/') ? r : `${process.cwd()}/${r}`);
-const A = abs(process.env.A ?? '.'), B = abs(process.env.B ?? '.');
-const N = Number(process.env.N ?? 100000), PAIRS = Number(process.env.PAIRS ?? 10);
+const A = abs(process.env.A ?? '.'),
+  B = abs(process.env.B ?? '.');
+const N = Number(process.env.N ?? 100000),
+  PAIRS = Number(process.env.PAIRS ?? 10);
 async function load(root, override) {
   const { Scheduler } = await import(`${root}/dist/core/scheduler.js`);
   const { Simulation } = await import(`${root}/dist/core/simulation.js`);
   const { bigBatch, SCHED_LIMITS } = await import(`${root}/dist/bench/core.js`);
   const { benchConfig } = await import(`${root}/dist/bench/workloads.js`);
   const config = benchConfig(SCHED_LIMITS);
-  const explain = override !== undefined ? override === '1' : (await import('node:fs')).readFileSync(`${root}/src/bench/core.ts`, 'utf8').includes('explainWaits: true');
+  const explain =
+    override !== undefined
+      ? override === '1'
+      : (await import('node:fs')).readFileSync(`${root}/src/bench/core.ts`, 'utf8').includes('explainWaits: true');
   const calls = bigBatch(N, N).calls;
   return () => {
-    const scheduler = new Scheduler({ catalog: config.catalog, policy: config.policy, limits: config.limits, defaults: config.defaults, explainWaits: explain });
-    const sim = new Simulation(scheduler, { attempt: (s) => ({ durationMs: s.args.ms, result: { ok: true, output: { ms: s.args.ms } } }), record: false });
+    const scheduler = new Scheduler({
+      catalog: config.catalog,
+      policy: config.policy,
+      limits: config.limits,
+      defaults: config.defaults,
+      explainWaits: explain,
+    });
+    const sim = new Simulation(scheduler, {
+      attempt: (s) => ({ durationMs: s.args.ms, result: { ok: true, output: { ms: s.args.ms } } }),
+      record: false,
+    });
     const t0 = process.cpuUsage();
     sim.apply(scheduler.submit(0, { runId: 'big', tenant: 'bench', calls }));
     sim.run();
@@ -31,10 +45,23 @@ async function load(root, override) {
     return (d.user + d.system) / N;
   };
 }
-const a = await load(A, process.env.A_EXPLAIN), b = await load(B, process.env.B_EXPLAIN);
-a(); b();
-const ra = [], rb = [];
-for (let p = 0; p < PAIRS; p++) { if (p % 2) { rb.push(b()); ra.push(a()); } else { ra.push(a()); rb.push(b()); } }
+const a = await load(A, process.env.A_EXPLAIN),
+  b = await load(B, process.env.B_EXPLAIN);
+a();
+b();
+const ra = [],
+  rb = [];
+for (let p = 0; p < PAIRS; p++) {
+  if (p % 2) {
+    rb.push(b());
+    ra.push(a());
+  } else {
+    ra.push(a());
+    rb.push(b());
+  }
+}
 const med = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 const rat = rb.map((x, i) => x / ra[i]);
-console.log(`A ${med(ra).toFixed(2)} B ${med(rb).toFixed(2)} µs/node; B/A median ${med(rat).toFixed(3)} (${Math.min(...rat).toFixed(3)}–${Math.max(...rat).toFixed(3)})  load ${(await import('node:os')).loadavg()[0].toFixed(1)}`);
+console.log(
+  `A ${med(ra).toFixed(2)} B ${med(rb).toFixed(2)} µs/node; B/A median ${med(rat).toFixed(3)} (${Math.min(...rat).toFixed(3)}–${Math.max(...rat).toFixed(3)})  load ${(await import('node:os')).loadavg()[0].toFixed(1)}`,
+);

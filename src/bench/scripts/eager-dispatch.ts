@@ -31,7 +31,9 @@ const arrival = (i: number) => EVERY_MS * (i + 1);
 
 function simulate(calls: CallInput[], streamed: boolean): { endMs: number; status: string; edges: number } {
   const s = new Scheduler({ catalog: CONFIG.catalog, policy: CONFIG.policy, limits: CONFIG.limits, defaults: CONFIG.defaults });
-  const sim = new Simulation(s, { attempt: (start) => ({ durationMs: start.args.ms as number, result: { ok: true, output: { ms: start.args.ms } } }) });
+  const sim = new Simulation(s, {
+    attempt: (start) => ({ durationMs: start.args.ms as number, result: { ok: true, output: { ms: start.args.ms } } }),
+  });
   const last = arrival(calls.length - 1);
   if (streamed) {
     sim.at(0, (now) => s.submit(now, { runId: 'r', tenant: 't', calls: [], open: true }));
@@ -44,7 +46,8 @@ function simulate(calls: CallInput[], streamed: boolean): { endMs: number; statu
   const done = sim.events.find((e) => e.type === 'run.completed');
   if (done?.type !== 'run.completed') throw new Error('the run did not complete');
   let edges = 0;
-  for (const e of sim.events) if (e.type === 'run.started' || e.type === 'run.calls_added' || e.type === 'run.sealed') edges += e.data.edges.length;
+  for (const e of sim.events)
+    if (e.type === 'run.started' || e.type === 'run.calls_added' || e.type === 'run.sealed') edges += e.data.edges.length;
   return { endMs: done.at, status: done.data.status, edges };
 }
 
@@ -58,7 +61,18 @@ function row(cells: (string | number)[]): string {
 
 console.log(`# Streaming vs whole batch: a call every ${EVERY_MS} ms, tools take ${TOOL_MS} ms\n`);
 console.log('## Virtual clock (exact)\n');
-console.log(row(['N', 'writes', 'last call complete', 'streamed: last result', 'batch: last result', 'tail after the last call (streamed / batch)', 'saving', 'status']));
+console.log(
+  row([
+    'N',
+    'writes',
+    'last call complete',
+    'streamed: last result',
+    'batch: last result',
+    'tail after the last call (streamed / batch)',
+    'saving',
+    'status',
+  ]),
+);
 console.log(row(['---:', '---:', '---:', '---:', '---:', '---:', '---:', '---']));
 for (const n of [5, 10, 20]) {
   const calls = streamedBatch(n);
@@ -68,7 +82,18 @@ for (const n of [5, 10, 20]) {
   if (st.edges !== bt.edges) throw new Error(`N=${n}: the graphs differ (${st.edges} vs ${bt.edges} edges)`);
   const writes = calls.filter((c) => c.tool === 'write_file').length;
   const last = arrival(n - 1);
-  console.log(row([n, writes, `${last} ms`, `${st.endMs} ms`, `${bt.endMs} ms`, `${st.endMs - last} / ${bt.endMs - last} ms`, `${bt.endMs - st.endMs} ms (${pct(bt.endMs - st.endMs, bt.endMs)})`, st.status]));
+  console.log(
+    row([
+      n,
+      writes,
+      `${last} ms`,
+      `${st.endMs} ms`,
+      `${bt.endMs} ms`,
+      `${st.endMs - last} / ${bt.endMs - last} ms`,
+      `${bt.endMs - st.endMs} ms (${pct(bt.endMs - st.endMs, bt.endMs)})`,
+      st.status,
+    ]),
+  );
 }
 
 // ---- part 2: the real engine, real timers ----------------------------------------------------------
@@ -118,7 +143,17 @@ if (!argv.includes('--no-real')) {
     const st = await realRun(calls, true);
     const bt = await realRun(calls, false);
     if (st.status !== 'succeeded' || bt.status !== 'succeeded') throw new Error(`real N=${REAL_N}: ${st.status} / ${bt.status}`);
-    console.log(row([round, `${arrival(REAL_N - 1)} ms`, `${st.ms.toFixed(0)} ms`, `${bt.ms.toFixed(0)} ms`, `${(bt.ms - st.ms).toFixed(0)} ms (${pct(bt.ms - st.ms, bt.ms)})`]));
+    console.log(
+      row([
+        round,
+        `${arrival(REAL_N - 1)} ms`,
+        `${st.ms.toFixed(0)} ms`,
+        `${bt.ms.toFixed(0)} ms`,
+        `${(bt.ms - st.ms).toFixed(0)} ms (${pct(bt.ms - st.ms, bt.ms)})`,
+      ]),
+    );
   }
-  console.log(`\n(virtual-clock figures for the same N: streamed ${ideal.streamed} ms, batch ${ideal.batch} ms; the real ones add timer and scheduling latency)`);
+  console.log(
+    `\n(virtual-clock figures for the same N: streamed ${ideal.streamed} ms, batch ${ideal.batch} ms; the real ones add timer and scheduling latency)`,
+  );
 }

@@ -106,7 +106,9 @@ async function bench(storeKind: 'memory' | 'sqlite', url: string, dir: string): 
       for (const mode of order) {
         const res = await round((engines.get(mode) as { engine: Engine }).engine, runs);
         (results.get(mode) as Round[]).push(res);
-        console.log(`  ${storeKind} round ${r + 1} ${mode.padEnd(6)} p50 ${res.p50.toFixed(3)} ms  p99 ${res.p99.toFixed(3)} ms  ${res.cpuUsPerCall.toFixed(0)} µs CPU/call`);
+        console.log(
+          `  ${storeKind} round ${r + 1} ${mode.padEnd(6)} p50 ${res.p50.toFixed(3)} ms  p99 ${res.p99.toFixed(3)} ms  ${res.cpuUsPerCall.toFixed(0)} µs CPU/call`,
+        );
       }
     }
   } finally {
@@ -117,20 +119,27 @@ async function bench(storeKind: 'memory' | 'sqlite', url: string, dir: string): 
   }
   const none = results.get('none') as Round[];
   console.log('');
-  console.log(`${storeKind === 'memory' ? 'In-memory event log' : 'Durable SQLite file'} (${ROUNDS} rounds × ${runs} one-call runs per mode; load average now ${load()}):`);
+  console.log(
+    `${storeKind === 'memory' ? 'In-memory event log' : 'Durable SQLite file'} (${ROUNDS} rounds × ${runs} one-call runs per mode; load average now ${load()}):`,
+  );
   console.log('');
   console.log('| hooks | p50 ms | p99 ms | added p50 per call (paired rounds: median, range) | CPU µs per call |');
   console.log('|---|---|---|---|---|');
   for (const mode of MODES) {
     const rs = results.get(mode) as Round[];
     const added = rs.map((x, i) => x.p50 - (none[i] as Round).p50);
-    const addedText = mode === 'none' ? '—' : `${median(added).toFixed(3)} ms (${Math.min(...added).toFixed(3)} – ${Math.max(...added).toFixed(3)})`;
+    const addedText =
+      mode === 'none' ? '—' : `${median(added).toFixed(3)} ms (${Math.min(...added).toFixed(3)} – ${Math.max(...added).toFixed(3)})`;
     const label = mode === 'none' ? 'none' : mode === 'before' ? 'before_call on loopback' : 'before_call + after_call on loopback';
-    console.log(`| ${label} | ${median(rs.map((x) => x.p50)).toFixed(3)} | ${median(rs.map((x) => x.p99)).toFixed(3)} | ${addedText} | ${median(rs.map((x) => x.cpuUsPerCall)).toFixed(0)} |`);
+    console.log(
+      `| ${label} | ${median(rs.map((x) => x.p50)).toFixed(3)} | ${median(rs.map((x) => x.p99)).toFixed(3)} | ${addedText} | ${median(rs.map((x) => x.cpuUsPerCall)).toFixed(0)} |`,
+    );
   }
   const before = (results.get('before') as Round[]).map((x, i) => x.p50 - (none[i] as Round).p50);
   console.log('');
-  console.log(`one loopback hook adds ${median(before).toFixed(3)} ms p50 per call (target ≤ 1 ms: ${median(before) <= 1 ? 'met' : 'missed'})`);
+  console.log(
+    `one loopback hook adds ${median(before).toFixed(3)} ms p50 per call (target ≤ 1 ms: ${median(before) <= 1 ? 'met' : 'missed'})`,
+  );
   console.log('');
 }
 

@@ -135,7 +135,8 @@ async function pass(target: Target): Promise<Pass> {
     const started = performance.now();
     const { ids, latencies, serverSide } = await clients(base, 0, RUNS, tag);
     const seconds = (performance.now() - started) / 1000;
-    if (ids.length !== RUNS || new Set(ids).size !== RUNS) throw new Error(`${new Set(ids).size} distinct runs came back, expected ${RUNS}`);
+    if (ids.length !== RUNS || new Set(ids).size !== RUNS)
+      throw new Error(`${new Set(ids).size} distinct runs came back, expected ${RUNS}`);
     await expectListed(base, tag, ids);
     latencies.sort((a, b) => a - b);
     serverSide.sort((a, b) => a - b);
@@ -158,7 +159,8 @@ async function pass(target: Target): Promise<Pass> {
   const again = await target.open();
   try {
     const counts = await storedStatuses(again, tag);
-    if (counts.succeeded !== RUNS + CLIENTS || Object.keys(counts).length !== 1) throw new Error(`${target.name} holds ${JSON.stringify(counts)}, expected ${RUNS + CLIENTS} succeeded runs`);
+    if (counts.succeeded !== RUNS + CLIENTS || Object.keys(counts).length !== 1)
+      throw new Error(`${target.name} holds ${JSON.stringify(counts)}, expected ${RUNS + CLIENTS} succeeded runs`);
   } finally {
     await again.close();
   }
@@ -183,7 +185,8 @@ async function expectListed(base: string, tag: string, ids: readonly string[]): 
   if (missing.length > 0) throw new Error(`${missing.length} runs are not listed, e.g. ${missing[0]}`);
   const notOk = [...listed].filter(([, s]) => s !== 'succeeded');
   if (notOk.length > 0) throw new Error(`${notOk.length} listed runs did not succeed, e.g. ${notOk[0]?.join(' ')}`);
-  if (listed.size !== RUNS + CLIENTS) throw new Error(`listed ${listed.size} runs, expected ${RUNS + CLIENTS} (${RUNS} + ${CLIENTS} warm-up)`);
+  if (listed.size !== RUNS + CLIENTS)
+    throw new Error(`listed ${listed.size} runs, expected ${RUNS + CLIENTS} (${RUNS} + ${CLIENTS} warm-up)`);
 }
 
 /**
@@ -248,9 +251,13 @@ async function clients(base: string, from: number, to: number, tag: string): Pro
 }
 
 const fmt = (v: number) => v.toFixed(1).padStart(9);
-const line = (p: Pass) => `${p.store.padEnd(38)} ${p.runsPerSecond.toFixed(0).padStart(7)} ${[p.p50, p.p99, p.max, p.runP50, p.runP99].map(fmt).join(' ')} ${p.seconds.toFixed(2).padStart(9)}`;
+const line = (p: Pass) =>
+  `${p.store.padEnd(38)} ${p.runsPerSecond.toFixed(0).padStart(7)} ${[p.p50, p.p99, p.max, p.runP50, p.runP99].map(fmt).join(' ')} ${p.seconds.toFixed(2).padStart(9)}`;
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-const load = () => loadavg().map((l) => l.toFixed(1)).join(' / ');
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' / ');
 
 const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-load-'));
 let cluster: TestPostgres | undefined;
@@ -273,7 +280,9 @@ try {
   } else if (db !== undefined) {
     other = () => ({ name: `sqlite ${db}`, open: async () => openSqliteStore(db) });
   }
-  console.log(`toolgraph load: ${RUNS} runs × 5 builtin calls, ${CLIENTS} concurrent clients, POST /v1/runs with waitMs; ${PASSES} pass(es) per store, alternating`);
+  console.log(
+    `toolgraph load: ${RUNS} runs × 5 builtin calls, ${CLIENTS} concurrent clients, POST /v1/runs with waitMs; ${PASSES} pass(es) per store, alternating`,
+  );
   console.log(`node ${process.version}, ${cpus().length} cores, load average ${load()} (1 / 5 / 15 min) before`);
   const passes: Pass[] = [];
   for (let i = 0; i < PASSES; i++) {
@@ -287,13 +296,24 @@ try {
   const stores = [...new Set(passes.map((p) => p.store))];
   const summary = stores.map((s) => {
     const ps = passes.filter((p) => p.store === s);
-    return { store: s, runsPerSecond: mean(ps.map((p) => p.runsPerSecond)), p50: mean(ps.map((p) => p.p50)), p99: mean(ps.map((p) => p.p99)) };
+    return {
+      store: s,
+      runsPerSecond: mean(ps.map((p) => p.runsPerSecond)),
+      p50: mean(ps.map((p) => p.p50)),
+      p99: mean(ps.map((p) => p.p99)),
+    };
   });
   console.log(`\nmean of the passes:`);
-  for (const s of summary) console.log(`  ${s.store}: ${s.runsPerSecond.toFixed(0)} runs/s, p50 ${s.p50.toFixed(1)} ms, p99 ${s.p99.toFixed(1)} ms`);
+  for (const s of summary)
+    console.log(`  ${s.store}: ${s.runsPerSecond.toFixed(0)} runs/s, p50 ${s.p50.toFixed(1)} ms, p99 ${s.p99.toFixed(1)} ms`);
   const [base, target] = summary;
-  if (base && target) console.log(`  ${target.store} ÷ sqlite: ${((target.runsPerSecond / base.runsPerSecond) * 100).toFixed(0)}% of the runs/s, p99 ${(target.p99 / base.p99).toFixed(2)}×`);
-  console.log(`\nno run lost: every answer was the run succeeded, GET /v1/runs listed every run of each pass, and each store, opened again, held them all as succeeded.`);
+  if (base && target)
+    console.log(
+      `  ${target.store} ÷ sqlite: ${((target.runsPerSecond / base.runsPerSecond) * 100).toFixed(0)}% of the runs/s, p99 ${(target.p99 / base.p99).toFixed(2)}×`,
+    );
+  console.log(
+    `\nno run lost: every answer was the run succeeded, GET /v1/runs listed every run of each pass, and each store, opened again, held them all as succeeded.`,
+  );
 } catch (e) {
   console.error(`load benchmark failed: ${(e as Error).stack ?? String(e)}`);
   process.exitCode = 1;

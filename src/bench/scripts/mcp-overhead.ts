@@ -49,7 +49,11 @@ import { blockProfiler, type BlockProfiler } from '../block-profile.js';
 import { median, quantile } from '../stats.js';
 
 const { values } = parseArgs({
-  options: { calls: { type: 'string', default: '200' }, rounds: { type: 'string', default: '60' }, profile: { type: 'boolean', default: false } },
+  options: {
+    calls: { type: 'string', default: '200' },
+    rounds: { type: 'string', default: '60' },
+    profile: { type: 'boolean', default: false },
+  },
 });
 const CALLS = Number(values.calls);
 const ROUNDS = Number(values.rounds);
@@ -70,7 +74,8 @@ interface Block {
 function processCpuUs(pid: number): number {
   try {
     let ns = 0;
-    for (const tid of readdirSync(`/proc/${pid}/task`)) ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    for (const tid of readdirSync(`/proc/${pid}/task`))
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
     return ns / 1000;
   } catch {
     return NaN;
@@ -105,7 +110,13 @@ async function inProcessServer(): Promise<Transport> {
   const [client, server] = InMemoryTransport.createLinkedPair();
   const s = new Server({ name: 'echo', version: '1' }, { capabilities: { tools: {} } });
   s.setRequestHandler(ListToolsRequestSchema, async () => ({
-    tools: [{ name: 'echo', inputSchema: { type: 'object', properties: { text: { type: 'string' } } }, annotations: { readOnlyHint: true, idempotentHint: true } }],
+    tools: [
+      {
+        name: 'echo',
+        inputSchema: { type: 'object', properties: { text: { type: 'string' } } },
+        annotations: { readOnlyHint: true, idempotentHint: true },
+      },
+    ],
   }));
   s.setRequestHandler(CallToolRequestSchema, async (req) => {
     const args = req.params.arguments ?? {};
@@ -118,7 +129,10 @@ async function inProcessServer(): Promise<Transport> {
 /** The two sides, each an async function that awaits its call and checks its answer. */
 function sides(direct: Client, executor: Executor, tool: ToolManifest) {
   const viaSdk = async () => {
-    const r = (await direct.callTool({ name: 'echo', arguments: ARGS }, undefined, { signal: new AbortController().signal, timeout: TIMEOUT_MS })) as CallToolResult;
+    const r = (await direct.callTool({ name: 'echo', arguments: ARGS }, undefined, {
+      signal: new AbortController().signal,
+      timeout: TIMEOUT_MS,
+    })) as CallToolResult;
     if (r.isError === true) throw new Error('isError');
   };
   const viaBareSdk = async () => {
@@ -127,7 +141,15 @@ function sides(direct: Client, executor: Executor, tool: ToolManifest) {
   };
   // A fresh signal per call, as the engine gives each attempt its own.
   const viaExecutor = async () => {
-    const r = await executor.execute({ runId: 'bench', callId: 'c', tool, args: ARGS, attempt: 1, timeoutMs: TIMEOUT_MS, signal: new AbortController().signal });
+    const r = await executor.execute({
+      runId: 'bench',
+      callId: 'c',
+      tool,
+      args: ARGS,
+      attempt: 1,
+      timeoutMs: TIMEOUT_MS,
+      signal: new AbortController().signal,
+    });
     if (!r.ok) throw new Error(r.error.message);
   };
   return { viaSdk, viaBareSdk, viaExecutor };
@@ -144,7 +166,16 @@ async function inProcess(concurrency: number): Promise<string> {
   await connection.start();
   await connection.listTools();
   const executor = createExecutors({ mcp: new Map([['p', connection]]) });
-  const tool: ToolManifest = { name: 'p__echo', scope: 'tenant', risk: 'read', idempotent: true, timeoutMs: TIMEOUT_MS, after: [], requires: [], executor: { kind: 'mcp', server: 'p', tool: 'echo' } };
+  const tool: ToolManifest = {
+    name: 'p__echo',
+    scope: 'tenant',
+    risk: 'read',
+    idempotent: true,
+    timeoutMs: TIMEOUT_MS,
+    after: [],
+    requires: [],
+    executor: { kind: 'mcp', server: 'p', tool: 'echo' },
+  };
   const { viaSdk, viaBareSdk, viaExecutor } = sides(direct, executor, tool);
   for (const f of [viaSdk, viaBareSdk, viaExecutor]) await measure(f, 2000, 4, NaN);
   const sdk: Block[] = [];
@@ -174,7 +205,10 @@ const pc = (r: number) => `${((r - 1) * 100).toFixed(1)}%`;
  * ms is not to be trusted on a VM, where a 3 ms busy loop has read anywhere from 1.5 to 10 ms). */
 const total = (bs: Block[], k: 'cpu' | 'server') => bs.reduce((a, b) => a + b[k], 0) / bs.length;
 const pct = (ratios: number[]) => `${pc(median(ratios))} (${pc(quantile(ratios, 0.25))} … ${pc(quantile(ratios, 0.75))})`;
-const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
 
 async function main(): Promise<void> {
   const loadBefore = load();
@@ -190,7 +224,15 @@ async function main(): Promise<void> {
   const mcp = await startMcp(parseConfig(yaml, 'bench.yaml', { env: {} }));
   const executor = createExecutors({ mcp: mcp.servers });
   const tool = mcp.config.catalog.get('b__echo')!;
-  const pidRequest: ExecuteRequest = { runId: 'bench', callId: 'pid', tool: mcp.config.catalog.get('b__pid')!, args: {}, attempt: 1, timeoutMs: TIMEOUT_MS, signal: new AbortController().signal };
+  const pidRequest: ExecuteRequest = {
+    runId: 'bench',
+    callId: 'pid',
+    tool: mcp.config.catalog.get('b__pid')!,
+    args: {},
+    attempt: 1,
+    timeoutMs: TIMEOUT_MS,
+    signal: new AbortController().signal,
+  };
   const pidOut = await executor.execute(pidRequest);
   const executorPid = pidOut.ok ? (pidOut.output as { pid: number }).pid : NaN;
   const engine = new Engine({ config: mcp.config, executor });
@@ -218,7 +260,9 @@ async function main(): Promise<void> {
     const bare: number[] = [];
     const eng: number[] = [];
     const block = (side: string, call: () => Promise<unknown>, pid: number) =>
-      profiler ? profiler.profile(`${side}@${concurrency}`, CALLS, () => measure(call, CALLS, concurrency, pid)) : measure(call, CALLS, concurrency, pid);
+      profiler
+        ? profiler.profile(`${side}@${concurrency}`, CALLS, () => measure(call, CALLS, concurrency, pid))
+        : measure(call, CALLS, concurrency, pid);
     for (let r = 0; r < ROUNDS; r++) {
       if (r % 2 === 0) {
         sdk.push(await block('sdk', viaSdk, directPid));
@@ -234,8 +278,12 @@ async function main(): Promise<void> {
     }
     const m = (bs: Block[], k: keyof Block) => median(bs.map((b) => b[k]));
     const ratios = (k: keyof Block) => exe.map((e, i) => e[k] / (sdk[i] as Block)[k]);
-    wallRows.push(`| ${concurrency} | ${f1(m(sdk, 'wall'))} | ${f1(m(exe, 'wall'))} | ${pct(ratios('wall'))} | ${f1(median(bare))} | ${f1(median(eng))} |`);
-    cpuRows.push(`| ${concurrency} | ${f1(total(sdk, 'cpu'))} | ${f1(total(exe, 'cpu'))} | ${pc(total(exe, 'cpu') / total(sdk, 'cpu'))} | ${f1(total(sdk, 'server'))} | ${f1(total(exe, 'server'))} |`);
+    wallRows.push(
+      `| ${concurrency} | ${f1(m(sdk, 'wall'))} | ${f1(m(exe, 'wall'))} | ${pct(ratios('wall'))} | ${f1(median(bare))} | ${f1(median(eng))} |`,
+    );
+    cpuRows.push(
+      `| ${concurrency} | ${f1(total(sdk, 'cpu'))} | ${f1(total(exe, 'cpu'))} | ${pc(total(exe, 'cpu') / total(sdk, 'cpu'))} | ${f1(total(sdk, 'server'))} | ${f1(total(exe, 'server'))} |`,
+    );
     if (profiler) profiles.push(`c=${concurrency}: ${profiler.summary(`sdk@${concurrency}`, `executor@${concurrency}`, 25)}`);
   }
   const inProcessRows = [await inProcess(1), await inProcess(16)];
@@ -243,7 +291,7 @@ async function main(): Promise<void> {
     `MCP call overhead (${ROUNDS} paired blocks of ${CALLS} calls, medians, µs per call; load average ${loadBefore} before, ${load()} after)\n\n` +
       '| concurrency | direct SDK call | mcp executor | overhead, wall (median of paired ratios, and their middle half) | bare SDK call (no signal) | whole run through the Engine |\n|---|---|---|---|---|---|\n' +
       `${wallRows.join('\n')}\n\n` +
-      '| concurrency | CPU here, direct SDK call | CPU here, mcp executor | overhead, CPU (ratio of the totals) | its server\'s CPU, direct | its server\'s CPU, executor |\n|---|---|---|---|---|---|\n' +
+      "| concurrency | CPU here, direct SDK call | CPU here, mcp executor | overhead, CPU (ratio of the totals) | its server's CPU, direct | its server's CPU, executor |\n|---|---|---|---|---|---|\n" +
       `${cpuRows.join('\n')}\n\n` +
       `In process (the SDK's InMemoryTransport; ${ROUNDS * 5} paired blocks of ${CALLS} calls), CPU µs per call (every block of a side together), client and server:\n\n` +
       '| concurrency | direct SDK call | mcp executor | overhead (ratio of the totals) | executor − direct | bare SDK call (no signal) |\n|---|---|---|---|---|---|\n' +

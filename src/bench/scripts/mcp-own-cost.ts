@@ -22,11 +22,28 @@ const ARGS = { text: 'hello' };
 const RESULT = { content: [{ type: 'text', text: '{"text":"hello"}' }], structuredContent: { text: 'hello' } };
 const standIn = { callTool: async (_params: unknown, _schema: unknown, _opts: unknown) => RESULT };
 
-const connection = new McpConnection({ name: 'b', command: 'none', args: [], prefix: 'b__', trustAnnotations: true, scope: 'tenant', tools: {} });
+const connection = new McpConnection({
+  name: 'b',
+  command: 'none',
+  args: [],
+  prefix: 'b__',
+  trustAnnotations: true,
+  scope: 'tenant',
+  tools: {},
+});
 // The stand-in in place of a connected SDK Client, so that only our code is measured.
 Object.assign(connection, { state: 'up', client: standIn });
 const executor = createExecutors({ mcp: new Map([['b', connection]]) });
-const tool: ToolManifest = { name: 'b__echo', scope: 'tenant', risk: 'read', idempotent: true, timeoutMs: 60_000, after: [], requires: [], executor: { kind: 'mcp', server: 'b', tool: 'echo' } };
+const tool: ToolManifest = {
+  name: 'b__echo',
+  scope: 'tenant',
+  risk: 'read',
+  idempotent: true,
+  timeoutMs: 60_000,
+  after: [],
+  requires: [],
+  executor: { kind: 'mcp', server: 'b', tool: 'echo' },
+};
 
 async function cpuPerCall(f: () => Promise<void>, n: number): Promise<number> {
   const c0 = process.cpuUsage();
@@ -37,7 +54,10 @@ async function cpuPerCall(f: () => Promise<void>, n: number): Promise<number> {
 
 const shared = new AbortController().signal;
 const out: string[] = [];
-for (const [way, signal] of [['one shared signal', () => shared], ['a fresh AbortController per call', () => new AbortController().signal]] as const) {
+for (const [way, signal] of [
+  ['one shared signal', () => shared],
+  ['a fresh AbortController per call', () => new AbortController().signal],
+] as const) {
   const direct = async () => {
     const r = await standIn.callTool({ name: 'echo', arguments: ARGS }, undefined, { signal: signal(), timeout: 60_000 });
     if (!r) throw new Error('no answer');
@@ -56,4 +76,7 @@ for (const [way, signal] of [['one shared signal', () => shared], ['a fresh Abor
   }
   out.push(`| ${way} | ${median(d).toFixed(3)} | ${median(e).toFixed(3)} | ${median(e.map((x, i) => x - (d[i] as number))).toFixed(3)} |`);
 }
-process.stdout.write('The mcp executor\'s own cost (CPU µs per call, medians of 8 blocks)\n\n| signal | direct call of the stand-in | mcp executor | executor − direct (median of pairs) |\n|---|---|---|---|\n' + `${out.join('\n')}\n`);
+process.stdout.write(
+  "The mcp executor's own cost (CPU µs per call, medians of 8 blocks)\n\n| signal | direct call of the stand-in | mcp executor | executor − direct (median of pairs) |\n|---|---|---|---|\n" +
+    `${out.join('\n')}\n`,
+);

@@ -58,21 +58,27 @@ try {
   await new Promise((r) => setTimeout(r, 1000));
   const after = await stats(url);
   await store.close();
-  const runs = (await (async () => {
+  const runs = await (async () => {
     const c = new pg.Client({ connectionString: url });
     await c.connect();
     const n = Number((await c.query<{ n: string }>('SELECT count(*) AS n FROM runs')).rows[0]?.n ?? 0);
     await c.end();
     return n;
-  })());
-  console.log(`HTTP, ${opts.clients} clients, ${opts.rounds} rounds of ${opts.durationMs / 1000} s, 5 echo calls per run (node ${process.version})\n`);
+  })();
+  console.log(
+    `HTTP, ${opts.clients} clients, ${opts.rounds} rounds of ${opts.durationMs / 1000} s, 5 echo calls per run (node ${process.version})\n`,
+  );
   console.log('| store | toolgraph runs/s | bare runs/s | ratio | p50 / p99 ms | errors |');
   console.log('|---|---|---|---|---|---|');
   console.log(row('SQLite (temp file, synchronous = FULL)', sqlite));
   console.log(row('PostgreSQL 15 (local cluster, fsync on)', postgres));
-  console.log(`\nPostgreSQL / SQLite: ${((postgres.runsPerSec / sqlite.runsPerSec) * 100).toFixed(0)}% of the runs/s, p99 ${(postgres.p99Ms / sqlite.p99Ms).toFixed(2)}×`);
+  console.log(
+    `\nPostgreSQL / SQLite: ${((postgres.runsPerSec / sqlite.runsPerSec) * 100).toFixed(0)}% of the runs/s, p99 ${(postgres.p99Ms / sqlite.p99Ms).toFixed(2)}×`,
+  );
   const d = { xact: after.xact - before.xact, inserted: after.inserted - before.inserted, updated: after.updated - before.updated };
-  console.log(`PostgreSQL per run (${runs} runs): ${(d.xact / runs).toFixed(2)} statements (= transactions = round trips), ${(d.inserted / runs).toFixed(1)} rows inserted, ${(d.updated / runs).toFixed(1)} rows updated`);
+  console.log(
+    `PostgreSQL per run (${runs} runs): ${(d.xact / runs).toFixed(2)} statements (= transactions = round trips), ${(d.inserted / runs).toFixed(1)} rows inserted, ${(d.updated / runs).toFixed(1)} rows updated`,
+  );
 } finally {
   await cluster.stop();
   await executor.close();

@@ -62,7 +62,9 @@ try {
   });
   const summary = command.value;
   const code = summary.unreadable > 0 ? 2 : summary.diverged > 0 ? 1 : 0;
-  console.log(`replay DIR as the CLI does (read, validate, replay, compare, report): ${figures(n, command)}; exit ${code}, ${JSON.stringify(summary)}`);
+  console.log(
+    `replay DIR as the CLI does (read, validate, replay, compare, report): ${figures(n, command)}; exit ${code}, ${JSON.stringify(summary)}`,
+  );
   if (code !== 0 || diverged > 0) process.exitCode = 1;
 } finally {
   rmSync(dir, { recursive: true, force: true });

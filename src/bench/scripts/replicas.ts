@@ -34,7 +34,10 @@ const only = new Set((values.only as string).split(','));
 const log = (s: string) => console.error(s);
 const f0 = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '–');
 const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '–');
-const load = () => loadavg().map((x) => x.toFixed(1)).join(' / ');
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' / ');
 
 const lines: string[] = [];
 const out = (s = '') => {
@@ -46,14 +49,18 @@ const started = new Date();
 const loadBefore = load();
 const pgc = await startPostgres();
 try {
-  out(`\`npm run bench:replicas\` on ${started.toISOString()}: Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'}; replicas are \`toolgraph serve\` processes (dist/), on one throwaway PostgreSQL 15 (fsync on), the tools an HTTP server in the bench process; load average before ${loadBefore} (1 / 5 / 15 min).`);
+  out(
+    `\`npm run bench:replicas\` on ${started.toISOString()}: Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'}; replicas are \`toolgraph serve\` processes (dist/), on one throwaway PostgreSQL 15 (fsync on), the tools an HTTP server in the bench process; load average before ${loadBefore} (1 / 5 / 15 min).`,
+  );
   out();
   if (only.has('takeover')) {
     const rows: string[] = [];
     for (const leaseMs of [n(values['default-lease']), n(values['short-lease'])]) {
       log(`takeover, lease ${leaseMs} ms…`);
       const r = await takeover(pgc, leaseMs, n(values.kills), log);
-      rows.push(`| ${leaseMs} | ${r.kills.length} kills, ${r.runs.length} runs | ${f0(quantile(r.runs, 0.5))} | ${f0(Math.max(...r.runs))} | ${f0(leaseMs + 2000)} | ${r.kills.map(f0).join(', ')} | ${r.extra} |`);
+      rows.push(
+        `| ${leaseMs} | ${r.kills.length} kills, ${r.runs.length} runs | ${f0(quantile(r.runs, 0.5))} | ${f0(Math.max(...r.runs))} | ${f0(leaseMs + 2000)} | ${r.kills.map(f0).join(', ')} | ${r.extra} |`,
+      );
     }
     out('**Takeover** (kill -9 of a replica running held idempotent calls → each call re-run from another replica, at the tool):');
     out();
@@ -66,13 +73,19 @@ try {
     log('append-to-SSE latency…');
     const rounds: { owner: number[]; other: number[] }[] = [];
     for (let k = 0; k < n(values.rounds); k++) rounds.push(await sseLatency(pgc, n(values['sse-runs']), 4));
-    out('**Append-to-SSE latency** (a tool answers → its `call.succeeded` arrives on `/v1/runs/{id}/events`; runs of 4 chained calls, 4 runs at a time; from the tool\'s answer, so the owner\'s commit is included):');
+    out(
+      "**Append-to-SSE latency** (a tool answers → its `call.succeeded` arrives on `/v1/runs/{id}/events`; runs of 4 chained calls, 4 runs at a time; from the tool's answer, so the owner's commit is included):",
+    );
     out();
     out('| stream opened on | round | events | p50 ms | p99 ms | max ms |');
     out('|---|---|---|---|---|---|');
     rounds.forEach((r, k) => {
-      out(`| the owner | ${k + 1} | ${r.owner.length} | ${f1(quantile(r.owner, 0.5))} | ${f1(quantile(r.owner, 0.99))} | ${f1(Math.max(...r.owner))} |`);
-      out(`| another replica | ${k + 1} | ${r.other.length} | ${f1(quantile(r.other, 0.5))} | ${f1(quantile(r.other, 0.99))} | ${f1(Math.max(...r.other))} |`);
+      out(
+        `| the owner | ${k + 1} | ${r.owner.length} | ${f1(quantile(r.owner, 0.5))} | ${f1(quantile(r.owner, 0.99))} | ${f1(Math.max(...r.owner))} |`,
+      );
+      out(
+        `| another replica | ${k + 1} | ${r.other.length} | ${f1(quantile(r.other, 0.5))} | ${f1(quantile(r.other, 0.99))} | ${f1(Math.max(...r.other))} |`,
+      );
     });
     out();
   }
@@ -88,7 +101,9 @@ try {
         log(`  ${results[results.length - 1]!.runsPerSec.toFixed(1)} runs/s (load ${load()})`);
       }
     }
-    out(`**Runs per second** (${clients} closed-loop clients round-robin over the replicas, each run 3 independent http calls of 5 ms, submitted with \`waitMs\` so one request waits for the end; ${seconds} s measured after 3 s of warm-up; rounds alternate the order). Beside it, **permit acquisition**: an ask for a permit no limit refuses, made every 100 ms through cluster/permits.ts under a lease of its own while the load runs (the wait for the cluster's one-at-a-time lock included):`);
+    out(
+      `**Runs per second** (${clients} closed-loop clients round-robin over the replicas, each run 3 independent http calls of 5 ms, submitted with \`waitMs\` so one request waits for the end; ${seconds} s measured after 3 s of warm-up; rounds alternate the order). Beside it, **permit acquisition**: an ask for a permit no limit refuses, made every 100 ms through cluster/permits.ts under a lease of its own while the load runs (the wait for the cluster's one-at-a-time lock included):`,
+    );
     out();
     out('| replicas | round | runs/s | request p50 / p99 ms | errors | PostgreSQL commits per run | permit ask p50 / p99 ms (asks) |');
     out('|---|---|---|---|---|---|---|');
@@ -96,7 +111,9 @@ try {
       results
         .filter((r) => r.replicas === replicas)
         .forEach((r, k) =>
-          out(`| ${replicas === 0 ? '1, SQLite (no cluster)' : replicas} | ${k + 1} | ${f1(r.runsPerSec)} | ${f0(quantile(r.latency, 0.5))} / ${f0(quantile(r.latency, 0.99))} | ${r.errors} | ${replicas === 0 ? '–' : f1(r.xactPerRun)} | ${replicas === 0 ? '–' : `${f1(quantile(r.permitAsks, 0.5))} / ${f1(quantile(r.permitAsks, 0.99))} (${r.permitAsks.length})`} |`),
+          out(
+            `| ${replicas === 0 ? '1, SQLite (no cluster)' : replicas} | ${k + 1} | ${f1(r.runsPerSec)} | ${f0(quantile(r.latency, 0.5))} / ${f0(quantile(r.latency, 0.99))} | ${r.errors} | ${replicas === 0 ? '–' : f1(r.xactPerRun)} | ${replicas === 0 ? '–' : `${f1(quantile(r.permitAsks, 0.5))} / ${f1(quantile(r.permitAsks, 0.99))} (${r.permitAsks.length})`} |`,
+          ),
         );
     }
     out();
@@ -110,7 +127,9 @@ try {
       gaps.push(...r.gaps);
       same.push(...r.sameReplica);
     }
-    out('**Limit hand-off** (a tool limited to 1 at a time, 45 runs of one 30 ms call submitted at once over 3 replicas: from one attempt\'s end at the tool to the next one\'s start; the permit given back, NOTIFY, the waiting replica\'s ask, its dispatch):');
+    out(
+      "**Limit hand-off** (a tool limited to 1 at a time, 45 runs of one 30 ms call submitted at once over 3 replicas: from one attempt's end at the tool to the next one's start; the permit given back, NOTIFY, the waiting replica's ask, its dispatch):",
+    );
     out();
     out('| next attempt from | samples | p50 ms | p99 ms | max ms |');
     out('|---|---|---|---|---|');
@@ -129,7 +148,10 @@ if (values.write) {
   const end = '<!-- replicas:end -->';
   const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
   const block = `${begin}\n${lines.join('\n')}\n${end}`;
-  const next = text.includes(begin) && text.includes(end) ? text.slice(0, text.indexOf(begin)) + block + text.slice(text.indexOf(end) + end.length) : `${text.trimEnd()}\n\n## Several replicas (issue #17)\n\n${block}\n`;
+  const next =
+    text.includes(begin) && text.includes(end)
+      ? text.slice(0, text.indexOf(begin)) + block + text.slice(text.indexOf(end) + end.length)
+      : `${text.trimEnd()}\n\n## Several replicas (issue #17)\n\n${block}\n`;
   writeFileSync(file, next);
   log(`written into ${file}`);
 }

@@ -50,7 +50,8 @@ export function streamedBatch(n: number, forward = false): CallInput[] {
   return Array.from({ length: n }, (_, i): CallInput => {
     const id = `c${i}`;
     if (forward && i % 64 === 63) return { id, tool: 'summarize', args: { of: '${write_file.output}' } };
-    if (i % 4 === 3) return { id, tool: 'write_file', args: { path: `/repo/f${i - 3}.txt`, content: `\${c${i - 1}.output.ms}`, ms: TOOL_MS } };
+    if (i % 4 === 3)
+      return { id, tool: 'write_file', args: { path: `/repo/f${i - 3}.txt`, content: `\${c${i - 1}.output.ms}`, ms: TOOL_MS } };
     const next = forward && i % 8 === 0 && i + 1 < n ? { after: `\${c${i + 1}.output.ms}` } : {};
     return { id, tool: 'read_file', args: { path: `/repo/f${i}.txt`, ms: TOOL_MS, ...next } };
   });

@@ -48,7 +48,10 @@ const SECONDS = Number(process.env.SECONDS ?? 2);
 const CLIENTS = Number(process.env.CLIENTS ?? 8);
 const PROTOCOL = (process.env.PROTOCOL ?? 'http/protobuf') as OtlpProtocol;
 const CALLS_PER_RUN = 5;
-const BODY = JSON.stringify({ calls: Array.from({ length: CALLS_PER_RUN }, (_, i) => ({ id: `c${i + 1}`, tool: 'echo', args: { n: i + 1 } })), waitMs: 5000 });
+const BODY = JSON.stringify({
+  calls: Array.from({ length: CALLS_PER_RUN }, (_, i) => ({ id: `c${i + 1}`, tool: 'echo', args: { n: i + 1 } })),
+  waitMs: 5000,
+});
 
 /** A collector in a child process: reads each export and answers 200 with an empty body. */
 function startCollector(): Promise<{ url: string; child: ChildProcess }> {
@@ -79,7 +82,14 @@ function collectorStats(child: ChildProcess): Promise<{ requests: number; bytes:
 function post(agent: http.Agent, url: URL): Promise<boolean> {
   return new Promise((resolve) => {
     const req = http.request(
-      { host: url.hostname, port: url.port, path: url.pathname, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(BODY) } },
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(BODY) },
+      },
       (res) => {
         let text = '';
         res.setEncoding('utf8');
@@ -136,7 +146,15 @@ async function round(target: string, ms: number, after?: () => Promise<void>): P
   const elu = perf.eventLoopUtilization(elu0);
   const main = mainThreadCpuUs() - main0;
   agent.destroy();
-  return { runsPerSec: runs / seconds, cpuUsPerCall: (cpu.user + cpu.system) / (runs * CALLS_PER_RUN), mainCpuUsPerCall: main / (runs * CALLS_PER_RUN), mainUsPerCall: (elu.active * 1000) / (runs * CALLS_PER_RUN), gcUsPerCall: ((gcMs - gc0) * 1000) / (runs * CALLS_PER_RUN), runs, errors };
+  return {
+    runsPerSec: runs / seconds,
+    cpuUsPerCall: (cpu.user + cpu.system) / (runs * CALLS_PER_RUN),
+    mainCpuUsPerCall: main / (runs * CALLS_PER_RUN),
+    mainUsPerCall: (elu.active * 1000) / (runs * CALLS_PER_RUN),
+    gcUsPerCall: ((gcMs - gc0) * 1000) / (runs * CALLS_PER_RUN),
+    runs,
+    errors,
+  };
 }
 
 async function server(dir: string, name: string, tracing: Tracing | undefined) {
@@ -164,7 +182,11 @@ async function spansAlone(tracing: Tracing, runs: number, from: number): Promise
   const echo = { tool: 'echo' } as CallView;
   let seq = 0;
   const tell = (runId: string, type: RunEvent['type'], data: Record<string, unknown>, callId?: string) =>
-    tracing.listener({ seq: ++seq, type, runId, at: Date.now(), data, ...(callId ? { callId } : {}) } as RunEvent, view, callId ? echo : undefined);
+    tracing.listener(
+      { seq: ++seq, type, runId, at: Date.now(), data, ...(callId ? { callId } : {}) } as RunEvent,
+      view,
+      callId ? echo : undefined,
+    );
   const cpu0 = process.cpuUsage();
   let main = 0;
   let t0 = performance.now();
@@ -213,18 +235,34 @@ async function main(): Promise<void> {
   const on = await server(dir, 'on', tracing);
   const off = await server(dir, 'off', undefined);
   try {
-    const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+    const load = () =>
+      loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' ');
     console.log(`load average at the start: ${load()}`);
-    console.log(`traces bench: ${ROUNDS} rounds of ${SECONDS} s per mode, ${CLIENTS} clients, ${CALLS_PER_RUN} echo calls per run, OTLP ${PROTOCOL}`);
+    console.log(
+      `traces bench: ${ROUNDS} rounds of ${SECONDS} s per mode, ${CLIENTS} clients, ${CALLS_PER_RUN} echo calls per run, OTLP ${PROTOCOL}`,
+    );
     await round(off.url, 1000);
     await round(on.url, 1000, () => tracing.flush());
     const results: { on: Round[]; off: Round[] } = { on: [], off: [] };
     for (let r = 0; r < ROUNDS; r++) {
-      const order: ['on' | 'off', string][] = r % 2 === 0 ? [['off', off.url], ['on', on.url]] : [['on', on.url], ['off', off.url]];
+      const order: ['on' | 'off', string][] =
+        r % 2 === 0
+          ? [
+              ['off', off.url],
+              ['on', on.url],
+            ]
+          : [
+              ['on', on.url],
+              ['off', off.url],
+            ];
       for (const [mode, url] of order) {
         const res = await round(url, SECONDS * 1000, mode === 'on' ? () => tracing.flush() : undefined);
         results[mode].push(res);
-        console.log(`  round ${r + 1} ${mode.padEnd(3)} ${res.runsPerSec.toFixed(0).padStart(5)} runs/s  ${res.cpuUsPerCall.toFixed(1).padStart(6)} µs CPU/call (GC ${res.gcUsPerCall.toFixed(1)}; main thread ${res.mainCpuUsPerCall.toFixed(1)} CPU, ${res.mainUsPerCall.toFixed(1)} busy)  (${res.errors} errors)`);
+        console.log(
+          `  round ${r + 1} ${mode.padEnd(3)} ${res.runsPerSec.toFixed(0).padStart(5)} runs/s  ${res.cpuUsPerCall.toFixed(1).padStart(6)} µs CPU/call (GC ${res.gcUsPerCall.toFixed(1)}; main thread ${res.mainCpuUsPerCall.toFixed(1)} CPU, ${res.mainUsPerCall.toFixed(1)} busy)  (${res.errors} errors)`,
+        );
       }
     }
     const ratios = results.on.map((x, i) => x.runsPerSec / (results.off[i] as Round).runsPerSec);
@@ -233,25 +271,40 @@ async function main(): Promise<void> {
     const stats = await collectorStats(collector.child);
     const spans = results.on.reduce((n, x) => n + x.runs, 0) * (CALLS_PER_RUN + 1);
     console.log('');
-    console.log(`| tracing | runs/s (median) | CPU µs per call, all threads (median) | main thread CPU, µs per call (median) | main thread busy, µs per call (median) | GC pauses, µs per call (median) |`);
+    console.log(
+      `| tracing | runs/s (median) | CPU µs per call, all threads (median) | main thread CPU, µs per call (median) | main thread busy, µs per call (median) | GC pauses, µs per call (median) |`,
+    );
     console.log(`|---|---|---|---|---|---|`);
-    for (const [mode, label] of [['off', 'off'], ['on', `on (${PROTOCOL})`]] as const) {
+    for (const [mode, label] of [
+      ['off', 'off'],
+      ['on', `on (${PROTOCOL})`],
+    ] as const) {
       const rs = results[mode];
-      console.log(`| ${label} | ${median(rs.map((x) => x.runsPerSec)).toFixed(0)} | ${median(rs.map((x) => x.cpuUsPerCall)).toFixed(1)} | ${median(rs.map((x) => x.mainCpuUsPerCall)).toFixed(1)} | ${median(rs.map((x) => x.mainUsPerCall)).toFixed(1)} | ${median(rs.map((x) => x.gcUsPerCall)).toFixed(1)} |`);
+      console.log(
+        `| ${label} | ${median(rs.map((x) => x.runsPerSec)).toFixed(0)} | ${median(rs.map((x) => x.cpuUsPerCall)).toFixed(1)} | ${median(rs.map((x) => x.mainCpuUsPerCall)).toFixed(1)} | ${median(rs.map((x) => x.mainUsPerCall)).toFixed(1)} | ${median(rs.map((x) => x.gcUsPerCall)).toFixed(1)} |`,
+      );
     }
     const mainOn = median(results.on.map((x) => x.mainCpuUsPerCall));
     const mainOff = median(results.off.map((x) => x.mainCpuUsPerCall));
     console.log('');
     const cost = 1 - median(ratios);
-    console.log(`runs/s with tracing: ${(median(ratios) * 100).toFixed(1)}% of without (paired rounds ${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)}): costs ${(cost * 100).toFixed(1)}% (target ≤ 10%: ${cost <= 0.1 ? 'met' : 'missed'})`);
-    console.log(`CPU per call, all threads: +${(cpuOn - cpuOff).toFixed(1)} µs (+${(((cpuOn - cpuOff) / cpuOff) * 100).toFixed(1)}%); the main thread's own CPU per call: +${(mainOn - mainOff).toFixed(1)} µs (+${(((mainOn - mainOff) / mainOff) * 100).toFixed(1)}%)`);
-    console.log(`spans: ${spans} made in the measured rounds, ${dropped} dropped by the queue (whole bench), ${exportErrors} failed exports; the collector took ${stats.requests} requests, ${(stats.bytes / 1e6).toFixed(1)} MB`);
+    console.log(
+      `runs/s with tracing: ${(median(ratios) * 100).toFixed(1)}% of without (paired rounds ${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)}): costs ${(cost * 100).toFixed(1)}% (target ≤ 10%: ${cost <= 0.1 ? 'met' : 'missed'})`,
+    );
+    console.log(
+      `CPU per call, all threads: +${(cpuOn - cpuOff).toFixed(1)} µs (+${(((cpuOn - cpuOff) / cpuOff) * 100).toFixed(1)}%); the main thread's own CPU per call: +${(mainOn - mainOff).toFixed(1)} µs (+${(((mainOn - mainOff) / mainOff) * 100).toFixed(1)}%)`,
+    );
+    console.log(
+      `spans: ${spans} made in the measured rounds, ${dropped} dropped by the queue (whole bench), ${exportErrors} failed exports; the collector took ${stats.requests} requests, ${(stats.bytes / 1e6).toFixed(1)} MB`,
+    );
     const alone: { cpu: number; main: number }[] = [];
     const droppedBefore = dropped;
     for (let r = 0; r < 5; r++) alone.push(await spansAlone(tracing, 10_000, r * 10_000));
     const perCall = median(alone.slice(1).map((x) => x.cpu));
     const mainPerCall = median(alone.slice(1).map((x) => x.main));
-    console.log(`spans alone (listener + export, no engine): ${perCall.toFixed(1)} µs CPU per call, all threads (${((perCall * CALLS_PER_RUN) / (CALLS_PER_RUN + 1)).toFixed(1)} µs per span), of which the main thread ${mainPerCall.toFixed(1)} µs per call (median of 4 rounds of 10,000 runs, after one warm-up); the main thread's part is ${((mainPerCall / mainOff) * 100).toFixed(1)}% of a traceless HTTP run's main-thread time per call; ${dropped - droppedBefore} spans dropped`);
+    console.log(
+      `spans alone (listener + export, no engine): ${perCall.toFixed(1)} µs CPU per call, all threads (${((perCall * CALLS_PER_RUN) / (CALLS_PER_RUN + 1)).toFixed(1)} µs per span), of which the main thread ${mainPerCall.toFixed(1)} µs per call (median of 4 rounds of 10,000 runs, after one warm-up); the main thread's part is ${((mainPerCall / mainOff) * 100).toFixed(1)}% of a traceless HTTP run's main-thread time per call; ${dropped - droppedBefore} spans dropped`,
+    );
     console.log(`load average at the end: ${load()}`);
     const errors = [...results.on, ...results.off].reduce((n, x) => n + x.errors, 0);
     if (errors > 0) process.exitCode = 1;

@@ -28,7 +28,9 @@ export function startNextCompensation(s: SchedulerState, run: ScheduledRun): voi
       ref.target === 'self' ? { value: ref.field === 'args' ? (c.resolved ?? c.args) : c.output } : undefined,
     );
     if (!tool || !args.ok) {
-      const error: CallError = !tool ? callError('unknown_tool', `no tool named ${spec.tool} to compensate ${c.id}`) : (args as { error: CallError }).error;
+      const error: CallError = !tool
+        ? callError('unknown_tool', `no tool named ${spec.tool} to compensate ${c.id}`)
+        : (args as { error: CallError }).error;
       emit(s, 'call.compensated', run, c, { status: 'failed', error });
       continue;
     }
@@ -52,6 +54,12 @@ export function startNextCompensation(s: SchedulerState, run: ScheduledRun): voi
 
 export function compensationEnded(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, r: AttemptResult): void {
   const startedAt = run.compensationStartedAt as number;
-  emit(s, 'call.compensated', run, c, r.ok ? { status: 'succeeded', output: r.output, startedAt } : { status: 'failed', error: r.error, startedAt });
+  emit(
+    s,
+    'call.compensated',
+    run,
+    c,
+    r.ok ? { status: 'succeeded', output: r.output, startedAt } : { status: 'failed', error: r.error, startedAt },
+  );
   startNextCompensation(s, run);
 }

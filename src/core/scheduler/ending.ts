@@ -67,7 +67,18 @@ function deadlock(s: SchedulerState, run: ScheduledRun, live: ScheduledCall[]): 
   run.endDiagnostics.push(diagnostic);
   for (const w of waits) {
     const c = run.calls[run.byId.get(w.callId) as number] as ScheduledCall;
-    if (isPending(c)) block(s, run, c, callError('dependency_blocked', `${c.id} waits on ${w.waitsOn.join(', ')}, which cannot end`, w.waitsOn[0] ? { callId: w.waitsOn[0] } : {}), false);
+    if (isPending(c))
+      block(
+        s,
+        run,
+        c,
+        callError(
+          'dependency_blocked',
+          `${c.id} waits on ${w.waitsOn.join(', ')}, which cannot end`,
+          w.waitsOn[0] ? { callId: w.waitsOn[0] } : {},
+        ),
+        false,
+      );
   }
 }
 

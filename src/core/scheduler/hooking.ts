@@ -32,7 +32,10 @@ export function attemptSettled(s: SchedulerState, run: ScheduledRun, c: Schedule
   const durationMs = s.now - (c.attemptStartedAt as number);
   // The request's outcome is made only when hooks are configured: most schedulers have none.
   const hooks = s.opts.hooks;
-  const asked = hooks !== undefined && hooks.length > 0 && askHooks(s, run, c, 'after_call', r.ok ? { status: 'succeeded', output: r.output } : { status: 'failed', error: r.error });
+  const asked =
+    hooks !== undefined &&
+    hooks.length > 0 &&
+    askHooks(s, run, c, 'after_call', r.ok ? { status: 'succeeded', output: r.output } : { status: 'failed', error: r.error });
   if (asked) c.outcome = { result: r, propagate, durationMs };
   else settle(s, run, c, r, propagate, durationMs);
 }
@@ -76,9 +79,18 @@ function beforeDecided(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, d
   if (rewrite?.args) {
     const args = rewrite.args;
     const m = c.manifest as ToolManifest;
-    const problem = s.opts.catalog.checkArgs(c.tool, args) ?? checkArgsSize(args, s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES)?.message;
+    const problem =
+      s.opts.catalog.checkArgs(c.tool, args) ?? checkArgsSize(args, s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES)?.message;
     if (problem) {
-      return fail(s, run, c, callError('invalid_args', `${c.id}: the args of hook ${rewrite.hook}: ${problem}`, { details: { tool: c.tool, hook: rewrite.hook } }), true);
+      return fail(
+        s,
+        run,
+        c,
+        callError('invalid_args', `${c.id}: the args of hook ${rewrite.hook}: ${problem}`, {
+          details: { tool: c.tool, hook: rewrite.hook },
+        }),
+        true,
+      );
     }
     const escaped = escapedKeys(c.planAccess ?? accessOf(m, c.args), accessOf(m, args));
     const outside = [...escaped.writes.map((k) => `writes ${k}`), ...escaped.reads.map((k) => `reads ${k}`)];

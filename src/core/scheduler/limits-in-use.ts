@@ -80,7 +80,8 @@ export function limitItems(src: LimitSource): LimitInUse[] {
   const running = [...v.running];
   const holdersOf = (pred: (h: Holder) => boolean) => running.filter(pred).slice(0, MAX_HOLDERS).map(src.holderOf);
 
-  if (v.limits.global !== undefined) add('global', undefined, { limit: v.limits.global, inUse: l.runningCount, holders: holdersOf(() => true) });
+  if (v.limits.global !== undefined)
+    add('global', undefined, { limit: v.limits.global, inUse: l.runningCount, holders: holdersOf(() => true) });
   for (const t of sorted(new Set([...v.byTenant.keys(), ...keysOf(waiting, 'tenant')]))) {
     const limit = l.tenantLimit(t);
     if (limit !== undefined) add('tenant', t, { limit, inUse: v.byTenant.get(t) ?? 0, holders: holdersOf((h) => h.tenant === t) });
@@ -88,12 +89,19 @@ export function limitItems(src: LimitSource): LimitInUse[] {
   if (v.limits.perRun !== undefined) {
     const perRun = v.limits.perRun;
     const runs = new Set([...running.map((h) => h.runId), ...keysOf(waiting, 'perRun')]);
-    for (const r of sorted(runs)) add('perRun', r, { limit: perRun, inUse: running.filter((h) => h.runId === r).length, holders: holdersOf((h) => h.runId === r) });
+    for (const r of sorted(runs))
+      add('perRun', r, { limit: perRun, inUse: running.filter((h) => h.runId === r).length, holders: holdersOf((h) => h.runId === r) });
   }
   for (const tool of sorted(Object.keys(v.limits.tool))) {
-    add('tool', tool, { limit: own(v.limits.tool, tool) as number, inUse: v.byTool.get(tool) ?? 0, holders: holdersOf((h) => h.tool === tool) });
+    add('tool', tool, {
+      limit: own(v.limits.tool, tool) as number,
+      inUse: v.byTool.get(tool) ?? 0,
+      holders: holdersOf((h) => h.tool === tool),
+    });
   }
-  v.resourceKeys.forEach((r, i) => add('resource', r.text, { limit: r.limit, inUse: r.used, holders: holdersOf((h) => h.resourceLimits?.includes(i) === true) }));
+  v.resourceKeys.forEach((r, i) =>
+    add('resource', r.text, { limit: r.limit, inUse: r.used, holders: holdersOf((h) => h.resourceLimits?.includes(i) === true) }),
+  );
   for (const [name, b] of [...(src.buckets ?? v.buckets)].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     const units = unitsAt(b, now);
     const taken = Math.ceil((b.cap * b.perMs - units) / b.perMs);

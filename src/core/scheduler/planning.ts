@@ -39,7 +39,14 @@ export function addCalls(s: SchedulerState, run: ScheduledRun, list: CallInput[]
     const from = doomedBy.size > 0 ? doomedBy.get(c.index) : undefined;
     if (p.error && isPending(c)) fail(s, run, c, p.error, true);
     else if (p.blockedBy && c.status === 'blocked') blockDescendantsOf(s, run, c);
-    else if (from && isPending(c)) blockDescendantsOf(s, run, from, [c], callError('dependency_failed', `${from.id} ${from.status === 'failed' ? 'failed' : `is ${from.status}`}`, { callId: from.id }));
+    else if (from && isPending(c))
+      blockDescendantsOf(
+        s,
+        run,
+        from,
+        [c],
+        callError('dependency_failed', `${from.id} ${from.status === 'failed' ? 'failed' : `is ${from.status}`}`, { callId: from.id }),
+      );
   }
   for (let i = base; i < end; i++) {
     const c = calls[i] as ScheduledCall;

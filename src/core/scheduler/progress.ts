@@ -73,7 +73,13 @@ export function setResolved(run: ScheduledRun, c: ScheduledCall, args: Record<st
 }
 
 /** `durationMs`: the attempt's, when it ended before now (its after_call hooks took the rest). */
-export function succeed(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, output: unknown, durationMs = s.now - (c.attemptStartedAt as number)): void {
+export function succeed(
+  s: SchedulerState,
+  run: ScheduledRun,
+  c: ScheduledCall,
+  output: unknown,
+  durationMs = s.now - (c.attemptStartedAt as number),
+): void {
   transition(c, 'succeeded');
   c.output = output;
   emit(s, 'call.succeeded', run, c, { attempt: c.attempts, output, durationMs });
@@ -97,7 +103,14 @@ export function failureModeOf(run: ScheduledRun, c: ScheduledCall): FailureMode 
  * Fails a call; with `propagate`, the run's failure mode then applies to it. `durationMs`: the
  * attempt's, when it ended before now (as `succeed`).
  */
-export function fail(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, error: CallError, propagate: boolean, durationMs = s.now - (c.attemptStartedAt as number)): void {
+export function fail(
+  s: SchedulerState,
+  run: ScheduledRun,
+  c: ScheduledCall,
+  error: CallError,
+  propagate: boolean,
+  durationMs = s.now - (c.attemptStartedAt as number),
+): void {
   const wasRunning = c.status === 'running';
   transition(c, 'failed');
   c.error = error;
@@ -133,7 +146,13 @@ export function block(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, wh
  * `dependency_failed` naming a failed root, `awaiting_replan` in replan mode, `dependency_blocked`
  * naming a blocked root.
  */
-export function blockDescendantsOf(s: SchedulerState, run: ScheduledRun, root: ScheduledCall, only?: ScheduledCall[], reason?: CallError): void {
+export function blockDescendantsOf(
+  s: SchedulerState,
+  run: ScheduledRun,
+  root: ScheduledCall,
+  only?: ScheduledCall[],
+  reason?: CallError,
+): void {
   const replan = root.status === 'failed' && run.failure === 'replan' && root.manifest?.failure !== 'fail_fast';
   const why: CallError =
     reason ??
@@ -219,7 +238,12 @@ export function mayRetry(c: ScheduledCall, r: { retryable?: boolean }): boolean 
   return r.retryable === true && m.idempotent && m.retry !== undefined && c.attempts < m.retry.attempts;
 }
 
-export function scheduleRetry(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, r: { error: CallError; retryAfterMs?: number }): void {
+export function scheduleRetry(
+  s: SchedulerState,
+  run: ScheduledRun,
+  c: ScheduledCall,
+  r: { error: CallError; retryAfterMs?: number },
+): void {
   const m = c.manifest as ToolManifest;
   const delay = Math.max(backoffDelay(m.retry!, run.id, c.id, c.attempts), r.retryAfterMs ?? 0);
   transition(c, 'pending');

@@ -244,7 +244,9 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     now: 0,
     dirty: [],
     dirtyCount: 0,
-    waits: opts.explainWaits ? { fresh: [], freshCount: 0, released: [], releasedCount: 0, groups: new Map(), list: [], locks: [], refused: [] } : undefined,
+    waits: opts.explainWaits
+      ? { fresh: [], freshCount: 0, released: [], releasedCount: 0, groups: new Map(), list: [], locks: [], refused: [] }
+      : undefined,
     permitEpoch: 0,
   };
 }
@@ -254,7 +256,13 @@ export function emptyOutput(): Output {
 }
 
 /** Emits an event of the run (of its call `c`, if given) at the scheduler's `now`. */
-export function emit<T extends EventType>(s: SchedulerState, type: T, run: ScheduledRun, c: ScheduledCall | undefined, data: EventPayloads[T]): void {
+export function emit<T extends EventType>(
+  s: SchedulerState,
+  type: T,
+  run: ScheduledRun,
+  c: ScheduledCall | undefined,
+  data: EventPayloads[T],
+): void {
   const e: EventOf<T> = c ? { type, runId: run.id, callId: c.id, at: s.now, data } : { type, runId: run.id, at: s.now, data };
   // `EventOf<T>` for one `T` is a member of the union; the compiler cannot see that for a generic T.
   s.out.events.push(e as CoreEvent);
@@ -279,7 +287,13 @@ export function findCall(s: SchedulerState, runId: string, callId: string): { ru
   return { run, c: run.calls[idx] as ScheduledCall };
 }
 
-export function newRun(s: SchedulerState, id: string, tenant: string, failure: FailureMode, estimates: Record<string, number>): ScheduledRun {
+export function newRun(
+  s: SchedulerState,
+  id: string,
+  tenant: string,
+  failure: FailureMode,
+  estimates: Record<string, number>,
+): ScheduledRun {
   const run: ScheduledRun = {
     id,
     tenant,

@@ -123,7 +123,8 @@ export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): voi
   }
   // An open run that was not sealed is still sealed by the server at its open-run timeout, counted
   // from its creation (right away when that has passed).
-  if (run.stream && !run.stream.sealed) s.timers.push({ at: created.at + s.opts.defaults.openRunTimeoutMs, seq: s.timerSeq++, runId: run.id, seal: true });
+  if (run.stream && !run.stream.sealed)
+    s.timers.push({ at: created.at + s.opts.defaults.openRunTimeoutMs, seq: s.timerSeq++, runId: run.id, seal: true });
   const stopping = run.cancelRequested || run.failFastBy !== undefined;
   if (stopping) {
     for (const c of interrupted) cancelCall(s, run, c, callError('cancelled', 'the run was stopping when the service restarted'));
@@ -132,12 +133,22 @@ export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): voi
     // one's outcome is unknown), and only then does the run's mode apply to them: a fail-fast from
     // the first must not turn the others into `cancelled`, nor re-arm an idempotent call it stopped.
     const lost = interrupted.filter((c) => !c.manifest?.idempotent);
-    for (const c of lost) fail(s, run, c, callError('interrupted', `${c.id} was running when the service stopped; its outcome is unknown`), false);
+    for (const c of lost)
+      fail(s, run, c, callError('interrupted', `${c.id} was running when the service stopped; its outcome is unknown`), false);
     for (const c of lost) applyFailureMode(s, run, c);
     // Running idempotent calls are `pending` again (not armed): they run again below, unless that
     // fail-fast has just cancelled them with the rest of the run.
   }
-  if (stopping) stopRun(s, run, callError('cancelled', run.cancelRequested ? 'the run was cancelled' : `the run failed fast: ${run.failFastBy} failed`, run.cancelRequested ? {} : { callId: run.failFastBy as string }));
+  if (stopping)
+    stopRun(
+      s,
+      run,
+      callError(
+        'cancelled',
+        run.cancelRequested ? 'the run was cancelled' : `the run failed fast: ${run.failFastBy} failed`,
+        run.cancelRequested ? {} : { callId: run.failFastBy as string },
+      ),
+    );
   for (const c of run.calls) {
     if (c.status !== 'pending' || c.dataWaiting > 0) continue;
     if (c.reviewed) {

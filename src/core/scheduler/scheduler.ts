@@ -34,7 +34,15 @@ import type { CoreEvent } from '../events.js';
 import type { LimitUsage } from '../limits.js';
 import { isRunEnded, transition, transitionRun } from '../state.js';
 import { StreamPlanner } from '../stream-plan.js';
-import { SchedulerError, assertUniqueIds, type AttemptEnded, type Output, type ReviewDecision, type SchedulerOptions, type SubmitOptions } from './api.js';
+import {
+  SchedulerError,
+  assertUniqueIds,
+  type AttemptEnded,
+  type Output,
+  type ReviewDecision,
+  type SchedulerOptions,
+  type SubmitOptions,
+} from './api.js';
 import { compensationEnded } from './compensation.js';
 import { dispatch, maybeReady, permitRefused, permitted } from './dispatch.js';
 import { finishRuns } from './ending.js';
@@ -42,7 +50,19 @@ import { addCalls } from './planning.js';
 import { cancelCall, fail, mayRetry, scheduleRetry, setResolved, stopRun } from './progress.js';
 import { attemptSettled, hookDecided } from './hooking.js';
 import type { HookAnswer } from '../hooks.js';
-import { createState, emit, emptyOutput, findCall, forgetRun, getRun, markDirty, newRun, normalized, type ScheduledCall, type SchedulerState } from './records.js';
+import {
+  createState,
+  emit,
+  emptyOutput,
+  findCall,
+  forgetRun,
+  getRun,
+  markDirty,
+  newRun,
+  normalized,
+  type ScheduledCall,
+  type SchedulerState,
+} from './records.js';
 import { restoreRun } from './restore.js';
 import { checkArgsSize } from '../references.js';
 import { DEFAULT_MAX_ARGS_BYTES, outputChecked } from '../size.js';
@@ -70,7 +90,15 @@ export class Scheduler {
     const calls = o.calls.map(normalized);
     if (o.open) {
       run.stream = new StreamPlanner(run.tenant, s.opts.catalog, s.opts.policy);
-      emit(s, 'run.created', run, undefined, { ...o.meta, tenant: run.tenant, failure, tags: o.tags ?? {}, calls: [], estimates, open: true });
+      emit(s, 'run.created', run, undefined, {
+        ...o.meta,
+        tenant: run.tenant,
+        failure,
+        tags: o.tags ?? {},
+        calls: [],
+        estimates,
+        open: true,
+      });
       emit(s, 'run.started', run, undefined, { edges: [], generations: [], diagnostics: [] });
       s.timers.push({ at: now + s.opts.defaults.openRunTimeoutMs, seq: s.timerSeq++, runId: run.id, seal: true });
       if (calls.length > 0) appendTo(s, run, calls);
@@ -245,7 +273,8 @@ export class Scheduler {
     if (c.status !== 'awaiting_review') throw new SchedulerError('conflict', `call ${c.id} is ${c.status}, not awaiting_review`);
     if (d.decision === 'edit') {
       if (!d.args) throw new SchedulerError('invalid_args', `an edit needs args`);
-      const problem = s.opts.catalog.checkArgs(c.tool, d.args) ?? checkArgsSize(d.args, s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES)?.message;
+      const problem =
+        s.opts.catalog.checkArgs(c.tool, d.args) ?? checkArgsSize(d.args, s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES)?.message;
       if (problem) throw new SchedulerError('invalid_args', `${c.id}: ${problem}`);
     }
     emit(s, 'review.decided', run, c, {
@@ -278,7 +307,8 @@ export class Scheduler {
       run.cancelRequested = true;
       run.cancelledAt = now;
       for (const c of run.calls) {
-        if (c.status === 'blocked' && c.error?.code === 'awaiting_replan') cancelCall(s, run, c, callError('cancelled', 'the run was cancelled'));
+        if (c.status === 'blocked' && c.error?.code === 'awaiting_replan')
+          cancelCall(s, run, c, callError('cancelled', 'the run was cancelled'));
       }
       markDirty(s, run);
       return this.flush();

@@ -93,7 +93,8 @@ export function noteWaits(s: SchedulerState): void {
         g.staleSince = undefined;
         // A short queue names who holds its limit now: a holder of it ended in this step (the
         // per-run limit names none).
-        if (g.live <= SHORT_QUEUE && book.releasedCount > 0 && g.kind !== 'perRun' && anyCounts(g, released, book.releasedCount)) staleGroups.push(g);
+        if (g.live <= SHORT_QUEUE && book.releasedCount > 0 && g.kind !== 'perRun' && anyCounts(g, released, book.releasedCount))
+          staleGroups.push(g);
         continue;
       }
       g.staleSince ??= s.now;
@@ -162,7 +163,20 @@ function enter(book: WaitBook, c: ScheduledCall, found: Found): WaitReason[] {
   if (!byKey) book.groups.set(found.kind, (byKey = new Map()));
   let g = byKey.get(found.key);
   if (!g) {
-    g = { kind: found.kind, key: found.kind === 'global' ? undefined : found.key, index: found.index, members: [], seqs: [], size: 0, live: 0, compactAt: 64, bucket: found.bucket, staleSince: undefined, last: undefined, lastData: undefined };
+    g = {
+      kind: found.kind,
+      key: found.kind === 'global' ? undefined : found.key,
+      index: found.index,
+      members: [],
+      seqs: [],
+      size: 0,
+      live: 0,
+      compactAt: 64,
+      bucket: found.bucket,
+      staleSince: undefined,
+      last: undefined,
+      lastData: undefined,
+    };
     byKey.set(found.key, g);
     book.list.push(g);
   }
@@ -205,7 +219,10 @@ function reasonsIn(g: WaitGroup, f: Found): WaitReason[] {
   // A copy of the right length (`new Array(n)` went to the runtime), then each call as its holder.
   const holders = HOLDERS.slice(0, holderCount) as unknown as WaitHolder[];
   for (let i = 0; i < holderCount; i++) holders[i] = holderOf(HOLDERS[i] as ScheduledCall);
-  const reason: WaitReason = g.key === undefined ? { kind: g.kind, limit: f.limit, inUse: f.inUse, holders } : { kind: g.kind, key: g.key, limit: f.limit, inUse: f.inUse, holders };
+  const reason: WaitReason =
+    g.key === undefined
+      ? { kind: g.kind, limit: f.limit, inUse: f.inUse, holders }
+      : { kind: g.kind, key: g.key, limit: f.limit, inUse: f.inUse, holders };
   return newLast(g, [reason]);
 }
 
@@ -300,7 +317,6 @@ export function explain(s: SchedulerState, c: ScheduledCall): Found | undefined 
   return c.domain === null ? undefined : lock(s, v, c);
 }
 
-
 /** A full count limit; its holders (the oldest `MAX_HOLDERS`) go to `HOLDERS`. */
 function counted(v: LimiterState, kind: WaitKind, key: string, limit: number, inUse: number, index: number): Found {
   holderCount = 0;
@@ -334,7 +350,15 @@ function holds(kind: WaitKind, key: string, index: number, h: Holder): boolean {
   }
 }
 
-function found(kind: WaitKind, key: string, limit: number, inUse: number, bucket: Readonly<Bucket> | undefined, reason: WaitReason | undefined, watch: ScheduledCall[] | undefined): Found {
+function found(
+  kind: WaitKind,
+  key: string,
+  limit: number,
+  inUse: number,
+  bucket: Readonly<Bucket> | undefined,
+  reason: WaitReason | undefined,
+  watch: ScheduledCall[] | undefined,
+): Found {
   const f = FOUND;
   f.kind = kind;
   f.key = key;
@@ -366,7 +390,12 @@ function lock(s: SchedulerState, v: LimiterState, c: ScheduledCall): Found | und
       if (watch.length < MAX_HOLDERS) watch.push(w as ScheduledCall);
     }
     if (watch.length === 0) return undefined;
-    const queuedBehind = watch.map((w) => ({ runId: w.runId, callId: w.id, tenant: w.tenant, since: w.status === 'ready' && w.waitReasons !== undefined ? (w.waitSince as number) : s.now }));
+    const queuedBehind = watch.map((w) => ({
+      runId: w.runId,
+      callId: w.id,
+      tenant: w.tenant,
+      since: w.status === 'ready' && w.waitReasons !== undefined ? (w.waitSince as number) : s.now,
+    }));
     reason = { kind: 'lock', key: key as string, domain: c.domain as string, holders: [], queuedBehind };
   }
   return found('lock', key as string, 0, 0, undefined, reason, watch);

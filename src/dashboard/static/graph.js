@@ -277,7 +277,8 @@ export class GraphView {
 
   full(model, cycles, selected) {
     const active = document.activeElement;
-    const refocus = active && this.root.contains(active) ? (active.dataset.id ? { node: active.dataset.id } : { edge: active.dataset.key }) : null;
+    const refocus =
+      active && this.root.contains(active) ? (active.dataset.id ? { node: active.dataset.id } : { edge: active.dataset.key }) : null;
     this.compact = model.calls.length > COMPACT_ABOVE;
     this.layout = layout(model, this.compact ? COMPACT : FULL);
     const { pos, columns } = this.layout;
@@ -311,7 +312,10 @@ export class GraphView {
     this.nodes.clear();
     for (const el of this.svgNodes.querySelectorAll('.node')) this.nodes.set(el.dataset.id, el);
     this.svgNodes.setAttribute('data-count', String(model.calls.length));
-    this.svgNodes.setAttribute('aria-label', `${model.calls.length} calls in ${columns.length} generations (Enter opens a call's details; arrow keys move between calls)`);
+    this.svgNodes.setAttribute(
+      'aria-label',
+      `${model.calls.length} calls in ${columns.length} generations (Enter opens a call's details; arrow keys move between calls)`,
+    );
     this.size();
     if (refocus?.node) this.focus(refocus.node);
     else if (refocus?.edge) this.svgEdges.querySelector(`[data-key="${CSS.escape(refocus.edge)}"]`)?.focus();
@@ -323,9 +327,13 @@ export class GraphView {
     if (cycles.members.has(c.id)) note = `on a cycle${c.blockedBy?.details?.cycle ? `: ${c.blockedBy.details.cycle.join('→')}` : ''}`;
     else if (c.status === 'blocked') {
       const on = r?.on ? model.call(r.on) : undefined;
-      note = r?.code === 'awaiting_replan' ? `awaits a replan (${r.on} failed)` : on ? `waits on ${on.id} (${label(on.status)})` : r?.code ?? 'blocked';
-    }
-    else if (c.status === 'pending' && r?.onAll) note = `waits on ${r.onAll.join(', ')}`;
+      note =
+        r?.code === 'awaiting_replan'
+          ? `awaits a replan (${r.on} failed)`
+          : on
+            ? `waits on ${on.id} (${label(on.status)})`
+            : (r?.code ?? 'blocked');
+    } else if (c.status === 'pending' && r?.onAll) note = `waits on ${r.onAll.join(', ')}`;
     else if (c.status === 'ready') note = r?.waits ? `waiting for ${shortWait(r.waits[0])}` : 'waiting for a limit';
     else if (c.status === 'awaiting_review') note = 'needs a review';
     else if (c.status === 'failed' || c.status === 'cancelled') note = c.error?.code ?? '';
@@ -377,5 +385,8 @@ const DEFS = `<defs>
 </defs>`;
 
 const EDGE_DEFS = `<defs>${['data', 'conflict', 'policy', 'cycle']
-  .map((k) => `<marker id="arrow-${k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse" markerUnits="userSpaceOnUse"><path d="M0,0 L10,5 L0,10 z" class="arrow arrow-${k}"/></marker>`)
+  .map(
+    (k) =>
+      `<marker id="arrow-${k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse" markerUnits="userSpaceOnUse"><path d="M0,0 L10,5 L0,10 z" class="arrow arrow-${k}"/></marker>`,
+  )
   .join('')}</defs>`;

@@ -151,7 +151,8 @@ export class RunModel {
         if (last) Object.assign(last, { endedAt: at, outcome: 'succeeded' });
         break;
       case 'call.failed':
-        if (last && last.startedAt !== undefined && last.endedAt === undefined) Object.assign(last, { endedAt: at, outcome: 'failed', error: d.error });
+        if (last && last.startedAt !== undefined && last.endedAt === undefined)
+          Object.assign(last, { endedAt: at, outcome: 'failed', error: d.error });
         break;
       case 'call.blocked':
         c.timing.endAt = at;
@@ -225,13 +226,25 @@ export class RunModel {
         return { code: b.code ?? 'blocked', text: b.message ?? 'blocked', on, cycle };
       }
       case 'pending': {
-        if (c.review?.decision === 'approve' || c.review?.decision === 'edit') return { code: 'pending', text: 'approved; waiting to be scheduled' };
+        if (c.review?.decision === 'approve' || c.review?.decision === 'edit')
+          return { code: 'pending', text: 'approved; waiting to be scheduled' };
         const on = this.waitsOn(c);
         if (on.length === 0) return { code: 'pending', text: c.timing.attempts.length > 0 ? 'waiting to retry' : 'waiting' };
-        return { code: 'waiting', text: `waits on ${on.map((p) => `${p.id} (${p.status.replace(/_/g, ' ')})`).join(', ')}`, on: on[0].id, onAll: on.map((p) => p.id) };
+        return {
+          code: 'waiting',
+          text: `waits on ${on.map((p) => `${p.id} (${p.status.replace(/_/g, ' ')})`).join(', ')}`,
+          on: on[0].id,
+          onAll: on.map((p) => p.id),
+        };
       }
       case 'ready':
-        if (c.waitingFor?.length) return { code: `waiting for ${c.waitingFor[0].kind === 'lock' ? 'a lock' : 'a limit'}`, text: `waiting for ${c.waitingFor.map((w) => limitName(w)).join(', ')}`, waits: c.waitingFor, since: c.waitingSince };
+        if (c.waitingFor?.length)
+          return {
+            code: `waiting for ${c.waitingFor[0].kind === 'lock' ? 'a lock' : 'a limit'}`,
+            text: `waiting for ${c.waitingFor.map((w) => limitName(w)).join(', ')}`,
+            waits: c.waitingFor,
+            since: c.waitingSince,
+          };
         return { code: 'limit', text: 'ready; waiting for a free slot under the limits (global, tenant, tool, per run, resource or rate)' };
       case 'awaiting_review':
         return { code: 'review', text: `awaiting a human review: ${c.review?.reason ?? ''}` };

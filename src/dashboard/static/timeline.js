@@ -75,17 +75,29 @@ export class TimelineView {
     const ticks = [];
     for (let t = 0; t <= span + 1e-9; t += step) {
       const px = x(t0 + t);
-      ticks.push(`<line class="tick" x1="${px}" x2="${px}" y1="${AXIS - 6}" y2="${height}"/><text class="tick-label" x="${px}" y="${AXIS - 10}" text-anchor="middle">${esc(fmtMs(t))}</text>`);
+      ticks.push(
+        `<line class="tick" x1="${px}" x2="${px}" y1="${AXIS - 6}" y2="${height}"/><text class="tick-label" x="${px}" y="${AXIS - 10}" text-anchor="middle">${esc(fmtMs(t))}</text>`,
+      );
     }
     const out = [];
     rows.forEach((c, i) => {
       const y = AXIS + i * ROW;
       const by = y + (ROW - BAR) / 2;
       const parts = [`<rect class="row-bg${i % 2 ? ' odd' : ''}" x="0" y="${y}" width="${width}" height="${ROW}"/>`];
-      parts.push(`<text class="row-label" x="${GUTTER - 8}" y="${y + ROW / 2 + 4}" text-anchor="end">${esc(c.id.length > 20 ? `${c.id.slice(0, 19)}…` : c.id)}</text>`);
+      parts.push(
+        `<text class="row-label" x="${GUTTER - 8}" y="${y + ROW / 2 + 4}" text-anchor="end">${esc(c.id.length > 20 ? `${c.id.slice(0, 19)}…` : c.id)}</text>`,
+      );
       if (c.review?.since !== undefined) {
         const to = c.review.decidedAt ?? c.timing.endAt ?? end;
-        parts.push(bar('review', x(c.review.since), x(to), by, `${c.id} awaited review for ${fmtMs(to - c.review.since)}${c.review.decision ? ` (${c.review.decision})` : ''}`));
+        parts.push(
+          bar(
+            'review',
+            x(c.review.since),
+            x(to),
+            by,
+            `${c.id} awaited review for ${fmtMs(to - c.review.since)}${c.review.decision ? ` (${c.review.decision})` : ''}`,
+          ),
+        );
       }
       for (const h of c.timing.hooks ?? []) {
         const what = `${c.id}: hook ${h.hook} (${h.on}) decided ${h.decision} in ${fmtMs(h.to - h.from)}${h.reason ? ` — ${h.reason}` : ''}${h.error ? ` (${h.error})` : ''}`;
@@ -96,24 +108,45 @@ export class TimelineView {
           const to = a.startedAt ?? a.waitEndAt ?? (c.status === 'ready' ? end : undefined);
           const what = a.waits?.length ? a.waits.map(waitText).join(', then ') : 'a limit';
           if (to !== undefined && to - a.readyAt > 0) {
-            parts.push(bar('wait', x(a.readyAt), x(to), by, `${c.id} attempt ${a.n}: ready, waited ${fmtMs(to - a.readyAt)} for ${what}${a.startedAt === undefined ? ' so far' : ' before it started'}`));
+            parts.push(
+              bar(
+                'wait',
+                x(a.readyAt),
+                x(to),
+                by,
+                `${c.id} attempt ${a.n}: ready, waited ${fmtMs(to - a.readyAt)} for ${what}${a.startedAt === undefined ? ' so far' : ' before it started'}`,
+              ),
+            );
             // The limit of the wait, on the bar when there is room for it.
             const last = a.waits?.[a.waits.length - 1];
             const name = last ? `${last.kind}${last.key !== undefined && last.kind !== 'perRun' ? ` ${last.key}` : ''}` : '';
-            if (name && x(to) - x(a.readyAt) > name.length * 6.5 + 8) parts.push(`<text class="wait-label" x="${x(a.readyAt) + 4}" y="${by + BAR - 2}">${esc(name)}</text>`);
+            if (name && x(to) - x(a.readyAt) > name.length * 6.5 + 8)
+              parts.push(`<text class="wait-label" x="${x(a.readyAt) + 4}" y="${by + BAR - 2}">${esc(name)}</text>`);
           }
         }
         if (a.startedAt !== undefined) {
           const to = a.endedAt ?? end;
           const outcome = a.outcome ?? 'running';
-          parts.push(bar(`run o-${outcome}`, x(a.startedAt), x(to), by, `${c.id} attempt ${a.n}: ${outcome === 'running' ? 'running for' : `${outcome} after`} ${fmtMs(to - a.startedAt)}${a.error ? ` — ${a.error.code}: ${a.error.message}` : ''}`));
+          parts.push(
+            bar(
+              `run o-${outcome}`,
+              x(a.startedAt),
+              x(to),
+              by,
+              `${c.id} attempt ${a.n}: ${outcome === 'running' ? 'running for' : `${outcome} after`} ${fmtMs(to - a.startedAt)}${a.error ? ` — ${a.error.code}: ${a.error.message}` : ''}`,
+            ),
+          );
         }
         if (a.outcome === 'retry' && a.retryAt !== undefined && a.endedAt !== undefined) {
-          parts.push(`<line class="backoff" x1="${x(a.endedAt)}" x2="${x(Math.min(a.retryAt, end))}" y1="${by + BAR / 2}" y2="${by + BAR / 2}"><title>${esc(`${c.id}: retry backoff ${fmtMs(a.retryAt - a.endedAt)}`)}</title></line>`);
+          parts.push(
+            `<line class="backoff" x1="${x(a.endedAt)}" x2="${x(Math.min(a.retryAt, end))}" y1="${by + BAR / 2}" y2="${by + BAR / 2}"><title>${esc(`${c.id}: retry backoff ${fmtMs(a.retryAt - a.endedAt)}`)}</title></line>`,
+          );
         }
       }
       if ((c.status === 'blocked' || c.status === 'cancelled') && c.timing.endAt !== undefined && c.timing.attempts.length === 0) {
-        parts.push(`<text class="mark" x="${x(c.timing.endAt) + 3}" y="${y + ROW / 2 + 4}">${c.status === 'blocked' ? '⊘ blocked' : '– cancelled'}<title>${esc(`${c.id}: ${c.status}`)}</title></text>`);
+        parts.push(
+          `<text class="mark" x="${x(c.timing.endAt) + 3}" y="${y + ROW / 2 + 4}">${c.status === 'blocked' ? '⊘ blocked' : '– cancelled'}<title>${esc(`${c.id}: ${c.status}`)}</title></text>`,
+        );
       }
       out.push(`<g class="trow" data-id="${esc(c.id)}">${parts.join('')}</g>`);
     });

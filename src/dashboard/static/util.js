@@ -14,8 +14,18 @@ export const ENDED_CALL = new Set(['succeeded', 'failed', 'blocked', 'cancelled'
 
 /** A glyph per status, so that a status never rests on colour alone (the text is always there too). */
 export const GLYPH = {
-  queued: '○', pending: '○', ready: '◔', running: '▶', awaiting_review: '?', succeeded: '✓', partial: '◑',
-  failed: '✗', blocked: '⊘', cancelled: '–', needs_replan: '↻', deadlocked: '∞',
+  queued: '○',
+  pending: '○',
+  ready: '◔',
+  running: '▶',
+  awaiting_review: '?',
+  succeeded: '✓',
+  partial: '◑',
+  failed: '✗',
+  blocked: '⊘',
+  cancelled: '–',
+  needs_replan: '↻',
+  deadlocked: '∞',
 };
 
 export function label(status) {
@@ -39,7 +49,14 @@ export function fmtMs(ms) {
 export function fmtTime(iso) {
   if (!iso) return '–';
   const d = new Date(iso);
-  return d.toLocaleString(undefined, { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  return d.toLocaleString(undefined, {
+    year: 'numeric',
+    month: 'short',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+  });
 }
 
 export function ago(iso, now = Date.now()) {

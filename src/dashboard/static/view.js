@@ -172,7 +172,10 @@ function applyCallEvent(c, e) {
             return;
         case 'call.compensated': {
             const d = e.data;
-            c.compensation = d.status === 'succeeded' ? { status: d.status, ...(d.output !== undefined ? { output: d.output } : {}) } : { status: d.status, error: d.error };
+            c.compensation =
+                d.status === 'succeeded'
+                    ? { status: d.status, ...(d.output !== undefined ? { output: d.output } : {}) }
+                    : { status: d.status, error: d.error };
             return;
         }
         case 'call.hook':

@@ -26,7 +26,10 @@ export function limitName(w, { html = false } = {}) {
   const code = (s) => (html ? `<code>${esc(s)}</code>` : s);
   const key = w.key === undefined || w.kind === 'perRun' ? '' : ` ${code(w.key)}`;
   const use = w.kind === 'rate' ? ` (${per(w.limit, w.perMs)})` : w.limit !== undefined ? ` (${w.inUse ?? '?'} of ${w.limit} in use)` : '';
-  const scope = w.kind === 'lock' && w.domain ? ` (${esc(w.domain === 'global' ? 'shared by every run' : `shared by ${w.domain.replace(/^tenant:/, 'tenant ')}`)})` : '';
+  const scope =
+    w.kind === 'lock' && w.domain
+      ? ` (${esc(w.domain === 'global' ? 'shared by every run' : `shared by ${w.domain.replace(/^tenant:/, 'tenant ')}`)})`
+      : '';
   return `${KIND[w.kind] ?? esc(w.kind)}${key}${use}${scope}`;
 }
 
@@ -48,7 +51,11 @@ function holdersHtml(w, now) {
 
 /** A reason in a few words, for a graph node: `lock file:*`, `tool deploy`, `global`. */
 export function shortWait(w) {
-  return w.kind === 'global' || w.kind === 'perRun' ? (w.kind === 'global' ? 'the global limit' : 'the per-run limit') : `${w.kind} ${w.key}`;
+  return w.kind === 'global' || w.kind === 'perRun'
+    ? w.kind === 'global'
+      ? 'the global limit'
+      : 'the per-run limit'
+    : `${w.kind} ${w.key}`;
 }
 
 /** One reason as HTML, after "waiting for": what, held by whom since when, or when a token comes. */

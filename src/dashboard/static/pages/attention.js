@@ -59,14 +59,17 @@ export async function mapLimit(items, n, fn) {
  */
 export function attentionReasons(r, reviewRuns, now = Date.now(), longWaitS = LONG_WAIT_S) {
   const out = [];
-  if (r.waitingSince && !r.endedAt && now - Date.parse(r.waitingSince) >= longWaitS * 1000) out.push(['ready', `a call waiting ${fmtMs(now - Date.parse(r.waitingSince))} for a limit`]);
+  if (r.waitingSince && !r.endedAt && now - Date.parse(r.waitingSince) >= longWaitS * 1000)
+    out.push(['ready', `a call waiting ${fmtMs(now - Date.parse(r.waitingSince))} for a limit`]);
   const cc = r.callCounts;
-  if (r.status === 'deadlocked' || r.diagnostics?.includes('cycle')) out.push(['deadlocked', r.diagnostics?.includes('cycle') ? 'cycle' : 'deadlock']);
+  if (r.status === 'deadlocked' || r.diagnostics?.includes('cycle'))
+    out.push(['deadlocked', r.diagnostics?.includes('cycle') ? 'cycle' : 'deadlock']);
   if (r.status === 'needs_replan') out.push(['needs_replan', 'needs replan']);
   if (cc?.blocked) out.push(['blocked', `${cc.blocked} blocked`]);
   const reviews = cc ? cc.awaiting_review : reviewRuns.get(r.id);
   if (reviews) out.push(['awaiting_review', `${reviews} awaiting review`]);
   if (cc?.failed) out.push(['failed', `${cc.failed} failed`]);
-  else if (!cc && (r.status === 'failed' || r.status === 'partial')) out.push([r.status, r.status === 'failed' ? 'failed' : 'some calls failed or blocked']);
+  else if (!cc && (r.status === 'failed' || r.status === 'partial'))
+    out.push([r.status, r.status === 'failed' ? 'failed' : 'some calls failed or blocked']);
   return out;
 }

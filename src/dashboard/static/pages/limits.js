@@ -61,7 +61,9 @@ export class LimitsPage {
 
   render(items) {
     const full = (l) => l.waiting > 0 || (l.limit !== undefined && l.inUse >= l.limit);
-    const sorted = [...items].sort((a, b) => b.waiting - a.waiting || b.longestWaitMs - a.longestWaitMs || Number(full(b)) - Number(full(a)));
+    const sorted = [...items].sort(
+      (a, b) => b.waiting - a.waiting || b.longestWaitMs - a.longestWaitMs || Number(full(b)) - Number(full(a)),
+    );
     const waiting = items.reduce((n, l) => n + l.waiting, 0);
     this.el.querySelector('.limits-summary').textContent = items.length
       ? `${plural(items.length, 'limit or lock', 'limits and locks')} in use, ${items.filter(full).length} full; ${plural(waiting, 'call waits', 'calls wait')} behind them.`
@@ -69,11 +71,20 @@ export class LimitsPage {
     this.el.querySelector('.empty').hidden = items.length > 0;
     this.el.querySelector('tbody').innerHTML = sorted
       .map((l) => {
-        const use = l.kind === 'lock' ? `${plural(l.inUse, 'holder')}` : l.kind === 'rate' ? `${l.inUse} of ${l.limit} tokens taken${l.retryAt ? `; next in ${fmtMs(Date.parse(l.retryAt) - Date.now())}` : ''}` : `${l.inUse} of ${l.limit}`;
+        const use =
+          l.kind === 'lock'
+            ? `${plural(l.inUse, 'holder')}`
+            : l.kind === 'rate'
+              ? `${l.inUse} of ${l.limit} tokens taken${l.retryAt ? `; next in ${fmtMs(Date.parse(l.retryAt) - Date.now())}` : ''}`
+              : `${l.inUse} of ${l.limit}`;
         const holders = l.holders
-          .map((h) => `<a href="#/runs/${encodeURIComponent(h.runId)}?call=${encodeURIComponent(h.callId)}" class="holder">run <code>${esc(h.runId)}</code> / call <code>${esc(h.callId)}</code></a> <span class="muted">for ${esc(fmtMs(Date.now() - Date.parse(h.since)))}</span>`)
+          .map(
+            (h) =>
+              `<a href="#/runs/${encodeURIComponent(h.runId)}?call=${encodeURIComponent(h.callId)}" class="holder">run <code>${esc(h.runId)}</code> / call <code>${esc(h.callId)}</code></a> <span class="muted">for ${esc(fmtMs(Date.now() - Date.parse(h.since)))}</span>`,
+          )
           .join('<br>');
-        const more = l.inUse > l.holders.length && l.kind !== 'rate' ? `<br><span class="muted">and ${l.inUse - l.holders.length} more</span>` : '';
+        const more =
+          l.inUse > l.holders.length && l.kind !== 'rate' ? `<br><span class="muted">and ${l.inUse - l.holders.length} more</span>` : '';
         return `<tr class="${full(l) ? 'full' : ''}${l.waiting ? ' contended' : ''}" data-kind="${esc(l.kind)}" data-key="${esc(l.key ?? '')}">
           <th scope="row">${limitName({ ...l, limit: undefined }, { html: true })}</th>
           <td class="c-use">${l.limit ? `<meter min="0" max="${l.limit}" value="${Math.min(l.inUse, l.limit)}" aria-hidden="true"></meter> ` : ''}${esc(use)}</td>

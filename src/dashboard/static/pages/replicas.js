@@ -41,8 +41,16 @@ export class ReplicasPage {
     this.loading = ac;
     const errEl = this.el.querySelector('.list-error');
     try {
-      const qs = new URLSearchParams([['status', 'queued'], ['status', 'running'], ['status', 'needs_replan'], ['limit', '200']]);
-      const [replicas, runs] = await Promise.all([api('/v1/replicas', { signal: ac.signal }), api(`/v1/runs?${qs}`, { signal: ac.signal })]);
+      const qs = new URLSearchParams([
+        ['status', 'queued'],
+        ['status', 'running'],
+        ['status', 'needs_replan'],
+        ['limit', '200'],
+      ]);
+      const [replicas, runs] = await Promise.all([
+        api('/v1/replicas', { signal: ac.signal }),
+        api(`/v1/runs?${qs}`, { signal: ac.signal }),
+      ]);
       if (this.destroyed) return;
       this.render(replicas, runs.items);
       errEl.hidden = true;
@@ -75,15 +83,20 @@ export class ReplicasPage {
         const ids = r.alive || !aliveNames.has(r.name) ? (byOwner.get(r.name) ?? []) : [];
         const shown = ids.slice(0, SHOWN_RUNS);
         const links = shown.map((id) => `<a href="#/runs/${encodeURIComponent(id)}"><code>${esc(id)}</code></a>`).join(' ');
-        const more = shown.length > 0 && r.ownedRuns > shown.length ? ` <span class="muted small">and ${r.ownedRuns - shown.length} more</span>` : '';
-        const health = r.alive ? '<span class="badge st-succeeded"><span aria-hidden="true">●</span> alive</span>' : '<span class="badge st-failed"><span aria-hidden="true">✗</span> lease ended</span>';
+        const more =
+          shown.length > 0 && r.ownedRuns > shown.length ? ` <span class="muted small">and ${r.ownedRuns - shown.length} more</span>` : '';
+        const health = r.alive
+          ? '<span class="badge st-succeeded"><span aria-hidden="true">●</span> alive</span>'
+          : '<span class="badge st-failed"><span aria-hidden="true">✗</span> lease ended</span>';
         const left =
           r.leaseLeftMs === null
             ? '<span class="muted">no lease</span>'
             : `<meter min="0" max="${data.leaseMs}" low="${Math.round(data.leaseMs / 2)}" optimum="${data.leaseMs}" value="${r.leaseLeftMs}" aria-label="Lease left of ${esc(r.name)}"></meter> ${fmtMs(r.leaseLeftMs)}`;
         // While the lease holds, its renewal's age is on the database's clock (the lease runs leaseMs from it).
         const renewedAgo = r.alive && r.leaseLeftMs !== null ? data.leaseMs - r.leaseLeftMs : now - Date.parse(r.renewedAt);
-        const renewed = r.renewedAt ? `<time datetime="${esc(r.renewedAt)}" title="${esc(fmtTime(r.renewedAt))}">${esc(agoText(renewedAgo, r.renewedAt, now))}</time>` : '<span class="muted">–</span>';
+        const renewed = r.renewedAt
+          ? `<time datetime="${esc(r.renewedAt)}" title="${esc(fmtTime(r.renewedAt))}">${esc(agoText(renewedAgo, r.renewedAt, now))}</time>`
+          : '<span class="muted">–</span>';
         return `<tr data-replica="${esc(r.name)}" data-instance="${esc(r.instance)}" data-alive="${r.alive}">
           <th scope="row"><b>${esc(r.name)}</b>${r.self ? ' <span class="tag">this one</span>' : ''}<div class="muted small"><code>${esc(r.instance)}</code></div></th>
           <td>${health}</td>

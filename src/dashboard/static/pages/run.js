@@ -143,7 +143,9 @@ export class RunPage {
     this.el.querySelector('.run-body').hidden = true;
     this.el.querySelector('.actions').hidden = true;
     this.el.querySelector('.alerts').innerHTML = `<div class="alert alert-danger" role="alert">${
-      e instanceof ApiError && e.status === 404 ? `No run <code>${esc(this.id)}</code> (or it belongs to another tenant).` : `Could not load the run: ${esc(errorText(e))}`
+      e instanceof ApiError && e.status === 404
+        ? `No run <code>${esc(this.id)}</code> (or it belongs to another tenant).`
+        : `Could not load the run: ${esc(errorText(e))}`
     }</div>`;
   }
 
@@ -230,7 +232,10 @@ export class RunPage {
       renderStuck(this.el.querySelector('.stuck'), m, this.serverNow());
     }
     if (changed || this.detailsDirty) {
-      renderCallDetails(this.el.querySelector('.details'), m, this.selected, { serverNow: () => this.serverNow(), onClose: () => this.closeDetails() });
+      renderCallDetails(this.el.querySelector('.details'), m, this.selected, {
+        serverNow: () => this.serverNow(),
+        onClose: () => this.closeDetails(),
+      });
     }
     if (this.timelineDue && this.timeline.visible) {
       // The timeline is redrawn whole: at most 4 times a second (once a second for a big run), and

@@ -6,7 +6,21 @@ import { api, stream } from '../api.js';
 import { el, errorText, markNav, setHash } from '../dom.js';
 import { ATTENTION, attentionReasons, LONG_WAIT_S, mapLimit, summarize } from './attention.js';
 import { hasOwners, ownerHtml } from '../cluster.js';
-import { ago, announce, badge, CALL_STATUSES, ENDED_RUN, esc, fmtMs, fmtTime, frameScheduler, GLYPH, label, plural, RUN_STATUSES } from '../util.js';
+import {
+  ago,
+  announce,
+  badge,
+  CALL_STATUSES,
+  ENDED_RUN,
+  esc,
+  fmtMs,
+  fmtTime,
+  frameScheduler,
+  GLYPH,
+  label,
+  plural,
+  RUN_STATUSES,
+} from '../util.js';
 
 /** How long a call may wait for a limit before its run needs attention (s): the choices. */
 const WAIT_CHOICES = [1, 10, 30, 120, 600];
@@ -127,7 +141,10 @@ export class RunsPage {
   apply(change) {
     const err = this.el.querySelector('.form-error');
     const next = { ...this.filters, ...change };
-    const bad = next.tag.split(/[\s,]+/).filter(Boolean).find((t) => !/^[^:]+:.*$/.test(t));
+    const bad = next.tag
+      .split(/[\s,]+/)
+      .filter(Boolean)
+      .find((t) => !/^[^:]+:.*$/.test(t));
     if (bad) {
       err.textContent = `A tag filter is key:value, got "${bad}"`;
       return;
@@ -180,7 +197,9 @@ export class RunsPage {
         if (more && this.nextCursor) qs.set('cursor', this.nextCursor);
         const [page1, running] = await Promise.all([
           ended.length ? api(`/v1/runs?${qs}`, { signal: ac.signal }) : { items: [], nextCursor: null },
-          !more && (!this.filters.status || this.filters.status === 'running') ? api(`/v1/runs?${this.query(['running', 'queued'], 50)}`, { signal: ac.signal }) : { items: [] },
+          !more && (!this.filters.status || this.filters.status === 'running')
+            ? api(`/v1/runs?${this.query(['running', 'queued'], 50)}`, { signal: ac.signal })
+            : { items: [] },
         ]);
         const rv = await reviews;
         this.setReviews(rv.items);
@@ -239,7 +258,14 @@ export class RunsPage {
       },
       onState: (s, e) => {
         state.dataset.state = s;
-        state.textContent = s === 'open' ? 'Live' : s === 'reconnecting' ? 'Reconnecting…' : s === 'error' ? `Live updates off: ${errorText(e)}` : 'Live updates off';
+        state.textContent =
+          s === 'open'
+            ? 'Live'
+            : s === 'reconnecting'
+              ? 'Reconnecting…'
+              : s === 'error'
+                ? `Live updates off: ${errorText(e)}`
+                : 'Live updates off';
         if (s === 'open' && this.loaded) this.load(false);
       },
     });

@@ -16,10 +16,12 @@ export function alertsHtml(m) {
     }
   } else if (m.run.status === 'deadlocked') {
     const stuck = m.calls.filter((c) => c.status === 'blocked' && c.blockedBy?.code === 'dependency_blocked');
-    out.push(`<div class="alert alert-danger"><p><strong><span aria-hidden="true">∞</span> Deadlocked:</strong> nothing could run any more. ${stuck
-      .slice(0, 10)
-      .map((c) => `${callButton(c.id)} ${esc(c.blockedBy.message)}`)
-      .join('; ')}</p></div>`);
+    out.push(
+      `<div class="alert alert-danger"><p><strong><span aria-hidden="true">∞</span> Deadlocked:</strong> nothing could run any more. ${stuck
+        .slice(0, 10)
+        .map((c) => `${callButton(c.id)} ${esc(c.blockedBy.message)}`)
+        .join('; ')}</p></div>`,
+    );
   }
   if (m.replanContext) {
     const rc = m.replanContext;
@@ -30,10 +32,12 @@ export function alertsHtml(m) {
   }
   const other = m.diagnostics.filter((d) => d.code !== 'cycle');
   if (other.length) {
-    out.push(`<div class="alert alert-info"><p><strong>Plan diagnostics</strong></p><ul>${other
-      .slice(0, 20)
-      .map((d) => `<li>${d.callId ? `${callButton(d.callId)} ` : ''}<code>${esc(d.code)}</code>: ${esc(d.message)}</li>`)
-      .join('')}</ul></div>`);
+    out.push(
+      `<div class="alert alert-info"><p><strong>Plan diagnostics</strong></p><ul>${other
+        .slice(0, 20)
+        .map((d) => `<li>${d.callId ? `${callButton(d.callId)} ` : ''}<code>${esc(d.code)}</code>: ${esc(d.message)}</li>`)
+        .join('')}</ul></div>`,
+    );
   }
   return out.join('');
 }

@@ -26,7 +26,10 @@ export function renderCallDetails(panel, m, selected, { serverNow, onClose }) {
     list.length
       ? `<ul class="edges">${list
           .slice(0, 50)
-          .map((e) => `<li><span class="ek k-${esc(e.kind)}">${esc(e.kind)}</span> ${callButton(e[key])} <span class="muted">${esc(e.reason)}</span></li>`)
+          .map(
+            (e) =>
+              `<li><span class="ek k-${esc(e.kind)}">${esc(e.kind)}</span> ${callButton(e[key])} <span class="muted">${esc(e.reason)}</span></li>`,
+          )
           .join('')}${list.length > 50 ? `<li class="muted">and ${list.length - 50} more</li>` : ''}</ul>`
       : '<p class="muted">none</p>';
   const attempts = c.timing.attempts.length
@@ -41,7 +44,10 @@ export function renderCallDetails(panel, m, selected, { serverNow, onClose }) {
     : '<p class="muted">No attempt yet.</p>';
   const hooks = c.timing.hooks?.length
     ? `<h3>Hooks</h3><table class="attempts"><thead><tr><th scope="col">Hook</th><th scope="col">On</th><th scope="col">Took</th><th scope="col">Decision</th></tr></thead><tbody>${c.timing.hooks
-        .map((h) => `<tr><td><code>${esc(h.hook)}</code></td><td>${esc(h.on)}</td><td>${fmtMs(h.to - h.from)}</td><td><strong>${esc(h.decision)}</strong>${h.reason ? ` — ${esc(h.reason)}` : ''}${h.error ? ` <span class="muted">(${esc(h.error)})</span>` : ''}</td></tr>`)
+        .map(
+          (h) =>
+            `<tr><td><code>${esc(h.hook)}</code></td><td>${esc(h.on)}</td><td>${fmtMs(h.to - h.from)}</td><td><strong>${esc(h.decision)}</strong>${h.reason ? ` — ${esc(h.reason)}` : ''}${h.error ? ` <span class="muted">(${esc(h.error)})</span>` : ''}</td></tr>`,
+        )
         .join('')}</tbody></table>`
     : '';
   const block = (title, value, cls = '') => `<h3>${title}</h3><pre class="json ${cls}" tabindex="0">${esc(json(value))}</pre>`;

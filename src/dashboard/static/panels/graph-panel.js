@@ -5,10 +5,16 @@ import { CALL_STATUSES, GLYPH, label } from '../util.js';
 
 const GRAPH_LEGEND = `<div class="legend" aria-label="Legend">
   <ul class="legend-status">${CALL_STATUSES.map(
-    (s) => `<li><svg width="22" height="14" aria-hidden="true" class="sw s-${s}"><rect class="box" x="1" y="1" width="20" height="12" rx="3"/><rect class="pat" x="1" y="1" width="20" height="12" rx="3"/></svg><span aria-hidden="true">${GLYPH[s]}</span> ${label(s)}</li>`,
-  ).join('')}<li><svg width="22" height="14" aria-hidden="true" class="sw cycle-sw"><rect class="box" x="1" y="1" width="20" height="12" rx="3"/></svg>∞ on a cycle</li></ul>
+    (s) =>
+      `<li><svg width="22" height="14" aria-hidden="true" class="sw s-${s}"><rect class="box" x="1" y="1" width="20" height="12" rx="3"/><rect class="pat" x="1" y="1" width="20" height="12" rx="3"/></svg><span aria-hidden="true">${GLYPH[s]}</span> ${label(s)}</li>`,
+  ).join(
+    '',
+  )}<li><svg width="22" height="14" aria-hidden="true" class="sw cycle-sw"><rect class="box" x="1" y="1" width="20" height="12" rx="3"/></svg>∞ on a cycle</li></ul>
   <ul class="legend-edges">${['data', 'conflict', 'policy']
-    .map((k) => `<li><svg width="34" height="10" aria-hidden="true" class="edge-sw k-${k}"><path class="line" d="M1,5 H33"/></svg> ${k}${k === 'data' ? ' (a reference)' : k === 'conflict' ? ' (shared resource)' : ' (after / requires)'}</li>`)
+    .map(
+      (k) =>
+        `<li><svg width="34" height="10" aria-hidden="true" class="edge-sw k-${k}"><path class="line" d="M1,5 H33"/></svg> ${k}${k === 'data' ? ' (a reference)' : k === 'conflict' ? ' (shared resource)' : ' (after / requires)'}</li>`,
+    )
     .join('')}</ul>
 </div>`;
 

@@ -14,14 +14,21 @@ export function renderStuck(section, m, now = Date.now()) {
   for (const c of m.calls) if (groups[c.status]) groups[c.status].push(c);
   const item = (c) => {
     const r = m.reason(c);
-    const on = r?.on && r.on !== c.id ? ` · <span class="waits">waits on ${callButton(r.on)}${m.call(r.on) ? ` (${esc(label(m.call(r.on).status))})` : ''}</span>` : '';
-    if (r?.waits) return `<li data-call="${esc(c.id)}">${callButton(c.id)} — <span class="reason-text waiting-for">waiting for ${r.waits.map((w) => waitHtml(w, now)).join('; ')}</span>${r.since ? ` <span class="muted">(waiting ${esc(fmtMs(now - Date.parse(r.since)))})</span>` : ''}</li>`;
+    const on =
+      r?.on && r.on !== c.id
+        ? ` · <span class="waits">waits on ${callButton(r.on)}${m.call(r.on) ? ` (${esc(label(m.call(r.on).status))})` : ''}</span>`
+        : '';
+    if (r?.waits)
+      return `<li data-call="${esc(c.id)}">${callButton(c.id)} — <span class="reason-text waiting-for">waiting for ${r.waits.map((w) => waitHtml(w, now)).join('; ')}</span>${r.since ? ` <span class="muted">(waiting ${esc(fmtMs(now - Date.parse(r.since)))})</span>` : ''}</li>`;
     return `<li data-call="${esc(c.id)}">${callButton(c.id)} — <span class="code">${esc(r?.code ?? c.status)}</span>: <span class="reason-text">${esc(r?.text ?? '')}</span>${on}</li>`;
   };
   const titles = { blocked: 'Blocked', awaiting_review: 'Awaiting review', ready: 'Ready, waiting for a limit', failed: 'Failed' };
   const html = Object.entries(groups)
     .filter(([, list]) => list.length)
-    .map(([s, list]) => `<div class="stuck-group st-${s}"><h3>${badge(s)} ${titles[s]} <span class="muted">(${list.length})</span></h3><ul>${list.slice(0, 30).map(item).join('')}</ul>${list.length > 30 ? `<p class="muted">and ${list.length - 30} more</p>` : ''}</div>`)
+    .map(
+      ([s, list]) =>
+        `<div class="stuck-group st-${s}"><h3>${badge(s)} ${titles[s]} <span class="muted">(${list.length})</span></h3><ul>${list.slice(0, 30).map(item).join('')}</ul>${list.length > 30 ? `<p class="muted">and ${list.length - 30} more</p>` : ''}</div>`,
+    )
     .join('');
   section.hidden = !html;
   section.querySelector('.stuck-body').innerHTML = html;
