@@ -1,5 +1,5 @@
 /**
- * Store errors: one class with a stable `code` (STYLE 8), so the API layer can map them to HTTP
+ * Store errors: one class with a stable `code` (DESIGN §22), so the API layer can map them to HTTP
  * (`invalid_cursor` and `invalid_limit` are bad input; the others mean the caller broke the log's rules).
  */
 export const STORE_ERROR_CODES = [

@@ -1,5 +1,5 @@
 /**
- * One suite, every backend (STYLE 7): the same tests run against the SQLite store, the in-memory
+ * One suite, every backend (DESIGN §22): the same tests run against the SQLite store, the in-memory
  * store and the PostgreSQL store, each test on a fresh store (SQLite: its own file in a fresh temp
  * folder; PostgreSQL: its own database in a throwaway cluster, tests/helpers/postgres.ts). SQLite alone is also checked for durability across reopening,
  * for migrations running once, and for append throughput (printed, not asserted).

@@ -1,6 +1,6 @@
 /**
  * The import graph of src/: no cycle between files, no cycle between folders (src/<folder>), and
- * src/core imports nothing from the other folders (DESIGN, principles of the code). A small scanner
+ * src/core imports nothing from the other folders (DESIGN §18). A small scanner
  * reads the import specifiers of every module (`import … from`, `export … from`, side-effect
  * `import '…'`, dynamic `import('…')`, type-only imports too: a type cycle is still a tangle) and
  * resolves the relative ones; packages are not followed.
