@@ -5,6 +5,7 @@ import { join, extname } from 'node:path';
 
 const ASSETS = new Set(['.sql', '.mjs', '.html', '.css', '.js', '.svg', '.yaml']);
 
+/** @param {string} dir */
 function copy(dir) {
   for (const name of readdirSync(dir)) {
     const from = join(dir, name);

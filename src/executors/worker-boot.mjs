@@ -5,6 +5,10 @@
 
 const never = new AbortController().signal;
 
+/**
+ * @param {{ moduleUrl: string, args: unknown }} task
+ * @returns {Promise<{ ok: true, output: unknown } | { ok: false, error: { message: string, name?: string, retryable: boolean } }>}
+ */
 export default async function run({ moduleUrl, args }) {
   try {
     const mod = await import(moduleUrl);
@@ -18,6 +22,6 @@ export default async function run({ moduleUrl, args }) {
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     const name = err instanceof Error ? err.name : typeof err;
-    return { ok: false, error: { message, name, retryable: err?.retryable === true } };
+    return { ok: false, error: { message, name, retryable: /** @type {{ retryable?: unknown } | null | undefined} */ (err)?.retryable === true } };
   }
 }

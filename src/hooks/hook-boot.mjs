@@ -5,6 +5,10 @@
 
 const never = new AbortController().signal;
 
+/**
+ * @param {{ moduleUrl: string, request: unknown }} task
+ * @returns {Promise<{ ok: true, answer: unknown } | { ok: false, message: string }>}
+ */
 export default async function run({ moduleUrl, request }) {
   try {
     const mod = await import(moduleUrl);

@@ -19,19 +19,37 @@ import { receiveMessageOnPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { decodeWrites } from './writes-codec.mjs';
 
-const { file, pragmas, statements, port, flag } = workerData;
+/**
+ * What the main thread starts the thread with (WriterThread in writer-thread.ts).
+ * @typedef {object} WriterData
+ * @property {string} file
+ * @property {string[]} pragmas
+ * @property {Record<string, string>} statements SQL by name
+ * @property {import('node:worker_threads').MessagePort} port
+ * @property {Int32Array} flag settled batches, counted up
+ */
+/** @typedef {{ message: string, code?: unknown, name?: unknown }} ErrorReply */
+/** @typedef {{ error?: ErrorReply, refused?: true }} Reply */
 
+const { file, pragmas, statements, port, flag } = /** @type {WriterData} */ (workerData);
+
+/** @type {import('better-sqlite3').Database | undefined} */
 let db;
-let writeAll;
+/** @type {(batches: [string, unknown[]][][]) => void} */
+let writeAll = () => {};
+/** @type {unknown} */
 let broken;
 try {
-  db = new Database(file);
-  for (const p of pragmas) db.pragma(p);
-  const prepared = Object.fromEntries(Object.entries(statements).map(([name, sql]) => [name, db.prepare(sql)]));
-  const tx = db.transaction((batches) => {
+  const conn = new Database(file);
+  db = conn;
+  for (const p of pragmas) conn.pragma(p);
+  const prepared = Object.fromEntries(Object.entries(statements).map(([name, sql]) => [name, conn.prepare(sql)]));
+  const tx = conn.transaction((/** @type {[string, unknown[]][][]} */ batches) => {
     for (const writes of batches) for (const [name, params] of writes) prepared[name].run(...params);
   });
-  writeAll = (batches) => tx.immediate(batches);
+  writeAll = (batches) => {
+    tx.immediate(batches);
+  };
 } catch (err) {
   // Every batch is then refused with this error (a hung main thread would be worse).
   broken = err;
@@ -40,10 +58,22 @@ try {
 /** Set when a batch failed: later batches are refused until 'reset'. */
 let failed = false;
 
-const errorOf = (err) => ({ message: err?.message ?? String(err), code: err?.code, name: err?.name });
+/**
+ * @param {unknown} err
+ * @returns {ErrorReply}
+ */
+const errorOf = (err) => {
+  const e = /** @type {{ message?: string, code?: unknown, name?: unknown } | null | undefined} */ (err);
+  return { message: e?.message ?? String(err), code: e?.code, name: e?.name };
+};
 
-/** Commits the batches of one round; returns a reply for each. */
+/**
+ * Commits the batches of one round; returns a reply for each.
+ * @param {string[]} batches each the text of its writes
+ * @returns {Reply[]}
+ */
 function commit(batches) {
+  /** @type {Reply[]} */
   const replies = [];
   let i = 0;
   if (!failed && batches.length > 0) {
@@ -60,7 +90,7 @@ function commit(batches) {
     // One by one, so that only the batch that breaks fails (and those after it are refused).
     for (; i < batches.length; i++) {
       try {
-        writeAll([decodeWrites(batches[i])]);
+        writeAll([decodeWrites(/** @type {string} */ (batches[i]))]);
         replies.push({});
       } catch (err) {
         failed = true;
@@ -75,10 +105,12 @@ function commit(batches) {
   return replies;
 }
 
+/** @param {string} first a batch's text, 'reset' or 'close' */
 function round(first) {
   // Every message waiting now, in order: batches between controls are committed together.
   const msgs = [first];
   for (let m = receiveMessageOnPort(port); m; m = receiveMessageOnPort(port)) msgs.push(m.message);
+  /** @type {string[]} */
   let batches = [];
   let settled = 0;
   const flushBatches = () => {

@@ -8,7 +8,13 @@
 // UTF-16 code units), `d<number>;` or `n` (null). As in JSON, a number that is not finite, and
 // `undefined`, become null; -0 becomes 0. Anything else is refused: SQLite binds no other value here.
 
-/** One value's text. */
+/** @typedef {string | number | null} WriteParam A write's param as SQLite binds it. */
+
+/**
+ * One value's text.
+ * @param {unknown} v
+ * @returns {string}
+ */
 export function encodeValue(v) {
   if (typeof v === 'string') return `s${v.length}:${v}`;
   if (typeof v === 'number') return Number.isFinite(v) ? `d${v === 0 ? 0 : v};` : 'n';
@@ -16,7 +22,11 @@ export function encodeValue(v) {
   throw new TypeError(`a write's param must be a string, a number or null, not ${typeof v}`);
 }
 
-/** The text of `[name, params]` writes. */
+/**
+ * The text of `[name, params]` writes.
+ * @param {readonly (readonly [string, readonly unknown[]])[]} writes
+ * @returns {string}
+ */
 export function encodeWrites(writes) {
   let out = '';
   for (const [name, params] of writes) {
@@ -26,10 +36,16 @@ export function encodeWrites(writes) {
   return out;
 }
 
-/** The writes back from their text; throws on text that is not of this form. */
+/**
+ * The writes back from their text; throws on text that is not of this form.
+ * @param {string} text
+ * @returns {[string, WriteParam[]][]}
+ */
 export function decodeWrites(text) {
+  /** @type {[string, WriteParam[]][]} */
   const writes = [];
   let i = 0;
+  /** @param {string} end */
   const upTo = (end) => {
     const j = text.indexOf(end, i);
     if (j < 0) throw new Error(`bad writes text at ${i}: no '${end}'`);
@@ -37,10 +53,12 @@ export function decodeWrites(text) {
     i = j + 1;
     return s;
   };
+  /** @param {string} s */
   const count = (s) => {
     if (!/^\d+$/.test(s)) throw new Error(`bad writes text before ${i}: ${JSON.stringify(s)} is not a count`);
     return Number(s);
   };
+  /** @returns {WriteParam} */
   const value = () => {
     const tag = text[i++];
     if (tag === 'n') return null;
@@ -65,6 +83,7 @@ export function decodeWrites(text) {
     const n = count(upTo(';'));
     const name = value();
     if (typeof name !== 'string') throw new Error(`bad writes text before ${i}: a write's name is a string`);
+    /** @type {WriteParam[]} */
     const params = [];
     for (let k = 0; k < n; k++) params.push(value());
     writes.push([name, params]);

@@ -38,9 +38,10 @@ function lowerPriority() {
   }
 }
 
+if (!parentPort) throw new Error('export-worker.mjs runs as a worker thread');
 const port = parentPort;
 
-const tell = (message) => port.postMessage({ warn: String(message) });
+const tell = (/** @type {unknown} */ message) => port.postMessage({ warn: String(message) });
 diag.setLogger({ error: tell, warn: tell, info() {}, debug() {}, verbose() {} }, DiagLogLevel.WARN);
 setGlobalErrorHandler((err) => port.postMessage({ error: err instanceof Error ? err.message : String(err) }));
 
@@ -61,6 +62,9 @@ const loading = (async () => {
  * (the same HTTP delegate: its headers, timeout, retries, compression and environment variables; the
  * same exporter metrics), but for its serializer: otlp-proto.mjs writes the same bytes for less CPU.
  */
+/**
+ * @param {{ url: string, timeoutMillis: number, headers?: Record<string, string> }} config
+ */
 async function protobufExporter(config) {
   const [
     { OTLPExporterBase },
@@ -73,7 +77,7 @@ async function protobufExporter(config) {
   ]);
   const serializer = {
     serializeRequest: serializeSpans,
-    deserializeResponse: (bytes) => ProtobufTraceSerializer.deserializeResponse(bytes),
+    deserializeResponse: (/** @type {Uint8Array} */ bytes) => ProtobufTraceSerializer.deserializeResponse(bytes),
   };
   const options = convertLegacyHttpOptions(config, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' });
   return new OTLPExporterBase(
@@ -81,8 +85,10 @@ async function protobufExporter(config) {
   );
 }
 
+/** @type {BatchSpanProcessor | undefined} */
 let processor;
-const spans = new RunSpans((s) => processor.onEnd(new Readable(s, resource, scope)));
+// Spans are made only once the processor is there (the listener below awaits it first).
+const spans = new RunSpans((s) => processor?.onEnd(new Readable(s, resource, scope)));
 
 port.on('message', async (m) => {
   processor ??= await loading;

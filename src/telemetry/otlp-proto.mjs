@@ -7,7 +7,14 @@
 // "Traces"). Here each message's length is written in place once its body is (a
 // byte or two kept for it, the body moved in the rare case it needs more), and ids go from hex to bytes
 // straight into the buffer. The official OTLP/HTTP exporter sends the bytes (export-worker.mjs).
-// Plain JS, like run-spans.mjs: the thread starts without the TypeScript loader.
+// Plain JS, like run-spans.mjs: the thread starts without the TypeScript loader. Its types are the
+// JSDoc below, checked by `tsc` (checkJs).
+
+/** @typedef {import('@opentelemetry/sdk-trace-base').ReadableSpan} ReadableSpan */
+/** @typedef {import('@opentelemetry/api').HrTime} HrTime */
+/** @typedef {import('@opentelemetry/api').SpanContext} SpanContext */
+/** @typedef {import('./run-spans.mjs').EndedSpan} EndedSpan */
+/** @typedef {{ name: string, version?: string, schemaUrl?: string, attributes?: Record<string, unknown>, droppedAttributesCount?: number }} Scope */
 
 const INITIAL = 256 * 1024;
 /** A buffer grown past this by a large batch is let go after it, not kept for the next. */
@@ -22,6 +29,9 @@ let view = new DataView(buf.buffer);
 let pos = 0;
 const encoder = new TextEncoder();
 
+/**
+ * @param {number} n bytes more
+ */
 function ensure(n) {
   if (pos + n <= buf.length) return;
   let size = buf.length * 2;
@@ -32,11 +42,18 @@ function ensure(n) {
   view = new DataView(buf.buffer);
 }
 
+/**
+ * @param {number} v
+ * @returns {number}
+ */
 function varintSize(v) {
   return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : 5;
 }
 
-/** A varint of a whole number in 0..2^32-1 (tags, lengths, counts). */
+/**
+ * A varint of a whole number in 0..2^32-1 (tags, lengths, counts).
+ * @param {number} v
+ */
 function uvarint(v) {
   ensure(5);
   while (v > 0x7f) {
@@ -46,7 +63,10 @@ function uvarint(v) {
   buf[pos++] = v;
 }
 
-/** Any number as protobuf's writer does (int64: two's complement of negatives, 10 bytes). */
+/**
+ * Any number as protobuf's writer does (int64: two's complement of negatives, 10 bytes).
+ * @param {number} value
+ */
 function varint(value) {
   if (value >= 0 && value <= 0xffffffff) return uvarint(value >>> 0);
   let low;
@@ -70,11 +90,20 @@ function varint(value) {
   buf[pos++] = low & 0x7f;
 }
 
+/**
+ * @param {number} field
+ * @param {number} wire
+ */
 function tag(field, wire) {
   uvarint((field << 3) | wire);
 }
 
-/** Starts a length-delimited body after its tag: `reserve` bytes kept for its length. */
+/**
+ * Starts a length-delimited body after its tag: `reserve` bytes kept for its length.
+ * @param {number} field
+ * @param {number} reserve
+ * @returns {number}
+ */
 function open(field, reserve) {
   tag(field, 2);
   ensure(reserve);
@@ -83,7 +112,11 @@ function open(field, reserve) {
   return at;
 }
 
-/** Writes the length of the body started at `at` (by `open` with `reserve`), moving the body if its length takes another number of bytes. */
+/**
+ * Writes the length of the body started at `at` (by `open` with `reserve`), moving the body if its length takes another number of bytes.
+ * @param {number} at
+ * @param {number} reserve
+ */
 function close(at, reserve) {
   const length = pos - at - reserve;
   const size = varintSize(length);
@@ -101,6 +134,10 @@ function close(at, reserve) {
   buf[p] = v;
 }
 
+/**
+ * @param {number} field
+ * @param {string} s
+ */
 function string(field, s) {
   tag(field, 2);
   const n = s.length;
@@ -123,7 +160,10 @@ function string(field, s) {
   utf8(s);
 }
 
-/** A string's length and UTF-8 bytes (lone surrogates as U+FFFD, as TextEncoder writes them). */
+/**
+ * A string's length and UTF-8 bytes (lone surrogates as U+FFFD, as TextEncoder writes them).
+ * @param {string} s
+ */
 function utf8(s) {
   const most = s.length * 3;
   const reserve = varintSize(most);
@@ -134,7 +174,11 @@ function utf8(s) {
   close(at, reserve);
 }
 
-/** A hex digit's value (other characters as the SDK reads them: each gives some value, never an error). */
+/**
+ * A hex digit's value (other characters as the SDK reads them: each gives some value, never an error).
+ * @param {number} c
+ * @returns {number}
+ */
 function hexValue(c) {
   if (c >= 48 && c <= 57) return c - 48;
   if (c >= 97 && c <= 102) return c - 87;
@@ -143,9 +187,13 @@ function hexValue(c) {
 
 /** `hexValue` of the ASCII characters: a table, not branches that random digits mispredict. */
 const HEX = Int32Array.from({ length: 128 }, (_, c) => hexValue(c));
-const digit = (c) => (c < 128 ? HEX[c] : hexValue(c));
+const digit = (/** @type {number} */ c) => (c < 128 ? HEX[c] : hexValue(c));
 
-/** An id given in hex (as the API gives it), as bytes. */
+/**
+ * An id given in hex (as the API gives it), as bytes.
+ * @param {number} field
+ * @param {string} hex
+ */
 function hexBytes(field, hex) {
   tag(field, 2);
   const n = hex.length >>> 1;
@@ -154,6 +202,10 @@ function hexBytes(field, hex) {
   for (let i = 0; i < 2 * n; i += 2) buf[pos++] = (digit(hex.charCodeAt(i)) << 4) | digit(hex.charCodeAt(i + 1));
 }
 
+/**
+ * @param {number} field
+ * @param {Uint8Array} b
+ */
 function bytes(field, b) {
   tag(field, 2);
   uvarint(b.length);
@@ -162,27 +214,43 @@ function bytes(field, b) {
   pos += b.length;
 }
 
+/**
+ * @param {number} v
+ */
 function fixed32(v) {
   ensure(4);
   view.setUint32(pos, v >>> 0, true);
   pos += 4;
 }
 
-/** HrTime [s, ns] as fixed64 nanoseconds. */
+/**
+ * HrTime [s, ns] as fixed64 nanoseconds.
+ * @param {number} field
+ * @param {HrTime} t
+ */
 function hrTime(field, t) {
   fixed64Nanos(field, t[0], t[1]);
 }
 
 /** Epoch milliseconds as an HrTime's seconds and nanoseconds (`Readable`'s times, and `msTime`). */
-const msSeconds = (ms) => Math.trunc(ms / 1000);
-const msNanos = (ms) => Math.round((ms % 1000) * 1e6);
+const msSeconds = (/** @type {number} */ ms) => Math.trunc(ms / 1000);
+const msNanos = (/** @type {number} */ ms) => Math.round((ms % 1000) * 1e6);
 
-/** Epoch milliseconds as fixed64 nanoseconds: the bytes of the HrTime `Readable` gives for them. */
+/**
+ * Epoch milliseconds as fixed64 nanoseconds: the bytes of the HrTime `Readable` gives for them.
+ * @param {number} field
+ * @param {number} ms
+ */
 function msTime(field, ms) {
   fixed64Nanos(field, msSeconds(ms), msNanos(ms));
 }
 
-/** Seconds and nanoseconds as fixed64 nanoseconds, split so that every product stays exact (as the SDK's writer). */
+/**
+ * Seconds and nanoseconds as fixed64 nanoseconds, split so that every product stays exact (as the SDK's writer).
+ * @param {number} field
+ * @param {number} seconds
+ * @param {number} nanos
+ */
 function fixed64Nanos(field, seconds, nanos) {
   tag(field, 1);
   const lower = (seconds & 0xffff) * 1e9;
@@ -195,6 +263,10 @@ function fixed64Nanos(field, seconds, nanos) {
   pos += 8;
 }
 
+/**
+ * @param {number} field
+ * @param {Record<string, unknown>} attrs
+ */
 function attributes(field, attrs) {
   const keys = Object.keys(attrs);
   for (let i = 0; i < keys.length; i++) {
@@ -205,6 +277,10 @@ function attributes(field, attrs) {
   }
 }
 
+/**
+ * @param {string} key
+ * @param {unknown} value
+ */
 function keyValue(key, value) {
   string(1, key);
   const v = open(2, 1);
@@ -212,20 +288,25 @@ function keyValue(key, value) {
   close(v, 1);
 }
 
+/**
+ * @param {unknown} value
+ */
 function anyValue(value) {
+  // `typeof` once, the branches cast by it (tsc does not narrow through `t`).
   const t = typeof value;
-  if (t === 'string') string(1, value);
+  if (t === 'string') string(1, /** @type {string} */ (value));
   else if (t === 'boolean') {
     tag(2, 0);
     uvarint(value ? 1 : 0);
   } else if (t === 'number') {
-    if (Number.isInteger(value) && value >= MIN_64_BIT_INT && value < MAX_64_BIT_INT) {
+    const n = /** @type {number} */ (value);
+    if (Number.isInteger(n) && n >= MIN_64_BIT_INT && n < MAX_64_BIT_INT) {
       tag(3, 0);
-      varint(value);
+      varint(n);
     } else {
       tag(4, 1);
       ensure(8);
-      view.setFloat64(pos, value, true);
+      view.setFloat64(pos, n, true);
       pos += 8;
     }
   } else if (value instanceof Uint8Array) bytes(7, value);
@@ -239,26 +320,39 @@ function anyValue(value) {
     close(list, 1);
   } else if (t === 'object' && value != null) {
     const list = open(6, 1);
-    for (const k in value) {
-      if (!Object.prototype.hasOwnProperty.call(value, k)) continue;
+    const o = /** @type {Record<string, unknown>} */ (value);
+    for (const k in o) {
+      if (!Object.prototype.hasOwnProperty.call(o, k)) continue;
       const kv = open(1, 1);
-      keyValue(k, value[k]);
+      keyValue(k, o[k]);
       close(kv, 1);
     }
     close(list, 1);
   }
 }
 
+/**
+ * @param {number} field
+ * @param {number} n
+ */
 function count(field, n) {
   tag(field, 0);
   varint(n);
 }
 
+/**
+ * @param {number} traceFlags
+ * @param {boolean | undefined} isRemote
+ * @returns {number}
+ */
 function flags(traceFlags, isRemote) {
   return (traceFlags & 0xff) | HAS_IS_REMOTE | (isRemote ? IS_REMOTE : 0);
 }
 
-/** A span `Readable` holds: written from its own fields, as the SDK's serializer writes what the getters give. */
+/**
+ * A span `Readable` holds: written from its own fields, as the SDK's serializer writes what the getters give.
+ * @param {EndedSpan} e
+ */
 function ended(e) {
   hexBytes(1, e.traceId);
   hexBytes(2, e.spanId);
@@ -289,13 +383,16 @@ function ended(e) {
   }
   count(14, 0);
   const st = open(15, 1);
-  if (e.status.message) string(2, e.status.message);
+  if (e.status.code === 2 && e.status.message) string(2, e.status.message);
   count(3, e.status.code);
   close(st, 1);
   tag(16, 5);
   fixed32(flags(1, e.parentSpanId !== '' && e.parentRemote));
 }
 
+/**
+ * @param {ReadableSpan | Readable} s
+ */
 function span(s) {
   const at = open(2, 2);
   if (s instanceof Readable) {
@@ -348,6 +445,10 @@ function span(s) {
   close(at, 2);
 }
 
+/**
+ * @param {Scope} scope
+ * @param {readonly (ReadableSpan | Readable)[]} spans
+ */
 function scopeSpans(scope, spans) {
   const at = open(2, 3);
   const sc = open(1, 1);
@@ -361,7 +462,11 @@ function scopeSpans(scope, spans) {
   close(at, 3);
 }
 
-/** ExportTraceServiceRequest: the spans grouped by resource, then by instrumentation scope (each by identity, in order of first appearance). */
+/**
+ * ExportTraceServiceRequest: the spans grouped by resource, then by instrumentation scope (each by identity, in order of first appearance).
+ * @param {readonly (ReadableSpan | Readable)[]} spans
+ * @returns {Uint8Array}
+ */
 export function serializeSpans(spans) {
   const resources = new Map();
   for (const s of spans) {
@@ -390,8 +495,20 @@ export function serializeSpans(spans) {
   return out;
 }
 
+/**
+ * @param {string} traceId
+ * @param {string} spanId
+ * @param {number} traceFlags
+ * @param {boolean} isRemote
+ * @returns {SpanContext}
+ */
 const context = (traceId, spanId, traceFlags, isRemote) =>
   isRemote ? { traceId, spanId, traceFlags, isRemote } : { traceId, spanId, traceFlags };
+/** No links: one shared list (a span's own empty list would be of another type). @type {import('@opentelemetry/api').Link[]} */
+const NO_LINKS = [];
+/** No events, likewise. @type {import('@opentelemetry/sdk-trace-base').TimedEvent[]} */
+const NO_EVENTS = [];
+/** @type {(ms: number) => HrTime} */
 const toHrTime = (ms) => [msSeconds(ms), msNanos(ms)];
 
 /**
@@ -400,6 +517,11 @@ const toHrTime = (ms) => [msSeconds(ms), msNanos(ms)];
  * `serializeSpans` reads the span it holds, and the batch processor only `spanContext()` and `resource`).
  */
 export class Readable {
+  /**
+   * @param {EndedSpan} span
+   * @param {ReadableSpan['resource']} resource
+   * @param {Scope} scope
+   */
   constructor(span, resource, scope) {
     this.span = span;
     this.resource = resource;
@@ -424,6 +546,7 @@ export class Readable {
   get endTime() {
     return toHrTime(this.span.end);
   }
+  /** @returns {HrTime} */
   get duration() {
     const start = this.startTime;
     const end = this.endTime;
@@ -444,13 +567,13 @@ export class Readable {
   get events() {
     const events = this.span.events;
     return events.length === 0
-      ? events
+      ? NO_EVENTS
       : events.map((e) => ({ name: e.name, attributes: e.attributes, time: toHrTime(e.at), droppedAttributesCount: 0 }));
   }
   get links() {
     const links = this.span.links;
     return links.length === 0
-      ? links
+      ? NO_LINKS
       : links.map((l) => ({ context: context(l.traceId, l.spanId, l.flags, l.remote), attributes: {}, droppedAttributesCount: 0 }));
   }
   get ended() {

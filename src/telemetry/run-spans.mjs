@@ -3,7 +3,8 @@
 // times a span in a flat list of a few values (an "entry": an op code and its fields, below), sent to
 // the export thread in batches; `RunSpans` here reads the entries and makes the spans, which the
 // thread exports (export-worker.mjs). Plain JS, like the store's writes-codec.mjs: the thread starts
-// without the TypeScript loader that runs the sources under tsx or vitest. Types: run-spans.d.mts.
+// without the TypeScript loader that runs the sources under tsx or vitest. Its types are the JSDoc
+// below, checked by `tsc` (checkJs) like the TypeScript around it.
 //
 // The spans: `run.created` starts the run span `toolgraph.run`; an attempt's span `execute_tool <tool>`
 // (a direct child of the run span) starts with `call.started`, or earlier when the attempt was handed
@@ -13,6 +14,60 @@
 // no `call.started`) and ends with `call.compensated`; `run.completed` ends the run span. Times are the
 // events' own (`at`), so the spans say what the event log says. A span is made whole when it ends.
 import { hash, randomFillSync } from 'node:crypto';
+
+/** @typedef {string | number} EntryValue An entry's values: op codes, ids, times, counts, names. */
+/** @typedef {{ traceId: string, spanId: string, flags: number }} ParsedTraceparent */
+/** @typedef {Record<string, string | number | boolean>} Attributes */
+/**
+ * A span once it ended: times in epoch milliseconds; status code 0 (unset) or 2 (error).
+ * @typedef {object} EndedSpan
+ * @property {string} name
+ * @property {string} traceId
+ * @property {string} spanId
+ * @property {string} parentSpanId '' for a root span
+ * @property {boolean} parentRemote
+ * @property {number} parentFlags
+ * @property {number} start
+ * @property {number} end
+ * @property {Attributes} attributes
+ * @property {{ code: 0 } | { code: 2, message: string }} status
+ * @property {{ name: string, at: number, attributes: Attributes }[]} events
+ * @property {{ traceId: string, spanId: string, flags: number, remote: boolean }[]} links
+ */
+/**
+ * An attempt's span, open.
+ * @typedef {object} Attempt
+ * @property {string} runId
+ * @property {string} callId
+ * @property {number} n
+ * @property {string} tool
+ * @property {number} at
+ * @property {string | undefined} spanId
+ * @property {string} parent
+ * @property {number | undefined} waitMs
+ * @property {number | undefined} waitFrom
+ * @property {boolean} compensation
+ */
+/**
+ * A call of a traced run.
+ * @typedef {object} CallTrace
+ * @property {number | undefined} readyAt
+ * @property {Attempt | undefined} open
+ * @property {boolean} succeeded
+ * @property {Attempt | undefined} compensation
+ */
+/**
+ * A traced run.
+ * @typedef {object} RunTrace
+ * @property {string} id
+ * @property {ParsedTraceparent | undefined} parent
+ * @property {string} traceId
+ * @property {boolean} sampled
+ * @property {string | undefined} tenant
+ * @property {{ spanId: string, start: number, attributes: Attributes, links: EndedSpan['links'] } | undefined} span
+ * @property {boolean} ended
+ * @property {Map<string, CallTrace>} calls
+ */
 
 export const RUN_SPAN = 'toolgraph.run';
 /** The span event for a time an attempt waited on limits (ready → start). */
@@ -77,6 +132,11 @@ const PENDING_MS = 60_000;
  * refused after its early attempts started): their spans never end, so are never exported. The feed
  * and `RunSpans` each keep their own.
  */
+/**
+ * @param {Map<string, number>} pending
+ * @param {Map<string, unknown>} runs
+ * @param {number} now
+ */
 export function sweepPending(pending, runs, now) {
   if (pending.size === 0) return;
   const before = now - PENDING_MS;
@@ -91,10 +151,15 @@ export function sweepPending(pending, runs, now) {
 const MAX_AWAITING_REPLAN = 10_000;
 
 /** A run that ended with `needs_replan` is kept for its replan; past MAX_AWAITING_REPLAN the oldest is let go. */
+/**
+ * @param {Map<string, true>} awaiting
+ * @param {Map<string, unknown>} runs
+ * @param {string} runId
+ */
 export function awaitReplan(awaiting, runs, runId) {
   awaiting.set(runId, true);
   if (awaiting.size > MAX_AWAITING_REPLAN) {
-    const oldest = awaiting.keys().next().value;
+    const oldest = /** @type {string} */ (awaiting.keys().next().value);
     awaiting.delete(oldest);
     runs.delete(oldest);
   }
@@ -104,16 +169,25 @@ export function awaitReplan(awaiting, runs, runId) {
 const MAX_SPAN_NAMES = 1000;
 
 /** A W3C `traceparent` as { traceId, spanId, flags }, or undefined for one that is not valid (as OpenTelemetry's parser). */
+/**
+ * @param {string} text
+ * @returns {ParsedTraceparent | undefined}
+ */
 export function parseTraceparent(text) {
   const m = /^\s?([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?\s?$/.exec(text);
   if (!m) return undefined;
   // Version ff is invalid; version 00 has exactly four fields.
   if (m[1] === 'ff' || (m[1] === '00' && m[5])) return undefined;
-  if (/^0+$/.test(m[2]) || /^0+$/.test(m[3])) return undefined;
-  return { traceId: m[2], spanId: m[3], flags: parseInt(m[4], 16) };
+  const [, , traceId = '', spanId = '', flags = ''] = m;
+  if (/^0+$/.test(traceId) || /^0+$/.test(spanId)) return undefined;
+  return { traceId, spanId, flags: parseInt(flags, 16) };
 }
 
 /** The trace id of a run's own trace: 16 bytes of the SHA-256 of its id (wherever the run goes on, its spans join it). */
+/**
+ * @param {string} runId
+ * @returns {string}
+ */
 export function runTraceId(runId) {
   // The one-shot `hash` (a `createHash` object per run cost ten times as much); hex of the first 16
   // bytes, not a slice of all 64 digits: a flat string, which the exporter reads faster.
@@ -130,6 +204,7 @@ export class SpanIds {
     this.offset = POOL_BYTES;
   }
 
+  /** @returns {string} */
   next() {
     if (this.offset + 8 > POOL_BYTES) {
       randomFillSync(this.pool);
@@ -149,16 +224,24 @@ export class SpanIds {
  * `EndedSpan`), sampled spans only (a run under an incoming parent with flags 00 makes none).
  */
 export class RunSpans {
+  /**
+   * @param {(span: EndedSpan) => void} emit
+   * @param {SpanIds} [ids]
+   * @param {() => number} [now]
+   */
   constructor(emit, ids = new SpanIds(), now = Date.now) {
     this.emit = emit;
     this.ids = ids;
     this.now = now;
+    /** @type {Map<string, RunTrace>} */
     this.runs = new Map();
-    /** Runs known before their `run.created` (reserved, or started early), with when: see `sweep`. */
+    /** Runs known before their `run.created` (reserved, or started early), with when: see `sweep`. @type {Map<string, number>} */
     this.pending = new Map();
+    /** @type {Map<string, true>} */
     this.awaitingReplan = new Map();
+    /** @type {Map<string, string>} */
     this.names = new Map();
-    /** Run ids by the keys that NAME entries gave them, until their run is made (see `idOf`). */
+    /** Run ids by the keys that NAME entries gave them, until their run is made (see `idOf`). @type {Map<string, string>} */
     this.aliases = new Map();
     /** Spans let go unended (FORGET), since the caller last read and zeroed this. */
     this.dropped = 0;
@@ -171,34 +254,41 @@ export class RunSpans {
     return this.runs.size;
   }
 
-  /** Reads the entries of `q` from `from` on; their times are counted from `base` (epoch ms). */
+  /**
+   * Reads the entries of `q` from `from` on (whole entries; throws on one it cannot read), their times
+   * counted from `base` (epoch ms). An entry's fields are read as the op says they are (trace-feed.ts
+   * writes them so); the casts below check nothing at run time.
+   * @param {readonly EntryValue[]} q
+   * @param {number} [base]
+   * @param {number} [from]
+   */
   apply(q, base = 0, from = 0) {
     const length = q.length;
     this.base = base;
     let i = from;
     while (i < length) {
-      const op = q[i];
+      const op = /** @type {number} */ (q[i]);
       const width = WIDTH[op];
       if (width === undefined || i + width > length) throw new Error(`trace entry ${i}: op ${String(op)} is not one, or is cut short`);
-      const runId = q[i + 1];
+      const runId = /** @type {string} */ (q[i + 1]);
       switch (op) {
         case OP.CREATED:
-          this.created(runId, base + q[i + 2], q[i + 3]);
+          this.created(runId, base + /** @type {number} */ (q[i + 2]), /** @type {string} */ (q[i + 3]));
           break;
         case OP.PARENT:
-          this.parent(runId, q[i + 2], q[i + 3], q[i + 4]);
+          this.parent(runId, /** @type {string} */ (q[i + 2]), /** @type {string} */ (q[i + 3]), /** @type {number} */ (q[i + 4]));
           break;
         case OP.COMPLETED:
-          this.completed(runId, this.run(runId), base + q[i + 2], q[i + 3]);
+          this.completed(runId, this.run(runId), base + /** @type {number} */ (q[i + 2]), /** @type {string} */ (q[i + 3]));
           break;
         case OP.REPLANNED:
-          this.replanned(runId, this.run(runId), base + q[i + 2]);
+          this.replanned(runId, this.run(runId), base + /** @type {number} */ (q[i + 2]));
           break;
         case OP.FORGET:
           this.forget(runId);
           break;
         case OP.NAME:
-          this.aliases.set(runId, q[i + 2]);
+          this.aliases.set(runId, /** @type {string} */ (q[i + 2]));
           break;
         default: {
           const known = this.runs.get(runId);
@@ -211,36 +301,55 @@ export class RunSpans {
     }
   }
 
+  /**
+   * An entry of a call: READY, STARTED, SUCCEEDED, ENDED, COMPENSATED or ATTEMPT.
+   * @param {number} op
+   * @param {string} runId
+   * @param {RunTrace} run
+   * @param {readonly EntryValue[]} q
+   * @param {number} i
+   */
   callEntry(op, runId, run, q, i) {
-    const c = callOf(run, q[i + 2]);
-    const at = this.base + q[i + 3];
+    const callId = /** @type {string} */ (q[i + 2]);
+    const c = callOf(run, callId);
+    const at = this.base + /** @type {number} */ (q[i + 3]);
     switch (op) {
       case OP.READY:
         c.readyAt = at;
         break;
       case OP.STARTED:
-        this.started(runId, run, c, q[i + 2], at, q[i + 4], q[i + 5]);
+        this.started(runId, run, c, callId, at, /** @type {number} */ (q[i + 4]), /** @type {string} */ (q[i + 5]));
         break;
       case OP.SUCCEEDED:
         c.succeeded = true;
         this.endAttempt(run, c, at, '', '');
         break;
       case OP.ENDED:
-        this.endAttempt(run, c, at, q[i + 4], q[i + 5]);
+        this.endAttempt(run, c, at, /** @type {string} */ (q[i + 4]), /** @type {string} */ (q[i + 5]));
         break;
       case OP.COMPENSATED:
         if (c.compensation) {
-          this.emitAttempt(run, c.compensation, at, q[i + 4], q[i + 5]);
+          this.emitAttempt(run, c.compensation, at, /** @type {string} */ (q[i + 4]), /** @type {string} */ (q[i + 5]));
           c.compensation = undefined;
         }
         break;
       case OP.ATTEMPT:
-        this.attempt(runId, run, c, q[i + 2], at, q[i + 4], q[i + 5], q[i + 6]);
+        this.attempt(runId, run, c, {
+          callId,
+          at,
+          n: /** @type {number} */ (q[i + 4]),
+          tool: /** @type {string} */ (q[i + 5]),
+          spanId: /** @type {string} */ (q[i + 6]),
+        });
         break;
     }
   }
 
   /** The run's trace; a run first seen midway (its thread started again, say) is traced from here. */
+  /**
+   * @param {string} runId
+   * @returns {RunTrace}
+   */
   run(runId) {
     let run = this.runs.get(runId);
     if (!run) {
@@ -250,6 +359,12 @@ export class RunSpans {
     return run;
   }
 
+  /**
+   * @param {string} runId
+   * @param {string} traceparent '' for none
+   * @param {string} tenant
+   * @param {number} expect 1 for a reserved run id whose `run.created` is still to come
+   */
   parent(runId, traceparent, tenant, expect) {
     if (this.runs.has(runId)) return;
     const run = newRun(this.idOf(runId), traceparent ? parseTraceparent(traceparent) : undefined);
@@ -258,6 +373,11 @@ export class RunSpans {
     if (expect) this.expect(runId);
   }
 
+  /**
+   * @param {string} runId
+   * @param {number} at
+   * @param {string} tenant
+   */
   created(runId, at, tenant) {
     const run = this.run(runId);
     this.pending.delete(runId);
@@ -267,12 +387,21 @@ export class RunSpans {
     this.sweep();
   }
 
+  /**
+   * @param {string} runId
+   * @param {RunTrace} run
+   * @param {CallTrace} c
+   * @param {string} callId
+   * @param {number} at
+   * @param {number} n the attempt
+   * @param {string} tool
+   */
   started(runId, run, c, callId, at, n, tool) {
     const waitMs = c.readyAt === undefined ? 0 : Math.max(0, at - c.readyAt);
     let a = c.open !== undefined && c.open.n === n ? c.open : undefined;
     if (!a) {
       this.endAttempt(run, c, at, '', '');
-      a = c.open = this.newAttempt(runId, run, callId, n, tool, at, undefined, false);
+      a = c.open = this.newAttempt(runId, run, { callId, n, tool, at, spanId: undefined, compensation: false });
     }
     a.waitMs = waitMs;
     if (waitMs > 0) a.waitFrom = c.readyAt;
@@ -280,23 +409,42 @@ export class RunSpans {
   }
 
   /** The attempt was handed to its executor (with a `traceparent` of span id `spanId`, or '' for none): its span starts now unless `call.started` started it. */
-  attempt(runId, run, c, callId, at, n, tool, spanId) {
+  /**
+   * @param {string} runId
+   * @param {RunTrace} run
+   * @param {CallTrace} c
+   * @param {{ callId: string, at: number, n: number, tool: string, spanId: string }} e
+   */
+  attempt(runId, run, c, { callId, at, n, tool, spanId }) {
     if (c.succeeded) {
       if (c.compensation) this.emitAttempt(run, c.compensation, at, '', '');
-      c.compensation = this.newAttempt(runId, run, callId, n, tool, at, spanId, true);
+      c.compensation = this.newAttempt(runId, run, { callId, n, tool, at, spanId, compensation: true });
     } else if (c.open !== undefined && c.open.n === n) {
       if (spanId) c.open.spanId = spanId;
     } else {
       this.endAttempt(run, c, at, '', '');
-      c.open = this.newAttempt(runId, run, callId, n, tool, at, spanId, false);
+      c.open = this.newAttempt(runId, run, { callId, n, tool, at, spanId, compensation: false });
     }
   }
 
-  newAttempt(runId, run, callId, n, tool, at, spanId, compensation) {
-    if (!run.span) this.runSpan(runId, run, at);
-    return { runId: run.id, callId, n, tool, at, spanId, parent: run.span.spanId, waitMs: undefined, waitFrom: undefined, compensation };
+  /**
+   * @param {string} runId
+   * @param {RunTrace} run
+   * @param {{ callId: string, n: number, tool: string, at: number, spanId: string | undefined, compensation: boolean }} a
+   * @returns {Attempt}
+   */
+  newAttempt(runId, run, { callId, n, tool, at, spanId, compensation }) {
+    const span = run.span ?? this.runSpan(runId, run, at);
+    return { runId: run.id, callId, n, tool, at, spanId, parent: span.spanId, waitMs: undefined, waitFrom: undefined, compensation };
   }
 
+  /**
+   * @param {RunTrace} run
+   * @param {CallTrace} c
+   * @param {number} at
+   * @param {string} code '' when no error is given
+   * @param {string} message
+   */
   endAttempt(run, c, at, code, message) {
     const a = c.open;
     if (!a) return;
@@ -304,8 +452,16 @@ export class RunSpans {
     this.emitAttempt(run, a, at, code, message);
   }
 
+  /**
+   * @param {RunTrace} run
+   * @param {Attempt} a
+   * @param {number} at
+   * @param {string} code
+   * @param {string} message
+   */
   emitAttempt(run, a, at, code, message) {
     if (!run.sampled) return;
+    /** @type {Attributes} */
     const attributes = {
       [ATTR.operation]: EXECUTE_TOOL,
       [ATTR.toolName]: a.tool,
@@ -327,11 +483,20 @@ export class RunSpans {
       end: at,
       attributes,
       status: code ? { code: 2, message } : { code: 0 },
-      events: a.waitFrom !== undefined ? [{ name: LIMIT_WAIT_EVENT, at: a.waitFrom, attributes: { [ATTR.waitMs]: a.waitMs } }] : [],
+      events:
+        a.waitFrom !== undefined && a.waitMs !== undefined
+          ? [{ name: LIMIT_WAIT_EVENT, at: a.waitFrom, attributes: { [ATTR.waitMs]: a.waitMs } }]
+          : [],
       links: [],
     });
   }
 
+  /**
+   * @param {string} runId
+   * @param {RunTrace} run
+   * @param {number} at
+   * @param {string} status
+   */
   completed(runId, run, at, status) {
     const span = run.span;
     if (span && !run.ended) {
@@ -364,23 +529,39 @@ export class RunSpans {
   }
 
   /** A replan after `needs_replan`: the run goes on in a new run span, linked to the one that ended. */
+  /**
+   * @param {string} runId
+   * @param {RunTrace} run
+   * @param {number} at
+   */
   replanned(runId, run, at) {
     this.awaitingReplan.delete(runId);
     if (!run.ended) return;
     const previous = run.span;
     run.span = undefined;
     run.ended = false;
-    this.runSpan(runId, run, at, previous ? [{ traceId: run.traceId, spanId: previous.spanId, flags: 1, remote: false }] : []);
-    run.span.attributes[ATTR.replanned] = true;
+    const span = this.runSpan(runId, run, at, previous ? [{ traceId: run.traceId, spanId: previous.spanId, flags: 1, remote: false }] : []);
+    span.attributes[ATTR.replanned] = true;
   }
 
-  runSpan(runId, run, at, links = []) {
+  /**
+   * Starts the run's span; returns it.
+   * @param {string} _runId
+   * @param {RunTrace} run
+   * @param {number} at
+   * @param {EndedSpan['links']} [links]
+   */
+  runSpan(_runId, run, at, links = []) {
+    /** @type {Attributes} */
     const attributes = { [ATTR.runId]: run.id };
     if (run.tenant !== undefined) attributes[ATTR.tenant] = run.tenant;
-    run.span = { spanId: this.ids.next(), start: at, attributes, links };
+    const span = { spanId: this.ids.next(), start: at, attributes, links };
+    run.span = span;
+    return span;
   }
 
   /** The run's spans are let go: those started and not ended are dropped (counted in `dropped`). */
+  /** @param {string} runId */
   forget(runId) {
     this.aliases.delete(runId);
     const run = this.runs.get(runId);
@@ -394,6 +575,10 @@ export class RunSpans {
   }
 
   /** `execute_tool <tool>`, the same string for each span of a tool. */
+  /**
+   * @param {string} tool
+   * @returns {string}
+   */
   spanName(tool) {
     let name = this.names.get(tool);
     if (name === undefined) {
@@ -405,6 +590,10 @@ export class RunSpans {
   }
 
   /** The run id of an entry's `runId`: the one its NAME gave a key (taken once, as its run is made), or itself. */
+  /**
+   * @param {string} key
+   * @returns {string}
+   */
   idOf(key) {
     const id = this.aliases.get(key);
     if (id === undefined) return key;
@@ -412,6 +601,7 @@ export class RunSpans {
     return id;
   }
 
+  /** @param {string} runId */
   expect(runId) {
     this.pending.set(runId, this.now());
     this.sweep();
@@ -423,6 +613,11 @@ export class RunSpans {
   }
 }
 
+/**
+ * @param {string} runId
+ * @param {ParsedTraceparent | undefined} parent
+ * @returns {RunTrace}
+ */
 function newRun(runId, parent) {
   // A run span without an incoming parent is a trace's root: its trace id is the run's own.
   return {
@@ -437,6 +632,11 @@ function newRun(runId, parent) {
   };
 }
 
+/**
+ * @param {RunTrace} run
+ * @param {string} callId
+ * @returns {CallTrace}
+ */
 function callOf(run, callId) {
   let c = run.calls.get(callId);
   if (!c) {

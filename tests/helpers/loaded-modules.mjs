@@ -10,4 +10,4 @@ import { isMainThread, threadId } from 'node:worker_threads';
 const require = createRequire(import.meta.url);
 const out = process.env.LOADED_MODULES_OUT;
 const file = isMainThread ? out : `${out}.thread-${threadId}`;
-if (out) process.on('exit', () => writeFileSync(file, JSON.stringify(Object.keys(require.cache))));
+if (out) process.on('exit', () => writeFileSync(`${file}`, JSON.stringify(Object.keys(require.cache))));
