@@ -15,6 +15,7 @@
  * visits every sibling; a `*` in the trie is visited by every query.
  */
 import type { Access, Key } from './resources.js';
+import { Memo } from './memo.js';
 
 export type HazardKind = 'read-after-write' | 'write-after-read' | 'write-after-write';
 
@@ -296,12 +297,13 @@ export class HazardIndex {
  * each one is made once and shared: at 100k calls that is one string instead of one per edge.
  */
 export function describeHazard(kind: HazardKind, key: string): string {
-  let byKind = reasons.get(key);
-  if (!byKind) {
-    if (reasons.size >= 50_000) reasons.clear();
-    reasons.set(key, (byKind = { 'read-after-write': undefined, 'write-after-read': undefined, 'write-after-write': undefined }));
-  }
+  const byKind = REASONS.get(key, noReasons);
   return (byKind[kind] ??= [kind, ' on ', key].join(''));
 }
 
-const reasons = new Map<string, Record<HazardKind, string | undefined>>();
+/** The reasons of each key, by kind (pure, shared process-wide: see memo.ts). */
+const REASONS = new Memo<Record<HazardKind, string | undefined>>(50_000);
+
+function noReasons(): Record<HazardKind, string | undefined> {
+  return { 'read-after-write': undefined, 'write-after-read': undefined, 'write-after-write': undefined };
+}

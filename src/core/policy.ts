@@ -5,22 +5,23 @@
  * `review: true` asks for it; dangerous tools are reviewed by default unless a matching rule says
  * `review: false` or `allow: true`. `after`/`requires` from the tool and from rules are unioned.
  */
+import { Memo } from './memo.js';
 import type { Policy, PolicyRule, ToolManifest } from './tool.js';
 
-const globCache = new Map<string, RegExp>();
+/** Compiled globs (pure, shared process-wide: see memo.ts). Globs come from configs, so few. */
+export const GLOBS = new Memo<RegExp>(10_000);
 
 /** `*` matches any run of characters, `?` one character; everything else is literal. */
 export function globToRegExp(glob: string): RegExp {
-  let re = globCache.get(glob);
-  if (!re) {
-    const body = glob
-      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
-      .replace(/\*/g, '.*')
-      .replace(/\?/g, '.');
-    re = new RegExp(`^${body}$`);
-    globCache.set(glob, re);
-  }
-  return re;
+  return GLOBS.get(glob, compileGlob);
+}
+
+function compileGlob(glob: string): RegExp {
+  const body = glob
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*/g, '.*')
+    .replace(/\?/g, '.');
+  return new RegExp(`^${body}$`);
 }
 
 export function globMatch(glob: string, value: string): boolean {

@@ -12,6 +12,7 @@
  * segment where the placeholder stands and ends in `*` (`file:{path}` → `file:*`).
  */
 
+import { Memo } from './memo.js';
 export type Segments = readonly string[];
 
 /** A resource key as written and as segments. */
@@ -20,17 +21,16 @@ export interface Key {
   segs: Segments;
 }
 
-const keyCache = new Map<string, Key>();
+/** Parsed keys (a pure function of the text, so shared process-wide: see memo.ts). */
+export const KEYS = new Memo<Key>(50_000);
 
-/** A parsed key. Cached (keys repeat across calls); the result is shared, so never mutate it. */
+/** A parsed key. Memoized (keys repeat across calls); the result is shared, so never mutate it. */
 export function key(text: string): Key {
-  let k = keyCache.get(text);
-  if (!k) {
-    k = { text, segs: parseKey(text) };
-    if (keyCache.size > 50_000) keyCache.clear();
-    keyCache.set(text, k);
-  }
-  return k;
+  return KEYS.get(text, parsed);
+}
+
+function parsed(text: string): Key {
+  return { text, segs: parseKey(text) };
 }
 
 export const ANY: Key = { text: '*', segs: ['*'] };
@@ -94,22 +94,22 @@ interface Compiled {
   args: string[][];
 }
 
-const templateCache = new Map<string, Compiled>();
+/** Compiled templates (pure, shared process-wide: see memo.ts). */
+const TEMPLATES = new Memo<Compiled>(10_000);
 
 function compile(template: string): Compiled {
-  let c = templateCache.get(template);
-  if (!c) {
-    c = { literals: [], args: [] };
-    let last = 0;
-    for (const m of template.matchAll(PLACEHOLDER)) {
-      c.literals.push(template.slice(last, m.index));
-      c.args.push((m[1] as string).split('.'));
-      last = (m.index as number) + m[0].length;
-    }
-    c.literals.push(template.slice(last));
-    if (templateCache.size > 10_000) templateCache.clear();
-    templateCache.set(template, c);
+  return TEMPLATES.get(template, compileNow);
+}
+
+function compileNow(template: string): Compiled {
+  const c: Compiled = { literals: [], args: [] };
+  let last = 0;
+  for (const m of template.matchAll(PLACEHOLDER)) {
+    c.literals.push(template.slice(last, m.index));
+    c.args.push((m[1] as string).split('.'));
+    last = (m.index as number) + m[0].length;
   }
+  c.literals.push(template.slice(last));
   return c;
 }
 
@@ -177,7 +177,11 @@ export function accessOf(decl: Effects, args: unknown): Access {
 
 type Effects = { reads?: readonly string[]; writes?: readonly string[] };
 
-/** Per tool with a single read or write template of one placeholder: its accesses by the arg's value. */
+/**
+ * Per tool with a single read or write template of one placeholder: its accesses by the arg's value. A
+ * memo of a pure function (see memo.ts), keyed by the manifest, so it goes with the config that holds
+ * it; each tool's table is bounded (cleared past 10,000 values).
+ */
 const singleAccesses = new WeakMap<Effects, Map<string, Access>>();
 
 /**

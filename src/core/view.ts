@@ -73,7 +73,8 @@ export interface GraphView {
   generations: string[][];
 }
 
-// The last instant made into text: a run's events mostly share their millisecond.
+// The last instant made into text: a run's events mostly share their millisecond. A memo of a pure
+// function (one entry), so shared by every caller in the process without leaking anything (memo.ts).
 let lastAt = NaN;
 let lastIso = '';
 
