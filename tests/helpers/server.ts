@@ -21,7 +21,9 @@ import { parseConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
 import { openStore, parseStoreValue } from '../../src/store/select.js';
 import type { Store } from '../../src/store/types.js';
-import { expect } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { expect, inject } from 'vitest';
 import { ToolServer } from './toolserver.js';
 
 export interface ApiResponse<T = any> {
@@ -91,9 +93,29 @@ async function serverOn(
   return { store, service, app };
 }
 
+/** Which store the integration tests run on: `TOOLGRAPH_TEST_STORE=postgres` (the `integration-postgres` project) or SQLite. */
+export const TEST_STORE: 'sqlite' | 'postgres' = process.env.TOOLGRAPH_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite';
+
+/**
+ * The store a test server gets when the test names none: a SQLite file in its folder, or, in the
+ * `integration-postgres` project, a fresh database on the run's PostgreSQL cluster (tests/helpers/postgres-global.ts).
+ */
+export async function testStore(dir: string): Promise<string> {
+  if (TEST_STORE === 'sqlite') return path.join(dir, 'toolgraph.db');
+  const admin = new pg.Client({ connectionString: inject('pgAdminUrl') });
+  const name = `tg_${randomBytes(6).toString('hex')}`;
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  return inject('pgAdminUrl').replace(/\/postgres$/, `/${name}`);
+}
+
 export async function startApi(opts: StartOptions): Promise<Api> {
   const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'toolgraph-api-'));
-  const dbFile = opts.db ?? path.join(dir, 'toolgraph.db');
+  const dbFile = opts.db ?? (await testStore(dir));
   const config = parseConfig(opts.yaml, 'test.yaml', { env: {}, baseDir: dir });
   const { store, service, app } = await serverOn(config, dbFile, opts.heartbeatMs, opts.replica);
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -149,7 +171,7 @@ export async function startApi(opts: StartOptions): Promise<Api> {
       if (closed) throw new Error('this server is closed');
       open.splice(open.indexOf(api), 1);
       await stop();
-      return startApi({ ...opts, dir });
+      return startApi({ ...opts, dir, db: dbFile });
     },
     async close() {
       if (closed) return;
