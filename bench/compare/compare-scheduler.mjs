@@ -71,5 +71,5 @@ for (let p = 0; p < PAIRS; p++) {
 const med = (/** @type {number[]} */ xs) => /** @type {number} */ ([...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]);
 const rat = rb.map((x, i) => x / /** @type {number} */ (ra[i]));
 console.log(
-  `A ${med(ra).toFixed(2)} B ${med(rb).toFixed(2)} µs/node; B/A median ${med(rat).toFixed(3)} (${Math.min(...rat).toFixed(3)}–${Math.max(...rat).toFixed(3)})  load ${(await import('node:os')).loadavg()[0].toFixed(1)}`,
+  `A ${med(ra).toFixed(2)} B ${med(rb).toFixed(2)} µs/node; B/A median ${med(rat).toFixed(3)} (${Math.min(...rat).toFixed(3)}–${Math.max(...rat).toFixed(3)})  load ${(await import('node:os')).loadavg()[0]?.toFixed(1)}`,
 );

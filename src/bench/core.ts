@@ -116,7 +116,7 @@ function bareOnce(calls: CallInput[], succ: number[][], width: number): Cost {
 function bareSchedule(calls: CallInput[], succ: number[][], width: number): number {
   const n = calls.length;
   const indeg = new Array<number>(n).fill(0);
-  for (const ss of succ) for (const s of ss) indeg[s]++;
+  for (const ss of succ) for (const s of ss) indeg[s] = (indeg[s] as number) + 1;
   const ready: number[] = [];
   for (let i = 0; i < n; i++) if (indeg[i] === 0) ready.push(i);
   let head = 0;

@@ -45,7 +45,8 @@ try {
   for (const p of pragmas) conn.pragma(p);
   const prepared = Object.fromEntries(Object.entries(statements).map(([name, sql]) => [name, conn.prepare(sql)]));
   const tx = conn.transaction((/** @type {[string, unknown[]][][]} */ batches) => {
-    for (const writes of batches) for (const [name, params] of writes) prepared[name].run(...params);
+    for (const writes of batches)
+      for (const [name, params] of writes) /** @type {import('better-sqlite3').Statement} */ (prepared[name]).run(...params);
   });
   writeAll = (batches) => {
     tx.immediate(batches);

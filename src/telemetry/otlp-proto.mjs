@@ -187,7 +187,7 @@ function hexValue(c) {
 
 /** `hexValue` of the ASCII characters: a table, not branches that random digits mispredict. */
 const HEX = Int32Array.from({ length: 128 }, (_, c) => hexValue(c));
-const digit = (/** @type {number} */ c) => (c < 128 ? HEX[c] : hexValue(c));
+const digit = (/** @type {number} */ c) => (c < 128 ? /** @type {number} */ (HEX[c]) : hexValue(c));
 
 /**
  * An id given in hex (as the API gives it), as bytes.
@@ -270,7 +270,7 @@ function fixed64Nanos(field, seconds, nanos) {
 function attributes(field, attrs) {
   const keys = Object.keys(attrs);
   for (let i = 0; i < keys.length; i++) {
-    const key = keys[i];
+    const key = /** @type {string} */ (keys[i]);
     const kv = open(field, 1);
     keyValue(key, attrs[key]);
     close(kv, 1);
@@ -457,7 +457,7 @@ function scopeSpans(scope, spans) {
   if (scope.attributes) attributes(3, scope.attributes);
   if (scope.droppedAttributesCount) count(4, scope.droppedAttributesCount);
   close(sc, 1);
-  for (let i = 0; i < spans.length; i++) span(spans[i]);
+  for (let i = 0; i < spans.length; i++) span(/** @type {ReadableSpan | Readable} */ (spans[i]));
   if (scope.schemaUrl) string(3, scope.schemaUrl);
   close(at, 3);
 }

@@ -104,11 +104,12 @@ describe('http executor', () => {
       url: '/deploy',
       body: { runId: 'run_1', callId: 'c1', tool: 'deploy', args: { image: 'x' }, attempt: 1 },
     });
-    expect(seen[0].headers['content-type']).toBe('application/json');
-    expect(seen[0].headers['idempotency-key']).toBe('run_1/c1');
-    expect(seen[0].headers.authorization).toBe('Bearer t');
-    expect(seen[1].body).toMatchObject({ attempt: 2 });
-    expect(seen[1].headers['idempotency-key']).toBe('run_1/c1');
+    const [one, two] = seen as [(typeof seen)[number], (typeof seen)[number]];
+    expect(one.headers['content-type']).toBe('application/json');
+    expect(one.headers['idempotency-key']).toBe('run_1/c1');
+    expect(one.headers.authorization).toBe('Bearer t');
+    expect(two.body).toMatchObject({ attempt: 2 });
+    expect(two.headers['idempotency-key']).toBe('run_1/c1');
   });
 
   it('an empty 2xx body is null', async () => {

@@ -76,7 +76,7 @@ describe('filesystem MCP server', () => {
       ['succeeded r1', 'started w2'],
       ['succeeded w2', 'started r2'],
     ]) {
-      expect(at(before)).toBeLessThan(at(after as string));
+      expect(at(before as string)).toBeLessThan(at(after as string));
     }
     expect(at('started wb')).toBeLessThan(at('succeeded w1'));
     expect(view.calls.find((c) => c.id === 'wb')?.dependsOn).toEqual([]);
