@@ -38,7 +38,10 @@ import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import { createExecutors } from '../executors/index.js';
 import type { Executor } from '../executors/types.js';
-import { merge, newRunId, startsEarly, within, type RunListener } from './attempt.js';
+import { startsEarly } from './attempt.js';
+import type { RunListener } from './listeners.js';
+import { merge } from './outputs.js';
+import { newRunId } from './run-ids.js';
 import { HookGate } from './hook-gate.js';
 import { WakeTimer } from './wake-timer.js';
 import { InFlight, refuseRun } from './in-flight.js';
@@ -48,7 +51,8 @@ import { gatedStarts, type PermitDesk } from './permit-desk.js';
 import type { SubmitRequest } from '../contract/submission.js';
 import type { EngineOptions, OpenRun } from './options.js';
 
-export { newRunId, type RunListener } from './attempt.js';
+export type { RunListener } from './listeners.js';
+export { newRunId } from './run-ids.js';
 export type { EngineOptions, EventSink, OpenRun, PermitAnswer, PermitGate } from './options.js';
 export type { SubmitRequest } from '../contract/submission.js';
 export { isEnded } from './run-views.js';
@@ -513,4 +517,10 @@ export class Engine {
   private arm(): void {
     this.timer.set(this.closed ? undefined : this.scheduler.nextWakeAt());
   }
+}
+
+/** Resolves when `p` does, or after `ms`, whichever comes first. */
+function within(p: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer));
 }

@@ -9,7 +9,8 @@
 import { callError } from '../core/errors.js';
 import type { AttemptResult, Output, Scheduler, StartAttempt } from '../core/scheduler.js';
 import type { Executor } from '../executors/types.js';
-import { Attempt, attemptKey, merge, strip } from './attempt.js';
+import { Attempt, attemptKey } from './attempt.js';
+import { merge, strip } from './outputs.js';
 
 /** Told of an attempt that ended while still in flight; `wasEarly`: it was started early. */
 export type AttemptDone = (s: StartAttempt, result: AttemptResult, wasEarly: boolean) => void;

@@ -8,7 +8,7 @@ import type { RunStatus } from '../core/calls.js';
 import { withSeq, type CoreEvent, type RunEvent } from '../core/events.js';
 import { isRunEnded } from '../core/state.js';
 import { RunProjection, type RunView } from '../core/view.js';
-import { tell, type RunListener } from './attempt.js';
+import { tell, type RunListener } from './listeners.js';
 
 interface LiveRun {
   projection: RunProjection;

@@ -44,9 +44,10 @@ const ACTIVE = `status IN ('queued', 'running')`;
 const PRAGMAS = ['journal_mode = WAL', 'synchronous = FULL', `busy_timeout = ${BUSY_TIMEOUT_MS}`, 'foreign_keys = ON'];
 
 /**
- * The statements that write, by name: run on this connection by `append`, on the writer thread's by
- * `appendAsync`. Parameters are positional: a batch goes to the writer thread as JSON, where named ones
- * would repeat every column name in every row (and be looked up by name again there).
+ * The statements that write, by name: run on this connection (`:memory:`), else on the writer thread's
+ * (writer-thread.ts). Parameters are positional: a batch goes to the writer thread as text
+ * (writes-codec.mjs), where named ones would repeat every column name in every row (and be looked up by
+ * name again there).
  */
 const WRITES = {
   insertRun: `INSERT INTO runs (id, created_seq, tenant, status, failure, tags, created_at, ended_at, call_count, idempotency_key)

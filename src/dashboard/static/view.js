@@ -1,6 +1,7 @@
 // Generated from src/core/view.ts by scripts/dashboard-view.mjs: do not edit (a unit test checks that
 // this copy is up to date). The dashboard folds a run's events with the server's own projection.
-// The last instant made into text: a run's events mostly share their millisecond.
+// The last instant made into text: a run's events mostly share their millisecond. A memo of a pure
+// function (one entry), so shared by every caller in the process without leaking anything (memo.ts).
 let lastAt = NaN;
 let lastIso = '';
 export function iso(at) {
