@@ -1,6 +1,7 @@
 /**
- * The scheduler's public surface; it lives in ./scheduler/ (a folder of concerns, listed in scheduler/scheduler.ts).
- * Kept so that importers of `core/scheduler.js` need not change.
+ * The scheduler's public surface: what the rest of toolgraph may use of ./scheduler/ (a folder of
+ * concerns, listed in scheduler/scheduler.ts). Everything outside core/ imports the scheduler from
+ * here, never a module of the folder, so its inner modules can move without touching the shell.
  */
 export { Scheduler } from './scheduler/scheduler.js';
 export {

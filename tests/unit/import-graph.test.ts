@@ -184,6 +184,13 @@ describe('import graph of src/', () => {
     expect(upward).toEqual([]);
   });
 
+  it('outside core, the scheduler is imported through its public surface (core/scheduler.ts), never a module of its folder', () => {
+    const inner = [...files].flatMap(([from, tos]) =>
+      folderOf(from) === 'core' ? [] : [...tos].filter((t) => t.startsWith('core/scheduler/')).map((t) => `${from} → ${t}`),
+    );
+    expect(inner).toEqual([]);
+  });
+
   it('src/core imports nothing from the other folders', () => {
     const outward = [...files].flatMap(([from, tos]) =>
       folderOf(from) === 'core' ? [...tos].filter((t) => folderOf(t) !== 'core').map((t) => `${from} → ${t}`) : [],
