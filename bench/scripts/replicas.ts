@@ -12,9 +12,9 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { startPostgres } from '../postgres-cluster.js';
-import { limitHandoff, sseLatency, takeover, throughput, type ThroughputResult } from '../replica-bench.js';
-import { quantile } from '../stats.js';
+import { startPostgres } from '../../src/bench/postgres-cluster.js';
+import { limitHandoff, sseLatency, takeover, throughput, type ThroughputResult } from '../../src/bench/replica-bench.js';
+import { quantile } from '../../src/bench/stats.js';
 
 const { values } = parseArgs({
   options: {

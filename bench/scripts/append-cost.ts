@@ -16,11 +16,11 @@
  * calls ≈ 990 s (scheduler, one run); after, warm, 1000 calls 17 / 18 (cold, with the JIT: 119 / 136),
  * 10,000 calls 107 / 179, and the time per append stays flat up to 40,000 calls.
  *
- *   npx tsx src/bench/scripts/append-cost.ts [--n 1000,10000] [--repeat 5] [--variant live,forward] [--only planner|scheduler] [--no-warmup]
+ *   npx tsx bench/scripts/append-cost.ts [--n 1000,10000] [--repeat 5] [--variant live,forward] [--only planner|scheduler] [--no-warmup]
  */
-import type { CallInput } from '../../core/calls.js';
-import { Scheduler } from '../../core/scheduler.js';
-import { StreamPlanner } from '../../core/stream-plan.js';
+import type { CallInput } from '../../src/core/calls.js';
+import { Scheduler } from '../../src/core/scheduler.js';
+import { StreamPlanner } from '../../src/core/stream-plan.js';
 import { STREAM_CONFIG as CONFIG, streamedBatch } from './streamed-batch.js';
 
 function planner(calls: CallInput[]): number {

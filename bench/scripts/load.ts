@@ -27,14 +27,14 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';
-import { buildServer } from '../../api/server.js';
-import { Service } from '../../api/service.js';
-import { parseConfig } from '../../config/load.js';
-import { describeUrl, openPostgresStore } from '../../store/postgres.js';
-import { openSqliteStore } from '../../store/sqlite.js';
-import type { Store } from '../../store/types.js';
-import { startPostgres, type TestPostgres } from '../postgres-cluster.js';
-import { quantile } from '../stats.js';
+import { buildServer } from '../../src/api/server.js';
+import { Service } from '../../src/api/service.js';
+import { parseConfig } from '../../src/config/load.js';
+import { describeUrl, openPostgresStore } from '../../src/store/postgres.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
+import type { Store } from '../../src/store/types.js';
+import { startPostgres, type TestPostgres } from '../../src/bench/postgres-cluster.js';
+import { quantile } from '../../src/bench/stats.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -122,7 +122,7 @@ async function storedStatuses(store: Store, tag: string): Promise<Record<string,
 async function pass(target: Target): Promise<Pass> {
   const tag = `load-${randomBytes(4).toString('hex')}`;
   const store = await target.open();
-  const config = parseConfig(CONFIG, 'src/bench/scripts/load.ts', { env: {} });
+  const config = parseConfig(CONFIG, 'bench/scripts/load.ts', { env: {} });
   const service = new Service({ config, store });
   await service.recover();
   const app = buildServer({ service });

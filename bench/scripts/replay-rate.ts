@@ -7,17 +7,17 @@
  * Two figures: replaying parsed recordings in process (replay + compare), and the whole command
  * (what `toolgraph replay DIR --json` does: read, validate with zod, replay, compare, report). Every recording must match.
  *
- * Run: `npm run bench:replay [-- N]` (`npx tsx src/bench/scripts/replay-rate.ts [N]`; default 1000).
+ * Run: `npm run bench:replay [-- N]` (`npx tsx bench/scripts/replay-rate.ts [N]`; default 1000).
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createAjv } from '../../config/catalog.js';
-import { checkFile, checkRecording } from '../../replay/check.js';
-import { expandPaths } from '../../replay/load.js';
-import { jsonReport, totalsOf } from '../../replay/report.js';
-import type { Recording } from '../../contract/recording.js';
-import { syntheticRecording } from '../synthetic-recordings.js';
+import { createAjv } from '../../src/config/catalog.js';
+import { checkFile, checkRecording } from '../../src/replay/check.js';
+import { expandPaths } from '../../src/replay/load.js';
+import { jsonReport, totalsOf } from '../../src/replay/report.js';
+import type { Recording } from '../../src/contract/recording.js';
+import { syntheticRecording } from '../../src/bench/synthetic-recordings.js';
 
 const n = Number(process.argv[2] ?? 1000);
 const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-bench-replay-'));

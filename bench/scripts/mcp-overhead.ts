@@ -23,7 +23,7 @@
  *
  * Target (issue #18): the executor at most 10% over the direct call.
  *
- * Run: `npx tsx src/bench/scripts/mcp-overhead.ts [--calls N] [--rounds R] [--profile]` (N calls per
+ * Run: `npx tsx bench/scripts/mcp-overhead.ts [--calls N] [--rounds R] [--profile]` (N calls per
  * block, R pairs of blocks; defaults 200 and 60; in process, 5R pairs), or `npm run bench:mcp`. `--profile` also profiles
  * every block (src/bench/block-profile.ts) and prints, per concurrency, the functions whose CPU self
  * time per call differs most between the two sides.
@@ -38,15 +38,15 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { parseConfig } from '../../config/load.js';
-import { Engine } from '../../engine/engine.js';
-import { createExecutors, type Executor } from '../../executors/index.js';
-import type { ExecuteRequest } from '../../executors/types.js';
-import { McpConnection } from '../../mcp/connection.js';
-import { startMcp } from '../../mcp/runtime.js';
-import type { ToolManifest } from '../../core/tool.js';
-import { blockProfiler, type BlockProfiler } from '../block-profile.js';
-import { median, quantile } from '../stats.js';
+import { parseConfig } from '../../src/config/load.js';
+import { Engine } from '../../src/engine/engine.js';
+import { createExecutors, type Executor } from '../../src/executors/index.js';
+import type { ExecuteRequest } from '../../src/executors/types.js';
+import { McpConnection } from '../../src/mcp/connection.js';
+import { startMcp } from '../../src/mcp/runtime.js';
+import type { ToolManifest } from '../../src/core/tool.js';
+import { blockProfiler, type BlockProfiler } from '../../src/bench/block-profile.js';
+import { median, quantile } from '../../src/bench/stats.js';
 
 const { values } = parseArgs({
   options: {
@@ -57,7 +57,7 @@ const { values } = parseArgs({
 });
 const CALLS = Number(values.calls);
 const ROUNDS = Number(values.rounds);
-const SERVER = fileURLToPath(new URL('../../../tests/fixtures/mcp/test-server.mjs', import.meta.url));
+const SERVER = fileURLToPath(new URL('../../tests/fixtures/mcp/test-server.mjs', import.meta.url));
 const ARGS = { text: 'hello' };
 const TIMEOUT_MS = 60_000;
 

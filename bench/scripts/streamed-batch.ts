@@ -4,8 +4,8 @@
  * (a data edge) and overwrites the file read three calls earlier (a conflict). Every tool sleeps
  * `args.ms`.
  */
-import type { CallInput } from '../../core/calls.js';
-import { parseConfig } from '../../config/load.js';
+import type { CallInput } from '../../src/core/calls.js';
+import { parseConfig } from '../../src/config/load.js';
 
 /** How long each call takes, in ms. */
 export const TOOL_MS = 300;
@@ -39,7 +39,7 @@ defaults:
   timeoutMs: 60000
   failure: partial
 `,
-  'src/bench/scripts/streamed-batch.ts',
+  'bench/scripts/streamed-batch.ts',
 );
 
 /**

@@ -25,11 +25,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
-import { parseConfig } from '../../config/load.js';
-import { Engine } from '../../engine/engine.js';
-import { openSqliteStore } from '../../store/sqlite.js';
-import type { Store } from '../../store/types.js';
-import { median, quantile } from '../stats.js';
+import { parseConfig } from '../../src/config/load.js';
+import { Engine } from '../../src/engine/engine.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
+import type { Store } from '../../src/store/types.js';
+import { median, quantile } from '../../src/bench/stats.js';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 6);
 const RUNS = Number(process.env.RUNS ?? 1500);

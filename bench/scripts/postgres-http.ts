@@ -1,5 +1,5 @@
 /**
- * The HTTP part of the bench on both durable stores, side by side in one run (`npx tsx src/bench/scripts/postgres-http.ts`):
+ * The HTTP part of the bench on both durable stores, side by side in one run (`npx tsx bench/scripts/postgres-http.ts`):
  * SQLite (a temp file, WAL, synchronous = FULL) and PostgreSQL (a throwaway local cluster started here,
  * fsync on; postgres-cluster.ts), each with the bare route beside it as in `toolgraph bench`.
  * Reports runs/s, p50/p99, and what PostgreSQL costs per run: transactions (each append and each
@@ -9,10 +9,10 @@
  * Options (environment): CLIENTS (16), SECONDS (4), ROUNDS (3).
  */
 import pg from 'pg';
-import { runHttp, type HttpResult } from '../http.js';
-import { createBuiltinExecutor } from '../../executors/builtin.js';
-import { openPostgresStore } from '../../store/postgres.js';
-import { startPostgres } from '../postgres-cluster.js';
+import { runHttp, type HttpResult } from '../../src/bench/http.js';
+import { createBuiltinExecutor } from '../../src/executors/builtin.js';
+import { openPostgresStore } from '../../src/store/postgres.js';
+import { startPostgres } from '../../src/bench/postgres-cluster.js';
 
 const opts = {
   clients: Number(process.env.CLIENTS ?? 16),

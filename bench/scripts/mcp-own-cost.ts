@@ -8,13 +8,13 @@
  * a fresh AbortController per call on both sides, as the engine and the SDK make them (the signal
  * itself is then most of either side: Node 20 makes an AbortController slowly).
  *
- * Run: `npx tsx src/bench/scripts/mcp-own-cost.ts [--calls N]` (N calls per side and way; default 400000).
+ * Run: `npx tsx bench/scripts/mcp-own-cost.ts [--calls N]` (N calls per side and way; default 400000).
  */
 import { parseArgs } from 'node:util';
-import type { ToolManifest } from '../../core/tool.js';
-import { createExecutors } from '../../executors/index.js';
-import { McpConnection } from '../../mcp/connection.js';
-import { median } from '../stats.js';
+import type { ToolManifest } from '../../src/core/tool.js';
+import { createExecutors } from '../../src/executors/index.js';
+import { McpConnection } from '../../src/mcp/connection.js';
+import { median } from '../../src/bench/stats.js';
 
 const { values } = parseArgs({ options: { calls: { type: 'string', default: '400000' } } });
 const N = Number(values.calls);

@@ -15,12 +15,12 @@
  * engine with real timers and the builtin `sleep` executor for a smaller N, so it includes every real
  * cost (timers, executors, event handling) and the machine's noise.
  *
- *   npx tsx src/bench/scripts/eager-dispatch.ts [--real-n 5] [--no-real]
+ *   npx tsx bench/scripts/eager-dispatch.ts [--real-n 5] [--no-real]
  */
-import type { CallInput } from '../../core/calls.js';
-import { Scheduler } from '../../core/scheduler.js';
-import { Simulation } from '../../core/simulation.js';
-import { Engine } from '../../engine/engine.js';
+import type { CallInput } from '../../src/core/calls.js';
+import { Scheduler } from '../../src/core/scheduler.js';
+import { Simulation } from '../../src/core/simulation.js';
+import { Engine } from '../../src/engine/engine.js';
 import { STREAM_CONFIG as CONFIG, streamedBatch, TOOL_MS } from './streamed-batch.js';
 
 const EVERY_MS = 200;

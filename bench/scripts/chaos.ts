@@ -9,8 +9,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { runChaos, type ChaosRecord } from '../chaos.js';
-import { checkChaos } from '../chaos-check.js';
+import { runChaos, type ChaosRecord } from '../../src/bench/chaos.js';
+import { checkChaos } from '../../src/bench/chaos-check.js';
 
 const { values } = parseArgs({
   options: {
