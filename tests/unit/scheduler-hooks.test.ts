@@ -50,8 +50,8 @@ function hooked(opts: {
   return { ...r, requests };
 }
 
-const before = (name = 'guard', match: HookMatcher['match'] = {}): HookMatcher => ({ on: 'before_call', name, match });
-const after = (name = 'redact', match: HookMatcher['match'] = {}): HookMatcher => ({ on: 'after_call', name, match });
+const beforeCall = (name = 'guard', match: HookMatcher['match'] = {}): HookMatcher => ({ on: 'before_call', name, match });
+const afterCall = (name = 'redact', match: HookMatcher['match'] = {}): HookMatcher => ({ on: 'after_call', name, match });
 const hookEvents = (events: CoreEvent[]) => events.filter((e): e is EventOf<'call.hook'> => e.type === 'call.hook');
 const startedArgs = (events: CoreEvent[], id: string) =>
   events.find((e): e is EventOf<'call.started'> => e.type === 'call.started' && e.callId === id)?.data.args;
@@ -60,7 +60,7 @@ const errorOf = (events: CoreEvent[], id: string) =>
 
 describe('before_call hooks', () => {
   it('allow: the call waits in ready for the hook, then starts; the decision is a call.hook event', () => {
-    const r = hooked({ tools: [tool('t')], hooks: [before()], answers: { 'before_call/a': { decision: 'allow', ms: 7 } } });
+    const r = hooked({ tools: [tool('t')], hooks: [beforeCall()], answers: { 'before_call/a': { decision: 'allow', ms: 7 } } });
     r.submit(0, { calls: [{ id: 'a', tool: 't', args: { x: 1 } }] });
     r.run();
     expect(timeline(r.events, ['call.ready', 'call.hook', 'call.started', 'call.succeeded'])).toEqual([
@@ -78,10 +78,10 @@ describe('before_call hooks', () => {
     const r = hooked({
       tools: [tool('fs__write', { risk: 'write' }), tool('fs__read', { risk: 'read' }), tool('other')],
       hooks: [
-        before('a', { tool: 'fs__*' }),
-        before('b', { risk: 'read' }),
-        before('c', { tenant: 'other*' }),
-        before('d', { tool: 'fs__*', tenant: 'ac*' }),
+        beforeCall('a', { tool: 'fs__*' }),
+        beforeCall('b', { risk: 'read' }),
+        beforeCall('c', { tenant: 'other*' }),
+        beforeCall('d', { tool: 'fs__*', tenant: 'ac*' }),
       ],
     });
     r.submit(0, {
@@ -99,7 +99,7 @@ describe('before_call hooks', () => {
   it('deny: the call fails hook_denied with the reason, and the run mode applies to its dependents', () => {
     const r = hooked({
       tools: [tool('t')],
-      hooks: [before()],
+      hooks: [beforeCall()],
       answers: { 'before_call/a': { decision: 'deny', reason: 'writes outside /srv', ms: 2 } },
     });
     r.submit(0, {
@@ -118,7 +118,7 @@ describe('before_call hooks', () => {
   it('review: the call awaits a human; once approved it starts without asking the hook again', () => {
     const r = hooked({
       tools: [tool('t')],
-      hooks: [before()],
+      hooks: [beforeCall()],
       answers: { 'before_call/a': { decision: 'review', reason: 'big change', ms: 1 } },
     });
     r.submit(0, { calls: [{ id: 'a', tool: 't' }] });
@@ -143,7 +143,7 @@ describe('before_call hooks', () => {
     const schema = { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] };
     const r = hooked({
       tools: [tool('t', { input: schema })],
-      hooks: [before()],
+      hooks: [beforeCall()],
       answers: {
         'before_call/a': { decision: 'allow', args: { path: '/safe' } },
         'before_call/b': { decision: 'allow', args: { path: 7 } },
@@ -166,7 +166,7 @@ describe('before_call hooks', () => {
   it('a later hook sees no rewrite of its own here: the chain stops at the first deny, and its args are not used', () => {
     const r = hooked({
       tools: [tool('t')],
-      hooks: [before('one'), before('two')],
+      hooks: [beforeCall('one'), beforeCall('two')],
       answers: {
         'before_call/a': [
           { decision: 'allow', args: { v: 2 }, ms: 1 },
@@ -187,7 +187,7 @@ describe('before_call hooks', () => {
     const files = tool('write_file', { reads: [], writes: ['file:{path}'] });
     const r = hooked({
       tools: [files],
-      hooks: [before()],
+      hooks: [beforeCall()],
       answers: {
         'before_call/inside': { decision: 'allow', args: { path: '/srv/app/a.txt/../b.txt' } },
         'before_call/below': { decision: 'allow', args: { path: '/srv/app/sub/c.txt' } },
@@ -224,7 +224,7 @@ describe('before_call hooks', () => {
   it('holds no permit while it runs: under a limit of 1, a call whose hook is quick starts first', () => {
     const r = hooked({
       tools: [tool('t', { reads: [], writes: [] })],
-      hooks: [before()],
+      hooks: [beforeCall()],
       limits: { tool: { t: 1 } },
       answers: { 'before_call/a': { decision: 'allow', ms: 50 } },
     });
@@ -246,7 +246,7 @@ describe('before_call hooks', () => {
   it('runs once per call: a retried call is not asked again', () => {
     const r = hooked({
       tools: [tool('t', { idempotent: true, retry: { attempts: 3, backoffMs: 10, maxBackoffMs: 10 } })],
-      hooks: [before(), after()],
+      hooks: [beforeCall(), afterCall()],
     });
     r.submit(0, { calls: [{ id: 'a', tool: 't', args: { fail: 2, retryable: true } }] });
     r.run();
@@ -256,7 +256,7 @@ describe('before_call hooks', () => {
   });
 
   it('a cancel while the hook runs cancels the call; the late answer changes nothing', () => {
-    const r = hooked({ tools: [tool('t')], hooks: [before()], answers: { 'before_call/a': { decision: 'allow', ms: 100 } } });
+    const r = hooked({ tools: [tool('t')], hooks: [beforeCall()], answers: { 'before_call/a': { decision: 'allow', ms: 100 } } });
     r.submit(0, { calls: [{ id: 'a', tool: 't' }] });
     r.sim.at(30, (now) => r.scheduler.cancel(now, 'r1'));
     r.run();
@@ -273,7 +273,7 @@ describe('after_call hooks', () => {
   it('replace: dependents and the results see the new output; the attempt keeps its own duration', () => {
     const r = hooked({
       tools: [tool('t')],
-      hooks: [after('redact', { tool: 't' })],
+      hooks: [afterCall('redact', { tool: 't' })],
       answers: { 'after_call/a': { decision: 'replace', output: { token: '[redacted]' }, ms: 4 } },
     });
     r.submit(0, {
@@ -297,7 +297,7 @@ describe('after_call hooks', () => {
   it('fail: a succeeded call fails hook_rejected, and its dependents are blocked', () => {
     const r = hooked({
       tools: [tool('t')],
-      hooks: [after()],
+      hooks: [afterCall()],
       answers: { 'after_call/a': { decision: 'fail', fail: { message: 'leaks a key' } } },
     });
     r.submit(0, {
@@ -312,7 +312,7 @@ describe('after_call hooks', () => {
   });
 
   it('on a failed call it only observes: its output and fail are ignored', () => {
-    const r = hooked({ tools: [tool('t')], hooks: [after()], answers: { 'after_call/a': { decision: 'replace', output: 'fine' } } });
+    const r = hooked({ tools: [tool('t')], hooks: [afterCall()], answers: { 'after_call/a': { decision: 'replace', output: 'fine' } } });
     r.submit(0, { calls: [{ id: 'a', tool: 't', args: { fail: 'always' } }] });
     r.run();
     expect(r.requests[0]).toMatchObject({ status: 'failed', error: { code: 'tool_error' } });
@@ -323,7 +323,7 @@ describe('after_call hooks', () => {
   it('gives its permits back when the attempt ends, but the run waits for the decision', () => {
     const r = hooked({
       tools: [tool('t', { reads: [], writes: [] })],
-      hooks: [after()],
+      hooks: [afterCall()],
       limits: { tool: { t: 1 } },
       answers: { 'after_call/a': { decision: 'allow', ms: 30 } },
     });
@@ -344,7 +344,7 @@ describe('after_call hooks', () => {
   });
 
   it('is not asked for a call that never ran', () => {
-    const r = hooked({ tools: [tool('t')], hooks: [after()] });
+    const r = hooked({ tools: [tool('t')], hooks: [afterCall()] });
     r.submit(0, {
       calls: [
         { id: 'a', tool: 't', args: { fail: 'always' } },
@@ -359,7 +359,7 @@ describe('after_call hooks', () => {
 describe('restore with hooks', () => {
   it('a before_call decision that was stored is not asked again, and its args stand', () => {
     const tools = [tool('t', { reads: [], writes: ['k:{k}'] })];
-    const hooks = [before()];
+    const hooks = [beforeCall()];
     // The live run: the hook rewrote the args; the process dies before the call starts (a limit held it).
     const live = hooked({
       tools,
