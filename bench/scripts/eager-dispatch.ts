@@ -37,7 +37,9 @@ function simulate(calls: CallInput[], streamed: boolean): { endMs: number; statu
   const last = arrival(calls.length - 1);
   if (streamed) {
     sim.at(0, (now) => s.submit(now, { runId: 'r', tenant: 't', calls: [], open: true }));
-    calls.forEach((c, i) => sim.at(arrival(i), (now) => s.append(now, 'r', [c])));
+    calls.forEach((c, i) => {
+      sim.at(arrival(i), (now) => s.append(now, 'r', [c]));
+    });
     sim.at(last, (now) => s.seal(now, 'r'));
   } else {
     sim.at(last, (now) => s.submit(now, { runId: 'r', tenant: 't', calls }));

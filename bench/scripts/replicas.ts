@@ -110,11 +110,11 @@ try {
     for (const replicas of [0, 1, 2, 3]) {
       results
         .filter((r) => r.replicas === replicas)
-        .forEach((r, k) =>
+        .forEach((r, k) => {
           out(
             `| ${replicas === 0 ? '1, SQLite (no cluster)' : replicas} | ${k + 1} | ${f1(r.runsPerSec)} | ${f0(quantile(r.latency, 0.5))} / ${f0(quantile(r.latency, 0.99))} | ${r.errors} | ${replicas === 0 ? '–' : f1(r.xactPerRun)} | ${replicas === 0 ? '–' : `${f1(quantile(r.permitAsks, 0.5))} / ${f1(quantile(r.permitAsks, 0.99))} (${r.permitAsks.length})`} |`,
-          ),
-        );
+          );
+        });
     }
     out();
   }

@@ -31,7 +31,7 @@ export function fastSubmitBody(body: unknown): FastSubmitBody | undefined {
   let calls: CallInput[] | undefined;
   const out: FastSubmitBody = { calls: [] };
   for (const key in body) {
-    if (!Object.prototype.hasOwnProperty.call(body, key)) return undefined;
+    if (!Object.hasOwn(body, key)) return undefined;
     const v = body[key];
     switch (key) {
       case 'calls':
@@ -69,7 +69,7 @@ function fastCalls(v: unknown): CallInput[] | undefined {
     let tool: string | undefined;
     let args: Record<string, unknown> | undefined;
     for (const key in c) {
-      if (!Object.prototype.hasOwnProperty.call(c, key)) return undefined;
+      if (!Object.hasOwn(c, key)) return undefined;
       const x = c[key];
       if (key === 'id') {
         if (typeof x !== 'string' || !CALL_ID.test(x)) return undefined;

@@ -43,7 +43,7 @@ export interface ServerOptions {
  */
 function parseJson(text: string): unknown {
   if (!text.includes('proto') && !text.includes('\\u')) return JSON.parse(text);
-  return JSON.parse(text, function (key, v) {
+  return JSON.parse(text, (key, v) => {
     if (key === '__proto__')
       throw new ApiError('invalid_request', 'the body uses the key "__proto__", which is not allowed anywhere in a request');
     return v;

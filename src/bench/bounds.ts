@@ -93,7 +93,9 @@ export function tightBound(inst: Instance): TightBound {
   const pools = poolsOf(inst);
   const order = topoOrder(inst);
   const succ: number[][] = Array.from({ length: n }, () => []);
-  inst.preds.forEach((ps, j) => ps.forEach((i) => succ[i]?.push(j)));
+  inst.preds.forEach((ps, j) => {
+    for (const i of ps) succ[i]?.push(j);
+  });
   const h = heads(order, closure(order, inst.preds, n), dur, pools);
   // Tails are heads of the reversed instance.
   const reversed = [...order].reverse();
@@ -131,7 +133,9 @@ export function clairvoyantMakespan(inst: Instance): number {
   const used = pools.map(() => 0);
   const waiting = inst.preds.map((p) => p.length);
   const succ: number[][] = Array.from({ length: n }, () => []);
-  inst.preds.forEach((ps, j) => ps.forEach((i) => succ[i]?.push(j)));
+  inst.preds.forEach((ps, j) => {
+    for (const i of ps) succ[i]?.push(j);
+  });
   const ready = inst.ids.map((_, i) => i).filter((i) => waiting[i] === 0);
   const running: { call: number; end: number }[] = [];
   let now = 0;
@@ -141,7 +145,9 @@ export function clairvoyantMakespan(inst: Instance): number {
     for (let k = 0; k < ready.length; ) {
       const i = ready[k] as number;
       if (pools.every((p, x) => !p.uses(i) || (used[x] as number) < p.cap)) {
-        pools.forEach((p, x) => p.uses(i) && (used[x] = (used[x] as number) + 1));
+        pools.forEach((p, x) => {
+          if (p.uses(i)) used[x] = (used[x] as number) + 1;
+        });
         running.push({ call: i, end: now + (dur[i] as number) });
         ready.splice(k, 1);
       } else k++;
@@ -153,7 +159,9 @@ export function clairvoyantMakespan(inst: Instance): number {
       if (r.end !== now) continue;
       running.splice(k, 1);
       done++;
-      pools.forEach((p, x) => p.uses(r.call) && (used[x] = (used[x] as number) - 1));
+      pools.forEach((p, x) => {
+        if (p.uses(r.call)) used[x] = (used[x] as number) - 1;
+      });
       for (const j of succ[r.call] as number[]) if (--(waiting[j] as number) === 0) ready.push(j);
     }
   }
@@ -170,7 +178,9 @@ export function clairvoyantMakespan(inst: Instance): number {
 export function laneMakespan(inst: Instance): number | undefined {
   if (inst.preds.some((p) => p.length > 0)) return undefined;
   const byTool = new Map<string, number[]>();
-  inst.tools.forEach((t, i) => byTool.set(t, [...(byTool.get(t) ?? []), inst.durations[i] as number]));
+  inst.tools.forEach((t, i) => {
+    byTool.set(t, [...(byTool.get(t) ?? []), inst.durations[i] as number]);
+  });
   const tools = [...byTool.keys()];
   let best = Infinity;
   const split = (k: number, lanesLeft: number, worst: number): void => {

@@ -159,7 +159,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosRecord> {
       }
     });
   };
-  cluster.replicas.forEach((child, replica) => child && watch(replica, child));
+  cluster.replicas.forEach((child, replica) => {
+    if (child) watch(replica, child);
+  });
   const live = () => Array.from({ length: o.replicas }, (_, i) => i).filter((i) => !down.has(i) && cluster.replicas[i]);
   const start = async (i: number) => {
     for (let tries = 0; ; tries++) {

@@ -186,7 +186,9 @@ export function measureBuild(o: CoreOptions): Pick<CoreResult, 'buildMs' | 'buil
         cost(() => {
           const g = new DirectedGraph();
           for (const c of calls) g.addNode(c.id);
-          refs.forEach((r, i) => r >= 0 && g.mergeEdge(`c${r}`, `c${i}`));
+          refs.forEach((r, i) => {
+            if (r >= 0) g.mergeEdge(`c${r}`, `c${i}`);
+          });
         }),
       );
     }

@@ -33,7 +33,9 @@ export function instanceOf(w: Workload, config: Config, limits: BenchLimits): In
   const n = w.calls.length;
   const index = new Map(w.calls.map((c, i) => [c.id, i]));
   const pos = new Array<number>(n);
-  plan.order.forEach((i, k) => (pos[i] = k));
+  plan.order.forEach((i, k) => {
+    pos[i] = k;
+  });
   const dataPreds: number[][] = Array.from({ length: n }, () => []);
   for (const e of plan.edges) if (e.kind !== 'conflict') dataPreds[index.get(e.to) as number]?.push(index.get(e.from) as number);
   const conflicts: [number, number][] = [];
@@ -64,7 +66,9 @@ export function topoOrder(inst: Instance): number[] {
   const n = inst.ids.length;
   const indeg = inst.preds.map((p) => p.length);
   const succ: number[][] = Array.from({ length: n }, () => []);
-  inst.preds.forEach((ps, j) => ps.forEach((i) => succ[i]?.push(j)));
+  inst.preds.forEach((ps, j) => {
+    for (const i of ps) succ[i]?.push(j);
+  });
   const out: number[] = [];
   const queue = indeg.flatMap((d, i) => (d === 0 ? [i] : []));
   while (queue.length > 0) {
@@ -80,7 +84,9 @@ export function topoOrder(inst: Instance): number[] {
 export function tails(inst: Instance): number[] {
   const order = topoOrder(inst);
   const succ: number[][] = inst.ids.map(() => []);
-  inst.preds.forEach((ps, j) => ps.forEach((i) => succ[i]?.push(j)));
+  inst.preds.forEach((ps, j) => {
+    for (const i of ps) succ[i]?.push(j);
+  });
   const tail = new Array<number>(inst.ids.length).fill(0);
   for (let k = order.length - 1; k >= 0; k--) {
     const i = order[k] as number;

@@ -20,7 +20,9 @@ function mermaidText(s: string): string {
 export function toMermaid(g: RenderableGraph): string {
   const index = new Map(g.nodes.map((n, i) => [n.id, i]));
   const lines = ['flowchart TD'];
-  g.nodes.forEach((n, i) => lines.push(`  ${mermaidId(i)}["${mermaidText(`${n.id}: ${n.tool} (${n.status})`)}"]`));
+  g.nodes.forEach((n, i) => {
+    lines.push(`  ${mermaidId(i)}["${mermaidText(`${n.id}: ${n.tool} (${n.status})`)}"]`);
+  });
   for (const e of g.edges) {
     lines.push(
       `  ${mermaidId(index.get(e.from) as number)} ${MERMAID_ARROW[e.kind]}|"${mermaidText(`${e.kind}: ${e.reason}`)}"| ${mermaidId(index.get(e.to) as number)}`,

@@ -22,6 +22,9 @@ export default async function run({ moduleUrl, args }) {
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     const name = err instanceof Error ? err.name : typeof err;
-    return { ok: false, error: { message, name, retryable: /** @type {{ retryable?: unknown } | null | undefined} */ (err)?.retryable === true } };
+    return {
+      ok: false,
+      error: { message, name, retryable: /** @type {{ retryable?: unknown } | null | undefined} */ (err)?.retryable === true },
+    };
   }
 }

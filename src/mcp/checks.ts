@@ -30,7 +30,9 @@ export function checkMerged(file: MergeInput, servers: readonly ServerTools[]): 
   const problems: string[] = [];
   /** Where each name was declared first. */
   const owner = new Map<string, string>();
-  file.tools.forEach((t, i) => owner.set(t.name, `tools[${i}]`));
+  file.tools.forEach((t, i) => {
+    owner.set(t.name, `tools[${i}]`);
+  });
   for (const s of servers) {
     for (const m of s.manifests) {
       const first = owner.get(m.name);
@@ -54,7 +56,9 @@ export function checkMerged(file: MergeInput, servers: readonly ServerTools[]): 
       problems.push(`${where}.compensate.tool: expected the name of a tool of the catalog, got ${JSON.stringify(t.compensate.tool)}`);
     }
   };
-  file.tools.forEach((t, i) => checkTool(`tools[${i}]`, t));
+  file.tools.forEach((t, i) => {
+    checkTool(`tools[${i}]`, t);
+  });
   for (const s of servers) {
     for (const m of s.manifests) checkTool(serverPath(s.index, m.executor.kind === 'mcp' ? m.executor.tool : m.name), m);
   }

@@ -10,7 +10,7 @@
 import type { CallInput } from '../core/calls.js';
 import type { CallError } from '../core/errors.js';
 import type { CoreEvent, EventPayloads } from '../core/events.js';
-import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from '../core/tool.js';
+import type { Catalog, Defaults, Limits, Policy, ToolManifest } from '../core/tool.js';
 import { RunProjection } from '../core/view.js';
 import { RECORDING_FORMAT, type RecordedAttempt, type RecordedHook, type Recording } from '../contract/recording.js';
 import type { HookMatcher } from '../core/hooks.js';

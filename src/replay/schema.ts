@@ -59,8 +59,14 @@ function crossCheck(r: Parsed, ajv: Ajv): { path: Path; message: string; got?: u
     if (ids.has(id)) out.push({ path, message: `expected a call id not used before in the recording`, got: id });
     ids.add(id);
   };
-  r.calls.forEach((c, i) => addId(c.id, ['calls', i, 'id']));
-  r.replans.forEach((p, i) => p.calls.forEach((c, j) => addId(c.id, ['replans', i, 'calls', j, 'id'])));
+  r.calls.forEach((c, i) => {
+    addId(c.id, ['calls', i, 'id']);
+  });
+  r.replans.forEach((p, i) => {
+    p.calls.forEach((c, j) => {
+      addId(c.id, ['replans', i, 'calls', j, 'id']);
+    });
+  });
   const tools = new Set<string>();
   r.config.tools.forEach((t, i) => {
     if (tools.has(t.name))

@@ -322,7 +322,7 @@ function anyValue(value) {
     const list = open(6, 1);
     const o = /** @type {Record<string, unknown>} */ (value);
     for (const k in o) {
-      if (!Object.prototype.hasOwnProperty.call(o, k)) continue;
+      if (!Object.hasOwn(o, k)) continue;
       const kv = open(1, 1);
       keyValue(k, o[k]);
       close(kv, 1);

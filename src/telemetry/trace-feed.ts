@@ -160,7 +160,8 @@ export class TraceFeed {
     let op: number;
     switch (e.type) {
       case 'run.created':
-        return this.created(e);
+        this.created(e);
+        return;
       case 'call.ready':
         op = OP.READY;
         break;
@@ -184,7 +185,8 @@ export class TraceFeed {
         op = OP.COMPENSATED;
         break;
       case 'run.completed':
-        return this.completed(e, view);
+        this.completed(e, view);
+        return;
       case 'run.replanned':
         op = OP.REPLANNED;
         break;
@@ -254,7 +256,7 @@ export class TraceFeed {
    * Whether the run's entries go on: not when it was let go, nor when there is no room now (then it is
    * let go: the thread drops what it started of it). `spans`: how many spans this entry would start.
    */
-  private admits(runId: string, run: FeedRun, spans = 0): boolean {
+  private admits(_runId: string, run: FeedRun, spans = 0): boolean {
     if (run.dropped) {
       if (spans > 0) this.sink.dropped(spans);
       return false;

@@ -245,7 +245,9 @@ export function traces(sc: GoldenScenario, explainWaits = false, waited?: (n: nu
     },
   });
   sim.at(0, (now) => s.submit(now, { runId: 'r1', tenant: 'acme', calls: [], failure: sc.failure, open: true }));
-  sc.chunks.forEach((chunk, k) => sim.at(sc.at[k] as number, (now) => guarded(`append ${k}`, () => s.append(now, 'r1', chunk))()));
+  sc.chunks.forEach((chunk, k) => {
+    sim.at(sc.at[k] as number, (now) => guarded(`append ${k}`, () => s.append(now, 'r1', chunk))());
+  });
   if (sc.sealAt !== undefined) sim.at(sc.sealAt, (now) => guarded('seal', () => s.seal(now, 'r1'))());
   if (sc.cancelAt !== undefined) sim.at(sc.cancelAt, (now) => guarded('cancel', () => s.cancel(now, 'r1'))());
   sim.run();

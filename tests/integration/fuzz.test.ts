@@ -145,7 +145,7 @@ const REFS = [
   '${.output}',
   '${c1.output[99999999999999999999]}',
   '${c1.output[-1]}',
-  '${c1.output.' + 'a.'.repeat(300) + 'b}',
+  `\${c1.output.${'a.'.repeat(300)}b}`,
   '${c1.output}'.repeat(200),
 ];
 const ref = fc.constantFrom(...REFS);
@@ -718,7 +718,7 @@ const queryString = fc.oneof(
       '?cursor=%FF%FE',
       '?from=1&from=x',
       '?a=1#frag',
-      '?' + 'a=1&'.repeat(2000),
+      `?${'a=1&'.repeat(2000)}`,
     ),
   },
 );
@@ -1071,7 +1071,7 @@ describe('fuzzing the HTTP API: bad input is a 4xx with an error body, never a 5
     seeds.ended.push(ended.body?.id as string, agents.body?.id as string, replan.body?.id as string);
     seeds.runs.push(...seeds.ended, waiting.body?.id as string);
     const reviews = await inject('GET', `/v1/reviews?runId=${waiting.body?.id as string}`);
-    seeds.reviews.push(...(reviews.body?.items as { id: string }[]).map((r) => r.id));
+    seeds.reviews.push(...((reviews.body?.items ?? []) as { id: string }[]).map((r) => r.id));
     expect(seeds.reviews).toHaveLength(1);
   });
 

@@ -17,7 +17,7 @@ import { openSqliteStore } from '../../src/store/sqlite.js';
 const run = promisify(execFile);
 const readme = readFileSync('README.md', 'utf8');
 const blocks = (lang: string) =>
-  [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => (m[1] as string).replace(/^ {3}/gm, ''));
+  [...readme.matchAll(new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``, 'g'))].map((m) => (m[1] as string).replace(/^ {3}/gm, ''));
 
 /** The shell commands of the README that talk to the server, in order, joined across continuation lines. */
 function curlCommands(): string[] {

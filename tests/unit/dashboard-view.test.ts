@@ -23,7 +23,9 @@ describe("the dashboard's run projection", () => {
       const server = RunProjection.of(events).view;
       const model = new RunModel();
       // As GET /v1/runs/{id}/events sends them: numbered, the time as ISO text.
-      events.forEach((e: CoreEvent, i) => model.apply({ ...withSeq(e, i + 1), at: iso(e.at) }));
+      events.forEach((e: CoreEvent, i) => {
+        model.apply({ ...withSeq(e, i + 1), at: iso(e.at) });
+      });
       // What the dashboard adds for its timeline: `index`, `timing`, and when a review began and ended.
       const calls = model.calls.map(({ index, timing, ...c }, i) => {
         expect(index).toBe(i);

@@ -20,12 +20,12 @@ function filesUnder(dir: string): string[] {
 }
 
 /** The section numbers of docs/design.md (`## N. Title`). */
-export function designSections(text: string): Set<number> {
+function designSections(text: string): Set<number> {
   return new Set([...text.matchAll(/^## (\d+)\. /gm)].map((m) => Number(m[1])));
 }
 
 /** Every `DESIGN §N` (and each number of `§N–§M`, `§N, §M`) a text cites, with its line. */
-export function citations(text: string): { section: number; line: number }[] {
+function citations(text: string): { section: number; line: number }[] {
   const out: { section: number; line: number }[] = [];
   text.split('\n').forEach((line, i) => {
     for (const m of line.matchAll(/DESIGN ((?:§\d+(?:\.\d+)?(?:\s*(?:[–-]|,|and)\s*)?)+)/g)) {

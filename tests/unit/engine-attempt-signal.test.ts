@@ -76,7 +76,14 @@ describe('the lazy signal of an attempt', () => {
     const builtin = createBuiltinExecutor();
     const executor: Executor = {
       execute: (request) => {
-        const spy = Object.create(request, { signal: { get: () => (reads++, request.signal) } }) as ExecuteRequest;
+        const spy = Object.create(request, {
+          signal: {
+            get: () => {
+              reads++;
+              return request.signal;
+            },
+          },
+        }) as ExecuteRequest;
         return builtin.execute(spy);
       },
       close: () => builtin.close(),

@@ -21,7 +21,7 @@ function modulesUnder(dir: string): string[] {
 }
 
 /** The specifiers a module imports, comments left out. */
-export function specifiersOf(text: string): string[] {
+function specifiersOf(text: string): string[] {
   const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
   const found: string[] = [];
   const patterns = [
@@ -43,7 +43,7 @@ function resolveSpecifier(from: string, spec: string): string | undefined {
 
 type Graph = Map<string, Set<string>>;
 
-export function importGraph(root = SRC): Graph {
+function importGraph(root = SRC): Graph {
   const graph: Graph = new Map();
   for (const file of modulesUnder(root)) {
     const to = new Set<string>();
@@ -57,7 +57,7 @@ export function importGraph(root = SRC): Graph {
 }
 
 /** Strongly connected components with more than one member (Tarjan), each sorted: the cycles. */
-export function cyclesOf(graph: Graph): string[][] {
+function cyclesOf(graph: Graph): string[][] {
   const index = new Map<string, number>();
   const low = new Map<string, number>();
   const stack: string[] = [];

@@ -205,7 +205,10 @@ describe('OTLP/protobuf serializer (otlp-proto.mjs)', () => {
   it('writes a Readable from the span it holds, as the official serializer writes what its getters give', () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(endedSpan, fc.nat(1)), { maxLength: 12 }), (list) => {
-        const spans = list.map(([s, r]) => new Readable(s, resources[r] as unknown as ReadableSpan['resource'], scopes[r] as { name: string }) as unknown as ReadableSpan);
+        const spans = list.map(
+          ([s, r]) =>
+            new Readable(s, resources[r] as unknown as ReadableSpan['resource'], scopes[r] as { name: string }) as unknown as ReadableSpan,
+        );
         expect(ours(spans).equals(official(spans))).toBe(true);
       }),
       { numRuns: 400 },

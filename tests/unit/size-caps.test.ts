@@ -122,7 +122,14 @@ describe('resolving under limits.maxArgsBytes', () => {
     const args = { v: Array.from({ length: 2000 }, () => '${c.output}').join('') };
     let lookups = 0;
     const t = performance.now();
-    const r = resolveValue(args, () => (lookups++, { value: big }), 1024 * 1024);
+    const r = resolveValue(
+      args,
+      () => {
+        lookups++;
+        return { value: big };
+      },
+      1024 * 1024,
+    );
     expect(performance.now() - t).toBeLessThan(500);
     expect(!r.ok && r.error.code).toBe('args_too_large');
     expect(lookups).toBe(11);

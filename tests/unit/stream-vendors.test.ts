@@ -129,7 +129,7 @@ describe('parseSseEvents', () => {
   it('yields the JSON of every data line in order and stops at [DONE], however the body is cut', async () => {
     await fc.assert(
       fc.asyncProperty(sizesArb, async (sizes) => {
-        const bytes = new TextEncoder().encode(text + 'data: {"after":"done"}\n\n');
+        const bytes = new TextEncoder().encode(`${text}data: {"after":"done"}\n\n`);
         async function* body() {
           for (let off = 0, k = 0; off < bytes.length; k++) {
             const n = sizes[k % sizes.length] as number;
@@ -146,7 +146,7 @@ describe('parseSseEvents', () => {
   });
 
   it('reads CRLF line ends, string chunks, comments and event names, and a last block without a blank line', async () => {
-    const crlf = ': keep-alive\r\n\r\n' + text.replace(/\n/g, '\r\n').replace(/data: \[DONE\]\r\n\r\n$/, '');
+    const crlf = `: keep-alive\r\n\r\n${text.replace(/\n/g, '\r\n').replace(/data: \[DONE\]\r\n\r\n$/, '')}`;
     const chunks = crlf.match(/[\s\S]{1,7}/g) as string[];
     const got: unknown[] = [];
     for await (const e of parseSseEvents(chunks)) got.push(e);
@@ -258,7 +258,7 @@ describe('feedAnthropicStream on a recorded Messages stream', () => {
   it('is a real stream: message_start, a text block, ping, tool_use blocks with partial_json, message_delta, message_stop', () => {
     const types = blocks.map((b) => (b.data as { type: string }).type);
     expect(types.slice(0, 3)).toEqual(['message_start', 'content_block_start', 'ping']);
-    expect((blocks[1]?.data as { content_block: { type: string } }).content_block.type).toBe('text');
+    expect((blocks[1]?.data as { content_block: { type: string } } | undefined)?.content_block.type).toBe('text');
     expect(types.slice(-2)).toEqual(['message_delta', 'message_stop']);
     expect(blocks.every((b) => b.raw.startsWith(`event: ${(b.data as { type: string }).type}\ndata: `))).toBe(true);
     expect(blocks.some((b) => b.raw.includes('"partial_json":"{\\"path\\": \\"/re"'))).toBe(true);
@@ -362,7 +362,7 @@ describe('a model stream fed into engine.open()', () => {
     expect(sleep?.output).toEqual({ ms: 30 });
     // The read ran before the model had begun the next block.
     const before = statusAt.get((blocks[firstBlock(blocks, anthropicStart(2))] as Block).start);
-    expect(RUNNING_OR_DONE).toContain(before?.['toolu_01T1x1fJ34qAmk2tNTrN7Up6']);
+    expect(RUNNING_OR_DONE).toContain(before?.toolu_01T1x1fJ34qAmk2tNTrN7Up6);
     expect(startedAt(log, 'toolu_01T1x1fJ34qAmk2tNTrN7Up6')).toBeLessThan(addedAt(log, 'toolu_01VzJ4ZGEv7HGMAhsdG1mGjb'));
   });
 

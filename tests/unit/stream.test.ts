@@ -204,7 +204,7 @@ describe('references in a streamed run', () => {
     expect(a?.error?.code).toBe('unresolved_reference');
     expect(r.view().status).toBe('partial');
     const sealed = r.events.find((e) => e.type === 'run.sealed');
-    expect((sealed?.data.diagnostics as { code: string; callId: string }[]).map((d) => `${d.callId} ${d.code}`)).toEqual([
+    expect(((sealed?.data.diagnostics ?? []) as { code: string; callId: string }[]).map((d) => `${d.callId} ${d.code}`)).toEqual([
       'a unresolved_reference',
     ]);
   });

@@ -5,7 +5,7 @@
  * the run again with the new calls appended and wires only the edges that end in them.
  */
 import type { CallInput, Edge } from '../calls.js';
-import { callError, type CallError } from '../errors.js';
+import { callError } from '../errors.js';
 import type { EventPayloads } from '../events.js';
 import { HazardIndex, describeHazard } from '../hazards.js';
 import { own } from '../limits.js';
