@@ -169,6 +169,7 @@ export function stream(path, { onEvent, onState = () => {}, reconnect = () => tr
         if (line === '') {
           if (msg.data.length > 0) {
             const text = msg.data.join('\n');
+            /** @type {unknown} */
             let data = text;
             try {
               data = JSON.parse(text);

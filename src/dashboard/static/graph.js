@@ -35,11 +35,13 @@ export function layout(model, { H, GAP: ROW_GAP } = FULL) {
   const calls = model.calls;
   const n = calls.length;
   const index = new Map(calls.map((c, i) => [c.id, i]));
+  /** @type {Map<string, number>} */
   const gen = new Map();
   model.generations.forEach((g, i) => g.forEach((id) => gen.set(id, i)));
   const { members } = model.cycles();
   const preds = Array.from({ length: n }, () => /** @type {number[]} */ ([]));
   const succs = Array.from({ length: n }, () => /** @type {number[]} */ ([]));
+  /** @type {Set<number>} */
   const seen = new Set();
   for (const e of model.edges) {
     const a = index.get(e.from);
@@ -52,6 +54,7 @@ export function layout(model, { H, GAP: ROW_GAP } = FULL) {
     preds[b].push(a);
     succs[a].push(b);
   }
+  /** @type {number[]} */
   const layer = new Array(n).fill(-1);
   const indeg = preds.map((p) => p.length);
   /** @type {number[]} */
@@ -74,10 +77,12 @@ export function layout(model, { H, GAP: ROW_GAP } = FULL) {
   /** @type {number[][]} */
   const columns = [];
   for (let i = 0; i < n; i++) (columns[layer[i]] ??= []).push(i);
+  /** @type {number[]} */
   const row = new Array(n).fill(0);
   for (let l = 0; l < columns.length; l++) {
     const col = columns[l] ?? (columns[l] = []);
     if (l > 0) {
+      /** @type {Map<number, number>} */
       const key = new Map();
       for (const i of col) {
         const ps = preds[i];
@@ -257,8 +262,9 @@ export class GraphView {
     const candidates = other.filter((o) => linked.has(o));
     const pool = candidates.length ? candidates : other;
     let best = pool[0];
-    const y = (/** @type {string} */ o) => /** @type {Pos} */ (this.layout?.pos.get(o)).y;
-    for (const o of pool) if (Math.abs(y(o) - p.y) < Math.abs(y(best) - p.y)) best = o;
+    for (const o of pool)
+      if (Math.abs(/** @type {Pos} */ (this.layout.pos.get(o)).y - p.y) < Math.abs(/** @type {Pos} */ (this.layout.pos.get(best)).y - p.y))
+        best = o;
     return best;
   }
 
@@ -345,6 +351,7 @@ export class GraphView {
       nodes.push(this.nodeMarkup(model, c, p, cycles, selected));
     }
     this.svgNodes.innerHTML = `${DEFS}${heads}${nodes.join('')}`;
+    /** @type {Map<string, number>} */
     const lanes = new Map();
     const edges = [];
     for (const e of model.edges) {

@@ -30,7 +30,10 @@ import { limitName } from './waiting.js';
 
 export class RunModel {
   constructor() {
-    /** The run's projection, from its `run.created` on. @type {RunProjection | null} */
+    /**
+     * The run's projection, from its `run.created` on.
+     * @type {RunProjection | null}
+     */
     this.projection = null;
     this.lastSeq = 0;
     this.t0 = 0;
@@ -248,6 +251,7 @@ export class RunModel {
    * @param {Call} c
    */
   waitsOn(c) {
+    /** @type {Set<string>} */
     const seen = new Set();
     /** @type {Call[]} */
     const out = [];

@@ -93,6 +93,7 @@ const MAX_JSON = 20_000;
  * @param {unknown} value
  */
 export function json(value) {
+  /** @type {string | undefined} */
   let text;
   try {
     text = JSON.stringify(value, null, 2);
