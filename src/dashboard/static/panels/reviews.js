@@ -5,6 +5,11 @@ import { api } from '../api.js';
 import { el, errorText, find } from '../dom.js';
 import { announce, esc, json } from '../util.js';
 
+/**
+ * A review's form (rendered below), with its controls by name.
+ * @typedef {HTMLElement & { comment: HTMLInputElement, args: HTMLTextAreaElement }} ReviewForm
+ */
+
 export class ReviewsPanel {
   /**
    * `section`: the .reviews element; `runId`: the run; `onDecided(text)` after a decision went
@@ -22,7 +27,7 @@ export class ReviewsPanel {
     find(section, '.review-list').addEventListener('submit', (ev) => {
       ev.preventDefault();
       const submitter = /** @type {HTMLButtonElement | null} */ (ev.submitter);
-      this.decide(/** @type {HTMLFormElement} */ (ev.target), submitter?.value ?? 'approve');
+      this.decide(/** @type {ReviewForm} */ (ev.target), submitter?.value ?? 'approve');
     });
   }
 
@@ -44,27 +49,26 @@ export class ReviewsPanel {
   }
 
   /**
-   * @param {HTMLFormElement} form  a review's form
+   * @param {ReviewForm} form
    * @param {string} decision  the value of the button that sent it
    */
   async decide(form, decision) {
     const msg = find(form, '.msg');
-    const args = find(form, '[name="args"]', HTMLTextAreaElement);
     /** @type {{ decision: string, comment?: string, args?: unknown }} */
     const body = { decision };
-    const comment = find(form, '[name="comment"]', HTMLInputElement).value.trim();
+    const comment = form.comment.value.trim();
     if (comment) body.comment = comment;
     if (decision === 'edit') {
       try {
-        body.args = JSON.parse(args.value);
+        body.args = JSON.parse(form.args.value);
       } catch (e) {
         msg.textContent = `The args are not valid JSON: ${/** @type {SyntaxError} */ (e).message}`;
-        args.focus();
+        form.args.focus();
         return;
       }
       if (!body.args || typeof body.args !== 'object' || Array.isArray(body.args)) {
         msg.textContent = 'The args must be a JSON object.';
-        args.focus();
+        form.args.focus();
         return;
       }
     }
@@ -88,10 +92,12 @@ export class ReviewsPanel {
   render() {
     const section = this.section;
     const list = find(section, '.review-list');
-    const forms = () => /** @type {NodeListOf<HTMLFormElement>} */ (list.querySelectorAll('form[data-review]'));
-    const have = new Set([...forms()].map((f) => f.dataset.review));
+    const have = new Set(
+      [.../** @type {NodeListOf<HTMLFormElement>} */ (list.querySelectorAll('form[data-review]'))].map((f) => f.dataset.review),
+    );
     const want = new Set(this.reviews.map((r) => r.id));
-    for (const f of forms()) if (!want.has(/** @type {string} */ (f.dataset.review))) f.remove();
+    for (const f of /** @type {NodeListOf<HTMLFormElement>} */ (list.querySelectorAll('form[data-review]')))
+      if (!want.has(/** @type {string} */ (f.dataset.review))) f.remove();
     for (const r of this.reviews) {
       if (have.has(r.id)) continue;
       const fid = `rv-${r.id.replace(/[^A-Za-z0-9_-]/g, '_')}`;
