@@ -14,6 +14,18 @@ describe("the dashboard's run projection", () => {
     expect(readFileSync(TARGET, 'utf8'), 'run `npm run dashboard-view`').toBe(generate());
   });
 
+  it('has the types of the server’s: src/dashboard/static/view.d.ts is the declarations of src/core/view.ts as generated now', async () => {
+    const { generateDeclarations, DECLARATIONS } = (await load('../../scripts/dashboard-view.mjs')) as {
+      generateDeclarations: () => string;
+      DECLARATIONS: URL;
+    };
+    const text = generateDeclarations();
+    expect(readFileSync(DECLARATIONS, 'utf8'), 'run `npm run dashboard-view`').toBe(text);
+    // Its type imports point at src/core, from the dashboard's folder.
+    expect(text).toMatch(/from '\.\.\/\.\.\/core\/events\.js'/);
+    expect(text).not.toMatch(/from '\.\//);
+  });
+
   it('folds the events the API streams (time as text) into the view the server has, plus timing', async () => {
     const { RunModel } = (await load('../../src/dashboard/static/model.js')) as {
       RunModel: new () => { apply(e: unknown): void; run: unknown; calls: { index: number; timing: { attempts: unknown[] } }[] };

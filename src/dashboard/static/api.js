@@ -3,7 +3,36 @@
 
 const KEY = 'toolgraph.key';
 
+/**
+ * What the API answers, typed from the server's own schemas (src/contract/responses.ts, through the
+ * typed client's names); for the type check only, nothing of the server is loaded in the browser.
+ * @typedef {import('../../client/index.js').Run} Run  `GET /v1/runs/{id}`
+ * @typedef {import('../../client/index.js').RunSummary} RunSummary  an item of `GET /v1/runs`
+ * @typedef {import('../../client/index.js').Review} Review  an item of `GET /v1/reviews`
+ * @typedef {import('../../client/index.js').RunEvent} RunEvent  an event of `GET /v1/runs/{id}/events`
+ * @typedef {import('zod').infer<typeof import('../../contract/responses.js').LimitsSchema>} Limits  `GET /v1/limits`
+ * @typedef {import('zod').infer<typeof import('../../contract/responses.js').ReplicasSchema>} Replicas  `GET /v1/replicas`
+ */
+
+/**
+ * A page of a list (`GET /v1/runs`, `GET /v1/reviews`).
+ * @template T
+ * @typedef {{ items: T[], nextCursor: string | null }} Page
+ */
+
+/**
+ * A message of an event stream: its `event` name, its data (parsed when it is JSON, else the text)
+ * and its `id`.
+ * @typedef {{ event: string, data: unknown, id: string | undefined }} StreamMessage
+ */
+
 export class ApiError extends Error {
+  /**
+   * @param {number} status
+   * @param {string} code
+   * @param {string} message
+   * @param {unknown} [details]
+   */
   constructor(status, code, message, details) {
     super(message);
     this.status = status;
@@ -20,6 +49,7 @@ export const session = {
       return null;
     }
   },
+  /** @param {string} key */
   set(key) {
     sessionStorage.setItem(KEY, key);
   },
@@ -28,31 +58,39 @@ export const session = {
   },
 };
 
+/** @type {((message: string) => Promise<void>) | null} */
 let askKey = null;
+/** @type {Promise<void> | null} */
 let asking = null;
 
 /**
  * Sets what to do on a 401: `ask(message)` shows the key form and resolves once a new key is stored.
  * Requests that meet a 401 wait for it, then retry.
+ * @param {(message: string) => Promise<void>} ask
  */
 export function onUnauthorized(ask) {
   askKey = ask;
 }
 
+/** @param {string} message */
 function needKey(message) {
   if (!askKey) return Promise.reject(new ApiError(401, 'unauthorized', message));
   asking ??= askKey(message).finally(() => (asking = null));
   return asking;
 }
 
+/** @param {Record<string, string>} [extra] */
 function headers(extra = {}) {
+  /** @type {Record<string, string>} */
   const h = { accept: 'application/json', ...extra };
   const key = session.key;
   if (key) h.authorization = `Bearer ${key}`;
   return h;
 }
 
+/** @param {Response} res */
 async function errorOf(res) {
+  /** @type {{ error?: { code?: string, message?: string, details?: unknown } } | undefined} */
   let body;
   try {
     body = await res.json();
@@ -63,9 +101,16 @@ async function errorOf(res) {
   return new ApiError(res.status, e?.code ?? 'http_error', e?.message ?? `${res.status} ${res.statusText}`, e?.details);
 }
 
-/** `api('/v1/runs', { method, body, signal })` → the parsed JSON; throws ApiError. */
+/**
+ * `api('/v1/runs', { method, body, signal })` → the parsed JSON; throws ApiError. The caller says
+ * what the answer holds (a `@type` cast to one of the types above): the server's schemas decide it.
+ * @param {string} path
+ * @param {{ method?: string, body?: unknown, signal?: AbortSignal, as?: 'json' | 'blob' }} [options]
+ * @returns {Promise<unknown>}
+ */
 export async function api(path, { method = 'GET', body, signal, as = 'json' } = {}) {
   for (let tries = 0; ; tries++) {
+    /** @type {RequestInit} */
     const init = { method, signal, headers: headers(body !== undefined ? { 'content-type': 'application/json' } : {}) };
     if (body !== undefined) init.body = JSON.stringify(body);
     const res = await fetch(path, init);
@@ -85,8 +130,15 @@ export async function api(path, { method = 'GET', body, signal, as = 'json' } = 
  * Follows an SSE endpoint. `onEvent({ event, data, id })` gets each message (data parsed as JSON when
  * it is JSON). When the stream ends or breaks, it reconnects after `retryMs` with `Last-Event-ID`
  * while `reconnect()` says so. Returns `{ close() }`.
+ * @param {string} path
+ * @param {{
+ *   onEvent: (message: StreamMessage) => void,
+ *   onState?: (state: 'open' | 'reconnecting' | 'error' | 'closed', error?: ApiError) => void,
+ *   reconnect?: () => boolean,
+ *   lastEventId?: string,
+ * }} options
  */
-export function stream(path, { onEvent, onState = () => {}, reconnect = () => true, lastEventId } = {}) {
+export function stream(path, { onEvent, onState = () => {}, reconnect = () => true, lastEventId }) {
   const controller = new AbortController();
   let lastId = lastEventId;
   let retryMs = 1500;
@@ -105,17 +157,19 @@ export function stream(path, { onEvent, onState = () => {}, reconnect = () => tr
     onState('open');
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = '';
+    /** @type {{ event: string, data: string[], id: string | undefined }} */
     let msg = { event: 'message', data: [], id: undefined };
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
       buffer += value;
       const lines = buffer.split(/\r\n|\r|\n/);
-      buffer = lines.pop();
+      buffer = lines.pop() ?? '';
       for (const line of lines) {
         if (line === '') {
           if (msg.data.length > 0) {
             const text = msg.data.join('\n');
+            /** @type {unknown} */
             let data = text;
             try {
               data = JSON.parse(text);
@@ -145,7 +199,7 @@ export function stream(path, { onEvent, onState = () => {}, reconnect = () => tr
       try {
         if ((await once()) === 'again') continue;
       } catch (e) {
-        if (closed || e?.name === 'AbortError') break;
+        if (closed || /** @type {{ name?: string } | undefined} */ (e)?.name === 'AbortError') break;
         if (e instanceof ApiError && e.status >= 400 && e.status < 500 && e.status !== 429) {
           onState('error', e);
           break;

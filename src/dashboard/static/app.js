@@ -5,14 +5,15 @@
 // framework: each page renders HTML strings at most once per frame. This module routes and mounts
 // the pages.
 
-import { markNav, parseHash } from './dom.js';
+import { find, markNav, parseHash } from './dom.js';
 import { initLogin } from './login.js';
 import { LimitsPage } from './pages/limits.js';
 import { ReplicasPage } from './pages/replicas.js';
 import { RunPage } from './pages/run.js';
 import { RunsPage } from './pages/runs.js';
 
-const main = document.getElementById('main');
+const main = find(document, '#main');
+/** @type {ReplicasPage | RunPage | LimitsPage | RunsPage | null} */
 let page = null;
 
 function route(force = false) {
@@ -41,6 +42,7 @@ function route(force = false) {
   markNav(m ? null : params.get('attention') === '1' ? 'attention' : 'runs');
 }
 
+/** @param {ReplicasPage | RunPage | LimitsPage | RunsPage} next */
 function mount(next) {
   page?.destroy();
   page = next;

@@ -5,11 +5,12 @@
 import { api } from './api.js';
 import { esc } from './util.js';
 
+/** @type {Promise<import('./api.js').Replicas | null> | null} */
 let asked = null;
 
 /** `{ store, replica, leaseMs, items }`, or null when the server does not say (an old server, a 403). */
 export function clusterInfo() {
-  asked ??= api('/v1/replicas').catch(() => null);
+  asked ??= /** @type {Promise<import('./api.js').Replicas>} */ (api('/v1/replicas')).catch(() => null);
   return asked;
 }
 
@@ -18,7 +19,10 @@ export async function hasOwners() {
   return (await clusterInfo())?.store === 'postgres';
 }
 
-/** A run's owner as HTML: its name, linked to the Replicas page; a dash when it has none. */
+/**
+ * A run's owner as HTML: its name, linked to the Replicas page; a dash when it has none.
+ * @param {string | null | undefined} owner
+ */
 export function ownerHtml(owner) {
   return owner ? `<a class="owner" href="#/replicas" title="The replica that runs it">${esc(owner)}</a>` : '<span class="muted">–</span>';
 }

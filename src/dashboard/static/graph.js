@@ -4,8 +4,17 @@
 // top and first in tab order, the edges beneath. The whole picture is laid out again only when calls
 // or edges are added; a status change only updates its node.
 
+import { find } from './dom.js';
 import { shortWait } from './waiting.js';
 import { esc, GLYPH, label } from './util.js';
+
+/**
+ * @typedef {import('./model.js').RunModel} RunModel
+ * @typedef {import('./model.js').Call} Call
+ * @typedef {ReturnType<RunModel['cycles']>} Cycles
+ * @typedef {{ x: number, y: number, layer: number, row: number }} Pos  a node's place: its corner, column and row
+ * @typedef {ReturnType<typeof layout>} Layout
+ */
 
 const W = 184;
 const COL_GAP = 88;
@@ -17,16 +26,22 @@ const FULL = { H: 58, GAP: 14 };
 const COMPACT = { H: 30, GAP: 8 };
 export const COMPACT_ABOVE = 150;
 
-/** Layers and positions. Cycles (reported by the plan) are cut so every call gets a place. */
+/**
+ * Layers and positions. Cycles (reported by the plan) are cut so every call gets a place.
+ * @param {RunModel} model
+ * @param {{ H: number, GAP: number }} [sizes]  FULL or COMPACT
+ */
 export function layout(model, { H, GAP: ROW_GAP } = FULL) {
   const calls = model.calls;
   const n = calls.length;
   const index = new Map(calls.map((c, i) => [c.id, i]));
+  /** @type {Map<string, number>} */
   const gen = new Map();
   model.generations.forEach((g, i) => g.forEach((id) => gen.set(id, i)));
   const { members } = model.cycles();
-  const preds = Array.from({ length: n }, () => []);
-  const succs = Array.from({ length: n }, () => []);
+  const preds = Array.from({ length: n }, () => /** @type {number[]} */ ([]));
+  const succs = Array.from({ length: n }, () => /** @type {number[]} */ ([]));
+  /** @type {Set<number>} */
   const seen = new Set();
   for (const e of model.edges) {
     const a = index.get(e.from);
@@ -39,8 +54,10 @@ export function layout(model, { H, GAP: ROW_GAP } = FULL) {
     preds[b].push(a);
     succs[a].push(b);
   }
+  /** @type {number[]} */
   const layer = new Array(n).fill(-1);
   const indeg = preds.map((p) => p.length);
+  /** @type {number[]} */
   const queue = [];
   for (let i = 0; i < n; i++) if (indeg[i] === 0) queue.push(i);
   for (let q = 0; q < queue.length; q++) {
@@ -57,18 +74,21 @@ export function layout(model, { H, GAP: ROW_GAP } = FULL) {
     for (const p of preds[i]) if (layer[p] >= 0) l = Math.max(l, layer[p] + 1);
     layer[i] = l;
   }
+  /** @type {number[][]} */
   const columns = [];
   for (let i = 0; i < n; i++) (columns[layer[i]] ??= []).push(i);
+  /** @type {number[]} */
   const row = new Array(n).fill(0);
   for (let l = 0; l < columns.length; l++) {
     const col = columns[l] ?? (columns[l] = []);
     if (l > 0) {
+      /** @type {Map<number, number>} */
       const key = new Map();
       for (const i of col) {
         const ps = preds[i];
         key.set(i, ps.length ? ps.reduce((s, p) => s + row[p], 0) / ps.length : Infinity);
       }
-      col.sort((a, b) => key.get(a) - key.get(b) || a - b);
+      col.sort((a, b) => /** @type {number} */ (key.get(a)) - /** @type {number} */ (key.get(b)) || a - b);
     }
     col.forEach((i, r) => (row[i] = r));
   }
@@ -82,6 +102,7 @@ export function layout(model, { H, GAP: ROW_GAP } = FULL) {
   const tallest = Math.max(1, ...columns.map((c) => c.length));
   const height = TOP + PAD * 2 + tallest * H + (tallest - 1) * ROW_GAP;
   const width = left + PAD + Math.max(1, columns.length) * W + Math.max(0, columns.length - 1) * COL_GAP;
+  /** @type {Map<string, Pos>} */
   const pos = new Map();
   const center = n <= 80;
   for (let l = 0; l < columns.length; l++) {
@@ -95,6 +116,12 @@ export function layout(model, { H, GAP: ROW_GAP } = FULL) {
   return { pos, columns: columns.map((c) => c.map((i) => calls[i].id)), width, height, H, left };
 }
 
+/**
+ * @param {Pos} a
+ * @param {Pos} b
+ * @param {number} lane  the how-manieth edge between the two
+ * @param {number} H  the node height
+ */
 function edgePath(a, b, lane, H) {
   if (a.layer === b.layer) {
     // Same column (a cycle): an arc on the right going down, on the left going up.
@@ -114,30 +141,36 @@ function edgePath(a, b, lane, H) {
   return `M${x1},${y1} C${x1 + dx},${y1} ${x2 - dx},${y2} ${x2},${y2}`;
 }
 
+/**
+ * @param {unknown} text
+ * @param {number} max
+ */
 function cut(text, max) {
   const s = String(text ?? '');
   return s.length > max ? `${s.slice(0, max - 1)}…` : s;
 }
 
+/** @type {Record<string, string>} */
 const KIND_WORD = { data: 'data', conflict: 'conflict', policy: 'policy' };
 
 export class GraphView {
   /**
    * @param {HTMLElement} root  an empty element; the view fills it
-   * @param {{ onOpen: (id: string) => void }} opts
+   * @param {{ onOpen: (id: string | undefined) => void }} opts
    */
   constructor(root, opts) {
     this.root = root;
     this.opts = opts;
     this.zoom = 1;
     this.structure = -1;
+    /** @type {Map<string | null | undefined, SVGGElement>} the nodes by call id */
     this.nodes = new Map();
     root.classList.add('graph-wrap');
     root.innerHTML = `<div class="graph-canvas"><svg class="graph-nodes" role="group" aria-label="Calls of the run (Enter opens a call's details; arrow keys move between calls)"></svg><svg class="graph-edges" role="group" aria-label="Edges: why a call waits for another"></svg></div><div class="tooltip" role="tooltip" hidden></div>`;
-    this.canvas = root.querySelector('.graph-canvas');
-    this.svgNodes = root.querySelector('.graph-nodes');
-    this.svgEdges = root.querySelector('.graph-edges');
-    this.tooltip = root.querySelector('.tooltip');
+    this.canvas = find(root, '.graph-canvas');
+    this.svgNodes = find(root, '.graph-nodes', SVGSVGElement);
+    this.svgEdges = find(root, '.graph-edges', SVGSVGElement);
+    this.tooltip = find(root, '.tooltip');
     // The view's width, known without forcing a layout while drawing.
     this.width = 0;
     new ResizeObserver((entries) => (this.width = entries[0].contentRect.width)).observe(root);
@@ -145,8 +178,10 @@ export class GraphView {
   }
 
   bind() {
-    const nodeOf = (t) => t.closest?.('.node');
-    const edgeOf = (t) => t.closest?.('.edge');
+    const nodeOf = (/** @type {EventTarget | null} */ t) =>
+      /** @type {SVGGElement | null | undefined} */ (/** @type {Element} */ (t).closest?.('.node'));
+    const edgeOf = (/** @type {EventTarget | null} */ t) =>
+      /** @type {SVGGElement | null | undefined} */ (/** @type {Element} */ (t).closest?.('.edge'));
     this.root.addEventListener('click', (ev) => {
       const node = nodeOf(ev.target);
       if (node) this.opts.onOpen(node.dataset.id);
@@ -158,7 +193,7 @@ export class GraphView {
           ev.preventDefault();
           this.opts.onOpen(node.dataset.id);
         } else if (['ArrowUp', 'ArrowDown', 'ArrowLeft', 'ArrowRight'].includes(ev.key)) {
-          const next = this.neighbour(node.dataset.id, ev.key);
+          const next = this.neighbour(/** @type {string} */ (node.dataset.id), ev.key);
           if (next) {
             ev.preventDefault();
             this.focus(next);
@@ -172,6 +207,11 @@ export class GraphView {
         this.focus(edge.dataset.to);
       }
     });
+    /**
+     * @param {SVGGElement} edge
+     * @param {number} x
+     * @param {number} y
+     */
     const show = (edge, x, y) => {
       this.tooltip.textContent = edge.querySelector('title')?.textContent ?? '';
       this.tooltip.hidden = false;
@@ -180,7 +220,7 @@ export class GraphView {
       this.tooltip.style.top = `${y - box.top + this.root.scrollTop + 14}px`;
       edge.classList.add('hot');
     };
-    const hide = (edge) => {
+    const hide = (/** @type {SVGGElement | null | undefined} */ edge) => {
       this.tooltip.hidden = true;
       edge?.classList.remove('hot');
     };
@@ -192,7 +232,7 @@ export class GraphView {
     this.svgEdges.addEventListener('focusin', (ev) => {
       const edge = edgeOf(ev.target);
       if (!edge) return;
-      const line = edge.querySelector('.line');
+      const line = find(edge, '.line', SVGPathElement);
       const len = line.getTotalLength();
       const p = line.getPointAtLength(len / 2);
       const m = line.getScreenCTM();
@@ -202,9 +242,14 @@ export class GraphView {
     this.svgEdges.addEventListener('focusout', (ev) => hide(edgeOf(ev.target)));
   }
 
+  /**
+   * @param {string} id
+   * @param {string} key  an arrow key
+   * @returns {string | undefined}
+   */
   neighbour(id, key) {
     const p = this.layout?.pos.get(id);
-    if (!p) return undefined;
+    if (!p || !this.layout || !this.model) return undefined;
     const col = this.layout.columns[p.layer];
     if (key === 'ArrowUp') return col[p.row - 1];
     if (key === 'ArrowDown') return col[p.row + 1];
@@ -217,16 +262,20 @@ export class GraphView {
     const candidates = other.filter((o) => linked.has(o));
     const pool = candidates.length ? candidates : other;
     let best = pool[0];
-    for (const o of pool) if (Math.abs(this.layout.pos.get(o).y - p.y) < Math.abs(this.layout.pos.get(best).y - p.y)) best = o;
+    for (const o of pool)
+      if (Math.abs(/** @type {Pos} */ (this.layout.pos.get(o)).y - p.y) < Math.abs(/** @type {Pos} */ (this.layout.pos.get(best)).y - p.y))
+        best = o;
     return best;
   }
 
+  /** @param {string | null | undefined} id */
   focus(id) {
     const el = this.nodes.get(id);
     if (!el) return;
     el.focus();
   }
 
+  /** @param {number} z */
   setZoom(z) {
     this.zoom = Math.min(2, Math.max(0.1, z));
     this.size();
@@ -254,14 +303,18 @@ export class GraphView {
   /**
    * Draws the model: a full layout when its structure changed (returns true), else only the changed
    * nodes (returns false).
+   * @param {RunModel} model
+   * @param {string | null} selected  the id of the selected call
    */
   render(model, selected) {
     let full = false;
+    /** @type {RunModel | undefined} */
     this.model = model;
     const cycles = model.cycles();
     const cycleKey = [...cycles.members].join(',');
     if (model.structure !== this.structure || cycleKey !== this.cycleKey) {
       this.structure = model.structure;
+      /** @type {string | undefined} */
       this.cycleKey = cycleKey;
       this.full(model, cycles, selected);
       full = true;
@@ -271,26 +324,34 @@ export class GraphView {
         for (const id of [this.selected, selected]) if (id && model.call(id)) this.update(model, model.call(id), cycles, selected);
       }
     }
+    /** @type {string | null | undefined} */
     this.selected = selected;
     return full;
   }
 
+  /**
+   * @param {RunModel} model
+   * @param {Cycles} cycles
+   * @param {string | null} selected
+   */
   full(model, cycles, selected) {
-    const active = document.activeElement;
+    const active = /** @type {HTMLElement | SVGElement | null} */ (document.activeElement);
     const refocus =
       active && this.root.contains(active) ? (active.dataset.id ? { node: active.dataset.id } : { edge: active.dataset.key }) : null;
     this.compact = model.calls.length > COMPACT_ABOVE;
+    /** @type {Layout | undefined} */
     this.layout = layout(model, this.compact ? COMPACT : FULL);
-    const { pos, columns } = this.layout;
+    const { pos, columns, left } = this.layout;
     const heads = columns
-      .map((_, l) => `<text class="gen" x="${this.layout.left + l * (W + COL_GAP)}" y="${PAD + 6}">generation ${l + 1}</text>`)
+      .map((_, l) => `<text class="gen" x="${left + l * (W + COL_GAP)}" y="${PAD + 6}">generation ${l + 1}</text>`)
       .join('');
     const nodes = [];
     for (const c of model.calls) {
-      const p = pos.get(c.id);
+      const p = /** @type {Pos} */ (pos.get(c.id));
       nodes.push(this.nodeMarkup(model, c, p, cycles, selected));
     }
     this.svgNodes.innerHTML = `${DEFS}${heads}${nodes.join('')}`;
+    /** @type {Map<string, number>} */
     const lanes = new Map();
     const edges = [];
     for (const e of model.edges) {
@@ -310,7 +371,7 @@ export class GraphView {
     }
     this.svgEdges.innerHTML = `${EDGE_DEFS}${edges.join('')}`;
     this.nodes.clear();
-    for (const el of this.svgNodes.querySelectorAll('.node')) this.nodes.set(el.dataset.id, el);
+    for (const el of /** @type {NodeListOf<SVGGElement>} */ (this.svgNodes.querySelectorAll('.node'))) this.nodes.set(el.dataset.id, el);
     this.svgNodes.setAttribute('data-count', String(model.calls.length));
     this.svgNodes.setAttribute(
       'aria-label',
@@ -318,13 +379,20 @@ export class GraphView {
     );
     this.size();
     if (refocus?.node) this.focus(refocus.node);
-    else if (refocus?.edge) this.svgEdges.querySelector(`[data-key="${CSS.escape(refocus.edge)}"]`)?.focus();
+    else if (refocus?.edge)
+      /** @type {SVGGElement | null} */ (this.svgEdges.querySelector(`[data-key="${CSS.escape(refocus.edge)}"]`))?.focus();
   }
 
+  /**
+   * @param {RunModel} model
+   * @param {Call} c
+   * @param {Cycles} cycles
+   */
   parts(model, c, cycles) {
     const r = model.reason(c);
     let note = '';
-    if (cycles.members.has(c.id)) note = `on a cycle${c.blockedBy?.details?.cycle ? `: ${c.blockedBy.details.cycle.join('→')}` : ''}`;
+    const cycle = /** @type {{ cycle?: string[] } | undefined} */ (c.blockedBy?.details)?.cycle;
+    if (cycles.members.has(c.id)) note = `on a cycle${cycle ? `: ${cycle.join('→')}` : ''}`;
     else if (c.status === 'blocked') {
       const on = r?.on ? model.call(r.on) : undefined;
       note =
@@ -342,37 +410,59 @@ export class GraphView {
     return { note, aria };
   }
 
+  /**
+   * @param {Call} c
+   * @param {Cycles} cycles
+   * @param {string | null} selected
+   */
   cls(c, cycles, selected) {
     return `node s-${c.status}${this.compact ? ' compact' : ''}${cycles.members.has(c.id) ? ' cycle' : ''}${selected === c.id ? ' selected' : ''}`;
   }
 
+  /**
+   * @param {Call} c
+   * @param {Cycles} cycles
+   */
   line(c, cycles) {
     return `${cycles.members.has(c.id) ? '∞ ' : ''}${GLYPH[c.status] ?? '•'} ${cut(c.id, 16)} · ${label(c.status)}`;
   }
 
+  /**
+   * @param {RunModel} model
+   * @param {Call} c
+   * @param {Pos} p
+   * @param {Cycles} cycles
+   * @param {string | null} selected
+   */
   nodeMarkup(model, c, p, cycles, selected) {
     const { note, aria } = this.parts(model, c, cycles);
-    const H = this.layout.H;
+    const H = /** @type {Layout} */ (this.layout).H;
     const head = `<g class="${this.cls(c, cycles, selected)}" data-id="${esc(c.id)}" data-status="${c.status}" tabindex="0" role="button" aria-label="${esc(aria)}" transform="translate(${p.x},${p.y})"><title>${esc(aria)}</title><rect class="ring" x="-5" y="-5" width="${W + 10}" height="${H + 10}" rx="9"/><rect class="box" width="${W}" height="${H}" rx="6"/><rect class="pat" width="${W}" height="${H}" rx="6"/>`;
     if (this.compact) return `${head}<text class="nline" x="8" y="19">${esc(this.line(c, cycles))}</text></g>`;
     return `${head}<text class="nid" x="10" y="18">${esc(cut(c.id, 22))}</text><text class="nst" x="10" y="35"><tspan class="glyph">${GLYPH[c.status] ?? '•'}</tspan> <tspan class="stt">${esc(label(c.status))}</tspan> · ${esc(cut(c.tool, 14))}</text><text class="note" x="10" y="50">${esc(cut(note, 30))}</text>${cycles.members.has(c.id) ? `<text class="cyc" x="${W - 8}" y="18" text-anchor="end">∞ cycle</text>` : ''}</g>`;
   }
 
+  /**
+   * @param {RunModel} model
+   * @param {Call | undefined} c
+   * @param {Cycles} cycles
+   * @param {string | null} selected
+   */
   update(model, c, cycles, selected) {
     const el = this.nodes.get(c?.id);
-    if (!el) return;
+    if (!el || !c) return;
     const { note, aria } = this.parts(model, c, cycles);
     el.setAttribute('class', this.cls(c, cycles, selected));
     el.dataset.status = c.status;
     el.setAttribute('aria-label', aria);
-    el.querySelector('title').textContent = aria;
+    find(el, 'title', SVGTitleElement).textContent = aria;
     if (this.compact) {
-      el.querySelector('.nline').textContent = this.line(c, cycles);
+      find(el, '.nline', SVGTextElement).textContent = this.line(c, cycles);
       return;
     }
-    el.querySelector('.glyph').textContent = GLYPH[c.status] ?? '•';
-    el.querySelector('.stt').textContent = label(c.status);
-    el.querySelector('.note').textContent = cut(note, 30);
+    find(el, '.glyph', SVGTSpanElement).textContent = GLYPH[c.status] ?? '•';
+    find(el, '.stt', SVGTSpanElement).textContent = label(c.status);
+    find(el, '.note', SVGTextElement).textContent = cut(note, 30);
   }
 }
 

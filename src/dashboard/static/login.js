@@ -2,33 +2,38 @@
 // and the requests that were waiting go again; "Forget key" clears it.
 
 import { onUnauthorized, session } from './api.js';
+import { find } from './dom.js';
 import { announce } from './util.js';
 
-const dialog = document.getElementById('login');
+const dialog = find(document, '#login', HTMLDialogElement);
+/** @type {(() => void)[]} */
 let loginWaiters = [];
 
 function updateWho() {
-  document.querySelector('.who').hidden = !session.key;
+  find(document, '.who').hidden = !session.key;
 }
 
-/** Wires the dialog and the header's "Forget key" (after which `onForget()`, to load the page again). */
+/**
+ * Wires the dialog and the header's "Forget key" (after which `onForget()`, to load the page again).
+ * @param {{ onForget: () => void }} options
+ */
 export function initLogin({ onForget }) {
   onUnauthorized(
     (message) =>
       new Promise((resolve) => {
         loginWaiters.push(resolve);
-        dialog.querySelector('.login-why').textContent = session.key ? 'That key was not accepted.' : 'This server needs an operator key.';
-        dialog.querySelector('.login-error').textContent = session.key ? message : '';
+        find(dialog, '.login-why').textContent = session.key ? 'That key was not accepted.' : 'This server needs an operator key.';
+        find(dialog, '.login-error').textContent = session.key ? message : '';
         session.clear();
         updateWho();
         if (!dialog.open) dialog.showModal();
-        dialog.querySelector('#login-key').focus();
+        find(dialog, '#login-key').focus();
       }),
   );
 
   dialog.addEventListener('cancel', (ev) => ev.preventDefault());
-  dialog.querySelector('form').addEventListener('submit', (ev) => {
-    const input = dialog.querySelector('#login-key');
+  find(dialog, 'form').addEventListener('submit', (ev) => {
+    const input = find(dialog, '#login-key', HTMLInputElement);
     const key = input.value.trim();
     if (!key) {
       ev.preventDefault();
@@ -42,7 +47,7 @@ export function initLogin({ onForget }) {
     for (const w of waiting) w();
   });
 
-  document.querySelector('.forget').addEventListener('click', () => {
+  find(document, '.forget').addEventListener('click', () => {
     session.clear();
     updateWho();
     announce('The key is forgotten');

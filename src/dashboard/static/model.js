@@ -5,24 +5,44 @@ import { RunProjection } from './view.js';
 import { limitName } from './waiting.js';
 
 /**
+ * @typedef {import('../../core/errors.js').CallError} CallError
+ * @typedef {import('../../core/waiting.js').WaitReason} WaitReason
+ * @typedef {import('./waiting.js').WaitingView} WaitingView
+ * @typedef {import('./api.js').RunEvent} RunEvent
  * @typedef {{ n: number, readyAt?: number, startedAt?: number, endedAt?: number, waitEndAt?: number,
- *   outcome?: 'succeeded'|'failed'|'retry'|'cancelled', error?: object, retryAt?: number,
- *   waits?: object[] }} Attempt — `waits`: what held it back before it started (each `call.waiting`'s
+ *   outcome?: 'succeeded'|'failed'|'retry'|'cancelled', error?: CallError, retryAt?: number,
+ *   waits?: WaitReason[] }} Attempt — `waits`: what held it back before it started (each `call.waiting`'s
  *   first reason, in order)
  * @typedef {{ on: 'before_call'|'after_call', hook: string, decision: string, from: number, to: number,
  *   reason?: string, error?: string }} HookTime  one hook's call (DESIGN §14)
+ * @typedef {{ attempts: Attempt[], hooks: HookTime[], endAt?: number }} Timing  a call's timeline
+ * @typedef {import('./view.js').CallView & { index: number, timing: Timing,
+ *   review?: { since?: number, decidedAt?: number } }} Call  a call of the projection's view, plus its
+ *   place, its timeline, and when its review began and ended
+ * @typedef {import('../../core/calls.js').Diagnostic & { callIds: string[] }} CycleDiagnostic
+ * @typedef {{ code: string, text: string, on?: string, onAll?: string[], cycle?: string[],
+ *   waits?: WaitingView[], since?: string }} Reason  why a call is not done, and what it waits on
+ * @typedef {{ waitingFor?: WaitReason[], attempt?: number, error?: CallError | string, at?: number,
+ *   startedAt?: number, on?: HookTime['on'], hook?: string, decision?: string, durationMs?: number,
+ *   reason?: string }} TimingData  what the timeline reads of an event's data (each field on the
+ *   events that carry it: EventPayloads in src/core/events.ts; `error` is text on a `call.hook`)
  */
 
 export class RunModel {
   constructor() {
-    /** The run's projection, from its `run.created` on. */
+    /**
+     * The run's projection, from its `run.created` on.
+     * @type {RunProjection | null}
+     */
     this.projection = null;
     this.lastSeq = 0;
     this.t0 = 0;
+    /** @type {number | null} */
     this.endAt = null;
     /** Bumped when calls or edges are added: the graph must be laid out again. */
     this.structure = 0;
     /** Calls whose status or details changed since the last render. */
+    /** @type {Set<string>} */
     this.changed = new Set();
     this.runChanged = true;
     /** When the newest event happened, server time (ms). */
@@ -34,9 +54,12 @@ export class RunModel {
     return this.projection?.view ?? null;
   }
 
-  /** The calls in submission order: each a call view of the projection plus `index` and `timing`. */
+  /**
+   * The calls in submission order: each a call view of the projection plus `index` and `timing`.
+   * @returns {Call[]}
+   */
   get calls() {
-    return this.projection?.view.calls ?? [];
+    return /** @type {Call[]} */ (this.projection?.view.calls ?? []);
   }
 
   get edges() {
@@ -55,11 +78,18 @@ export class RunModel {
     return this.projection?.view.replanContext ?? null;
   }
 
+  /**
+   * @param {string} id
+   * @returns {Call | undefined}
+   */
   call(id) {
-    return this.projection?.call(id);
+    return /** @type {Call | undefined} */ (this.projection?.call(id));
   }
 
-  /** Applies one event (`{ seq, type, runId, callId?, at, data }`, `at` as text); older or repeated seqs are ignored. */
+  /**
+   * Applies one event (`{ seq, type, runId, callId?, at, data }`, `at` as text); older or repeated seqs are ignored.
+   * @param {RunEvent} e
+   */
   apply(e) {
     if (typeof e?.seq !== 'number' || e.seq <= this.lastSeq) return;
     this.lastSeq = e.seq;
@@ -67,13 +97,14 @@ export class RunModel {
     this.lastAt = Math.max(this.lastAt, at);
     if (!this.projection && e.type !== 'run.created') return;
     // The projection takes the scheduler's clock (ms); the API sends the time as text.
-    const event = { ...e, at, data: e.data ?? {} };
+    // The same event, typed as the projection takes it (its data as the server wrote it).
+    const event = /** @type {import('../../core/events.js').CoreEvent} */ (/** @type {unknown} */ ({ ...e, at, data: e.data ?? {} }));
     const c = e.callId !== undefined ? this.call(e.callId) : undefined;
     const last = c?.timing.attempts[c.timing.attempts.length - 1];
     if (e.type === 'run.created') {
       this.t0 = at;
       this.projection = new RunProjection(event);
-    } else this.projection.apply(event);
+    } else this.projection?.apply(event);
     this.addTiming();
     switch (e.type) {
       case 'run.created':
@@ -111,9 +142,15 @@ export class RunModel {
     }
   }
 
-  /** The timeline of a call's attempts (`last`: its latest attempt before this event). */
+  /**
+   * The timeline of a call's attempts (`last`: its latest attempt before this event).
+   * @param {Call} c
+   * @param {Attempt | undefined} last
+   * @param {RunEvent} e
+   * @param {number} at
+   */
   applyTiming(c, last, e, at) {
-    const d = e.data ?? {};
+    const d = /** @type {TimingData} */ (e.data ?? {});
     switch (e.type) {
       case 'call.ready': {
         if (!last || last.startedAt !== undefined) c.timing.attempts.push({ n: c.timing.attempts.length + 1, readyAt: at });
@@ -124,11 +161,12 @@ export class RunModel {
         if (!w || !last || last.startedAt !== undefined) return;
         const prev = last.waits?.[last.waits.length - 1];
         if (!prev || prev.kind !== w.kind || prev.key !== w.key) (last.waits ??= []).push(w);
-        else last.waits[last.waits.length - 1] = w;
+        else if (last.waits) last.waits[last.waits.length - 1] = w;
         break;
       }
       case 'call.awaiting_review':
-        c.review.since = at;
+        // The projection gave the call its review with this event.
+        /** @type {NonNullable<Call['review']>} */ (c.review).since = at;
         break;
       case 'review.decided':
         if (!c.review) return;
@@ -137,10 +175,10 @@ export class RunModel {
       case 'call.started': {
         let a = last && last.startedAt === undefined ? last : undefined;
         if (!a) {
-          a = { n: d.attempt, readyAt: at };
+          a = { n: /** @type {number} */ (d.attempt), readyAt: at };
           c.timing.attempts.push(a);
         }
-        a.n = d.attempt;
+        a.n = /** @type {number} */ (d.attempt);
         a.startedAt = at;
         break;
       }
@@ -168,9 +206,10 @@ export class RunModel {
         break;
       case 'call.hook': {
         const from = typeof d.startedAt === 'number' ? d.startedAt : at;
-        const h = { on: d.on, hook: d.hook, decision: d.decision, from, to: from + (d.durationMs ?? 0) };
+        // A call.hook's data has its hook, on and decision.
+        const h = /** @type {HookTime} */ ({ on: d.on, hook: d.hook, decision: d.decision, from, to: from + (d.durationMs ?? 0) });
         if (d.reason !== undefined) h.reason = d.reason;
-        if (d.error !== undefined) h.error = d.error;
+        if (d.error !== undefined) h.error = /** @type {string} */ (d.error);
         c.timing.hooks.push(h);
         // Hook time is not a wait for a limit: the wait starts once before_call decided.
         if (d.on === 'before_call' && last && last.startedAt === undefined) last.readyAt = at;
@@ -182,30 +221,39 @@ export class RunModel {
     this.touch(c);
   }
 
+  /** @param {Call} c */
   touch(c) {
     this.changed.add(c.id);
   }
 
   /** Calls on a reported cycle (`{ code: 'cycle', callIds }`) or blocked with code `cycle`. */
   cycles() {
-    const list = this.diagnostics.filter((d) => d.code === 'cycle' && Array.isArray(d.callIds));
+    const list = /** @type {CycleDiagnostic[]} */ (this.diagnostics.filter((d) => d.code === 'cycle' && Array.isArray(d.callIds)));
+    /** @type {Set<string>} */
     const members = new Set();
     for (const d of list) for (const id of d.callIds) members.add(id);
     for (const c of this.calls) if (c.blockedBy?.code === 'cycle') members.add(c.id);
+    /** @type {Set<string>} */
     const edges = new Set();
     for (const d of list) for (let i = 0; i + 1 < d.callIds.length; i++) edges.add(`${d.callIds[i]}→${d.callIds[i + 1]}`);
     return { list, members, edges };
   }
 
   counts() {
+    /** @type {Record<string, number>} */
     const out = {};
     for (const c of this.calls) out[c.status] = (out[c.status] ?? 0) + 1;
     return out;
   }
 
-  /** Direct predecessors of a call that have not ended: what a pending call waits on. */
+  /**
+   * Direct predecessors of a call that have not ended: what a pending call waits on.
+   * @param {Call} c
+   */
   waitsOn(c) {
+    /** @type {Set<string>} */
     const seen = new Set();
+    /** @type {Call[]} */
     const out = [];
     for (const id of c.dependsOn) {
       const p = this.call(id);
@@ -216,13 +264,17 @@ export class RunModel {
     return out;
   }
 
-  /** Why a call is stuck or waiting, in words, and the call it waits on (if one). */
+  /**
+   * Why a call is stuck or waiting, in words, and the call it waits on (if one).
+   * @param {Call} c
+   * @returns {Reason | null}
+   */
   reason(c) {
     switch (c.status) {
       case 'blocked': {
-        const b = c.blockedBy ?? c.error ?? {};
+        const b = /** @type {Partial<CallError>} */ (c.blockedBy ?? c.error ?? {});
         const on = b.callId;
-        const cycle = b.details?.cycle;
+        const cycle = /** @type {{ cycle?: string[] } | undefined} */ (b.details)?.cycle;
         return { code: b.code ?? 'blocked', text: b.message ?? 'blocked', on, cycle };
       }
       case 'pending': {

@@ -10,6 +10,10 @@ const BAR = 12;
 const GUTTER = 150;
 const AXIS = 26;
 
+/**
+ * @param {number} span
+ * @param {number} target
+ */
 function niceStep(span, target) {
   const raw = span / target;
   const p = 10 ** Math.floor(Math.log10(raw));
@@ -17,10 +21,14 @@ function niceStep(span, target) {
   return 10 * p;
 }
 
-/** What limits cost the run: calls that waited between ready and started, and how long in all. */
+/**
+ * What limits cost the run: calls that waited between ready and started, and how long in all.
+ * @param {import('./model.js').RunModel} model
+ */
 export function waits(model) {
   let total = 0;
   let count = 0;
+  /** @type {{ id: string, ms: number } | null} */
   let longest = null;
   for (const c of model.calls) {
     for (const a of c.timing.attempts) {
@@ -37,11 +45,11 @@ export function waits(model) {
   return { total, count, longest };
 }
 
-/**
- * @param {HTMLElement} root
- * @param {{ onOpen: (id: string) => void }} opts
- */
 export class TimelineView {
+  /**
+   * @param {HTMLElement} root
+   * @param {{ onOpen: (id: string | undefined) => void, onResize?: () => void }} opts
+   */
   constructor(root, opts) {
     this.root = root;
     this.opts = opts;
@@ -53,19 +61,23 @@ export class TimelineView {
       opts.onResize?.();
     }).observe(root);
     root.addEventListener('click', (ev) => {
-      const row = ev.target.closest?.('[data-id]');
+      const row = /** @type {SVGElement | null | undefined} */ (/** @type {Element} */ (ev.target).closest?.('[data-id]'));
       if (row) opts.onOpen(row.dataset.id);
     });
   }
 
+  /**
+   * @param {import('./model.js').RunModel} model
+   * @param {number} now  the server's clock
+   */
   render(model, now) {
     const t0 = model.t0;
     const end = model.endAt ?? Math.max(now, model.lastAt);
     const span = Math.max(1, end - t0);
     const width = Math.max(480, (this.width || 800) - 2);
     const plot = width - GUTTER - 16;
-    const x = (t) => GUTTER + ((t - t0) / span) * plot;
-    const first = (c) => {
+    const x = (/** @type {number} */ t) => GUTTER + ((t - t0) / span) * plot;
+    const first = (/** @type {import('./model.js').Call} */ c) => {
       const a = c.timing.attempts[0];
       return c.review?.since ?? a?.readyAt ?? a?.startedAt ?? Infinity;
     };
@@ -79,6 +91,7 @@ export class TimelineView {
         `<line class="tick" x1="${px}" x2="${px}" y1="${AXIS - 6}" y2="${height}"/><text class="tick-label" x="${px}" y="${AXIS - 10}" text-anchor="middle">${esc(fmtMs(t))}</text>`,
       );
     }
+    /** @type {string[]} */
     const out = [];
     rows.forEach((c, i) => {
       const y = AXIS + i * ROW;
@@ -157,6 +170,13 @@ export class TimelineView {
   }
 }
 
+/**
+ * @param {string} cls
+ * @param {number} x1
+ * @param {number} x2
+ * @param {number} y
+ * @param {string} title
+ */
 function bar(cls, x1, x2, y, title) {
   const w = Math.max(2, x2 - x1);
   return `<rect class="bar ${cls}" x="${x1}" y="${y}" width="${w}" height="${BAR}" rx="2"><title>${esc(title)}</title></rect>`;

@@ -1,8 +1,12 @@
 // Small helpers shared by the dashboard's modules. Plain ES modules, no build step.
 
+/** @type {Record<string, string>} */
 const ESC = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
-/** Escapes text for HTML and SVG markup (element content and quoted attributes). */
+/**
+ * Escapes text for HTML and SVG markup (element content and quoted attributes).
+ * @param {unknown} value
+ */
 export function esc(value) {
   return String(value ?? '').replace(/[&<>"']/g, (c) => ESC[c]);
 }
@@ -12,7 +16,10 @@ export const CALL_STATUSES = ['pending', 'ready', 'running', 'awaiting_review', 
 export const ENDED_RUN = new Set(['succeeded', 'partial', 'failed', 'needs_replan', 'deadlocked', 'cancelled']);
 export const ENDED_CALL = new Set(['succeeded', 'failed', 'blocked', 'cancelled']);
 
-/** A glyph per status, so that a status never rests on colour alone (the text is always there too). */
+/**
+ * A glyph per status, so that a status never rests on colour alone (the text is always there too).
+ * @type {Record<string, string>}
+ */
 export const GLYPH = {
   queued: '○',
   pending: '○',
@@ -28,15 +35,20 @@ export const GLYPH = {
   deadlocked: '∞',
 };
 
+/** @param {string} status */
 export function label(status) {
   return String(status).replace(/_/g, ' ');
 }
 
-/** A status badge: glyph + text; colour comes from the class. */
+/**
+ * A status badge: glyph + text; colour comes from the class.
+ * @param {string} status
+ */
 export function badge(status) {
   return `<span class="badge st-${esc(status)}"><span aria-hidden="true">${GLYPH[status] ?? '•'}</span> ${esc(label(status))}</span>`;
 }
 
+/** @param {number | null | undefined} ms */
 export function fmtMs(ms) {
   if (ms == null || !Number.isFinite(ms)) return '–';
   if (ms < 1000) return `${Math.round(ms)} ms`;
@@ -46,6 +58,7 @@ export function fmtMs(ms) {
   return `${Math.floor(m / 60)} h ${m % 60} min`;
 }
 
+/** @param {string | null | undefined} iso */
 export function fmtTime(iso) {
   if (!iso) return '–';
   const d = new Date(iso);
@@ -59,6 +72,10 @@ export function fmtTime(iso) {
   });
 }
 
+/**
+ * @param {string | null | undefined} iso
+ * @param {number} [now]
+ */
 export function ago(iso, now = Date.now()) {
   if (!iso) return '–';
   const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
@@ -71,8 +88,12 @@ export function ago(iso, now = Date.now()) {
 
 const MAX_JSON = 20_000;
 
-/** Pretty JSON for a <pre>, cut at 20 000 characters. */
+/**
+ * Pretty JSON for a <pre>, cut at 20 000 characters.
+ * @param {unknown} value
+ */
 export function json(value) {
+  /** @type {string | undefined} */
   let text;
   try {
     text = JSON.stringify(value, null, 2);
@@ -83,7 +104,10 @@ export function json(value) {
   return text.length > MAX_JSON ? `${text.slice(0, MAX_JSON)}\n… (${text.length - MAX_JSON} more characters)` : text;
 }
 
-/** Calls `fn` at most once per animation frame, however often `schedule` is called. */
+/**
+ * Calls `fn` at most once per animation frame, however often `schedule` is called.
+ * @param {() => void} fn
+ */
 export function frameScheduler(fn) {
   let pending = 0;
   return function schedule() {
@@ -95,7 +119,11 @@ export function frameScheduler(fn) {
   };
 }
 
-/** Calls `fn` at most once per `ms` (trailing). */
+/**
+ * Calls `fn` at most once per `ms` (trailing).
+ * @param {() => void} fn
+ * @param {number} ms
+ */
 export function throttle(fn, ms) {
   let timer = 0;
   let last = 0;
@@ -110,7 +138,10 @@ export function throttle(fn, ms) {
   };
 }
 
-/** Says something to screen readers (a polite live region). */
+/**
+ * Says something to screen readers (a polite live region).
+ * @param {string} text
+ */
 export function announce(text) {
   const el = document.getElementById('announcer');
   if (!el) return;
@@ -118,6 +149,11 @@ export function announce(text) {
   setTimeout(() => (el.textContent = text), 30);
 }
 
+/**
+ * @param {number} n
+ * @param {string} one
+ * @param {string} [many]
+ */
 export function plural(n, one, many = `${one}s`) {
   return `${n} ${n === 1 ? one : many}`;
 }

@@ -4,6 +4,13 @@
 
 import { esc, fmtMs } from './util.js';
 
+/**
+ * @typedef {import('./view.js').WaitingView} WaitingView  a reason, as a call's `waitingFor` has it
+ * @typedef {import('./view.js').WaitHolderView} WaitHolderView
+ * @typedef {Pick<WaitingView, 'kind' | 'key' | 'limit' | 'inUse' | 'perMs' | 'domain'>} Limit  the limit of a reason (or of an item of GET /v1/limits)
+ */
+
+/** @type {Record<string, string>} */
 const KIND = {
   global: 'the global limit',
   tenant: 'tenant limit',
@@ -14,16 +21,24 @@ const KIND = {
   lock: 'lock',
 };
 
-/** `3 per min`, `10 per 1 s`: a rate's tokens per period. */
+/**
+ * `3 per min`, `10 per 1 s`: a rate's tokens per period.
+ * @param {number | undefined} limit
+ * @param {number | undefined} perMs
+ */
 function per(limit, perMs) {
   if (perMs === 60_000) return `${limit} per min`;
   if (perMs === 1000) return `${limit} per s`;
   return `${limit} per ${fmtMs(perMs)}`;
 }
 
-/** The limit itself, as text: `lock file:*`, `tool limit deploy (1 of 1 in use)`. */
+/**
+ * The limit itself, as text: `lock file:*`, `tool limit deploy (1 of 1 in use)`.
+ * @param {Limit} w
+ * @param {{ html?: boolean }} [options]
+ */
 export function limitName(w, { html = false } = {}) {
-  const code = (s) => (html ? `<code>${esc(s)}</code>` : s);
+  const code = (/** @type {string} */ s) => (html ? `<code>${esc(s)}</code>` : s);
   const key = w.key === undefined || w.kind === 'perRun' ? '' : ` ${code(w.key)}`;
   const use = w.kind === 'rate' ? ` (${per(w.limit, w.perMs)})` : w.limit !== undefined ? ` (${w.inUse ?? '?'} of ${w.limit} in use)` : '';
   const scope =
@@ -33,13 +48,20 @@ export function limitName(w, { html = false } = {}) {
   return `${KIND[w.kind] ?? esc(w.kind)}${key}${use}${scope}`;
 }
 
-/** A link to a holder's call (another run's page, or this one's call). */
+/**
+ * A link to a holder's call (another run's page, or this one's call).
+ * @param {WaitHolderView} h
+ */
 function holderLink(h) {
   const href = `#/runs/${encodeURIComponent(h.runId)}?call=${encodeURIComponent(h.callId)}`;
   return `<a href="${esc(href)}" class="holder">run <code>${esc(h.runId)}</code> / call <code>${esc(h.callId)}</code></a>`;
 }
 
-/** Who holds it, for how long (`now`: the server's clock), and how many more. */
+/**
+ * Who holds it, for how long (`now`: the server's clock), and how many more.
+ * @param {WaitingView} w
+ * @param {number} now
+ */
 function holdersHtml(w, now) {
   const list = w.holders ?? [];
   const named = list.map((h) => `${holderLink(h)} for ${esc(fmtMs(now - Date.parse(h.since)))}`);
@@ -49,7 +71,10 @@ function holdersHtml(w, now) {
   return named.join(', ');
 }
 
-/** A reason in a few words, for a graph node: `lock file:*`, `tool deploy`, `global`. */
+/**
+ * A reason in a few words, for a graph node: `lock file:*`, `tool deploy`, `global`.
+ * @param {WaitingView} w
+ */
 export function shortWait(w) {
   return w.kind === 'global' || w.kind === 'perRun'
     ? w.kind === 'global'
@@ -58,7 +83,11 @@ export function shortWait(w) {
     : `${w.kind} ${w.key}`;
 }
 
-/** One reason as HTML, after "waiting for": what, held by whom since when, or when a token comes. */
+/**
+ * One reason as HTML, after "waiting for": what, held by whom since when, or when a token comes.
+ * @param {WaitingView} w
+ * @param {number} now
+ */
 export function waitHtml(w, now) {
   let text = limitName(w, { html: true });
   if (w.kind === 'rate' && w.retryAt) {
@@ -69,7 +98,10 @@ export function waitHtml(w, now) {
   return text;
 }
 
-/** One reason as plain text (a tooltip, a timeline bar). */
+/**
+ * One reason as plain text (a tooltip, a timeline bar).
+ * @param {WaitingView | import('../../core/waiting.js').WaitReason} w  as a run's view or a `call.waiting` event has it
+ */
 export function waitText(w) {
   const holders = (w.holders ?? []).map((h) => `run ${h.runId} / call ${h.callId}`);
   if (w.otherHolders) holders.push(`${w.otherHolders} of other tenants`);

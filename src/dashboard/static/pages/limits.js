@@ -3,7 +3,7 @@
 // The ones that hold calls back come first, the longest wait first.
 
 import { api } from '../api.js';
-import { el, errorText } from '../dom.js';
+import { el, errorText, find } from '../dom.js';
 import { esc, fmtMs, plural } from '../util.js';
 import { limitName } from '../waiting.js';
 
@@ -26,7 +26,7 @@ export class LimitsPage {
 
   start() {
     document.title = 'toolgraph · limits';
-    this.el.querySelector('h1').focus({ preventScroll: true });
+    find(this.el, 'h1').focus({ preventScroll: true });
     this.load();
   }
 
@@ -39,37 +39,39 @@ export class LimitsPage {
   async load() {
     if (this.destroyed) return;
     this.ac = new AbortController();
-    const state = this.el.querySelector('.live');
-    const err = this.el.querySelector('.list-error');
+    const state = find(this.el, '.live');
+    const err = find(this.el, '.list-error');
     try {
-      const { items } = await api('/v1/limits', { signal: this.ac.signal });
+      const { items } = /** @type {import('../api.js').Limits} */ (await api('/v1/limits', { signal: this.ac.signal }));
       if (this.destroyed) return;
       this.render(items);
       err.hidden = true;
       state.dataset.state = 'open';
       state.textContent = 'Live';
     } catch (e) {
-      if (e?.name === 'AbortError' || this.destroyed) return;
+      if (/** @type {{ name?: string }} */ (e)?.name === 'AbortError' || this.destroyed) return;
       err.hidden = false;
       err.textContent = `Could not read the limits: ${errorText(e)}`;
       state.dataset.state = 'error';
       state.textContent = 'Live updates off';
-      if (e?.status === 403) return;
+      if (/** @type {{ status?: number }} */ (e)?.status === 403) return;
     }
     this.timer = setTimeout(() => this.load(), EVERY_MS);
   }
 
+  /** @param {import('../api.js').Limits['items']} items */
   render(items) {
-    const full = (l) => l.waiting > 0 || (l.limit !== undefined && l.inUse >= l.limit);
+    const full = (/** @type {import('../api.js').Limits['items'][number]} */ l) =>
+      l.waiting > 0 || (l.limit !== undefined && l.inUse >= l.limit);
     const sorted = [...items].sort(
       (a, b) => b.waiting - a.waiting || b.longestWaitMs - a.longestWaitMs || Number(full(b)) - Number(full(a)),
     );
     const waiting = items.reduce((n, l) => n + l.waiting, 0);
-    this.el.querySelector('.limits-summary').textContent = items.length
+    find(this.el, '.limits-summary').textContent = items.length
       ? `${plural(items.length, 'limit or lock', 'limits and locks')} in use, ${items.filter(full).length} full; ${plural(waiting, 'call waits', 'calls wait')} behind them.`
       : '';
-    this.el.querySelector('.empty').hidden = items.length > 0;
-    this.el.querySelector('tbody').innerHTML = sorted
+    find(this.el, '.empty').hidden = items.length > 0;
+    find(this.el, 'tbody').innerHTML = sorted
       .map((l) => {
         const use =
           l.kind === 'lock'

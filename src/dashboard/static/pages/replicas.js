@@ -4,7 +4,7 @@
 // With SQLite there is one replica and no lease: the page says so.
 
 import { api } from '../api.js';
-import { el, errorText } from '../dom.js';
+import { el, errorText, find } from '../dom.js';
 import { ago, esc, fmtMs, fmtTime, plural } from '../util.js';
 
 const REFRESH_MS = 1000;
@@ -26,7 +26,7 @@ export class ReplicasPage {
 
   start() {
     document.title = 'toolgraph · replicas';
-    this.el.querySelector('h1').focus({ preventScroll: true });
+    find(this.el, 'h1').focus({ preventScroll: true });
     this.refresh();
   }
 
@@ -39,7 +39,7 @@ export class ReplicasPage {
   async refresh() {
     const ac = new AbortController();
     this.loading = ac;
-    const errEl = this.el.querySelector('.list-error');
+    const errEl = find(this.el, '.list-error');
     try {
       const qs = new URLSearchParams([
         ['status', 'queued'],
@@ -48,35 +48,40 @@ export class ReplicasPage {
         ['limit', '200'],
       ]);
       const [replicas, runs] = await Promise.all([
-        api('/v1/replicas', { signal: ac.signal }),
-        api(`/v1/runs?${qs}`, { signal: ac.signal }),
+        /** @type {Promise<import('../api.js').Replicas>} */ (api('/v1/replicas', { signal: ac.signal })),
+        /** @type {Promise<import('../api.js').Page<import('../api.js').RunSummary>>} */ (api(`/v1/runs?${qs}`, { signal: ac.signal })),
       ]);
       if (this.destroyed) return;
       this.render(replicas, runs.items);
       errEl.hidden = true;
     } catch (e) {
-      if (e?.name === 'AbortError' || this.destroyed) return;
+      if (/** @type {{ name?: string }} */ (e)?.name === 'AbortError' || this.destroyed) return;
       errEl.hidden = false;
       errEl.textContent = `Could not load the replicas: ${errorText(e)}`;
     }
     if (!this.destroyed) this.timer = setTimeout(() => this.refresh(), REFRESH_MS);
   }
 
+  /**
+   * @param {import('../api.js').Replicas} data
+   * @param {import('../api.js').RunSummary[]} runs  the runs not ended
+   */
   render(data, runs) {
+    /** @type {Map<string, string[]>} */
     const byOwner = new Map();
     for (const r of runs) if (r.owner) byOwner.set(r.owner, [...(byOwner.get(r.owner) ?? []), r.id]);
     const clustered = data.store === 'postgres';
     const alive = data.items.filter((r) => r.alive).length;
     this.el.dataset.store = data.store;
-    this.el.querySelector('.replicas-summary').textContent = clustered
+    find(this.el, '.replicas-summary').textContent = clustered
       ? `${plural(data.items.length, 'replica')}, ${alive} alive · lease ${fmtMs(data.leaseMs)} · this page is served by ${data.replica}`
       : `one process on ${data.store}`;
-    this.el.querySelector('.replicas-help').innerHTML = clustered
+    find(this.el, '.replicas-help').innerHTML = clustered
       ? 'Each replica renews its lease every third of the lease. A replica whose lease ends (it died, hung or lost the database) has its runs taken over by another within the lease and about a second more.'
       : 'This server keeps its runs in SQLite: one process, no leases. Several replicas share a PostgreSQL store (<code>--db postgres://…</code>, each with its own <code>--replica-id</code>).';
     const now = Date.now();
     const aliveNames = new Set(data.items.filter((r) => r.alive).map((r) => r.name));
-    this.el.querySelector('tbody').innerHTML = data.items
+    find(this.el, 'tbody').innerHTML = data.items
       .map((r) => {
         // Runs name their owner by name: a dead instance of a name that is alive again (a restart) is
         // not the one they mean.
@@ -91,9 +96,10 @@ export class ReplicasPage {
         const left =
           r.leaseLeftMs === null
             ? '<span class="muted">no lease</span>'
-            : `<meter min="0" max="${data.leaseMs}" low="${Math.round(data.leaseMs / 2)}" optimum="${data.leaseMs}" value="${r.leaseLeftMs}" aria-label="Lease left of ${esc(r.name)}"></meter> ${fmtMs(r.leaseLeftMs)}`;
-        // While the lease holds, its renewal's age is on the database's clock (the lease runs leaseMs from it).
-        const renewedAgo = r.alive && r.leaseLeftMs !== null ? data.leaseMs - r.leaseLeftMs : now - Date.parse(r.renewedAt);
+            : `<meter min="0" max="${data.leaseMs}" low="${Math.round((data.leaseMs ?? 0) / 2)}" optimum="${data.leaseMs}" value="${r.leaseLeftMs}" aria-label="Lease left of ${esc(r.name)}"></meter> ${fmtMs(r.leaseLeftMs)}`;
+        // While the lease holds, its renewal's age is on the database's clock (the lease runs leaseMs from it;
+        // a replica with a lease has a leaseMs).
+        const renewedAgo = r.alive && r.leaseLeftMs !== null ? (data.leaseMs ?? 0) - r.leaseLeftMs : now - Date.parse(r.renewedAt ?? '');
         const renewed = r.renewedAt
           ? `<time datetime="${esc(r.renewedAt)}" title="${esc(fmtTime(r.renewedAt))}">${esc(agoText(renewedAgo, r.renewedAt, now))}</time>`
           : '<span class="muted">–</span>';
@@ -111,7 +117,12 @@ export class ReplicasPage {
   }
 }
 
-/** How long ago, to a tenth of a second under a minute (a lease renews every few seconds). */
+/**
+ * How long ago, to a tenth of a second under a minute (a lease renews every few seconds).
+ * @param {number} ms
+ * @param {string} iso
+ * @param {number} now
+ */
 function agoText(ms, iso, now) {
   return ms < 60_000 ? `${(Math.max(0, ms) / 1000).toFixed(1)} s ago` : ago(iso, now);
 }

@@ -5,7 +5,7 @@
 
 import { api, ApiError, stream } from '../api.js';
 import { hasOwners, ownerHtml } from '../cluster.js';
-import { el, errorText, setHash } from '../dom.js';
+import { el, errorText, find, setHash } from '../dom.js';
 import { RunModel } from '../model.js';
 import { alertsHtml } from '../panels/alerts.js';
 import { renderCallDetails } from '../panels/call-details.js';
@@ -19,12 +19,23 @@ import { announce, badge, CALL_STATUSES, ENDED_RUN, esc, fmtMs, fmtTime, frameSc
 /** How often the run's owner is read again while the run is not over (ms). */
 const OWNER_REFRESH_MS = 3000;
 
+/** @typedef {import('../api.js').RunEvent} RunEvent */
+
 export class RunPage {
+  /**
+   * @param {string} id  the run's
+   * @param {URLSearchParams} params  the address's query (`call`: the call to show)
+   */
   constructor(id, params) {
     this.id = id;
     this.model = new RunModel();
     this.selected = params.get('call');
     this.offset = Infinity;
+    /**
+     * When the first event came (performance.now()): the stored events are drawn once they are all in.
+     * @type {number | undefined}
+     */
+    this.firstAt = undefined;
     this.schedule = frameScheduler(() => this.render());
     this.el = el(`<section class="page run-page">
       <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">← All runs</a></nav>
@@ -54,7 +65,7 @@ export class RunPage {
         </div>
       </div>
     </section>`);
-    const q = (s) => this.el.querySelector(s);
+    const q = (/** @type {string} */ s) => find(this.el, s);
     this.graph = new GraphPanel(q('.graph-section'), { onOpen: (cid) => this.select(cid, true) });
     this.timeline = new TimelinePanel(q('.timeline-section'), {
       onOpen: (cid) => this.select(cid, true),
@@ -75,23 +86,23 @@ export class RunPage {
     bindRunActions(q('.run-head'), id);
     // Buttons anywhere in the page that name a call open it.
     this.el.addEventListener('click', (ev) => {
-      const b = ev.target.closest('[data-open]');
+      const b = /** @type {HTMLElement | null} */ (/** @type {Element} */ (ev.target).closest('[data-open]'));
       if (b) {
         ev.preventDefault();
         this.select(b.dataset.open, true);
       }
     });
     this.el.addEventListener('keydown', (ev) => {
-      if (ev.key === 'Escape' && this.selected && q('.details').contains(ev.target)) this.closeDetails();
+      if (ev.key === 'Escape' && this.selected && q('.details').contains(/** @type {Node | null} */ (ev.target))) this.closeDetails();
     });
   }
 
   start() {
     document.title = `toolgraph · ${this.id}`;
-    this.el.querySelector('h1').focus({ preventScroll: true });
+    find(this.el, 'h1').focus({ preventScroll: true });
     // The run's events are all the page needs: a finished run's replay, then a live run's tail.
     this.events = stream(`/v1/runs/${encodeURIComponent(this.id)}/events`, {
-      onEvent: ({ data }) => this.onEvent(data),
+      onEvent: ({ data }) => this.onEvent(/** @type {RunEvent | string} */ (data)),
       reconnect: () => !this.model.run || !ENDED_RUN.has(this.model.run.status),
       onState: (s, e) => {
         this.el.dataset.stream = s;
@@ -119,9 +130,10 @@ export class RunPage {
     this.owners = true;
     const read = async () => {
       try {
-        const run = await api(`/v1/runs/${encodeURIComponent(this.id)}`);
+        const run = /** @type {import('../api.js').Run} */ (await api(`/v1/runs/${encodeURIComponent(this.id)}`));
         if (this.destroyed) return;
         if (run.owner !== this.owner) {
+          /** @type {string | null | undefined} */
           this.owner = run.owner;
           this.model.runChanged = true;
           this.schedule();
@@ -138,11 +150,12 @@ export class RunPage {
     await read();
   }
 
+  /** @param {import('../api.js').ApiError | undefined} e */
   failed(e) {
     if (this.destroyed || this.model.run) return;
-    this.el.querySelector('.run-body').hidden = true;
-    this.el.querySelector('.actions').hidden = true;
-    this.el.querySelector('.alerts').innerHTML = `<div class="alert alert-danger" role="alert">${
+    find(this.el, '.run-body').hidden = true;
+    find(this.el, '.actions').hidden = true;
+    find(this.el, '.alerts').innerHTML = `<div class="alert alert-danger" role="alert">${
       e instanceof ApiError && e.status === 404
         ? `No run <code>${esc(this.id)}</code> (or it belongs to another tenant).`
         : `Could not load the run: ${esc(errorText(e))}`
@@ -164,13 +177,15 @@ export class RunPage {
     return Number.isFinite(this.offset) ? Date.now() - this.offset : this.model.lastAt;
   }
 
+  /** @param {RunEvent | string | undefined} e  a message's data: an event of this run, or something to ignore */
   onEvent(e) {
     if (!e || typeof e !== 'object' || e.runId !== this.id) return;
     const before = this.model.run?.status;
     this.model.apply(e);
     this.offset = Math.min(this.offset, Date.now() - Date.parse(e.at));
     if (e.type === 'call.awaiting_review' || e.type === 'review.decided' || e.type === 'run.completed') this.refreshReviews();
-    if (e.type === 'run.completed' && before && before !== e.data.status) announce(`Run ${this.id} ended: ${label(e.data.status)}`);
+    if (e.type === 'run.completed' && before && before !== e.data.status)
+      announce(`Run ${this.id} ended: ${label(/** @type {string} */ (e.data.status))}`);
     this.timelineDue = true;
     if (this.caughtUp) {
       this.schedule();
@@ -190,6 +205,10 @@ export class RunPage {
     this.schedule();
   }
 
+  /**
+   * @param {string | null | undefined} id  the call to show, none when null
+   * @param {boolean} focus  whether to move the focus to it
+   */
   select(id, focus) {
     if (id && !this.model.call(id) && this.model.run) id = null;
     this.selected = id || null;
@@ -198,9 +217,9 @@ export class RunPage {
     setHash(`/runs/${encodeURIComponent(this.id)}`, params);
     this.detailsDirty = true;
     this.render();
-    const panel = this.el.querySelector('.details');
+    const panel = find(this.el, '.details');
     if (this.selected && focus) {
-      panel.querySelector('h2')?.focus({ preventScroll: true });
+      /** @type {HTMLElement | null} */ (panel.querySelector('h2'))?.focus({ preventScroll: true });
       panel.scrollIntoView({ block: 'nearest', behavior: 'instant' });
     }
   }
@@ -224,15 +243,16 @@ export class RunPage {
 
   renderFrame() {
     const m = this.model;
+    if (!m.run) return;
     if (m.runChanged) this.renderHead();
     const changed = m.changed.size > 0 || m.runChanged;
     const laidOut = this.graph.render(m, this.selected);
     if (changed) {
       this.renderCounts();
-      renderStuck(this.el.querySelector('.stuck'), m, this.serverNow());
+      renderStuck(find(this.el, '.stuck'), m, this.serverNow());
     }
     if (changed || this.detailsDirty) {
-      renderCallDetails(this.el.querySelector('.details'), m, this.selected, {
+      renderCallDetails(find(this.el, '.details'), m, this.selected, {
         serverNow: () => this.serverNow(),
         onClose: () => this.closeDetails(),
       });
@@ -263,19 +283,20 @@ export class RunPage {
 
   /** The side column (details, reviews, stuck calls) shows only when it has something. */
   layoutSide() {
-    const side = ['.details', '.reviews', '.stuck'].some((sel) => !this.el.querySelector(sel).hidden);
-    this.el.querySelector('.run-body').classList.toggle('has-side', side);
+    const side = ['.details', '.reviews', '.stuck'].some((sel) => !find(this.el, sel).hidden);
+    find(this.el, '.run-body').classList.toggle('has-side', side);
   }
 
   renderHead() {
     const m = this.model;
     const r = m.run;
-    this.el.querySelector('.run-status').innerHTML = badge(r.status);
+    if (!r) return;
+    find(this.el, '.run-status').innerHTML = badge(r.status);
     const tags = Object.entries(r.tags ?? {})
       .map(([k, v]) => `<span class="tag">${esc(k)}:${esc(v)}</span>`)
       .join(' ');
     const dur = (r.endedAt ? Date.parse(r.endedAt) : this.serverNow()) - Date.parse(r.createdAt);
-    this.el.querySelector('.meta').innerHTML = `
+    find(this.el, '.meta').innerHTML = `
       <div><dt>Tenant</dt><dd>${esc(r.tenant)}</dd></div>
       <div><dt>Failure mode</dt><dd>${esc(label(r.failure ?? ''))}</dd></div>
       <div><dt>Created</dt><dd><time datetime="${esc(r.createdAt)}">${esc(fmtTime(r.createdAt))}</time></dd></div>
@@ -283,8 +304,8 @@ export class RunPage {
       ${this.owners ? `<div class="owner-meta"><dt>Replica</dt><dd>${ownerHtml(ENDED_RUN.has(r.status) && r.status !== 'needs_replan' ? null : this.owner)}</dd></div>` : ''}
       ${tags ? `<div><dt>Tags</dt><dd>${tags}</dd></div>` : ''}
       <div class="calls-meta"><dt>Calls</dt><dd class="call-counts"></dd></div>`;
-    showRunEnded(this.el.querySelector('.run-head'), ENDED_RUN.has(r.status));
-    this.el.querySelector('.alerts').innerHTML = alertsHtml(m);
+    showRunEnded(find(this.el, '.run-head'), ENDED_RUN.has(r.status));
+    find(this.el, '.alerts').innerHTML = alertsHtml(m);
   }
 
   renderCounts() {

@@ -3,7 +3,7 @@
 // calls of live and failed runs to say why each one needs an operator.
 
 import { api, stream } from '../api.js';
-import { el, errorText, markNav, setHash } from '../dom.js';
+import { el, errorText, find, markNav, setHash } from '../dom.js';
 import { ATTENTION, attentionReasons, LONG_WAIT_S, mapLimit, summarize } from './attention.js';
 import { hasOwners, ownerHtml } from '../cluster.js';
 import {
@@ -22,11 +22,22 @@ import {
   RUN_STATUSES,
 } from '../util.js';
 
+/**
+ * @typedef {import('./attention.js').RunRow} RunRow
+ * @typedef {import('../api.js').RunSummary} RunSummary
+ * @typedef {{ status: string, tenant: string, tag: string, attention: boolean, wait: number }} Filters
+ *   `tag`: `key:value` pairs, separated by spaces or commas; `wait`: LONG_WAIT_S or one of WAIT_CHOICES
+ * @typedef {HTMLElement & { status: HTMLSelectElement, tenant: HTMLInputElement, tag: HTMLInputElement }} FiltersForm
+ *   the filters' form, with its controls by name
+ */
+
 /** How long a call may wait for a limit before its run needs attention (s): the choices. */
 const WAIT_CHOICES = [1, 10, 30, 120, 600];
 
 export class RunsPage {
+  /** @param {URLSearchParams} params  the address's query: the filters */
   constructor(params) {
+    /** @type {Filters} */
     this.filters = {
       status: params.get('status') ?? '',
       tenant: params.get('tenant') ?? '',
@@ -34,13 +45,22 @@ export class RunsPage {
       attention: params.get('attention') === '1',
       wait: WAIT_CHOICES.includes(Number(params.get('wait'))) ? Number(params.get('wait')) : LONG_WAIT_S,
     };
+    /** @type {Map<string, RunRow>} */
     this.rows = new Map();
-    /** Summaries from the live stream, with when they came: fresher than a page fetched before. */
+    /**
+     * Summaries from the live stream, with when they came: fresher than a page fetched before.
+     * @type {Map<string, { at: number, summary: RunRow }>}
+     */
     this.streamed = new Map();
+    /** @type {Set<string>} */
     this.visible = new Set();
+    /** @type {Map<string, number>} */
     this.fresh = new Map();
+    /** @type {Map<string, number>} */
     this.reviewRuns = new Map();
+    /** @type {Record<string, number> | null} */
     this.counts = null;
+    /** @type {string | null} */
     this.nextCursor = null;
     this.schedule = frameScheduler(() => this.render());
     this.el = el(`<section class="page list-page">
@@ -66,7 +86,7 @@ export class RunsPage {
       <p class="list-error" role="alert" hidden></p>
       <button type="button" class="more" hidden>Load more</button>
     </section>`);
-    const form = this.el.querySelector('.filters');
+    const form = /** @type {FiltersForm} */ (find(this.el, '.filters'));
     form.status.value = this.filters.status;
     form.tenant.value = this.filters.tenant;
     form.tag.value = this.filters.tag;
@@ -75,42 +95,43 @@ export class RunsPage {
       this.apply({ status: form.status.value, tenant: form.tenant.value.trim(), tag: form.tag.value.trim() });
     });
     form.status.addEventListener('change', () => this.apply({ status: form.status.value }));
-    form.querySelector('.clear').addEventListener('click', () => {
+    find(form, '.clear').addEventListener('click', () => {
       form.status.value = '';
       form.tenant.value = '';
       form.tag.value = '';
       this.apply({ status: '', tenant: '', tag: '', attention: false });
     });
-    form.querySelector('.attention-toggle').addEventListener('click', () => this.apply({ attention: !this.filters.attention }));
-    const waitSelect = this.el.querySelector('select[name="wait"]');
+    find(form, '.attention-toggle').addEventListener('click', () => this.apply({ attention: !this.filters.attention }));
+    const waitSelect = find(this.el, 'select[name="wait"]', HTMLSelectElement);
     waitSelect.value = String(this.filters.wait);
     waitSelect.addEventListener('change', () => this.apply({ wait: Number(waitSelect.value) }));
-    this.el.querySelector('.counts').addEventListener('click', (ev) => {
-      const b = ev.target.closest('button[data-status]');
+    find(this.el, '.counts').addEventListener('click', (ev) => {
+      const b = /** @type {HTMLButtonElement | null} */ (/** @type {Element} */ (ev.target).closest('button[data-status]'));
       if (!b) return;
-      const s = b.dataset.status;
+      const s = /** @type {string} */ (b.dataset.status);
       const next = this.filters.status === s ? '' : s;
       form.status.value = next;
       this.apply({ status: next, attention: false });
     });
-    this.el.querySelector('.more').addEventListener('click', () => this.load(true));
-    this.el.querySelector('tbody').addEventListener('click', (ev) => {
-      if (ev.target.closest('a')) return;
-      const tr = ev.target.closest('tr[data-id]');
-      if (tr) location.hash = `#/runs/${encodeURIComponent(tr.dataset.id)}`;
+    find(this.el, '.more').addEventListener('click', () => this.load(true));
+    find(this.el, 'tbody').addEventListener('click', (ev) => {
+      const target = /** @type {Element} */ (ev.target);
+      if (target.closest('a')) return;
+      const tr = /** @type {HTMLTableRowElement | null} */ (target.closest('tr[data-id]'));
+      if (tr) location.hash = `#/runs/${encodeURIComponent(/** @type {string} */ (tr.dataset.id))}`;
     });
   }
 
   start() {
     document.title = 'toolgraph · runs';
-    this.el.querySelector('h1').focus({ preventScroll: true });
+    find(this.el, 'h1').focus({ preventScroll: true });
     this.connect();
     this.load(false);
     this.tick();
     // Several replicas: a column names the replica that owns each unfinished run.
     hasOwners().then((on) => {
       this.owners = on;
-      this.el.querySelector('th.c-owner').hidden = !on;
+      find(this.el, 'th.c-owner').hidden = !on;
       this.schedule();
     });
   }
@@ -138,8 +159,9 @@ export class RunsPage {
     return this.filters.tag.split(/[\s,]+/).filter(Boolean);
   }
 
+  /** @param {Partial<Filters>} change */
   apply(change) {
-    const err = this.el.querySelector('.form-error');
+    const err = find(this.el, '.form-error');
     const next = { ...this.filters, ...change };
     const bad = next.tag
       .split(/[\s,]+/)
@@ -170,6 +192,10 @@ export class RunsPage {
     this.load(false);
   }
 
+  /**
+   * @param {string[]} statuses
+   * @param {number} limit
+   */
   query(statuses, limit) {
     const qs = new URLSearchParams();
     for (const s of statuses) qs.append('status', s);
@@ -179,16 +205,21 @@ export class RunsPage {
     return qs;
   }
 
+  /** @param {boolean} more  the next page (else the first) */
   async load(more) {
     this.loading?.abort();
     const ac = new AbortController();
     this.loading = ac;
-    const errEl = this.el.querySelector('.list-error');
+    const errEl = find(this.el, '.list-error');
     const asked = performance.now();
     this.el.setAttribute('aria-busy', 'true');
     try {
-      const reviews = api('/v1/reviews?status=pending', { signal: ac.signal });
+      const reviews = /** @type {Promise<import('../api.js').Page<import('../api.js').Review>>} */ (
+        api('/v1/reviews?status=pending', { signal: ac.signal })
+      );
+      /** @type {RunRow[]} */
       let items;
+      /** @type {string | null} */
       let cursor = null;
       if (this.filters.attention) {
         const wanted = this.filters.status ? [this.filters.status] : ATTENTION;
@@ -196,9 +227,13 @@ export class RunsPage {
         const qs = this.query(ended, 100);
         if (more && this.nextCursor) qs.set('cursor', this.nextCursor);
         const [page1, running] = await Promise.all([
-          ended.length ? api(`/v1/runs?${qs}`, { signal: ac.signal }) : { items: [], nextCursor: null },
+          ended.length
+            ? /** @type {Promise<import('../api.js').Page<RunSummary>>} */ (api(`/v1/runs?${qs}`, { signal: ac.signal }))
+            : { items: [], nextCursor: null },
           !more && (!this.filters.status || this.filters.status === 'running')
-            ? api(`/v1/runs?${this.query(['running', 'queued'], 50)}`, { signal: ac.signal })
+            ? /** @type {Promise<import('../api.js').Page<RunSummary>>} */ (
+                api(`/v1/runs?${this.query(['running', 'queued'], 50)}`, { signal: ac.signal })
+              )
             : { items: [] },
         ]);
         const rv = await reviews;
@@ -207,14 +242,18 @@ export class RunsPage {
         // one is worth a word on why (a cycle, how many calls are blocked): read their calls. The
         // list's items do not carry per-status call counts.
         const read = [...running.items, ...page1.items.slice(0, 50)];
-        const views = await mapLimit(read, 6, (r) => api(`/v1/runs/${encodeURIComponent(r.id)}`, { signal: ac.signal }).then(summarize));
-        const byId = new Map(views.filter(Boolean).map((v) => [v.id, v]));
+        const views = await mapLimit(read, 6, (r) =>
+          /** @type {Promise<import('../api.js').Run>} */ (api(`/v1/runs/${encodeURIComponent(r.id)}`, { signal: ac.signal })).then(
+            summarize,
+          ),
+        );
+        const byId = new Map(/** @type {RunRow[]} */ (views.filter(Boolean)).map((v) => [v.id, v]));
         items = [...page1.items, ...running.items].map((r) => byId.get(r.id) ?? r);
         cursor = page1.nextCursor;
       } else {
         const qs = this.query(this.filters.status ? [this.filters.status] : [], 50);
         if (more && this.nextCursor) qs.set('cursor', this.nextCursor);
-        const res = await api(`/v1/runs?${qs}`, { signal: ac.signal });
+        const res = /** @type {import('../api.js').Page<RunSummary>} */ (await api(`/v1/runs?${qs}`, { signal: ac.signal }));
         this.setReviews((await reviews).items);
         items = res.items;
         cursor = res.nextCursor;
@@ -230,7 +269,7 @@ export class RunsPage {
       this.nextCursor = cursor;
       errEl.hidden = true;
     } catch (e) {
-      if (e?.name === 'AbortError') return;
+      if (/** @type {{ name?: string }} */ (e)?.name === 'AbortError') return;
       errEl.hidden = false;
       errEl.textContent = `Could not load runs: ${errorText(e)}`;
     } finally {
@@ -240,6 +279,7 @@ export class RunsPage {
     this.schedule();
   }
 
+  /** @param {import('../api.js').Review[]} items  the pending reviews */
   setReviews(items) {
     this.reviewRuns.clear();
     for (const r of items) this.reviewRuns.set(r.runId, (this.reviewRuns.get(r.runId) ?? 0) + 1);
@@ -247,14 +287,14 @@ export class RunsPage {
 
   connect() {
     this.live?.close();
-    const state = this.el.querySelector('.live');
+    const state = find(this.el, '.live');
     const qs = this.filters.tenant ? `?tenant=${encodeURIComponent(this.filters.tenant)}` : '';
     this.live = stream(`/v1/stream${qs}`, {
       onEvent: ({ event, data }) => {
         if (event === 'counts') {
-          this.counts = data.counts;
+          this.counts = /** @type {{ counts: Record<string, number> }} */ (data).counts;
           this.schedule();
-        } else if (event === 'run') this.upsert(data);
+        } else if (event === 'run') this.upsert(/** @type {RunRow} */ (data));
       },
       onState: (s, e) => {
         state.dataset.state = s;
@@ -271,6 +311,7 @@ export class RunsPage {
     });
   }
 
+  /** @param {RunRow} s  a run's summary from the live stream */
   upsert(s) {
     this.streamed.set(s.id, { at: performance.now(), summary: s });
     const row = { ...this.rows.get(s.id), ...s };
@@ -293,6 +334,7 @@ export class RunsPage {
     this.schedule();
   }
 
+  /** @param {RunRow} r */
   matches(r) {
     const f = this.filters;
     if (f.status && r.status !== f.status) return false;
@@ -308,20 +350,20 @@ export class RunsPage {
   render() {
     if (this.destroyed) return;
     const f = this.filters;
-    this.el.querySelector('.attention-toggle').setAttribute('aria-pressed', String(f.attention));
-    this.el.querySelector('.attention-help').hidden = !f.attention;
-    this.el.querySelector('h1').textContent = f.attention ? 'Runs that need attention' : 'Runs';
+    find(this.el, '.attention-toggle').setAttribute('aria-pressed', String(f.attention));
+    find(this.el, '.attention-help').hidden = !f.attention;
+    find(this.el, 'h1').textContent = f.attention ? 'Runs that need attention' : 'Runs';
     if (this.counts) {
       const total = Object.values(this.counts).reduce((a, b) => a + b, 0);
-      this.el.querySelector('.counts').innerHTML =
+      find(this.el, '.counts').innerHTML =
         `<span class="count-total">${plural(total, 'run')}${this.filters.tenant ? ` of ${esc(this.filters.tenant)}` : ''}</span>` +
         RUN_STATUSES.map((s) => {
-          const n = this.counts[s] ?? 0;
+          const n = this.counts?.[s] ?? 0;
           return `<button type="button" class="chip st-${s}${n ? '' : ' zero'}" data-status="${s}" aria-pressed="${f.status === s}"><span aria-hidden="true">${GLYPH[s]}</span> ${label(s)} <b>${n}</b></button>`;
         }).join('');
     }
     const now = Date.now();
-    const ids = [...this.visible].map((id) => this.rows.get(id)).filter(Boolean);
+    const ids = /** @type {RunRow[]} */ ([...this.visible].map((id) => this.rows.get(id)).filter(Boolean));
     ids.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
     const html = ids.slice(0, 500).map((r) => {
       const reasons = attentionReasons(r, this.reviewRuns, now, f.wait)
@@ -349,8 +391,8 @@ export class RunsPage {
         <td class="c-dur">${r.endedAt ? fmtMs(end - Date.parse(r.createdAt)) : `<span class="muted">${fmtMs(end - Date.parse(r.createdAt))} so far</span>`}</td>
       </tr>`;
     });
-    this.el.querySelector('tbody').innerHTML = html.join('');
-    this.el.querySelector('.empty').hidden = !this.loaded || ids.length > 0;
-    this.el.querySelector('.more').hidden = !this.nextCursor;
+    find(this.el, 'tbody').innerHTML = html.join('');
+    find(this.el, '.empty').hidden = !this.loaded || ids.length > 0;
+    find(this.el, '.more').hidden = !this.nextCursor;
   }
 }

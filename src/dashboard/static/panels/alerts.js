@@ -4,22 +4,25 @@
 import { callButton } from '../dom.js';
 import { esc, plural } from '../util.js';
 
-/** The alerts of model `m`, as HTML (empty when there is nothing to say). */
+/**
+ * The alerts of model `m`, as HTML (empty when there is nothing to say).
+ * @param {import('../model.js').RunModel} m  a model with its run
+ */
 export function alertsHtml(m) {
   const out = [];
   const { list } = m.cycles();
   if (list.length) {
     for (const d of list) {
-      out.push(`<div class="alert alert-danger cycle-alert"><p><strong><span aria-hidden="true">∞</span> ${m.run.status === 'deadlocked' ? 'Deadlocked' : 'Cycle'}:</strong> these calls wait on each other, so none of them can ever run:</p>
+      out.push(`<div class="alert alert-danger cycle-alert"><p><strong><span aria-hidden="true">∞</span> ${m.run?.status === 'deadlocked' ? 'Deadlocked' : 'Cycle'}:</strong> these calls wait on each other, so none of them can ever run:</p>
         <p class="cycle-path">${d.callIds.map(callButton).join(' → ')}</p>
         <p class="muted">Their references or <code>after</code> rules form a loop. The calls that depend on them are blocked too; everything else ran. Fix the batch so that one of them goes first, and submit it again.</p></div>`);
     }
-  } else if (m.run.status === 'deadlocked') {
+  } else if (m.run?.status === 'deadlocked') {
     const stuck = m.calls.filter((c) => c.status === 'blocked' && c.blockedBy?.code === 'dependency_blocked');
     out.push(
       `<div class="alert alert-danger"><p><strong><span aria-hidden="true">∞</span> Deadlocked:</strong> nothing could run any more. ${stuck
         .slice(0, 10)
-        .map((c) => `${callButton(c.id)} ${esc(c.blockedBy.message)}`)
+        .map((c) => `${callButton(c.id)} ${esc(c.blockedBy?.message)}`)
         .join('; ')}</p></div>`,
     );
   }
@@ -28,7 +31,7 @@ export function alertsHtml(m) {
     out.push(`<div class="alert alert-warn"><p><strong><span aria-hidden="true">↻</span> Needs a replan:</strong> ${rc.failed.map((f) => `${callButton(f.callId)} failed (${esc(f.error?.code ?? '')})`).join(', ')}.
       ${rc.waiting.length ? `${plural(rc.waiting.length, 'call')} wait for new calls: ${rc.waiting.slice(0, 12).map(callButton).join(' ')}.` : ''}
       ${rc.sideEffects.length ? `Calls with side effects that already ran: ${rc.sideEffects.slice(0, 12).map(callButton).join(' ')}.` : ''}</p>
-      <p class="muted">The agent continues with <code>POST /v1/runs/${esc(m.run.id)}/replan</code>.</p></div>`);
+      <p class="muted">The agent continues with <code>POST /v1/runs/${esc(m.run?.id)}/replan</code>.</p></div>`);
   }
   const other = m.diagnostics.filter((d) => d.code !== 'cycle');
   if (other.length) {

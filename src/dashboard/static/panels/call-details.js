@@ -1,13 +1,17 @@
 // The run page's call details: one call's status, why it is not done, its review, its edges both
 // ways, its attempts (time waiting for a limit, time running, outcome) and its args, output and errors.
 
-import { callButton } from '../dom.js';
+import { callButton, find } from '../dom.js';
 import { badge, esc, fmtMs, json, plural } from '../util.js';
 import { waitHtml, waitText } from '../waiting.js';
 
 /**
  * Shows call `selected` of model `m` in `panel` (hidden when there is none), keeping the panel's scroll
  * and focus. `serverNow()` is the server's clock (for a running attempt); `onClose` is the close button.
+ * @param {HTMLElement} panel
+ * @param {import('../model.js').RunModel} m
+ * @param {string | null} selected
+ * @param {{ serverNow: () => number, onClose: () => void }} options
  */
 export function renderCallDetails(panel, m, selected, { serverNow, onClose }) {
   const c = selected ? m.call(selected) : undefined;
@@ -16,12 +20,16 @@ export function renderCallDetails(panel, m, selected, { serverNow, onClose }) {
     panel.innerHTML = '';
     return;
   }
-  const focused = panel.contains(document.activeElement) ? document.activeElement : null;
+  const focused = panel.contains(document.activeElement) ? /** @type {HTMLElement} */ (document.activeElement) : null;
   const focusKey = focused?.dataset?.open ?? (focused?.tagName === 'H2' ? 'h2' : focused?.classList?.contains('close') ? 'close' : null);
   const keepScroll = panel.scrollTop;
   const r = m.reason(c);
   const ins = m.edges.filter((e) => e.to === c.id);
   const outs = m.edges.filter((e) => e.from === c.id);
+  /**
+   * @param {import('../../../core/calls.js').Edge[]} list
+   * @param {'from' | 'to'} key  the end to name
+   */
   const edgeList = (list, key) =>
     list.length
       ? `<ul class="edges">${list
@@ -50,7 +58,8 @@ export function renderCallDetails(panel, m, selected, { serverNow, onClose }) {
         )
         .join('')}</tbody></table>`
     : '';
-  const block = (title, value, cls = '') => `<h3>${title}</h3><pre class="json ${cls}" tabindex="0">${esc(json(value))}</pre>`;
+  const block = (/** @type {string} */ title, /** @type {unknown} */ value, cls = '') =>
+    `<h3>${title}</h3><pre class="json ${cls}" tabindex="0">${esc(json(value))}</pre>`;
   const why =
     r && c.status !== 'succeeded' && c.status !== 'running'
       ? `<div class="why-box st-${esc(c.status)}">${
@@ -58,8 +67,8 @@ export function renderCallDetails(panel, m, selected, { serverNow, onClose }) {
             ? `<p class="waiting-for"><strong>Waiting${r.since ? ` ${esc(fmtMs(serverNow() - Date.parse(r.since)))}` : ''}</strong> for ${r.waits.map((w) => waitHtml(w, serverNow())).join('; ')}</p>`
             : `<p><strong>${esc(r.code)}</strong>: ${esc(r.text)}</p>`
         }${
-          r.on && r.on !== c.id ? `<p>Waits on ${callButton(r.on)}${m.call(r.on) ? ` — ${badge(m.call(r.on).status)}` : ''}</p>` : ''
-        }${r.cycle ? `<p>Cycle: ${r.cycle.map(callBtn).join(' → ')}</p>` : ''}</div>`
+          r.on && r.on !== c.id ? `<p>Waits on ${callButton(r.on)}${m.call(r.on) ? ` — ${badge(m.call(r.on)?.status ?? '')}` : ''}</p>` : ''
+        }${r.cycle ? `<p>Cycle: ${r.cycle.map(callButton).join(' → ')}</p>` : ''}</div>`
       : '';
   const review = c.review
     ? `<h3>Review</h3><p>${esc(c.review.reason)}${c.review.decision ? ` — decided: <strong>${esc(c.review.decision)}</strong>${c.review.comment ? ` (“${esc(c.review.comment)}”)` : ''}` : ' — <strong>waiting for a decision</strong> (see “Awaiting review” above)'}</p>`
@@ -81,8 +90,9 @@ export function renderCallDetails(panel, m, selected, { serverNow, onClose }) {
     <p class="muted small">Esc closes the details.</p>`;
   panel.hidden = false;
   panel.scrollTop = keepScroll;
-  panel.querySelector('.close').addEventListener('click', onClose);
-  if (focusKey === 'h2') panel.querySelector('h2').focus({ preventScroll: true });
-  else if (focusKey === 'close') panel.querySelector('.close').focus({ preventScroll: true });
-  else if (focusKey) panel.querySelector(`[data-open="${CSS.escape(focusKey)}"]`)?.focus({ preventScroll: true });
+  find(panel, '.close').addEventListener('click', onClose);
+  if (focusKey === 'h2') find(panel, 'h2').focus({ preventScroll: true });
+  else if (focusKey === 'close') find(panel, '.close').focus({ preventScroll: true });
+  else if (focusKey)
+    /** @type {HTMLElement | null} */ (panel.querySelector(`[data-open="${CSS.escape(focusKey)}"]`))?.focus({ preventScroll: true });
 }

@@ -1,5 +1,6 @@
 // The run page's graph panel: the calls laid out by their edges (graph.js), a legend, and zoom.
 
+import { find } from '../dom.js';
 import { GraphView } from '../graph.js';
 import { CALL_STATUSES, GLYPH, label } from '../util.js';
 
@@ -27,24 +28,33 @@ export const GRAPH_SECTION = `<section class="graph-section" aria-labelledby="gr
           </section>`;
 
 export class GraphPanel {
-  /** `section`: the element of GRAPH_SECTION; `onOpen(callId)` when a call is opened from the graph. */
+  /**
+   * `section`: the element of GRAPH_SECTION; `onOpen(callId)` when a call is opened from the graph.
+   * @param {HTMLElement} section
+   * @param {{ onOpen: (callId: string | undefined) => void }} options
+   */
   constructor(section, { onOpen }) {
-    this.view = new GraphView(section.querySelector('.graph'), { onOpen });
-    section.querySelector('.zoom').addEventListener('click', (ev) => {
-      const b = ev.target.closest('button[data-zoom]');
+    this.view = new GraphView(find(section, '.graph'), { onOpen });
+    find(section, '.zoom').addEventListener('click', (ev) => {
+      const b = /** @type {HTMLButtonElement | null} */ (/** @type {Element} */ (ev.target).closest('button[data-zoom]'));
       if (!b) return;
       const z = b.dataset.zoom;
       if (z === 'fit') this.view.fit();
       else this.view.setZoom(z === 'reset' ? 1 : this.view.zoom * (z === 'in' ? 1.25 : 0.8));
-      section.querySelector('.zoom-level').textContent = `${Math.round(this.view.zoom * 100)}%`;
+      find(section, '.zoom-level', HTMLOutputElement).textContent = `${Math.round(this.view.zoom * 100)}%`;
     });
   }
 
-  /** Draws what changed in `model`; true when the graph was laid out again. */
+  /**
+   * Draws what changed in `model`; true when the graph was laid out again.
+   * @param {import('../model.js').RunModel} model
+   * @param {string | null} selected
+   */
   render(model, selected) {
     return this.view.render(model, selected);
   }
 
+  /** @param {string | null} callId */
   focus(callId) {
     this.view.focus(callId);
   }

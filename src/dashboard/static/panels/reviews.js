@@ -2,23 +2,32 @@
 // with edited args, reject, with an optional comment), kept in step with GET /v1/reviews.
 
 import { api } from '../api.js';
-import { el, errorText } from '../dom.js';
+import { el, errorText, find } from '../dom.js';
 import { announce, esc, json } from '../util.js';
+
+/**
+ * A review's form (rendered below), with its controls by name.
+ * @typedef {HTMLElement & { comment: HTMLInputElement, args: HTMLTextAreaElement }} ReviewForm
+ */
 
 export class ReviewsPanel {
   /**
    * `section`: the .reviews element; `runId`: the run; `onDecided(text)` after a decision went
    * through; `onShownOrHidden()` after the panel was shown or hidden.
+   * @param {HTMLElement} section
+   * @param {{ runId: string, onDecided: (text: string) => void, onShownOrHidden: () => void }} options
    */
   constructor(section, { runId, onDecided, onShownOrHidden }) {
     this.section = section;
     this.runId = runId;
     this.onDecided = onDecided;
     this.onShownOrHidden = onShownOrHidden;
+    /** @type {import('../api.js').Review[]} */
     this.reviews = [];
-    section.querySelector('.review-list').addEventListener('submit', (ev) => {
+    find(section, '.review-list').addEventListener('submit', (ev) => {
       ev.preventDefault();
-      this.decide(ev.target, ev.submitter?.value ?? 'approve');
+      const submitter = /** @type {HTMLButtonElement | null} */ (ev.submitter);
+      this.decide(/** @type {ReviewForm} */ (ev.target), submitter?.value ?? 'approve');
     });
   }
 
@@ -28,7 +37,9 @@ export class ReviewsPanel {
 
   async load() {
     try {
-      const res = await api(`/v1/reviews?status=pending&runId=${encodeURIComponent(this.runId)}`);
+      const res = /** @type {import('../api.js').Page<import('../api.js').Review>} */ (
+        await api(`/v1/reviews?status=pending&runId=${encodeURIComponent(this.runId)}`)
+      );
       if (this.destroyed) return;
       this.reviews = res.items;
       this.render();
@@ -37,8 +48,13 @@ export class ReviewsPanel {
     }
   }
 
+  /**
+   * @param {ReviewForm} form
+   * @param {string} decision  the value of the button that sent it
+   */
   async decide(form, decision) {
-    const msg = form.querySelector('.msg');
+    const msg = find(form, '.msg');
+    /** @type {{ decision: string, comment?: string, args?: unknown }} */
     const body = { decision };
     const comment = form.comment.value.trim();
     if (comment) body.comment = comment;
@@ -46,7 +62,7 @@ export class ReviewsPanel {
       try {
         body.args = JSON.parse(form.args.value);
       } catch (e) {
-        msg.textContent = `The args are not valid JSON: ${e.message}`;
+        msg.textContent = `The args are not valid JSON: ${/** @type {SyntaxError} */ (e).message}`;
         form.args.focus();
         return;
       }
@@ -59,7 +75,7 @@ export class ReviewsPanel {
     for (const b of form.querySelectorAll('button')) b.disabled = true;
     msg.textContent = '';
     try {
-      await api(`/v1/reviews/${encodeURIComponent(form.dataset.review)}`, { method: 'POST', body });
+      await api(`/v1/reviews/${encodeURIComponent(/** @type {string} */ (form.dataset.review))}`, { method: 'POST', body });
       const word = decision === 'reject' ? 'Rejected' : decision === 'edit' ? 'Approved with edited args:' : 'Approved';
       announce(`${word} ${form.dataset.call}`);
       this.onDecided(`${word} ${form.dataset.call}.`);
@@ -75,10 +91,13 @@ export class ReviewsPanel {
   /** Adds a form for each new review and removes those of reviews no longer pending (typed text stays). */
   render() {
     const section = this.section;
-    const list = section.querySelector('.review-list');
-    const have = new Set([...list.querySelectorAll('form[data-review]')].map((f) => f.dataset.review));
+    const list = find(section, '.review-list');
+    const have = new Set(
+      [.../** @type {NodeListOf<HTMLFormElement>} */ (list.querySelectorAll('form[data-review]'))].map((f) => f.dataset.review),
+    );
     const want = new Set(this.reviews.map((r) => r.id));
-    for (const f of list.querySelectorAll('form[data-review]')) if (!want.has(f.dataset.review)) f.remove();
+    for (const f of /** @type {NodeListOf<HTMLFormElement>} */ (list.querySelectorAll('form[data-review]')))
+      if (!want.has(/** @type {string} */ (f.dataset.review))) f.remove();
     for (const r of this.reviews) {
       if (have.has(r.id)) continue;
       const fid = `rv-${r.id.replace(/[^A-Za-z0-9_-]/g, '_')}`;

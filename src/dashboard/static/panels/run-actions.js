@@ -2,11 +2,15 @@
 // the header's .action-msg.
 
 import { api } from '../api.js';
-import { errorText } from '../dom.js';
+import { errorText, find } from '../dom.js';
 
-/** Binds the buttons of the run header `head` (the .run-head element) of run `runId`. */
+/**
+ * Binds the buttons of the run header `head` (the .run-head element) of run `runId`.
+ * @param {HTMLElement} head
+ * @param {string} runId
+ */
 export function bindRunActions(head, runId) {
-  const q = (s) => head.querySelector(s);
+  const q = (/** @type {string} */ s) => find(head, s);
   q('.cancel').addEventListener('click', () => {
     q('.confirm').hidden = false;
     q('.cancel').hidden = true;
@@ -21,16 +25,24 @@ export function bindRunActions(head, runId) {
   q('.download').addEventListener('click', () => download(head, runId));
 }
 
-/** Enables cancel while the run is live; once it ended, the confirmation goes away. */
+/**
+ * Enables cancel while the run is live; once it ended, the confirmation goes away.
+ * @param {HTMLElement} head
+ * @param {boolean} ended
+ */
 export function showRunEnded(head, ended) {
-  head.querySelector('.cancel').disabled = ended;
-  if (ended) head.querySelector('.confirm').hidden = true;
-  if (ended) head.querySelector('.cancel').hidden = false;
+  find(head, '.cancel', HTMLButtonElement).disabled = ended;
+  if (ended) find(head, '.confirm').hidden = true;
+  if (ended) find(head, '.cancel').hidden = false;
 }
 
+/**
+ * @param {HTMLElement} head
+ * @param {string} runId
+ */
 async function cancel(head, runId) {
-  const msg = head.querySelector('.action-msg');
-  const yes = head.querySelector('.confirm .yes');
+  const msg = find(head, '.action-msg');
+  const yes = find(head, '.confirm .yes', HTMLButtonElement);
   yes.disabled = true;
   try {
     await api(`/v1/runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST' });
@@ -39,15 +51,19 @@ async function cancel(head, runId) {
     msg.textContent = `Could not cancel: ${errorText(e)}`;
   } finally {
     yes.disabled = false;
-    head.querySelector('.confirm').hidden = true;
-    head.querySelector('.cancel').hidden = false;
+    find(head, '.confirm').hidden = true;
+    find(head, '.cancel').hidden = false;
   }
 }
 
+/**
+ * @param {HTMLElement} head
+ * @param {string} runId
+ */
 async function download(head, runId) {
-  const msg = head.querySelector('.action-msg');
+  const msg = find(head, '.action-msg');
   try {
-    const blob = await api(`/v1/runs/${encodeURIComponent(runId)}/recording`, { as: 'blob' });
+    const blob = /** @type {Blob} */ (await api(`/v1/runs/${encodeURIComponent(runId)}/recording`, { as: 'blob' }));
     const url = URL.createObjectURL(new Blob([blob], { type: 'application/json' }));
     const a = document.createElement('a');
     a.href = url;

@@ -1,27 +1,32 @@
 // The run page's "why calls are not done" panel: blocked calls, calls awaiting review, ready calls
 // waiting for a limit and failed calls, each with its reason and the call it waits on.
 
-import { callButton } from '../dom.js';
+import { callButton, find } from '../dom.js';
 import { badge, esc, fmtMs, label } from '../util.js';
 import { waitHtml } from '../waiting.js';
 
 /**
  * Fills `section` (the .stuck element) from model `m`; hidden when no call is stuck. A ready call
  * names what it waits for and who holds it, with links (`now`: the server's clock).
+ * @param {HTMLElement} section
+ * @param {import('../model.js').RunModel} m
+ * @param {number} [now]
  */
 export function renderStuck(section, m, now = Date.now()) {
+  /** @type {Record<string, import('../model.js').Call[]>} */
   const groups = { blocked: [], awaiting_review: [], ready: [], failed: [] };
   for (const c of m.calls) if (groups[c.status]) groups[c.status].push(c);
-  const item = (c) => {
+  const item = (/** @type {import('../model.js').Call} */ c) => {
     const r = m.reason(c);
     const on =
       r?.on && r.on !== c.id
-        ? ` · <span class="waits">waits on ${callButton(r.on)}${m.call(r.on) ? ` (${esc(label(m.call(r.on).status))})` : ''}</span>`
+        ? ` · <span class="waits">waits on ${callButton(r.on)}${m.call(r.on) ? ` (${esc(label(m.call(r.on)?.status ?? ''))})` : ''}</span>`
         : '';
     if (r?.waits)
       return `<li data-call="${esc(c.id)}">${callButton(c.id)} — <span class="reason-text waiting-for">waiting for ${r.waits.map((w) => waitHtml(w, now)).join('; ')}</span>${r.since ? ` <span class="muted">(waiting ${esc(fmtMs(now - Date.parse(r.since)))})</span>` : ''}</li>`;
     return `<li data-call="${esc(c.id)}">${callButton(c.id)} — <span class="code">${esc(r?.code ?? c.status)}</span>: <span class="reason-text">${esc(r?.text ?? '')}</span>${on}</li>`;
   };
+  /** @type {Record<string, string>} */
   const titles = { blocked: 'Blocked', awaiting_review: 'Awaiting review', ready: 'Ready, waiting for a limit', failed: 'Failed' };
   const html = Object.entries(groups)
     .filter(([, list]) => list.length)
@@ -31,5 +36,5 @@ export function renderStuck(section, m, now = Date.now()) {
     )
     .join('');
   section.hidden = !html;
-  section.querySelector('.stuck-body').innerHTML = html;
+  find(section, '.stuck-body').innerHTML = html;
 }

@@ -2,6 +2,7 @@
 // calls waited for a limit. It is drawn only while it is on screen (or about to be): for a big run it
 // is a large SVG, and below the fold it would only slow the first paint.
 
+import { find } from '../dom.js';
 import { TimelineView, waits } from '../timeline.js';
 import { fmtMs, plural } from '../util.js';
 
@@ -26,10 +27,12 @@ export class TimelinePanel {
   /**
    * `section`: the element of TIMELINE_SECTION; `onOpen(callId)` when a call is opened from the
    * timeline; `onResize()` when its width changed; `onShown()` when it comes on screen.
+   * @param {HTMLElement} section
+   * @param {{ onOpen: (callId: string | undefined) => void, onResize: () => void, onShown: () => void }} options
    */
   constructor(section, { onOpen, onResize, onShown }) {
     this.section = section;
-    this.view = new TimelineView(section.querySelector('.timeline-wrap'), { onOpen, onResize });
+    this.view = new TimelineView(find(section, '.timeline-wrap'), { onOpen, onResize });
     this.visible = false;
     this.observer = new IntersectionObserver(
       (entries) => {
@@ -41,11 +44,15 @@ export class TimelinePanel {
     this.observer.observe(section);
   }
 
-  /** Draws the whole timeline at server time `now`, and the summary of waits above it. */
+  /**
+   * Draws the whole timeline at server time `now`, and the summary of waits above it.
+   * @param {import('../model.js').RunModel} model
+   * @param {number} now
+   */
   render(model, now) {
     this.view.render(model, now);
     const w = waits(model);
-    this.section.querySelector('.tl-summary').textContent = w.count
+    find(this.section, '.tl-summary').textContent = w.longest
       ? `${plural(w.count, 'attempt')} waited for a limit (ready → started), ${fmtMs(w.total)} in all; the longest: ${w.longest.id}, ${fmtMs(w.longest.ms)}.`
       : 'No call waited for a limit.';
   }
