@@ -63,12 +63,12 @@ function restOn(url: string, defaultToken?: string): Rest {
  * A toolgraph API in process, as `toolgraph serve` builds it: the config's MCP servers started, a
  * SQLite file in a temp dir, `/mcp` mounted; listening on 127.0.0.1:0.
  */
-export async function startHttpApi(yaml: string, http?: McpHttpOptions) {
+export async function startHttpApi(yaml: string, http?: McpHttpOptions, o: { db?: string; replica?: string } = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-mcp-http-'));
   const mcp = await startMcp(parseConfig(yaml, 'test.yaml', { env: {}, baseDir: dir }), { logger: memoryLogger() });
   const executor = createExecutors({ mcp: mcp.servers });
-  const store = await openStore(parseStoreValue(path.join(dir, 'toolgraph.db'), 'db'));
-  const service = await openService({ config: mcp.config, store, executor });
+  const store = await openStore(parseStoreValue(o.db ?? path.join(dir, 'toolgraph.db'), 'db'), { poolSize: 4 });
+  const service = await openService({ config: mcp.config, store, executor, ...(o.replica ? { replica: o.replica } : {}) });
   await service.recover();
   const app = buildServer({ service, plugins: [mcpRoutes(http)] });
   await app.listen({ host: '127.0.0.1', port: 0 });
