@@ -16,7 +16,8 @@ import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 import { FS_SERVER } from '../helpers/mcp.js';
-import { startTarget, type McpTarget, type TransportKind } from '../helpers/mcp-client.js';
+import { request } from 'node:http';
+import { startHttpApi, startTarget, type McpTarget, type TransportKind } from '../helpers/mcp-client.js';
 import { ToolServer, type ToolRequest } from '../helpers/toolserver.js';
 import { until } from '../helpers/wait.js';
 
@@ -372,6 +373,39 @@ describe('the key rules', () => {
       await t.close();
       await ts.close();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('open mode (no keys): a client needs no key, its runs are tenant default, and a foreign Host is a 403', async () => {
+    const api = await startHttpApi('tools:\n  - { name: echo, reads: [], writes: [], executor: { kind: builtin, name: echo } }\n');
+    try {
+      const client = new Client({ name: 'open', version: '1' });
+      const transport = new StreamableHTTPClientTransport(new URL(`${api.url}/mcp`));
+      await client.connect(transport);
+      const r = (await client.callTool({ name: 'echo', arguments: { a: 1 } })) as CallToolResult;
+      expect(r.structuredContent).toEqual({ a: 1 });
+      const listed = (await (await fetch(`${api.url}/v1/runs?tag=mcp.session:${transport.sessionId}`)).json()) as {
+        items: { tenant: string }[];
+      };
+      expect(listed.items.map((i) => i.tenant)).toEqual(['default']);
+      await client.close();
+      const { port } = new URL(api.url);
+      const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request(
+          { host: '127.0.0.1', port, path: '/mcp', method: 'POST', headers: { host: 'evil.example', 'content-type': 'application/json' } },
+          (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => (body += c.toString()));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          },
+        );
+        req.on('error', reject);
+        req.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }));
+      });
+      expect(answer.status).toBe(403);
+      expect(JSON.parse(answer.body)).toMatchObject({ error: { code: 'forbidden_host' } });
+    } finally {
+      await api.close();
     }
   });
 
