@@ -24,7 +24,7 @@
 import { randomUUID } from 'node:crypto';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { authenticate } from '../api/auth.js';
+import { authenticate, canSee } from '../api/auth.js';
 import { ApiError } from '../api/errors.js';
 import type { Service } from '../api/service.js';
 import { cancelByTags } from './calls.js';
@@ -90,8 +90,11 @@ function sessionOf(req: FastifyRequest): string {
 export function mcpRoutes(opts: McpHttpOptions = {}): (app: FastifyInstance, service: Service) => void {
   return (app, service) => {
     const order = new ArrivalOrder();
-    /** The tools/call handlers of this replica, by session and request id: what a cancel aborts. */
-    const inFlight = new Map<string, AbortController>();
+    /**
+     * The tools/call handlers of this replica, by session and request id, with the principal that made
+     * each: what a cancel aborts (when its own key may see that principal's runs).
+     */
+    const inFlight = new Map<string, { controller: AbortController; tenant: string | undefined }>();
     const keys = service.config.auth.keys;
 
     app.post(MCP_PATH, async (req: FastifyRequest, reply: FastifyReply) => {
@@ -116,12 +119,14 @@ export function mcpRoutes(opts: McpHttpOptions = {}): (app: FastifyInstance, ser
             const controller = new AbortController();
             // The client gave up on this request: its answer is not sent (the run is cancelled by the handler).
             controller.signal.addEventListener('abort', () => void transport.close(), { once: true });
-            inFlight.set(key, controller);
-            return { signal: controller.signal, end: () => inFlight.get(key) === controller && inFlight.delete(key) };
+            const entry = { controller, tenant: principal.tenant };
+            inFlight.set(key, entry);
+            return { signal: controller.signal, end: () => inFlight.get(key) === entry && inFlight.delete(key) };
           },
           async cancelled(requestId) {
             const local = inFlight.get(slot(requestId));
-            if (local) return local.abort();
+            if (local && (local.tenant === undefined || canSee(principal, local.tenant))) return local.controller.abort();
+            if (local) return;
             await cancelByTags({ service, principal, id: session }, requestId).catch((err: unknown) =>
               req.log.warn({ err, session, requestId }, 'mcp: a cancel found no run to cancel'),
             );
