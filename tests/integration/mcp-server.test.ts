@@ -7,13 +7,15 @@
  * toolgraph_batch with a reference, the client's cancel, the key rules (401 without a key), and every
  * call a run listed under the session's tag. The filesystem server's calls are runs with their graph.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BIN, ROOT } from '../helpers/child.js';
 import { runCli } from '../helpers/cli.js';
 import { FS_SERVER } from '../helpers/mcp.js';
 import { request } from 'node:http';
@@ -409,11 +411,49 @@ describe('the key rules', () => {
     }
   });
 
+  it('toolgraph mcp writes nothing but the protocol to stdout, its logs to stderr', async () => {
+    const ts = await ToolServer.start();
+    const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-mcp-stdout-'));
+    const config = path.join(dir, 'toolgraph.yaml');
+    writeFileSync(config, yamlFor(ts, dir));
+    const child = spawn(process.execPath, [BIN, 'mcp', '--config', config, '--db', path.join(dir, 'x.db')], {
+      cwd: ROOT,
+      env: { ...process.env, TOOLGRAPH_KEY: AGENT, LOG_LEVEL: 'debug' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    try {
+      const send = (m: object) => child.stdin.write(`${JSON.stringify(m)}\n`);
+      send({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+      });
+      send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+      send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'echo', arguments: { hi: 1 } } });
+      await until('the call answered', () => (out.includes('"id":2') ? true : undefined), 60_000);
+      child.stdin.end();
+      await new Promise((resolve) => child.once('exit', resolve));
+      const lines = out.trim().split('\n');
+      expect(lines.map((l) => JSON.parse(l).jsonrpc)).toEqual(['2.0', '2.0']);
+      expect(JSON.parse(lines[1] as string).result.structuredContent).toEqual({ hi: 1 });
+      expect(err).toMatch(/serving MCP on stdio/);
+    } finally {
+      child.kill('SIGKILL');
+      await ts.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('stops toolgraph mcp (exit 2) when the config has keys and TOOLGRAPH_KEY is not set', async () => {
     const ts = await ToolServer.start();
     const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-mcp-auth-'));
     const config = path.join(dir, 'toolgraph.yaml');
-    (await import('node:fs')).writeFileSync(config, yamlFor(ts, dir));
+    writeFileSync(config, yamlFor(ts, dir));
     try {
       const before = process.env.TOOLGRAPH_KEY;
       delete process.env.TOOLGRAPH_KEY;
