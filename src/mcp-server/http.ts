@@ -40,6 +40,9 @@ export interface McpHttpOptions {
 /** A session id as a client may send it back: visible ASCII, bounded (it becomes a tag). */
 const SESSION_ID = /^[\x21-\x7e]{1,128}$/;
 
+/** The most JSON-RPC messages one POST may carry (older clients batch them in an array). */
+const MAX_BATCH = 64;
+
 /** The path of the MCP endpoint. */
 export const MCP_PATH = '/mcp';
 
@@ -99,6 +102,8 @@ export function mcpRoutes(opts: McpHttpOptions = {}): (app: FastifyInstance, ser
 
     app.post(MCP_PATH, async (req: FastifyRequest, reply: FastifyReply) => {
       const principal = authenticate(keys, req.headers.authorization);
+      if (Array.isArray(req.body) && req.body.length > MAX_BATCH)
+        throw new ApiError('invalid_request', `a POST to /mcp carries at most ${MAX_BATCH} JSON-RPC messages, got ${req.body.length}`);
       const init = isInitialize(req.body);
       const session = init ? randomUUID() : sessionOf(req);
       const turn = order.take(session);

@@ -370,6 +370,13 @@ describe('the key rules', () => {
       expect(noSession.status).toBe(400);
       expect(await noSession.json()).toMatchObject({ error: { code: 'invalid_request' } });
       expect((await fetch(`${t.url}/mcp`, { headers: auth })).status).toBe(405);
+      const many = Array.from({ length: 65 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' }));
+      const tooMany = await fetch(`${t.url}/mcp`, {
+        method: 'POST',
+        headers: { ...auth, 'mcp-session-id': t.session },
+        body: JSON.stringify(many),
+      });
+      expect(tooMany.status).toBe(400);
       expect((await fetch(`${t.url}/mcp`, { method: 'DELETE', headers: { ...auth, 'mcp-session-id': t.session } })).status).toBe(204);
     } finally {
       await t.close();
