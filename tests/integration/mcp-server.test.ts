@@ -204,6 +204,19 @@ describe.each<TransportKind>(['http', 'stdio'])('toolgraph as an MCP server over
     expect(Date.parse(readRun.createdAt)).toBeLessThan(Date.parse(wc.endedAt));
   });
 
+  it('serves a write and a read sent in the same tick in their arrival order, never overlapping', async () => {
+    const name = `tick-${kind}`;
+    const [w, r] = [call('write_doc', { name, hold: true }), call('read_doc', { name })];
+    (await ts.next((q) => q.path === '/write' && q.body.args.name === name)).respond({ status: 200, body: { wrote: name } });
+    await Promise.all([w, r]);
+    const [wv, rv] = await Promise.all([run(runIdOf(await w)), run(runIdOf(await r))]);
+    // Whichever arrived first ran first; the other started only once it had ended.
+    const [first, second] = [wv, rv].sort((x, y) => Date.parse(x.calls[0].startedAt) - Date.parse(y.calls[0].startedAt));
+    expect(Date.parse(second.calls[0].startedAt)).toBeGreaterThanOrEqual(Date.parse(first.calls[0].endedAt));
+    // One pipe (stdio) keeps the client's order: the write arrives first.
+    if (kind === 'stdio') expect(Date.parse(rv.calls[0].startedAt)).toBeGreaterThanOrEqual(Date.parse(wv.calls[0].endedAt));
+  });
+
   it('holds a tool limit across concurrent calls: never more than 2 at once, and 2 reached; the waiting calls hear why', async () => {
     mostSlow = 0;
     const progress: string[] = [];
