@@ -8,7 +8,7 @@
  * While it waits, a client that asked for progress (`_meta.progressToken`) hears why: the limit or
  * lock the call waits for, a review, the start, a retry; and again every `progressIntervalMs`, so a
  * client that resets its timeout on progress keeps waiting for a review. The client's cancel cancels
- * the run.
+ * the run, and so does a client that goes away (the SDK aborts the handlers of a closed connection).
  */
 import type { CallToolResult, ProgressNotification } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
