@@ -15,7 +15,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, ROOT } from '../helpers/child.js';
+import { BIN, ROOT, startServer } from '../helpers/child.js';
 import { runCli } from '../helpers/cli.js';
 import { FS_SERVER } from '../helpers/mcp.js';
 import { request } from 'node:http';
@@ -352,7 +352,7 @@ describe.each<TransportKind>(['http', 'stdio'])('toolgraph as an MCP server over
   });
 });
 
-describe('the key rules', () => {
+describe('the endpoint and the key rules', () => {
   it('answers /mcp without a key 401, and a client without a key cannot connect', async () => {
     const ts = await ToolServer.start();
     const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-mcp-auth-'));
@@ -428,6 +428,28 @@ describe('the key rules', () => {
       expect(JSON.parse(answer.body)).toMatchObject({ error: { code: 'forbidden_host' } });
     } finally {
       await api.close();
+    }
+  });
+
+  it('toolgraph serve answers MCP at /mcp: a client connects, and its call is a run with its graph', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-mcp-serve-'));
+    const config = path.join(dir, 'toolgraph.yaml');
+    writeFileSync(config, 'tools:\n  - { name: echo, reads: [], writes: [], executor: { kind: builtin, name: echo } }\n');
+    const server = await startServer({ config, db: path.join(dir, 'x.db') });
+    try {
+      const client = new Client({ name: 'serve', version: '1' });
+      const transport = new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`));
+      await client.connect(transport);
+      const r = (await client.callTool({ name: 'echo', arguments: { via: 'serve' } })) as CallToolResult;
+      expect(r.structuredContent).toEqual({ via: 'serve' });
+      const graph = (await (await fetch(`${server.url}/v1/runs/${runIdOf(r)}/graph`)).json()) as { nodes: unknown[] };
+      expect(graph.nodes).toEqual([{ id: expect.stringMatching(/^mcp-/), tool: 'echo', status: 'succeeded' }]);
+      const listed = (await (await fetch(`${server.url}/v1/runs?tag=mcp.session:${transport.sessionId}`)).json()) as { items: unknown[] };
+      expect(listed.items.length).toBe(1);
+      await client.close();
+    } finally {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
