@@ -55,8 +55,6 @@ export interface CallRequest {
   turn?: Promise<void>;
   /** Called once the run is submitted (or refused): the session's next request may go. */
   submitted?: () => void;
-  /** Called with the run's id once it is submitted. */
-  onRun?: (runId: string) => void;
 }
 
 const BatchArgsSchema = z.strictObject({ calls: CallsSchema.min(1), failure: FailureSchema.optional() });
@@ -182,10 +180,12 @@ async function untilEnded(s: McpSession, run: RunView, signal: AbortSignal): Pro
 }
 
 /**
- * A refused `toolgraph_batch` keeps its error as text only: clients check any structured content
- * against the tool's output schema, error or not.
+ * A refusal as the request's tool answers it: a refused `toolgraph_batch` keeps its error as text
+ * only, since clients check any structured content against the tool's output schema, error or not.
  */
-function withoutStructured({ structuredContent: _s, ...rest }: CallToolResult): CallToolResult {
+function refusal(r: CallRequest, result: CallToolResult): CallToolResult {
+  if (r.name !== BATCH_TOOL) return result;
+  const { structuredContent: _s, ...rest } = result;
   return rest;
 }
 
@@ -200,26 +200,25 @@ export async function runToolCall(s: McpSession, r: CallRequest): Promise<CallTo
   let run: RunView;
   try {
     const sub = submissionOf(s, r);
-    if (!sub.ok) return r.name === BATCH_TOOL ? withoutStructured(sub.result) : sub.result;
+    if (!sub.ok) return refusal(r, sub.result);
     if (r.turn) await r.turn;
+    if (r.signal.aborted)
+      return refusal(r, refusedResult('cancelled', 'the client cancelled the call before it was submitted: no run was made'));
     run = (await s.service.submitGrouped(s.principal, sub.request)).run;
   } catch (err) {
     const answer = httpErrorOf(err);
     if (answer.unexpected) s.logger?.error({ err }, 'mcp: a tools/call could not be submitted');
-    const refused = refusedResult(answer.body.error.code, answer.body.error.message, answer.headers['retry-after']);
-    return r.name === BATCH_TOOL ? withoutStructured(refused) : refused;
+    return refusal(r, refusedResult(answer.body.error.code, answer.body.error.message, answer.headers['retry-after']));
   } finally {
     release();
   }
-  r.onRun?.(run.id);
   const stop = followProgress(s, r, run.id);
   try {
     const view = await untilEnded(s, run, r.signal);
     if (!isEnded(view.status)) {
       // The client cancelled: so is the run (its running call is aborted, DESIGN §6).
       await s.service.cancel(s.principal, run.id).catch((err: unknown) => s.logger?.warn({ err, runId: run.id }, 'mcp: cancel failed'));
-      const cancelled = refusedResult('cancelled', `the client cancelled the call; run ${run.id} is cancelled`);
-      return r.name === BATCH_TOOL ? withoutStructured(cancelled) : cancelled;
+      return refusal(r, refusedResult('cancelled', `the client cancelled the call; run ${run.id} is cancelled`));
     }
     return r.name === BATCH_TOOL ? batchResult(view) : callResult(view, s.service.config.catalog.get(r.name));
   } finally {
