@@ -18,7 +18,9 @@ import { startMcp } from '../../src/mcp/runtime.js';
 import { mcpRoutes, type McpHttpOptions } from '../../src/mcp-server/http.js';
 import { openStore, parseStoreValue } from '../../src/store/select.js';
 import { BIN, ROOT } from './child.js';
-import { memoryLogger } from './mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { FS_SERVER, memoryLogger } from './mcp.js';
+import type { ToolServer } from './toolserver.js';
 
 export type TransportKind = 'http' | 'stdio';
 
@@ -157,3 +159,85 @@ export async function startStdioTarget(o: TargetOptions): Promise<McpTarget> {
 export function startTarget(kind: TransportKind, o: TargetOptions): Promise<McpTarget> {
   return kind === 'http' ? startHttpTarget(o) : startStdioTarget(o);
 }
+
+/** The keys of `catalogYaml`: an agent of tenant acme and an operator. */
+export const AGENT = 'agent-key-1234';
+export const OPERATOR = 'operator-key-1234';
+
+/**
+ * The tests' config: the filesystem MCP server on `dir` (writes and reads per file), http tools on `ts`
+ * (`write_doc` and `read_doc` of one `doc:{name}`, `slow` with concurrency 2, `launch` dangerous and
+ * reviewed, `rm_doc` denied by policy), builtin `echo`, and the two keys.
+ */
+export function yamlFor(ts: ToolServer, dir: string): string {
+  const http = (p: string) => `{ kind: http, url: "${ts.url(p)}" }`;
+  const doc = '{ type: object, properties: { name: { type: string }, hold: { type: boolean } }, required: [name] }';
+  return `
+mcp:
+  servers:
+    - name: fs
+      command: ${JSON.stringify(process.execPath)}
+      args: [${JSON.stringify(FS_SERVER)}, ${JSON.stringify(dir)}]
+      trustAnnotations: true
+      tools:
+        write_file: { writes: ["file:{path}"] }
+        read_text_file: { reads: ["file:{path}"] }
+tools:
+  - name: write_doc
+    description: Writes a document
+    input: ${doc}
+    reads: []
+    writes: ["doc:{name}"]
+    risk: write
+    executor: ${http('/write')}
+  - name: read_doc
+    description: Reads a document
+    input: ${doc}
+    reads: ["doc:{name}"]
+    risk: read
+    idempotent: true
+    executor: ${http('/read')}
+  - name: slow
+    description: Works until released
+    input: { type: object }
+    reads: []
+    writes: []
+    risk: read
+    concurrency: 2
+    executor: ${http('/slow')}
+  - name: launch
+    description: Launches (dangerous)
+    input: { type: object, properties: { target: { type: string } }, required: [target] }
+    reads: []
+    writes: ["launch:{target}"]
+    risk: dangerous
+    executor: ${http('/launch')}
+  - name: rm_doc
+    input: { type: object }
+    reads: []
+    writes: ["doc:{name}"]
+    executor: ${http('/rm')}
+  - name: echo
+    input: { type: object }
+    reads: []
+    writes: []
+    idempotent: true
+    executor: { kind: builtin, name: echo }
+policy:
+  rules:
+    - match: { risk: dangerous }
+      review: true
+    - match: { tool: "rm_*" }
+      deny: nothing is removed here
+auth:
+  keys:
+    - { key: ${AGENT}, tenant: acme, role: agent }
+    - { key: ${OPERATOR}, tenant: ops, role: operator }
+defaults: { timeoutMs: 20000 }
+`;
+}
+
+/** The text of a result's first content. */
+export const text = (r: CallToolResult) => (r.content[0] as { text: string }).text;
+/** The run behind a result. */
+export const runIdOf = (r: CallToolResult) => (r._meta as Record<string, string>)['toolgraph/runId'] as string;
