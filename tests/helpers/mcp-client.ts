@@ -24,9 +24,7 @@ import type { ToolServer } from './toolserver.js';
 
 export type TransportKind = 'http' | 'stdio';
 
-export interface Rest {
-  (method: string, p: string, opts?: { json?: unknown; token?: string }): Promise<{ status: number; body: any }>;
-}
+export type Rest = (method: string, p: string, opts?: { json?: unknown; token?: string }) => Promise<{ status: number; body: any }>;
 
 export interface McpTarget {
   kind: TransportKind;
