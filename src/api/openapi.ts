@@ -264,6 +264,26 @@ function buildDocument(): Record<string, unknown> {
         responses: { '200': { description: 'Replicas', content: content(ReplicasSchema) }, ...errors(401, 403, 503) },
       },
     },
+    '/mcp': {
+      post: {
+        summary: 'The Model Context Protocol (Streamable HTTP): toolgraph as an MCP server',
+        description:
+          'A JSON-RPC message of MCP (initialize, tools/list, tools/call, notifications), answered as MCP says, in JSON or as ' +
+          'Server-Sent Events. `initialize` answers with the session id in the `Mcp-Session-Id` header; every later request ' +
+          'carries it. tools/list is the catalog plus toolgraph_batch; each tools/call is a run tagged `mcp.session`. ' +
+          'See docs/mcp-server.md.',
+        requestBody: { required: true, content: { 'application/json': { schema: { type: 'object' } } } },
+        responses: {
+          '200': { description: 'The JSON-RPC answer (application/json or text/event-stream)' },
+          '202': { description: 'A notification or response, accepted' },
+          ...errors(400, 401, 403, 406, 415),
+        },
+      },
+      delete: {
+        summary: 'Ends an MCP session (it holds nothing: 204)',
+        responses: { '204': { description: 'Ended' }, ...errors(400, 401) },
+      },
+    },
     '/healthz': { get: { summary: 'Liveness', security: [], responses: { '200': { description: 'OK' } } } },
     '/metrics': {
       get: { summary: 'Prometheus metrics', security: [], responses: { '200': { description: 'Metrics in the Prometheus text format' } } },

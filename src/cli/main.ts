@@ -19,6 +19,7 @@ Usage:
   toolgraph replay REC.json|DIR... [--config FILE] [--tolerance MS] [--json] [--junit OUT.xml]
   toolgraph bench  [--quick] [--out FILE]
   toolgraph tools  [--config FILE] [--format table|json|openai|anthropic]
+  toolgraph mcp    [--config FILE] [--db FILE] [--port N]   (an MCP server on stdio; TOOLGRAPH_KEY with auth.keys)
 
 Without --config, a demo catalog of builtin tools is used.`;
 
@@ -36,6 +37,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   replay: () => loadCommand('./replay.js', 'replayCommand'),
   bench: () => loadCommand('./bench.js', 'benchCommand'),
   tools: () => loadCommand('./tools.js', 'toolsCommand'),
+  mcp: () => loadCommand('./mcp-stdio.js', 'mcpCommand'),
 };
 
 export async function main(argv: string[], io: Io = defaultIo): Promise<number> {

@@ -16,6 +16,7 @@ import type { Store } from '../store/types.js';
 import { readConfig, UsageError } from './input.js';
 import { parseOptions, type Io } from './options.js';
 import { startCliMcp } from './mcp.js';
+import { mcpRoutes } from '../mcp-server/http.js';
 
 export async function serveCommand(args: string[], io: Io): Promise<number> {
   const { values, positionals } = parseOptions(args, {
@@ -105,7 +106,7 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     throw new UsageError(`${dbFile}: cannot resume the unfinished runs: ${(e as Error).message}`);
   }
   const { dashboardRoutes } = await import('../dashboard/routes.js').catch(() => ({ dashboardRoutes: undefined }));
-  const app = buildServer({ service, logger, ...(dashboardRoutes ? { plugins: [dashboardRoutes] } : {}) });
+  const app = buildServer({ service, logger, plugins: [...(dashboardRoutes ? [dashboardRoutes] : []), mcpRoutes()] });
   try {
     await app.listen({ host, port });
   } catch (e) {
@@ -130,7 +131,9 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     },
     'toolgraph listening',
   );
-  io.err(`toolgraph serving http://${host.includes(':') ? `[${host}]` : host}:${actualPort} (dashboard at /, API reference at /docs)\n`);
+  io.err(
+    `toolgraph serving http://${host.includes(':') ? `[${host}]` : host}:${actualPort} (dashboard at /, API reference at /docs, MCP at /mcp)\n`,
+  );
 
   return new Promise<number>((resolve) => {
     let stopping = false;

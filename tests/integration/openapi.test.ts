@@ -13,6 +13,7 @@ import { buildServer } from '../../src/api/server.js';
 import { Service } from '../../src/api/service.js';
 import { loadConfig } from '../../src/config/load.js';
 import { createMemoryStore } from '../../src/store/memory.js';
+import { mcpRoutes } from '../../src/mcp-server/http.js';
 import { OPENAPI_YAML, openApiYaml } from '../../scripts/openapi.js';
 
 /** The routes of DESIGN §7's table. */
@@ -59,7 +60,8 @@ describe('openapi.yaml, /openapi.json and /docs', () => {
 
   beforeAll(async () => {
     service = new Service({ config: loadConfig(), store: createMemoryStore() });
-    app = buildServer({ service });
+    // As `toolgraph serve` mounts it: with /mcp (src/mcp-server).
+    app = buildServer({ service, plugins: [mcpRoutes()] });
     await app.listen({ host: '127.0.0.1', port: 0 });
     base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   });

@@ -140,11 +140,18 @@ describe('docs/', () => {
     );
     const cli = [...commands().filter((c) => /(^|\s)npx toolgraph |^toolgraph /.test(c.cmd)), ...inline];
     expect(cli.length).toBeGreaterThanOrEqual(8);
+    // The module of each subcommand, as src/cli/main.ts loads it (`mcp` lives in mcp-stdio.ts), else <name>.ts.
+    const modules = new Map(
+      [...readFileSync(path.join(ROOT, 'src/cli/main.ts'), 'utf8').matchAll(/(\w+): \(\) => loadCommand\('\.\/([\w-]+)\.js'/g)].map((m) => [
+        m[1] as string,
+        m[2] as string,
+      ]),
+    );
     const wrong: string[] = [];
     for (const { where, cmd } of cli) {
       const w = words(cmd.slice(cmd.search(/(?<=^|\s)(npx )?toolgraph /)).replace(/^npx /, ''));
       const sub = w[1] as string;
-      const file = path.join(ROOT, 'src/cli', `${sub}.ts`);
+      const file = path.join(ROOT, 'src/cli', `${modules.get(sub) ?? sub}.ts`);
       if (!existsSync(file)) {
         wrong.push(`${where}: no subcommand "${sub}"`);
         continue;

@@ -125,6 +125,7 @@ const LAYERS: Record<string, number> = {
   client: 6,
   dashboard: 6,
   bench: 7,
+  'mcp-server': 7,
   cli: 8,
   'index.ts': 8,
 };
