@@ -58,7 +58,11 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   const replica = (values['replica-id'] as string | undefined) ?? `${hostname()}-${process.pid}`;
   let store: Store;
   try {
-    store = await openStore(choice, { poolSize: config.store.poolSize });
+    store = await openStore(choice, {
+      poolSize: config.store.poolSize,
+      // A connection fault never ends the process (store/pg-pool.ts): the pool opens another.
+      onConnectionError: (err) => logger.warn({ err: err.message }, 'a database connection failed; it is replaced'),
+    });
   } catch (e) {
     await mcp.close();
     throw new UsageError(`${dbFile}: cannot open the database: ${(e as Error).message}`);
