@@ -17,6 +17,9 @@ import { readConfig, UsageError } from './input.js';
 import { parseOptions, type Io } from './options.js';
 import { startCliMcp } from './mcp.js';
 
+/** After SIGTERM, how long past `--drain-ms` the server may take to close before it exits anyway (ms). */
+const STOP_GRACE_MS = 5000;
+
 export async function serveCommand(args: string[], io: Io): Promise<number> {
   const { values, positionals } = parseOptions(args, {
     config: { type: 'string' },
@@ -136,11 +139,19 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   );
   io.err(`toolgraph serving http://${host.includes(':') ? `[${host}]` : host}:${actualPort} (dashboard at /, API reference at /docs)\n`);
 
+  // A reader that went away (a closed pipe: EPIPE) must not end the server, nor hold its exit.
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = async (signal: string) => {
       if (stopping) return;
       stopping = true;
+      // Whatever holds the process (a database that does not answer a goodbye, a child that lingers),
+      // it ends within its drain time and a few seconds; unref'd, so it never keeps it alive itself.
+      setTimeout(() => {
+        logger.warn({ signal, drainMs }, 'did not stop within the drain time and 5 s: exiting now');
+        process.exit(1);
+      }, drainMs + STOP_GRACE_MS).unref();
       logger.info({ signal, drainMs }, 'shutting down: no new runs; letting running calls finish');
       const closing = app.close();
       await service.close({ drainMs });
