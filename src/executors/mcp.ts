@@ -14,6 +14,7 @@
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { callError } from '../core/errors.js';
+import { OUTPUT_TOO_LARGE_RPC } from '../contract/mcp-codes.js';
 import type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
 import { budgetOf, cancelledResult, messageOf, timeoutResult, toolError } from './deadline.js';
 
@@ -27,11 +28,6 @@ export interface McpCaller {
 const UNAVAILABLE = 'McpUnavailableError';
 /** JSON-RPC error code of the SDK's own request timeout. */
 const REQUEST_TIMEOUT = -32001;
-/**
- * JSON-RPC error code of an answer the connection dropped for its size (src/mcp/frames.ts): past the
- * server's `maxOutputBytes`, so the call fails `output_too_large`, as any output past its cap does.
- */
-export const OUTPUT_TOO_LARGE_RPC = -32099;
 
 /** The JSON-RPC error code of an SDK `McpError`, if it is one. */
 function rpcCode(err: unknown): number | undefined {

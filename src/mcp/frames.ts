@@ -15,7 +15,7 @@
 import { deserializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 
-import { OUTPUT_TOO_LARGE_RPC } from '../executors/mcp.js';
+import { OUTPUT_TOO_LARGE_RPC } from '../contract/mcp-codes.js';
 
 export { OUTPUT_TOO_LARGE_RPC };
 
