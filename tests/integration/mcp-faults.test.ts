@@ -30,7 +30,7 @@ mcp:
   const pidOf = async () => {
     const view = await tg.run([{ id: 'p', tool: 't__pid', args: {} }]);
     expect(view.status).toBe('succeeded');
-    return (view.calls[0]?.output as { pid: number }).pid;
+    return (view.calls[0]?.output as { pid: number } | undefined)?.pid;
   };
 
   it('an answer of 12 MB fails its call output_too_large; a call in flight beside it succeeds; the same process answers next', async () => {
