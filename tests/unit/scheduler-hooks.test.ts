@@ -296,6 +296,18 @@ describe('before_call hooks', () => {
 });
 
 describe('after_call hooks', () => {
+  it('an output replaced past limits.maxOutputBytes fails the call output_too_large', () => {
+    const r = hooked({
+      tools: [tool('t')],
+      hooks: [after('redact', { tool: 't' })],
+      limits: { maxOutputBytes: 50 },
+      answers: { 'after_call/a': { decision: 'replace', output: { blob: 'y'.repeat(100) } } },
+    });
+    r.submit(0, { calls: [{ id: 'a', tool: 't', args: { out: { small: 1 } } }] });
+    r.run();
+    expect(errorOf(r.events, 'a')).toMatchObject({ code: 'output_too_large', details: { maxBytes: 50 } });
+  });
+
   it('replace: dependents and the results see the new output; the attempt keeps its own duration', () => {
     const r = hooked({
       tools: [tool('t')],
