@@ -114,6 +114,14 @@ function dbName(url: string): string {
   return new URL(url).pathname.slice(1);
 }
 
+/** One line of figures for the log: answers by status, and the slowest (ms). */
+function figures(what: string, answers: readonly Answer[]): void {
+  const by = new Map<number, number>();
+  for (const a of answers) by.set(a.status, (by.get(a.status) ?? 0) + 1);
+  const slowest = Math.max(0, ...answers.map((a) => a.ms));
+  console.info(`${what}: ${[...by].map(([s, n]) => `${n}×${s}`).join(', ')}; slowest ${slowest} ms`);
+}
+
 /** Every answer a 201 or a 503 store_unavailable; no process exited; every accepted run ended. */
 async function expectSound(c: TestCluster, answers: readonly Answer[]): Promise<string[]> {
   const odd = answers.filter((a) => !(a.status === 201 || (a.status === 503 && a.code === 'store_unavailable')));
@@ -169,6 +177,7 @@ describe('PostgreSQL faults under load', () => {
         const l = load(c, 60);
         const ended = await terminateLoop(pgc, dbName(c.db), 700, 8000);
         await l.stop();
+        figures(`terminated ${ended} backends, ${replicas} replica(s)`, l.answers);
         expect(ended).toBeGreaterThan(10);
         expect(l.answers.filter((a) => a.status === 201).length).toBeGreaterThan(10);
         await expectSound(c, l.answers);
@@ -204,11 +213,14 @@ describe('PostgreSQL faults under load', () => {
       const back = writesBack(c, 5000);
       await l.stop();
       const inFreeze = l.answers.filter((a) => a.sentAt >= frozenAt && a.sentAt < thawedAt);
+      figures('sent during the freeze', inFreeze);
       expect(inFreeze.length).toBeGreaterThan(20);
       const slow = inFreeze.filter((a) => a.ms > BOUND_MS + SLACK_MS);
       expect(slow, JSON.stringify(slow.slice(0, 5))).toEqual([]);
       expect(inFreeze.filter((a) => a.status === 503).length).toBeGreaterThan(0);
-      expect(await back).toBeLessThan(5000);
+      const backMs = await back;
+      console.info(`writes back ${backMs} ms after SIGCONT`);
+      expect(backMs).toBeLessThan(5000);
       await expectSound(c, l.answers);
     } finally {
       pgc.signal('SIGCONT');
@@ -234,6 +246,7 @@ describe('PostgreSQL faults under load', () => {
       const back = writesBack(c, 5000);
       await l.stop();
       const during = l.answers.filter((a) => a.sentAt >= lockedAt && a.sentAt < freedAt);
+      figures('sent while the pool was exhausted', during);
       expect(during.filter((a) => a.status === 503).length).toBeGreaterThan(0);
       const slow = during.filter((a) => a.ms > BOUND_MS + SLACK_MS);
       expect(slow, JSON.stringify(slow.slice(0, 5))).toEqual([]);
