@@ -79,7 +79,7 @@ export function httpErrorOf(err: unknown): HttpError {
   // A driver's error that reached the API as it is (a connection terminated, the pool's connect bound,
   // a statement past its bound): the store is away, not a bug (DESIGN §7 Faults).
   if (isUnavailableError(err)) return storeUnavailable();
-  const f = err as Partial<FastifyError>;
+  const f = (err ?? {}) as Partial<FastifyError>;
   const code = f.code === undefined ? undefined : TRANSLATED.fastify[f.code];
   if (code) return answer(code, f.message ?? code);
   // Another 4xx that Fastify raised for a request it refused: bad input, under Fastify's status.
