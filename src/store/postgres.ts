@@ -19,7 +19,7 @@
 import pg from 'pg';
 import { storedEvent, type RunEvent } from '../core/events.js';
 import { planBatch, type StoredState } from './batch.js';
-import { StoreError } from './errors.js';
+import { isUnavailableError, StoreError } from './errors.js';
 import { appendStatement } from './postgres-append.js';
 import { migratePostgres } from './postgres-migrate.js';
 import { createPgPool, PG_BOUNDS } from './pg-pool.js';
@@ -42,9 +42,6 @@ export interface PostgresStoreOptions {
   /** Told of each connection fault (a terminated backend, a lost socket); the store goes on. */
   onConnectionError?: (err: Error) => void;
 }
-
-/** SQLSTATE classes that mean the server or the connection is in trouble, not the statement. */
-const UNAVAILABLE_STATES = /^(08|53|57|58)/;
 
 /**
  * Opens the pool, checks that the server answers and migrates it. Rejects with `store_unavailable`
@@ -92,7 +89,8 @@ function classify(err: unknown, where: string): unknown {
   if (err instanceof StoreError) return err;
   const code = (err as { code?: unknown } | null)?.code;
   const sqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
-  if (sqlState !== undefined && !UNAVAILABLE_STATES.test(sqlState)) return err;
+  // The SQLSTATE classes are read in one place (errors.ts); an error without one is the driver's: the server is away.
+  if (sqlState !== undefined && !isUnavailableError(err)) return err;
   const reason = (err as Error | null)?.message ?? String(err);
   return new StoreError('store_unavailable', `PostgreSQL at ${where} cannot be reached: ${reason}`);
 }
