@@ -10,6 +10,9 @@ import { defineConfig } from 'vitest/config';
 // The unit files run in threads that share one module graph (isolate: false), which halves the suite's
 // CPU time (src/ is loaded once, not once per file); so a unit test must not mock modules
 // (vi.mock), fake timers or change globals without restoring them.
+//
+// Every integration file fails if a `toolgraph serve` it started is left after its last hook
+// (tests/helpers/no-leftovers.ts).
 
 /**
  * The integration files that run on both stores (the store suite and the replica tests pick their
@@ -34,7 +37,15 @@ export default defineConfig({
     hookTimeout: 60_000,
     projects: [
       { extends: true, test: { name: 'unit', include: ['tests/unit/**/*.test.ts'], pool: 'threads', isolate: false } },
-      { extends: true, test: { name: 'integration', include: ['tests/**/*.test.ts'], exclude: ['tests/unit/**'] } },
+      {
+        extends: true,
+        test: {
+          name: 'integration',
+          include: ['tests/**/*.test.ts'],
+          exclude: ['tests/unit/**'],
+          setupFiles: ['tests/helpers/no-leftovers.ts'],
+        },
+      },
       {
         extends: true,
         test: {
@@ -42,6 +53,7 @@ export default defineConfig({
           include: ON_BOTH_STORES,
           env: { TOOLGRAPH_TEST_STORE: 'postgres' },
           globalSetup: ['tests/helpers/postgres-global.ts'],
+          setupFiles: ['tests/helpers/no-leftovers.ts'],
         },
       },
     ],

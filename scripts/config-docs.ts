@@ -169,6 +169,10 @@ const NOTES: Record<string, { d: string; e?: unknown }> = {
     d: "A call's output, as compact JSON UTF-8 bytes; past it the call fails `output_too_large` (a tool's `maxOutputBytes` overrides it).",
     e: 4194304,
   },
+  'limits.hooksInFlight': {
+    d: 'Hook requests (`hooks`) running at once in a process: the calls whose hooks come beyond it wait their turn, first come first served, as for any limit (their wait counts in no `timeoutMs`).',
+    e: 64,
+  },
   'tools[].maxOutputBytes': { d: "This tool's output cap (overrides `limits.maxOutputBytes`).", e: 1048576 },
   store: { d: 'Where runs are kept: SQLite (the default, `server.db`) or PostgreSQL for several replicas.' },
   'store.url': {

@@ -2,11 +2,13 @@
  * Errors to HTTP, in one place. `ApiError` is an error the API raises itself, with a code of the
  * catalog (contract/errors.ts), which gives its status. `httpErrorOf` is what the one Fastify error
  * handler (server.ts) answers for any error: an `ApiError` as it is; an error raised below the API
- * (the scheduler's, the store's, Fastify's own) translated by `TRANSLATED`; anything else a logged 500.
+ * (the scheduler's, the store's, Fastify's own) translated by `TRANSLATED`; a database driver's error that
+ * means the store is away (store/errors.ts `isUnavailableError`) a `503 store_unavailable`; anything else a
+ * logged 500.
  */
 import type { FastifyError } from 'fastify';
 import { SchedulerError } from '../core/scheduler.js';
-import { StoreError, type StoreErrorCode } from '../store/errors.js';
+import { isUnavailableError, StoreError, type StoreErrorCode } from '../store/errors.js';
 import { API_ERRORS, errorBody, type ApiErrorCode } from '../contract/errors.js';
 
 export { errorBody, type ApiErrorCode };
@@ -71,11 +73,13 @@ export function httpErrorOf(err: unknown): HttpError {
   if (err instanceof SchedulerError) return answer(TRANSLATED.scheduler[err.code], err.message);
   if (err instanceof StoreError) {
     const code = TRANSLATED.store[err.code];
-    if (code === 'store_unavailable')
-      return answer(code, 'the store cannot be reached now; retry later', undefined, { 'retry-after': STORE_RETRY_AFTER });
+    if (code === 'store_unavailable') return storeUnavailable();
     return code ? answer(code, err.message) : answer('internal', UNEXPECTED);
   }
-  const f = err as Partial<FastifyError>;
+  // A driver's error that reached the API as it is (a connection terminated, the pool's connect bound,
+  // a statement past its bound): the store is away, not a bug (DESIGN §7 Faults).
+  if (isUnavailableError(err)) return storeUnavailable();
+  const f = (err ?? {}) as Partial<FastifyError>;
   const code = f.code === undefined ? undefined : TRANSLATED.fastify[f.code];
   if (code) return answer(code, f.message ?? code);
   // Another 4xx that Fastify raised for a request it refused: bad input, under Fastify's status.
@@ -83,6 +87,10 @@ export function httpErrorOf(err: unknown): HttpError {
     return { ...answer('invalid_request', f.message ?? 'invalid request'), status: f.statusCode };
   }
   return answer('internal', UNEXPECTED);
+}
+
+function storeUnavailable(): HttpError {
+  return answer('store_unavailable', 'the store cannot be reached now; retry later', undefined, { 'retry-after': STORE_RETRY_AFTER });
 }
 
 /** `Retry-After` (seconds) of a `503 store_unavailable`: the engine tries the store again every second. */

@@ -167,7 +167,10 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
     const path = req.url.split('?')[0] as string;
     // A path that exists under other methods is a 405 with the methods it takes, not a 404.
     const allow = METHODS.filter((m) => m !== req.method && app.findRoute({ method: m, url: path }) !== null);
-    if (allow.length > 0) {
+    // GET and HEAD are one route: a GET (or HEAD) that its route answered "not found" (a missing file
+    // under /docs/static/) is a 404, not a 405 that says "use HEAD".
+    const read = req.method === 'GET' || req.method === 'HEAD';
+    if (allow.length > 0 && !(read && allow.some((m) => m === 'GET' || m === 'HEAD'))) {
       const message = `${req.method} is not allowed on ${path}; use ${allow.join(' or ')}`;
       return sendError(reply, httpErrorOf(new ApiError('method_not_allowed', message, undefined, { allow: allow.join(', ') })));
     }

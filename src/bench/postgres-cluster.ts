@@ -14,7 +14,7 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -33,6 +33,11 @@ export interface TestPostgres {
   pause(mode?: 'fast' | 'immediate'): void;
   /** Starts it again on the same port. */
   resume(): void;
+  /**
+   * Sends `signal` to the server's processes, the postmaster and its children (`SIGSTOP`: a frozen
+   * server that holds its connections open and answers nothing; `SIGCONT`: thawed).
+   */
+  signal(signal: 'SIGSTOP' | 'SIGCONT'): void;
   /** Stops it and removes everything. */
   stop(): Promise<void>;
 }
@@ -122,6 +127,23 @@ export async function startPostgres(): Promise<TestPostgres> {
     resume() {
       start();
       running = true;
+    },
+    signal(signal) {
+      // The postmaster's pid is the first line of postmaster.pid; its children are the backends and workers.
+      const pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      const children = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' })
+        .stdout.split('\n')
+        .filter((l) => l.trim() !== '')
+        .map(Number);
+      // Stopped children first, so none acts on a stopped postmaster; thawed postmaster first.
+      const order = signal === 'SIGSTOP' ? [...children, pid] : [pid, ...children];
+      for (const p of order) {
+        try {
+          process.kill(p, signal);
+        } catch {
+          // Gone meanwhile.
+        }
+      }
     },
     async stop() {
       process.removeListener('exit', onExit);

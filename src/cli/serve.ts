@@ -18,6 +18,9 @@ import { parseOptions, type Io } from './options.js';
 import { startCliMcp } from './mcp.js';
 import { mcpRoutes } from '../mcp-server/http.js';
 
+/** After SIGTERM, how long past `--drain-ms` the server may take to close before it exits anyway (ms). */
+const STOP_GRACE_MS = 5000;
+
 export async function serveCommand(args: string[], io: Io): Promise<number> {
   const { values, positionals } = parseOptions(args, {
     config: { type: 'string' },
@@ -59,7 +62,11 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
   const replica = (values['replica-id'] as string | undefined) ?? `${hostname()}-${process.pid}`;
   let store: Store;
   try {
-    store = await openStore(choice, { poolSize: config.store.poolSize });
+    store = await openStore(choice, {
+      poolSize: config.store.poolSize,
+      // A connection fault never ends the process (store/pg-pool.ts): the pool opens another.
+      onConnectionError: (err) => logger.warn({ err: err.message }, 'a database connection failed; it is replaced'),
+    });
   } catch (e) {
     await mcp.close();
     throw new UsageError(`${dbFile}: cannot open the database: ${(e as Error).message}`);
@@ -135,11 +142,19 @@ export async function serveCommand(args: string[], io: Io): Promise<number> {
     `toolgraph serving http://${host.includes(':') ? `[${host}]` : host}:${actualPort} (dashboard at /, API reference at /docs, MCP at /mcp)\n`,
   );
 
+  // A reader that went away (a closed pipe: EPIPE) must not end the server, nor hold its exit.
+  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = async (signal: string) => {
       if (stopping) return;
       stopping = true;
+      // Whatever holds the process (a database that does not answer a goodbye, a child that lingers),
+      // it ends within its drain time and a few seconds; unref'd, so it never keeps it alive itself.
+      setTimeout(() => {
+        logger.warn({ signal, drainMs }, 'did not stop within the drain time and 5 s: exiting now');
+        process.exit(1);
+      }, drainMs + STOP_GRACE_MS).unref();
       logger.info({ signal, drainMs }, 'shutting down: no new runs; letting running calls finish');
       const closing = app.close();
       await service.close({ drainMs });

@@ -6,6 +6,7 @@
  * the run is stored (it then counts as a run) or refused.
  */
 import type pg from 'pg';
+import { StoreError } from '../store/errors.js';
 
 /** The advisory locks of admissions: this key and the tenant's hash ("tgad"). */
 const ADMISSIONS_LOCK = 0x74676164;
@@ -16,10 +17,15 @@ export class Admissions {
     private readonly instance: () => string | undefined,
   ) {}
 
-  /** Takes a ticket for `runId` if the tenant has fewer than `cap` active runs; false when it has not. */
+  /**
+   * Takes a ticket for `runId` if the tenant has fewer than `cap` active runs; false when it has not.
+   * Rejects with `store_unavailable` while this replica holds no lease (it is joining the cluster again
+   * after losing the database): the store is the trouble then, not the tenant's runs.
+   */
   async take(tenant: string, runId: string, cap: number): Promise<boolean> {
     const instance = this.instance();
-    if (instance === undefined) return false;
+    if (instance === undefined)
+      throw new StoreError('store_unavailable', 'this replica holds no lease now (it is joining the cluster again); retry later');
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');

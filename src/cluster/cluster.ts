@@ -24,7 +24,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../contract/config.js';
 import type { LimitInUse, WaitCounts } from '../core/scheduler.js';
 import type { Engine } from '../engine/engine.js';
-import { StoreError } from '../store/errors.js';
+import { isUnavailableError, StoreError } from '../store/errors.js';
 import type { PostgresStore } from '../store/postgres.js';
 import { Admissions } from './admissions.js';
 import { Commands, type CommandHandler } from './commands.js';
@@ -224,7 +224,7 @@ export class Cluster {
     } catch (err) {
       // A statement's own error (a SQLSTATE outside the connection and server classes) is a bug: as it is.
       const code = (err as { code?: unknown }).code;
-      if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !/^(08|53|57|58)/.test(code)) throw err;
+      if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !isUnavailableError(err)) throw err;
       throw new StoreError('store_unavailable', `PostgreSQL at ${this.store.where} cannot be read now: ${(err as Error).message}`);
     }
   }

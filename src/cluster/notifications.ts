@@ -13,6 +13,7 @@
  * not a loss.
  */
 import pg from 'pg';
+import { PG_BOUNDS } from '../store/pg-pool.js';
 
 export const CHANNELS = ['toolgraph_events', 'toolgraph_commands', 'toolgraph_command_done', 'toolgraph_permits'] as const;
 export type Channel = (typeof CHANNELS)[number];
@@ -53,7 +54,13 @@ export class Notifications {
 
   private async connect(): Promise<void> {
     if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 3000, keepAlive: true });
+    // Bounded as the pool's connections are (store/pg-pool.ts): a frozen server is a retry, not a hang.
+    const client = new pg.Client({
+      connectionString: this.url,
+      connectionTimeoutMillis: PG_BOUNDS.connectTimeoutMs,
+      query_timeout: PG_BOUNDS.statementTimeoutMs,
+      keepAlive: true,
+    });
     client.on('error', () => this.lost(client));
     client.on('end', () => this.lost(client));
     client.on('notification', (n) => this.tell(n.channel as Channel, n.payload ?? ''));

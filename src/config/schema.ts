@@ -14,6 +14,7 @@ import { parseStoreValue } from './store-url.js';
 import { strict, text } from './schema-parts.js';
 import type { AuthKey } from './types.js';
 import { DEFAULT_MAX_ARGS_BYTES, DEFAULT_MAX_OUTPUT_BYTES } from '../core/size.js';
+import { DEFAULT_HOOKS_IN_FLIGHT } from '../core/hooks.js';
 import { compileSchema } from './catalog.js';
 import { mcpSchema, type McpSection } from './mcp-schema.js';
 import { hooksSchema, type HookConfig } from './hooks-schema.js';
@@ -216,6 +217,7 @@ const limitsSchema = () =>
     maxCallsPerRun: posInt().default(1000),
     maxArgsBytes: posInt().default(DEFAULT_MAX_ARGS_BYTES),
     maxOutputBytes: posInt().default(DEFAULT_MAX_OUTPUT_BYTES),
+    hooksInFlight: posInt().default(DEFAULT_HOOKS_IN_FLIGHT),
     tenant: map(posInt()).default({}),
     tool: map(posInt()).default({}),
     resource: map(posInt()).default({}),

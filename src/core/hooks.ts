@@ -102,3 +102,6 @@ export function escapedKeys(planned: Access, next: Access): { reads: string[]; w
     reads: next.reads.filter((k) => !inside(k, planned.writes) && !inside(k, planned.reads)).map((k) => k.text),
   };
 }
+
+/** `limits.hooksInFlight` when a config does not say: hook requests running at once in a process. */
+export const DEFAULT_HOOKS_IN_FLIGHT = 64;

@@ -114,6 +114,8 @@ export interface Limits {
   maxArgsBytes?: number;
   /** One output, in bytes of compact JSON; a tool's own `maxOutputBytes` overrides it; default 4 MiB. */
   maxOutputBytes?: number;
+  /** Hook requests (DESIGN §14) running at once in a process; more wait their turn. Default 64. */
+  hooksInFlight?: number;
 }
 
 export interface Defaults {

@@ -36,7 +36,9 @@ export class HookGate {
   /** A gate over the config's hooks, or undefined when it has none (and no runner is given). */
   static of(config: Config, runner: HookRunner | undefined, clock: () => number, wake: () => void): HookGate | undefined {
     if (runner) return new HookGate(runner, wake);
-    return config.hooks && config.hooks.length > 0 ? new HookGate(createHookRunner(config.hooks, { clock }), wake, true) : undefined;
+    if (!config.hooks || config.hooks.length === 0) return undefined;
+    const maxInFlight = config.limits.hooksInFlight;
+    return new HookGate(createHookRunner(config.hooks, { clock, ...(maxInFlight !== undefined ? { maxInFlight } : {}) }), wake, true);
   }
 
   /** The answers that came since the last call, in the order they came. */

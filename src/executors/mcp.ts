@@ -10,8 +10,11 @@
  *
  * The output's size is not checked here: the engine holds every output to the tool's `maxOutputBytes`
  * (a server's or a tool's own, in the manifest; else `limits.maxOutputBytes`), for every kind of tool.
+ * An answer far past it is dropped by the connection as it is read (src/mcp/frames.ts): `output_too_large`.
  */
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { callError } from '../core/errors.js';
+import { OUTPUT_TOO_LARGE_RPC } from '../contract/mcp-codes.js';
 import type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
 import { budgetOf, cancelledResult, messageOf, timeoutResult, toolError } from './deadline.js';
 
@@ -52,10 +55,16 @@ function resultOf(result: CallToolResult, server: string, tool: string): Execute
 }
 
 /** The attempt's result from a failed call. */
-function failureOf(err: unknown, signal: AbortSignal, budget: number, server: string): ExecuteResult {
+function failureOf(err: unknown, request: ExecuteRequest, budget: number, server: string): ExecuteResult {
+  const signal = request.signal;
   if (signal.aborted) return cancelledResult();
   const rpc = rpcCode(err);
   if (rpc === REQUEST_TIMEOUT) return timeoutResult(budget);
+  if (rpc === OUTPUT_TOO_LARGE_RPC) {
+    const data = (err as { data?: { bytes?: number; maxFrameBytes?: number } }).data;
+    const message = `${request.callId}: the answer of mcp server "${server}" passes its maxOutputBytes (${data?.bytes ?? '?'} bytes): dropped unread`;
+    return { ok: false, error: callError('output_too_large', message, { details: { server, bytes: data?.bytes } }), retryable: false };
+  }
   if (err instanceof Error && err.name === UNAVAILABLE) return toolError(err.message, true, { server });
   return toolError(`mcp server "${server}": ${messageOf(err)}`, false, { server, ...(rpc !== undefined ? { code: rpc } : {}) });
 }
@@ -84,7 +93,7 @@ function call(request: ExecuteRequest, caller: McpCaller, server: string, tool: 
         return toolError(`mcp server "${server}": an answer that is not a tools/call result: ${messageOf(err)}`, false, { server });
       }
     },
-    (err: unknown) => failureOf(err, signal, budget, server),
+    (err: unknown) => failureOf(err, request, budget, server),
   );
 }
 

@@ -17,13 +17,16 @@
  */
 import { availableParallelism } from 'node:os';
 import type { HookConfig } from '../config/hooks-schema.js';
-import type { HookDecision, HookRequest } from '../core/hooks.js';
+import { DEFAULT_HOOKS_IN_FLIGHT, type HookDecision, type HookRequest } from '../core/hooks.js';
 import { ModuleHooks, postHook, type HookCall, type HookEndpoint } from './transports.js';
 
 export interface HookRunner {
   /** Runs the request's hooks; `signal` aborts the one running (it then decides by its `onError`). */
   run(request: HookRequest, signal?: AbortSignal): Promise<HookDecision[]>;
   close(): Promise<void>;
+  /** Requests running now (at most `maxInFlight`), and waiting for their turn. */
+  readonly inFlight?: number;
+  readonly queued?: number;
 }
 
 export interface HookRunnerOptions {
@@ -31,6 +34,11 @@ export interface HookRunnerOptions {
   clock?: () => number;
   /** Most worker threads for module hooks; default the number of cores. */
   maxThreads?: number;
+  /**
+   * Most hook requests running at once (`limits.hooksInFlight`); those beyond it wait their turn, in
+   * the order they came. @default 64
+   */
+  maxInFlight?: number;
 }
 
 /** What a hook receives. */
@@ -71,6 +79,7 @@ export function readAnswer(on: HookRequest['on'], answer: unknown): Omit<HookDec
 export function createHookRunner(hooks: readonly HookConfig[], opts: HookRunnerOptions = {}): HookRunner {
   const clock = opts.clock ?? Date.now;
   const modules = new ModuleHooks(Math.max(1, opts.maxThreads ?? availableParallelism()));
+  const slots = new Slots(opts.maxInFlight ?? DEFAULT_HOOKS_IN_FLIGHT);
   const endpoints = hooks.map((h): HookEndpoint | undefined =>
     h.url === undefined ? undefined : { url: new URL(h.url), headers: h.headers },
   );
@@ -99,29 +108,71 @@ export function createHookRunner(hooks: readonly HookConfig[], opts: HookRunnerO
 
   return {
     async run(request, signal) {
-      const payload: HookPayload = {
-        on: request.on,
-        runId: request.runId,
-        callId: request.callId,
-        tool: request.tool.name,
-        tenant: request.tenant,
-        args: request.args,
-      };
-      if (request.status !== undefined) payload.status = request.status;
-      if (request.status === 'succeeded') payload.output = request.output;
-      if (request.error !== undefined) payload.error = request.error;
-      const out: HookDecision[] = [];
-      for (const i of request.hooks) {
-        if (!hooks[i]) continue;
-        const d = await one(i, payload, signal);
-        out.push(d);
-        if (d.decision === 'deny' || d.decision === 'review' || (d.decision === 'fail' && request.status === 'succeeded')) break;
-        // On a failed call the hooks only observe: nothing they say changes what the next one sees.
-        if (d.args) payload.args = d.args;
-        if (d.decision === 'replace' && request.status === 'succeeded') payload.output = d.output;
+      await slots.take();
+      try {
+        return await runAll(request, signal);
+      } finally {
+        slots.give();
       }
-      return out;
     },
     close: () => modules.close(),
+    get inFlight() {
+      return slots.used;
+    },
+    get queued() {
+      return slots.waiting;
+    },
   };
+
+  async function runAll(request: HookRequest, signal: AbortSignal | undefined): Promise<HookDecision[]> {
+    const payload: HookPayload = {
+      on: request.on,
+      runId: request.runId,
+      callId: request.callId,
+      tool: request.tool.name,
+      tenant: request.tenant,
+      args: request.args,
+    };
+    if (request.status !== undefined) payload.status = request.status;
+    if (request.status === 'succeeded') payload.output = request.output;
+    if (request.error !== undefined) payload.error = request.error;
+    const out: HookDecision[] = [];
+    for (const i of request.hooks) {
+      if (!hooks[i]) continue;
+      const d = await one(i, payload, signal);
+      out.push(d);
+      if (d.decision === 'deny' || d.decision === 'review' || (d.decision === 'fail' && request.status === 'succeeded')) break;
+      // On a failed call the hooks only observe: nothing they say changes what the next one sees.
+      if (d.args) payload.args = d.args;
+      if (d.decision === 'replace' && request.status === 'succeeded') payload.output = d.output;
+    }
+    return out;
+  }
+}
+
+/** A counting semaphore, first come first served. */
+class Slots {
+  used = 0;
+  private readonly queue: (() => void)[] = [];
+
+  constructor(private readonly max: number) {}
+
+  get waiting(): number {
+    return this.queue.length;
+  }
+
+  take(): Promise<void> | void {
+    if (this.used < this.max) {
+      this.used++;
+      return;
+    }
+    return new Promise((resolve) => this.queue.push(resolve));
+  }
+
+  /** Hands the slot to the first waiter, if one waits (it stays taken), else frees it. */
+  give(): void {
+    const next = this.queue.shift();
+    if (next) next();
+    else this.used--;
+  }
 }

@@ -13,6 +13,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontex
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError, ToolListChangedNotificationSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServerConfig } from '../config/mcp-schema.js';
+import { installFrameReader } from './frames.js';
 
 /** The server cannot be reached now: the call may be retried (the next one reconnects). */
 export class McpUnavailableError extends Error {
@@ -26,6 +27,13 @@ export interface ConnectionOptions {
   onToolsChanged?: () => void;
   /** Where a dropped connection is told (a log line). */
   onDown?: (why: string) => void;
+  /**
+   * The longest line a stdio server may send (frames.ts): a longer answer fails its call with
+   * `output_too_large` and leaves the connection as it is. @default the SDK's 10 MiB
+   */
+  maxFrameBytes?: number;
+  /** Where an answer dropped for its size is told (a log line). */
+  onDropped?: (bytes: number) => void;
   /** Makes the transport instead of the server's `command` or `url`: for an in-process server
    * (the SDK's InMemoryTransport) in benchmarks and tests. */
   transport?: () => Transport;
@@ -215,7 +223,12 @@ export class McpConnection {
       ...(s.env ? { env: s.env } : {}),
       ...(s.cwd ? { cwd: s.cwd } : {}),
       stderr: 'pipe',
+      ...(this.opts.maxFrameBytes !== undefined ? { maxBufferSize: this.opts.maxFrameBytes } : {}),
     });
+    if (this.opts.maxFrameBytes !== undefined) {
+      const onDropped = this.opts.onDropped;
+      installFrameReader(t, { maxFrameBytes: this.opts.maxFrameBytes, ...(onDropped ? { onDropped: (bytes) => onDropped(bytes) } : {}) });
+    }
     let partial = '';
     t.stderr?.on('data', (chunk: Buffer) => {
       const lines = (partial + chunk.toString('utf8')).split('\n');

@@ -8,7 +8,8 @@
  * config as it is.
  *
  * When a server sends `notifications/tools/list_changed`, its tools are listed again and the catalog
- * swaps to the new list for new runs (a run keeps the manifests it was planned with). A refresh that
+ * swaps to the new list for new runs (a run keeps the manifests it was planned with). A burst of them
+ * is one refresh and one log line (100 ms after the last, at most 1 s after the first). A refresh that
  * fails its checks keeps the old list, with a warning.
  */
 import type { Catalog, ToolManifest } from '../core/tool.js';
@@ -19,6 +20,19 @@ import type { Config } from '../config/types.js';
 import { checkMerged, type ServerTools } from './checks.js';
 import { McpConnection, messageOf } from './connection.js';
 import { manifestsOf } from './manifests.js';
+import { maxFrameBytesFor } from './frames.js';
+import { DEFAULT_MAX_OUTPUT_BYTES } from '../core/size.js';
+
+/** A burst of `tools/list_changed` is refreshed once this long after its last notification (ms). */
+const REFRESH_QUIET_MS = 100;
+/** …or this long after its first, for a burst that does not stop (ms). */
+const REFRESH_MAX_WAIT_MS = 1000;
+
+/** The largest output any tool of the server may give: a tool's override, the server's, else the limit. */
+function largestOutput(s: McpServerConfig, limit: number | undefined): number {
+  const own = Object.values(s.tools ?? {}).flatMap((o) => (o.maxOutputBytes !== undefined ? [o.maxOutputBytes] : []));
+  return Math.max(s.maxOutputBytes ?? limit ?? DEFAULT_MAX_OUTPUT_BYTES, ...own);
+}
 
 /** A server could not start or be reached at start. */
 export class McpStartError extends Error {
@@ -66,6 +80,12 @@ export async function startMcp(config: Config, opts: StartMcpOptions = {}): Prom
         ...(opts.connectTimeoutMs !== undefined ? { connectTimeoutMs: opts.connectTimeoutMs } : {}),
         onToolsChanged: () => refresh(s),
         onDown: (why) => logger.warn({ server: s.name }, `mcp server "${s.name}": ${why}`),
+        maxFrameBytes: maxFrameBytesFor(largestOutput(s, config.limits.maxOutputBytes)),
+        onDropped: (bytes) =>
+          logger.warn(
+            { server: s.name, bytes },
+            `mcp server "${s.name}": an answer of ${bytes} bytes passed its tools' maxOutputBytes: dropped`,
+          ),
       }),
     );
   }
@@ -120,7 +140,7 @@ export async function startMcp(config: Config, opts: StartMcpOptions = {}): Prom
   });
 
   let refreshing = Promise.resolve();
-  refresh = (server) => {
+  const relist = (server: McpServerConfig, notifications: number) => {
     refreshing = refreshing.then(async () => {
       const i = servers.indexOf(server);
       try {
@@ -137,12 +157,37 @@ export async function startMcp(config: Config, opts: StartMcpOptions = {}): Prom
         }
         serverTools[i] = candidate[i] as ServerTools;
         current = createCatalog(merge(serverTools), { ajv });
-        logger.info({ server: server.name, tools: next.manifests.length }, `mcp server "${server.name}": tool list refreshed`);
+        logger.info(
+          { server: server.name, tools: next.manifests.length, notifications },
+          `mcp server "${server.name}": tool list refreshed (${notifications} ${notifications === 1 ? 'notification' : 'notifications'})`,
+        );
       } catch (err) {
         logger.warn({ server: server.name }, `mcp server "${server.name}": could not list its tools again: ${messageOf(err)}`);
       }
     });
   };
+  // A burst of list_changed is one refresh (and one log line): REFRESH_QUIET_MS after the last
+  // notification, or REFRESH_MAX_WAIT_MS after the first of a burst that does not stop.
+  const bursts = new Map<McpServerConfig, { count: number; first: number; timer: NodeJS.Timeout }>();
+  refresh = (server) => {
+    const now = Date.now();
+    const b = bursts.get(server);
+    if (b) clearTimeout(b.timer);
+    const burst = b ?? { count: 0, first: now, timer: undefined as unknown as NodeJS.Timeout };
+    burst.count++;
+    const fire = () => {
+      bursts.delete(server);
+      relist(server, burst.count);
+    };
+    burst.timer = setTimeout(fire, Math.max(0, Math.min(REFRESH_QUIET_MS, burst.first + REFRESH_MAX_WAIT_MS - now)));
+    burst.timer.unref();
+    bursts.set(server, burst);
+  };
+  const closeRuntime = async () => {
+    for (const b of bursts.values()) clearTimeout(b.timer);
+    bursts.clear();
+    await closeAll();
+  };
 
-  return { config: merged, servers: connections, warnings, close: closeAll };
+  return { config: merged, servers: connections, warnings, close: closeRuntime };
 }

@@ -89,7 +89,7 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
   const rec: Recording = {
     format: RECORDING_FORMAT,
     run: { id: created.runId, tenant: cd.tenant, failure: cd.failure, tags: cd.tags },
-    config: { tools: [], policy: config.policy, limits: config.limits, defaults: { ...config.defaults }, ...hooksOf(config) },
+    config: { tools: [], policy: config.policy, limits: scheduled(config.limits), defaults: { ...config.defaults }, ...hooksOf(config) },
     calls: [...cd.calls],
     ...(cd.estimates ? { estimates: cd.estimates } : {}),
     replans: [],
@@ -213,4 +213,11 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
     ...(c.compensation ? { compensation: c.compensation } : {}),
   }));
   return rec;
+}
+
+/** The limits that decide a run, for its recording: `hooksInFlight` bounds this process's hook requests, not the run. */
+function scheduled(limits: Limits): Limits {
+  if (limits.hooksInFlight === undefined) return limits;
+  const { hooksInFlight: _, ...rest } = limits;
+  return rest;
 }

@@ -19,9 +19,10 @@
 import pg from 'pg';
 import { storedEvent, type RunEvent } from '../core/events.js';
 import { planBatch, type StoredState } from './batch.js';
-import { StoreError } from './errors.js';
+import { isUnavailableError, StoreError } from './errors.js';
 import { appendStatement } from './postgres-append.js';
 import { migratePostgres } from './postgres-migrate.js';
+import { createPgPool, PG_BOUNDS } from './pg-pool.js';
 import { checkLimit, decodeCursor, encodeCursor, reviewRecord, runRecord, statusCounts, type ReviewRow, type RunRow } from './rows.js';
 import type { ListRunsQuery, ReviewRecord, RunRecord, Store } from './types.js';
 
@@ -30,17 +31,17 @@ export interface PostgresStoreOptions {
   url: string;
   /** The most connections the store opens at once; default 10. */
   poolSize?: number;
-  /** How long a new connection may take (ms); default 3000. */
+  /** How long a new connection, or a free one of the pool, may take (ms); default 2000 (pg-pool.ts). */
   connectTimeoutMs?: number;
   /**
    * How long an append may take (ms) before it counts as `store_unavailable` (its outcome then unknown,
-   * see the top of the file); default 5000. A server that hangs never holds a submission longer.
+   * see the top of the file); default 3000, the bound of every statement (pg-pool.ts). A server that
+   * hangs never holds a submission longer.
    */
   writeTimeoutMs?: number;
+  /** Told of each connection fault (a terminated backend, a lost socket); the store goes on. */
+  onConnectionError?: (err: Error) => void;
 }
-
-/** SQLSTATE classes that mean the server or the connection is in trouble, not the statement. */
-const UNAVAILABLE_STATES = /^(08|53|57|58)/;
 
 /**
  * Opens the pool, checks that the server answers and migrates it. Rejects with `store_unavailable`
@@ -49,25 +50,28 @@ const UNAVAILABLE_STATES = /^(08|53|57|58)/;
  */
 export async function openPostgresStore(opts: PostgresStoreOptions): Promise<PostgresStore> {
   const where = describeUrl(opts.url);
-  const pool = new pg.Pool({
-    connectionString: opts.url,
+  const pool = createPgPool({
+    url: opts.url,
     max: opts.poolSize ?? 10,
-    connectionTimeoutMillis: opts.connectTimeoutMs ?? 3000,
-    idleTimeoutMillis: 30_000,
-    // BIGINT columns hold epoch milliseconds: numbers, not strings.
-    types: {
-      getTypeParser: (oid: number, format?: string) => (oid === 20 ? Number : pg.types.getTypeParser(oid, format as 'text')),
-    } as pg.CustomTypesConfig,
+    connectTimeoutMs: opts.connectTimeoutMs ?? PG_BOUNDS.connectTimeoutMs,
+    ...(opts.onConnectionError ? { onError: opts.onConnectionError } : {}),
   });
-  // An idle connection that breaks must not end the process: the next query sees it.
-  pool.on('error', () => {});
+  // Migrations wait for each other's advisory lock (replicas that start together): no statement bound.
+  const migrating = createPgPool({
+    url: opts.url,
+    max: 1,
+    connectTimeoutMs: opts.connectTimeoutMs ?? PG_BOUNDS.connectTimeoutMs,
+    statementTimeoutMs: 0,
+  });
   try {
-    await migratePostgres(pool);
+    await migratePostgres(migrating);
   } catch (err) {
     await pool.end().catch(() => {});
     throw classify(err, where);
+  } finally {
+    await migrating.end().catch(() => {});
   }
-  return new PostgresStore(pool, where, opts.url, opts.writeTimeoutMs ?? 5000);
+  return new PostgresStore(pool, where, opts.url, opts.writeTimeoutMs ?? PG_BOUNDS.statementTimeoutMs);
 }
 
 /** `HOST:PORT/DB` of a URL, without user or password. */
@@ -85,7 +89,8 @@ function classify(err: unknown, where: string): unknown {
   if (err instanceof StoreError) return err;
   const code = (err as { code?: unknown } | null)?.code;
   const sqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
-  if (sqlState !== undefined && !UNAVAILABLE_STATES.test(sqlState)) return err;
+  // The SQLSTATE classes are read in one place (errors.ts); an error without one is the driver's: the server is away.
+  if (sqlState !== undefined && !isUnavailableError(err)) return err;
   const reason = (err as Error | null)?.message ?? String(err);
   return new StoreError('store_unavailable', `PostgreSQL at ${where} cannot be reached: ${reason}`);
 }

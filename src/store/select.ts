@@ -33,7 +33,15 @@ export function describeChoice(c: StoreChoice): string {
   }
 }
 
-export async function openStore(c: StoreChoice, opts: { poolSize?: number } = {}): Promise<Store> {
+/** `onConnectionError`: told of each PostgreSQL connection fault (to log it); the store goes on. */
+export async function openStore(
+  c: StoreChoice,
+  opts: { poolSize?: number; onConnectionError?: (err: Error) => void } = {},
+): Promise<Store> {
   if (c.kind === 'sqlite') return openSqliteStore(c.file);
-  return openPostgresStore({ url: c.url, ...(opts.poolSize !== undefined ? { poolSize: opts.poolSize } : {}) });
+  return openPostgresStore({
+    url: c.url,
+    ...(opts.poolSize !== undefined ? { poolSize: opts.poolSize } : {}),
+    ...(opts.onConnectionError ? { onConnectionError: opts.onConnectionError } : {}),
+  });
 }

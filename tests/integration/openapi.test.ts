@@ -135,6 +135,11 @@ describe('openapi.yaml, /openapi.json and /docs', () => {
     }
     const init = await (await fetch(`${base}/docs/static/swagger-initializer.js`)).text();
     expect(init).toContain('SwaggerUIBundle');
+    // A missing file there is a 404 with the error body, for GET and HEAD alike (not a 405 "use HEAD").
+    const missing = await fetch(`${base}/docs/static/no-such-file.js`);
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { error: { code: string } }).error.code).toBe('not_found');
+    expect((await fetch(`${base}/docs/static/no-such-file.js`, { method: 'HEAD' })).status).toBe(404);
     // The page's document is /openapi.json's, with the serving host as the first "try it out" server.
     const served = (await (await fetch(`${base}/openapi.json`)).json()) as Doc & { servers: { url: string }[] };
     const ui = (await (await fetch(`${base}/docs/json`)).json()) as Doc & { servers: { url: string }[] };

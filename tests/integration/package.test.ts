@@ -25,6 +25,16 @@ let dir = '';
 let project = '';
 let files: string[] = [];
 
+/** Whether any process of the group `-pgid` lives (signal 0 tests without sending). */
+function groupAlive(group: number): boolean {
+  try {
+    process.kill(group, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 async function npx(args: string[]) {
   try {
     const r = await run(NPX, ['--no-install', 'toolgraph', ...args], {
@@ -133,6 +143,8 @@ describe('the installed package', () => {
       cwd: project,
       env: { ...process.env, LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'pipe', 'pipe'],
+      // A process group of its own: npx runs the server as a grandchild, so the whole group is ended.
+      detached: true,
     });
     let err = '';
     const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
@@ -176,8 +188,23 @@ describe('the installed package', () => {
         ['w', 'succeeded', ['r']],
       ]);
     } finally {
-      proc.kill('SIGTERM');
+      // SIGTERM to the group (npx, its shell, the server), then SIGKILL to what is left after 10 s.
+      const group = -(proc.pid as number);
+      const signal = (sig: NodeJS.Signals) => {
+        try {
+          process.kill(group, sig);
+        } catch {
+          // The group is gone.
+        }
+      };
+      signal('SIGTERM');
+      const killer = setTimeout(() => signal('SIGKILL'), 10_000);
       await exited;
+      // The wrapper's exit is not the server's: wait until no process of the group is left.
+      for (let i = 0; i < 200 && groupAlive(group); i++) await new Promise((r) => setTimeout(r, 50));
+      signal('SIGKILL');
+      clearTimeout(killer);
+      expect(groupAlive(group)).toBe(false);
     }
   }, 60_000);
 

@@ -36,6 +36,7 @@ describe('valid configs', () => {
       maxCallsPerRun: 1000,
       maxArgsBytes: 1024 * 1024,
       maxOutputBytes: 4 * 1024 * 1024,
+      hooksInFlight: 64,
       tenant: {},
       tool: {},
       resource: {},

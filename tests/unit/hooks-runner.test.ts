@@ -123,13 +123,16 @@ describe('the runner over HTTP', () => {
   let server: Server;
   let base = '';
   const seen: { path: string; headers: IncomingMessage['headers']; body: any }[] = [];
-  const answers: Record<string, (body: any) => { status: number; text: string } | 'hold'> = {
+  /** Requests to /gate, held until the test answers them. */
+  const gated: { callId: string; answer: () => void }[] = [];
+  const answers: Record<string, (body: any) => { status: number; text: string } | 'hold' | 'gate'> = {
     '/allow-rewrite': (b) => ({ status: 200, text: JSON.stringify({ decision: 'allow', args: { ...b.args, n: b.args.n + 1 } }) }),
     '/deny': () => ({ status: 200, text: JSON.stringify({ decision: 'deny', reason: 'no' }) }),
     '/status': () => ({ status: 503, text: 'down' }),
     '/notjson': () => ({ status: 200, text: '<html>' }),
     '/empty': () => ({ status: 204, text: '' }),
     '/hold': () => 'hold',
+    '/gate': () => 'gate',
     '/redact': (b) => ({ status: 200, text: JSON.stringify({ output: { seen: b.output, by: 'redact' } }) }),
   };
 
@@ -141,6 +144,10 @@ describe('the runner over HTTP', () => {
       seen.push({ path: req.url as string, headers: req.headers, body });
       const a = answers[req.url as string]?.(body) ?? { status: 404, text: '' };
       if (a === 'hold') return;
+      if (a === 'gate') {
+        gated.push({ callId: body.callId, answer: () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}') });
+        return;
+      }
       res.writeHead(a.status, { 'content-type': 'application/json' }).end(a.text);
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -231,6 +238,32 @@ describe('the runner over HTTP', () => {
       decision: 'fail',
       fail: { message: `hook status failed: HTTP 503 from ${base}/status: down` },
     });
+    await runner.close();
+  });
+
+  it('limits.hooksInFlight: at most that many requests run at once, reached; the rest wait their turn in order; all are answered', async () => {
+    const runner = createHookRunner([hook('/gate')], { maxInFlight: 3 });
+    const runs = Array.from({ length: 8 }, (_, i) => runner.run(request('before_call', [0], { callId: `c${i}` })));
+    const served: string[] = [];
+    let most = 0;
+    while (served.length < 8) {
+      const expected = Math.min(3, 8 - served.length);
+      const deadline = Date.now() + 5000;
+      while (gated.length < expected && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+      // Nothing more arrives beyond the bound, even given time.
+      await new Promise((r) => setTimeout(r, 20));
+      most = Math.max(most, gated.length);
+      expect(gated.length).toBe(expected);
+      expect(runner.inFlight).toBe(expected);
+      const first = gated.shift() as (typeof gated)[number];
+      served.push(first.callId);
+      first.answer();
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(most).toBe(3);
+    expect(served).toEqual(['c0', 'c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7']);
+    for (const r of await Promise.all(runs)) expect(r).toMatchObject([{ decision: 'allow' }]);
+    expect(runner.inFlight).toBe(0);
     await runner.close();
   });
 

@@ -163,6 +163,32 @@ describe('before_call hooks', () => {
     });
   });
 
+  it('args rewritten past limits.maxArgsBytes fail args_too_large (their own code, as through a reference), not invalid_args', () => {
+    const r = hooked({
+      tools: [tool('t')],
+      hooks: [before()],
+      limits: { maxArgsBytes: 64 },
+      answers: {
+        'before_call/a': { decision: 'allow', args: { blob: 'x'.repeat(100) } },
+        'before_call/b': { decision: 'allow', args: { blob: 'x'.repeat(40) } },
+      },
+    });
+    r.submit(0, {
+      calls: [
+        { id: 'a', tool: 't', args: { blob: '' } },
+        { id: 'b', tool: 't', args: { blob: '' } },
+      ],
+    });
+    r.run();
+    expect(errorOf(r.events, 'a')).toMatchObject({
+      code: 'args_too_large',
+      message: 'a: the args of hook guard: the args pass 64 bytes of JSON (limits.maxArgsBytes)',
+      details: { maxBytes: 64, tool: 't', hook: 'guard' },
+    });
+    expect(r.events.some((e) => e.type === 'call.started' && e.callId === 'a')).toBe(false);
+    expect(startedArgs(r.events, 'b')).toEqual({ blob: 'x'.repeat(40) });
+  });
+
   it('a later hook sees no rewrite of its own here: the chain stops at the first deny, and its args are not used', () => {
     const r = hooked({
       tools: [tool('t')],
@@ -270,6 +296,18 @@ describe('before_call hooks', () => {
 });
 
 describe('after_call hooks', () => {
+  it('an output replaced past limits.maxOutputBytes fails the call output_too_large', () => {
+    const r = hooked({
+      tools: [tool('t')],
+      hooks: [after('redact', { tool: 't' })],
+      limits: { maxOutputBytes: 50 },
+      answers: { 'after_call/a': { decision: 'replace', output: { blob: 'y'.repeat(100) } } },
+    });
+    r.submit(0, { calls: [{ id: 'a', tool: 't', args: { out: { small: 1 } } }] });
+    r.run();
+    expect(errorOf(r.events, 'a')).toMatchObject({ code: 'output_too_large', details: { maxBytes: 50 } });
+  });
+
   it('replace: dependents and the results see the new output; the attempt keeps its own duration', () => {
     const r = hooked({
       tools: [tool('t')],

@@ -9,6 +9,20 @@ import { authenticate, requireOperator } from '../auth.js';
 import { openApiDocument } from '../openapi.js';
 import type { AppContext } from '../context.js';
 
+/** How long `/healthz` waits for the store's ping (ms) before it says `degraded` (DESIGN §7 Faults). */
+export const HEALTH_PING_MS = 2000;
+
+/** Whether `p` resolves within `ms`; a rejection or no answer in time is false (a late one is ignored). */
+function answersWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    p.then(
+      () => resolve(true),
+      () => resolve(false),
+    ).finally(() => clearTimeout(timer));
+  });
+}
+
 export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
   // With auth keys (DESIGN §7): only an operator key sees the details of /healthz (anyone else learns
   // only whether the service is up) and /metrics (every tenant's run counts, the tool names).
@@ -24,11 +38,8 @@ export function metaRoutes(app: FastifyInstance, ctx: AppContext): void {
     const { service } = ctx;
     // Degraded while the engine holds events the store could not take, or the store does not answer.
     let degraded = service.engine.storeUnavailable() !== undefined || (service.cluster !== undefined && !service.cluster.lease.holds);
-    if (!degraded)
-      degraded = await service.store.ping().then(
-        () => false,
-        () => true,
-      );
+    // The store must answer within HEALTH_PING_MS: a frozen server makes /healthz degraded, never slow.
+    if (!degraded) degraded = !(await answersWithin(service.store.ping(), HEALTH_PING_MS));
     if (degraded) reply.status(503);
     const status = degraded ? 'degraded' : 'ok';
     if (keys.length > 0 && !isOperator(req.headers.authorization)) return { status };

@@ -4,7 +4,8 @@
  * replay applies the same decisions without calling any hook.
  *
  * - `before_call` (the call is `ready`, out of the ready set, holding no permit): the first `deny` fails
- *   it with `hook_denied`; new `args` are checked again (`invalid_args`) and must stay within the
+ *   it with `hook_denied`; new `args` are checked again (`args_too_large` past `limits.maxArgsBytes`,
+ *   else `invalid_args`) and must stay within the
  *   resources the graph was planned on (`hook_changed_resources`); a `review` sends it to human review;
  *   otherwise it joins the ready set. It runs once per call: retries and reviews do not ask again.
  * - `after_call` (the call is still `running`, its permits given back, its attempt's outcome held):
@@ -79,8 +80,15 @@ function beforeDecided(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, d
   if (rewrite?.args) {
     const args = rewrite.args;
     const m = c.manifest as ToolManifest;
-    const problem =
-      s.opts.catalog.checkArgs(c.tool, args) ?? checkArgsSize(args, s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES)?.message;
+    // Past the cap first, with its own code (DESIGN §4: caps apply wherever a value enters).
+    const big = checkArgsSize(args, s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES);
+    if (big) {
+      const error = callError('args_too_large', `${c.id}: the args of hook ${rewrite.hook}: ${big.message}`, {
+        details: { ...(big.details as object), tool: c.tool, hook: rewrite.hook },
+      });
+      return fail(s, run, c, error, true);
+    }
+    const problem = s.opts.catalog.checkArgs(c.tool, args);
     if (problem) {
       return fail(
         s,
