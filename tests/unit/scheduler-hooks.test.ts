@@ -166,7 +166,7 @@ describe('before_call hooks', () => {
   it('args rewritten past limits.maxArgsBytes fail args_too_large (their own code, as through a reference), not invalid_args', () => {
     const r = hooked({
       tools: [tool('t')],
-      hooks: [before()],
+      hooks: [beforeCall()],
       limits: { maxArgsBytes: 64 },
       answers: {
         'before_call/a': { decision: 'allow', args: { blob: 'x'.repeat(100) } },
@@ -299,7 +299,7 @@ describe('after_call hooks', () => {
   it('an output replaced past limits.maxOutputBytes fails the call output_too_large', () => {
     const r = hooked({
       tools: [tool('t')],
-      hooks: [after('redact', { tool: 't' })],
+      hooks: [afterCall('redact', { tool: 't' })],
       limits: { maxOutputBytes: 50 },
       answers: { 'after_call/a': { decision: 'replace', output: { blob: 'y'.repeat(100) } } },
     });
