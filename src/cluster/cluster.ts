@@ -259,6 +259,10 @@ export class Cluster {
     if (me === undefined || host === undefined || this.closed) return 0;
     let claimed: string[];
     let mine: string[];
+    // Permits of instances whose lease ended are free again: whoever notices first gives them back.
+    await this.permits
+      .freeDead()
+      .catch((err) => this.logger?.warn({ err: (err as Error).message }, 'could not free the permits of ended leases now'));
     try {
       claimed = (
         await this.store.pool.query<{ id: string }>(

@@ -1,0 +1,341 @@
+/**
+ * The SQL of cluster-wide permits (DESIGN §12; migration 0004): counters per limit key, lock nodes per
+ * domain and key prefix, rate buckets, and a row per permit saying what it took. The logic is in
+ * cluster/permits.ts and cluster/permit-plan.ts; this module only reads and writes rows.
+ *
+ * Lock order, the same in every transaction, so two never wait on each other in a cycle: the permit
+ * rows a give-back deletes, then counters by key, then lock nodes by (domain, node), then rate buckets
+ * by name, each sorted in byte order (`COLLATE "C"`). An ask locks what it needs with an upsert whose
+ * rows come sorted (`INSERT … SELECT … ORDER BY … ON CONFLICT DO UPDATE`: rows are locked in the
+ * order inserted), reads them from its RETURNING, and writes its increments back in one statement.
+ */
+import type pg from 'pg';
+
+export interface NodeRow {
+  r: number;
+  w: number;
+  ir: number;
+  iw: number;
+}
+
+export interface BucketRow {
+  name: string;
+  units: number;
+  last: number;
+}
+
+/** A permit as listed (a refusal's holders, `GET /v1/limits`). */
+export interface PermitRow {
+  run_id: string;
+  call_id: string;
+  tenant: string;
+  tool: string;
+  domain: string | null;
+  reads: string;
+  writes: string;
+  since: number;
+}
+
+/** A granted permit to record. */
+export interface NewPermit {
+  runId: string;
+  callId: string;
+  tenant: string;
+  tool: string;
+  domain: string | null;
+  reads: readonly string[];
+  writes: readonly string[];
+  keys: readonly string[];
+  locks: readonly string[];
+}
+
+/** What an ask writes back once decided. */
+export interface AskWrite {
+  instance: string;
+  now: number;
+  permits: readonly NewPermit[];
+  counterDelta: ReadonlyMap<string, number>;
+  nodeDelta: ReadonlyMap<string, NodeRow>;
+  buckets: readonly BucketRow[];
+}
+
+/** A bucket not there yet starts full: the caller caps `units` at the rate's capacity. */
+const FULL_UNITS = '4611686018427387904';
+
+/** One ask's transaction, on one connection (see `withAsk`). */
+export class PermitTx {
+  constructor(private readonly client: pg.PoolClient) {}
+
+  /** The database's clock, and whether `instance`'s lease holds (its row kept from being freed until commit). */
+  async clock(instance: string): Promise<{ now: number; alive: boolean }> {
+    const r = await this.client.query<{ now: string; alive: boolean | null }>(
+      `SELECT toolgraph_now() AS now,
+         (SELECT lease_until > toolgraph_now() FROM replicas WHERE instance = $1 AND NOT permits_freed FOR KEY SHARE) AS alive`,
+      [instance],
+    );
+    const row = r.rows[0];
+    return { now: Number(row?.now), alive: row?.alive === true };
+  }
+
+  /** Locks the counters (sorted), creating those not there yet; their use now. */
+  async lockCounters(counters: readonly { key: string; cap: number }[]): Promise<Map<string, number>> {
+    if (counters.length === 0) return new Map();
+    const r = await this.client.query<{ key: string; in_use: number }>(
+      `INSERT INTO permit_counts (key, cap) SELECT k, c FROM unnest($1::text[], $2::int[]) AS u(k, c) ORDER BY k COLLATE "C"
+       ON CONFLICT (key) DO UPDATE SET cap = excluded.cap RETURNING key, in_use`,
+      [counters.map((c) => c.key), counters.map((c) => c.cap)],
+    );
+    return new Map(r.rows.map((row) => [row.key, row.in_use]));
+  }
+
+  /** Locks lock nodes (rows `<domain> <node>`, sorted), creating those not there yet; their counts now. */
+  async lockNodes(rows: readonly string[], sep: string): Promise<Map<string, NodeRow>> {
+    if (rows.length === 0) return new Map();
+    const parts = rows.map((row) => row.split(sep) as [string, string]);
+    const r = await this.client.query<{ domain: string; node: string } & NodeRow>(
+      `INSERT INTO permit_locks (domain, node) SELECT d, n FROM unnest($1::text[], $2::text[]) AS u(d, n)
+         ORDER BY d COLLATE "C", n COLLATE "C"
+       ON CONFLICT (domain, node) DO UPDATE SET r = permit_locks.r RETURNING domain, node, r, w, ir, iw`,
+      [parts.map((p) => p[0]), parts.map((p) => p[1])],
+    );
+    return new Map(r.rows.map((row) => [`${row.domain}${sep}${row.node}`, { r: row.r, w: row.w, ir: row.ir, iw: row.iw }]));
+  }
+
+  /** Locks rate buckets (sorted), a new one full. */
+  async lockBuckets(names: readonly string[]): Promise<BucketRow[]> {
+    if (names.length === 0) return [];
+    const r = await this.client.query<{ name: string; units: string; last: string }>(
+      `INSERT INTO rate_buckets (name, units, last) SELECT n, ${FULL_UNITS}, 0 FROM unnest($1::text[]) AS u(n) ORDER BY n COLLATE "C"
+       ON CONFLICT (name) DO UPDATE SET units = rate_buckets.units RETURNING name, units, last`,
+      [names],
+    );
+    return r.rows.map((b) => ({ name: b.name, units: Number(b.units), last: Number(b.last) }));
+  }
+
+  /** The lock entries held by the permits of these runs (read only when a lock looked taken). */
+  async heldLocks(runIds: readonly string[]): Promise<Map<string, string[]>> {
+    const out = new Map<string, string[]>();
+    if (runIds.length === 0) return out;
+    const r = await this.client.query<{ run_id: string; locks: string[] }>(
+      `SELECT run_id, locks FROM permits WHERE run_id = ANY($1::text[]) AND cardinality(locks) > 0`,
+      [runIds],
+    );
+    for (const row of r.rows) {
+      const list = out.get(row.run_id) ?? [];
+      list.push(...row.locks);
+      out.set(row.run_id, list);
+    }
+    for (const id of runIds) if (!out.has(id)) out.set(id, []);
+    return out;
+  }
+
+  /**
+   * Records the granted permits and adds their increments (rows locked already). A permit of the same
+   * call recorded earlier (by an instance whose runs were taken over, or a duplicate ask) is replaced:
+   * what it took is given back first.
+   */
+  async write(w: AskWrite, sep: string): Promise<void> {
+    if (w.permits.length === 0) return;
+    const p = w.permits;
+    const replaced = await this.client.query<{ keys: string[]; locks: string[] }>(
+      `DELETE FROM permits p USING unnest($1::text[], $2::text[]) AS g(run_id, call_id)
+       WHERE p.run_id = g.run_id AND p.call_id = g.call_id RETURNING p.keys, p.locks`,
+      [p.map((x) => x.runId), p.map((x) => x.callId)],
+    );
+    const nodes = new Map<string, NodeRow>();
+    for (const [row, d] of w.nodeDelta) nodes.set(row, { ...d });
+    const back = takenBy(replaced.rows, sep, new Map(w.counterDelta), nodes);
+    await this.client.query(
+      `INSERT INTO permits (instance, run_id, call_id, tenant, tool, domain, reads, writes, since, keys, locks)
+       SELECT $1, u.run_id, u.call_id, u.tenant, u.tool, u.domain, u.reads, u.writes, $2, u.keys::text[], u.locks::text[]
+       FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
+         AS u(run_id, call_id, tenant, tool, domain, reads, writes, keys, locks)`,
+      [
+        w.instance,
+        w.now,
+        p.map((x) => x.runId),
+        p.map((x) => x.callId),
+        p.map((x) => x.tenant),
+        p.map((x) => x.tool),
+        p.map((x) => x.domain),
+        p.map((x) => JSON.stringify(x.reads)),
+        p.map((x) => JSON.stringify(x.writes)),
+        p.map((x) => pgArray(x.keys)),
+        p.map((x) => pgArray(x.locks)),
+      ],
+    );
+    await addCounts(this.client, back.counters, back.nodes, sep);
+    if (w.buckets.length > 0)
+      await this.client.query(
+        `UPDATE rate_buckets b SET units = u.units, last = u.last FROM unnest($1::text[], $2::int8[], $3::int8[]) AS u(name, units, last)
+         WHERE b.name = u.name`,
+        [w.buckets.map((b) => b.name), w.buckets.map((b) => Math.round(b.units)), w.buckets.map((b) => b.last)],
+      );
+  }
+}
+
+/** Runs `fn` as one transaction; rolls back when it throws. */
+export function withAsk<T>(pool: pg.Pool, fn: (tx: PermitTx) => Promise<T>): Promise<T> {
+  return transaction(pool, (client) => fn(new PermitTx(client)));
+}
+
+/**
+ * Gives back permits of `instance` (these calls, or all of them): deletes their rows and takes off what
+ * they took, in one transaction, and NOTIFYs `toolgraph_permits` when any was held. The delete is what
+ * makes it once: two that give back the same permit find it once. Returns how many were given back.
+ */
+export async function giveBack(
+  pool: pg.Pool,
+  instance: string,
+  calls: readonly { runId: string; callId: string }[] | 'all',
+  sep: string,
+): Promise<number> {
+  return transaction(pool, (client) => giveBackIn(client, instance, calls, sep));
+}
+
+async function giveBackIn(
+  client: pg.PoolClient,
+  instance: string,
+  calls: readonly { runId: string; callId: string }[] | 'all',
+  sep: string,
+): Promise<number> {
+  const gone =
+    calls === 'all'
+      ? await client.query<{ keys: string[]; locks: string[] }>('DELETE FROM permits WHERE instance = $1 RETURNING keys, locks', [instance])
+      : await client.query<{ keys: string[]; locks: string[] }>(
+          `DELETE FROM permits p USING unnest($1::text[], $2::text[]) AS g(run_id, call_id)
+           WHERE p.run_id = g.run_id AND p.call_id = g.call_id AND p.instance = $3 RETURNING p.keys, p.locks`,
+          [calls.map((p) => p.runId), calls.map((p) => p.callId), instance],
+        );
+  const back = takenBy(gone.rows, sep);
+  await addCounts(client, back.counters, back.nodes, sep);
+  if (gone.rows.length > 0) await client.query(`SELECT pg_notify('toolgraph_permits', $1)`, [instance]);
+  return gone.rows.length;
+}
+
+/**
+ * Frees the permits of instances whose lease ended (whoever notices: every replica's scan), each
+ * instance once: its row is taken `FOR UPDATE SKIP LOCKED` (an ask of that instance still in flight
+ * holds it `FOR KEY SHARE`: it is freed at a later scan, with what that ask took) and marked freed in
+ * the transaction that gives its permits back. Returns the instances freed.
+ */
+export async function freeDead(pool: pg.Pool, sep: string, max = 20): Promise<string[]> {
+  const dead = (
+    await pool.query<{ instance: string }>(
+      `SELECT instance FROM replicas WHERE NOT permits_freed AND lease_until <= toolgraph_now() ORDER BY lease_until LIMIT $1`,
+      [max],
+    )
+  ).rows.map((r) => r.instance);
+  const freed: string[] = [];
+  for (const instance of dead) {
+    const done = await transaction(pool, async (client) => {
+      const mine = await client.query(
+        `SELECT 1 FROM replicas WHERE instance = $1 AND NOT permits_freed AND lease_until <= toolgraph_now() FOR UPDATE SKIP LOCKED`,
+        [instance],
+      );
+      if (mine.rowCount === 0) return false;
+      await giveBackIn(client, instance, 'all', sep);
+      await client.query('UPDATE replicas SET permits_freed = true WHERE instance = $1', [instance]);
+      return true;
+    });
+    if (done) freed.push(instance);
+  }
+  return freed;
+}
+
+async function transaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    try {
+      const out = await fn(client);
+      await client.query('COMMIT');
+      return out;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    }
+  } finally {
+    client.release();
+  }
+}
+
+/** Oldest first: the permits that count against a counter key (a refusal's holders). */
+export async function holdersOfKey(pool: pg.Pool, key: string, max: number): Promise<PermitRow[]> {
+  return (
+    await pool.query<PermitRow>(
+      `SELECT run_id, call_id, tenant, tool, domain, reads, writes, since FROM permits WHERE keys @> ARRAY[$1::text]
+       ORDER BY since, run_id, call_id LIMIT $2`,
+      [key, max],
+    )
+  ).rows;
+}
+
+/** Oldest first: the permits that hold locks in a domain (to explain a lock refusal), at most `max`. */
+export async function holdersInDomain(pool: pg.Pool, domain: string, max: number): Promise<PermitRow[]> {
+  return (
+    await pool.query<PermitRow>(
+      `SELECT run_id, call_id, tenant, tool, domain, reads, writes, since FROM permits WHERE domain = $1 AND cardinality(locks) > 0
+       ORDER BY since, run_id, call_id LIMIT $2`,
+      [domain, max],
+    )
+  ).rows;
+}
+
+/**
+ * Adds deltas to counters and lock nodes, locking them in the fixed order (an upsert of sorted rows; a
+ * row not there, which a held permit's never is, would start at the delta).
+ */
+async function addCounts(client: pg.PoolClient, counters: ReadonlyMap<string, number>, nodes: ReadonlyMap<string, NodeRow>, sep: string) {
+  const c = [...counters].filter(([, d]) => d !== 0);
+  if (c.length > 0)
+    await client.query(
+      `INSERT INTO permit_counts AS c (key, in_use) SELECT k, d FROM unnest($1::text[], $2::int[]) AS u(k, d) ORDER BY k COLLATE "C"
+       ON CONFLICT (key) DO UPDATE SET in_use = GREATEST(c.in_use + excluded.in_use, 0)`,
+      [c.map(([k]) => k), c.map(([, d]) => d)],
+    );
+  const n = [...nodes].filter(([, d]) => d.r !== 0 || d.w !== 0 || d.ir !== 0 || d.iw !== 0);
+  if (n.length > 0) {
+    const parts = n.map(([row]) => row.split(sep) as [string, string]);
+    await client.query(
+      `INSERT INTO permit_locks AS l (domain, node, r, w, ir, iw)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $6::int[]) AS u(d, n, r, w, ir, iw)
+       ORDER BY d COLLATE "C", n COLLATE "C"
+       ON CONFLICT (domain, node) DO UPDATE SET r = GREATEST(l.r + excluded.r, 0), w = GREATEST(l.w + excluded.w, 0),
+         ir = GREATEST(l.ir + excluded.ir, 0), iw = GREATEST(l.iw + excluded.iw, 0)`,
+      [
+        parts.map((p) => p[0]),
+        parts.map((p) => p[1]),
+        n.map(([, d]) => d.r),
+        n.map(([, d]) => d.w),
+        n.map(([, d]) => d.ir),
+        n.map(([, d]) => d.iw),
+      ],
+    );
+  }
+}
+
+/** What deleted permits took, as deltas to take off. */
+function takenBy(
+  rows: readonly { keys: string[]; locks: string[] }[],
+  sep: string,
+  counters = new Map<string, number>(),
+  nodes = new Map<string, NodeRow>(),
+) {
+  for (const old of rows) {
+    for (const k of old.keys) counters.set(k, (counters.get(k) ?? 0) - 1);
+    for (const e of old.locks) {
+      const i = e.lastIndexOf(sep);
+      const row = e.slice(0, i);
+      const d = nodes.get(row) ?? { r: 0, w: 0, ir: 0, iw: 0 };
+      d[e.slice(i + 1) as keyof NodeRow] -= 1;
+      nodes.set(row, d);
+    }
+  }
+  return { counters, nodes };
+}
+
+/** A PostgreSQL array literal of text. */
+function pgArray(items: readonly string[]): string {
+  return `{${items.map((s) => `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join(',')}}`;
+}
