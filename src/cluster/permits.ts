@@ -216,7 +216,7 @@ export class ClusterPermits implements PermitGate {
     const claims = requests.map((r) => claimOf(r, this.limits, this.catalog));
     const toLock = rowsToLock(claims);
     const ask = await sql.withAsk(this.pool, async (tx) => {
-      const clock = await tx.clock(instance);
+      const clock = await tx.begin(instance);
       // An instance whose lease ended may not know it yet: its permits are free again, so it gets none
       // (its lease watchdog ends its runs).
       if (!clock.alive) return undefined;

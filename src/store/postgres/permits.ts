@@ -66,14 +66,17 @@ const FULL_UNITS = '4611686018427387904';
 export class PermitTx {
   constructor(private readonly client: pg.PoolClient) {}
 
-  /** The database's clock, and whether `instance`'s lease holds (its row kept from being freed until commit). */
-  async clock(instance: string): Promise<{ now: number; alive: boolean }> {
-    const r = await this.client.query<{ now: string; alive: boolean | null }>(
-      `SELECT toolgraph_now() AS now,
-         (SELECT lease_until > toolgraph_now() FROM replicas WHERE instance = $1 AND NOT permits_freed FOR KEY SHARE) AS alive`,
-      [instance],
-    );
-    const row = r.rows[0];
+  /**
+   * Begins the transaction, and says the database's clock and whether `instance`'s lease holds (its
+   * row held `FOR KEY SHARE` until commit, so that it is not freed meanwhile): one round trip.
+   */
+  async begin(instance: string): Promise<{ now: number; alive: boolean }> {
+    const results = (await this.client.query(
+      `BEGIN; SELECT toolgraph_now() AS now,
+         (SELECT lease_until > toolgraph_now() FROM replicas WHERE instance = ${this.client.escapeLiteral(instance)} AND NOT permits_freed
+          FOR KEY SHARE) AS alive`,
+    )) as unknown as pg.QueryResult<{ now: string; alive: boolean | null }>[];
+    const row = results[1]?.rows[0];
     return { now: Number(row?.now), alive: row?.alive === true };
   }
 
@@ -137,46 +140,83 @@ export class PermitTx {
   async write(w: AskWrite, sep: string): Promise<void> {
     if (w.permits.length === 0) return;
     const p = w.permits;
-    const replaced = await this.client.query<{ keys: string[]; locks: string[] }>(
-      `DELETE FROM permits p USING unnest($1::text[], $2::text[]) AS g(run_id, call_id)
-       WHERE p.run_id = g.run_id AND p.call_id = g.call_id RETURNING p.keys, p.locks`,
-      [p.map((x) => x.runId), p.map((x) => x.callId)],
-    );
-    const nodes = new Map<string, NodeRow>();
-    for (const [row, d] of w.nodeDelta) nodes.set(row, { ...d });
-    const back = takenBy(replaced.rows, sep, new Map(w.counterDelta), nodes);
-    await this.client.query(
-      `INSERT INTO permits (instance, run_id, call_id, tenant, tool, domain, reads, writes, since, keys, locks)
-       SELECT $1, u.run_id, u.call_id, u.tenant, u.tool, u.domain, u.reads, u.writes, $2, u.keys::text[], u.locks::text[]
-       FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
-         AS u(run_id, call_id, tenant, tool, domain, reads, writes, keys, locks)`,
+    const counters = [...w.counterDelta];
+    const nodes = [...w.nodeDelta].map(([row, d]) => [...(row.split(sep) as [string, string]), d] as const);
+    const values = (list: readonly NewPermit[]) => [
+      w.instance,
+      w.now,
+      list.map((x) => x.runId),
+      list.map((x) => x.callId),
+      list.map((x) => x.tenant),
+      list.map((x) => x.tool),
+      list.map((x) => x.domain),
+      list.map((x) => JSON.stringify(x.reads)),
+      list.map((x) => JSON.stringify(x.writes)),
+      list.map((x) => pgArray(x.keys)),
+      list.map((x) => pgArray(x.locks)),
+    ];
+    // One statement: the permits, and the increments of rows this transaction locked already.
+    const r = await this.client.query<{ inserted: [string, string][] }>(
+      `WITH ins AS (${INSERT_PERMITS} ON CONFLICT (run_id, call_id) DO NOTHING RETURNING run_id, call_id),
+       c AS (UPDATE permit_counts p SET in_use = p.in_use + u.d FROM unnest($12::text[], $13::int[]) AS u(k, d) WHERE p.key = u.k RETURNING 1),
+       l AS (UPDATE permit_locks p SET r = p.r + u.r, w = p.w + u.w, ir = p.ir + u.ir, iw = p.iw + u.iw
+             FROM unnest($14::text[], $15::text[], $16::int[], $17::int[], $18::int[], $19::int[]) AS u(d, n, r, w, ir, iw)
+             WHERE p.domain = u.d AND p.node = u.n RETURNING 1),
+       b AS (UPDATE rate_buckets b SET units = u.units, last = u.last FROM unnest($20::text[], $21::int8[], $22::int8[]) AS u(name, units, last)
+             WHERE b.name = u.name RETURNING 1)
+       SELECT (SELECT count(*) FROM c) AS c, (SELECT count(*) FROM l) AS l, (SELECT count(*) FROM b) AS b,
+         (SELECT coalesce(json_agg(json_build_array(run_id, call_id)), '[]'::json) FROM ins) AS inserted`,
       [
-        w.instance,
-        w.now,
-        p.map((x) => x.runId),
-        p.map((x) => x.callId),
-        p.map((x) => x.tenant),
-        p.map((x) => x.tool),
-        p.map((x) => x.domain),
-        p.map((x) => JSON.stringify(x.reads)),
-        p.map((x) => JSON.stringify(x.writes)),
-        p.map((x) => pgArray(x.keys)),
-        p.map((x) => pgArray(x.locks)),
+        ...values(p),
+        counters.map(([k]) => k),
+        counters.map(([, d]) => d),
+        nodes.map((n) => n[0]),
+        nodes.map((n) => n[1]),
+        nodes.map((n) => n[2].r),
+        nodes.map((n) => n[2].w),
+        nodes.map((n) => n[2].ir),
+        nodes.map((n) => n[2].iw),
+        w.buckets.map((b) => b.name),
+        w.buckets.map((b) => Math.round(b.units)),
+        w.buckets.map((b) => b.last),
       ],
     );
+    const inserted = new Set((r.rows[0]?.inserted ?? []).map(([run, call]) => `${run}\u0000${call}`));
+    const rest = p.filter((x) => !inserted.has(`${x.runId}\u0000${x.callId}`));
+    if (rest.length === 0) return;
+    // Rare: the call's permit was recorded already (by an instance whose runs were taken over, or a
+    // duplicate ask). It is replaced: what it took is given back, then the new one is recorded.
+    const old = await this.client.query<{ keys: string[]; locks: string[] }>(
+      `DELETE FROM permits p USING unnest($1::text[], $2::text[]) AS g(run_id, call_id)
+       WHERE p.run_id = g.run_id AND p.call_id = g.call_id RETURNING p.keys, p.locks`,
+      [rest.map((x) => x.runId), rest.map((x) => x.callId)],
+    );
+    const back = takenBy(old.rows, sep);
     await addCounts(this.client, back.counters, back.nodes, sep);
-    if (w.buckets.length > 0)
-      await this.client.query(
-        `UPDATE rate_buckets b SET units = u.units, last = u.last FROM unnest($1::text[], $2::int8[], $3::int8[]) AS u(name, units, last)
-         WHERE b.name = u.name`,
-        [w.buckets.map((b) => b.name), w.buckets.map((b) => Math.round(b.units)), w.buckets.map((b) => b.last)],
-      );
+    await this.client.query(INSERT_PERMITS, values(rest));
   }
 }
 
-/** Runs `fn` as one transaction; rolls back when it throws. */
-export function withAsk<T>(pool: pg.Pool, fn: (tx: PermitTx) => Promise<T>): Promise<T> {
-  return transaction(pool, (client) => fn(new PermitTx(client)));
+const INSERT_PERMITS = `INSERT INTO permits (instance, run_id, call_id, tenant, tool, domain, reads, writes, since, keys, locks)
+  SELECT $1, u.run_id, u.call_id, u.tenant, u.tool, u.domain, u.reads, u.writes, $2, u.keys::text[], u.locks::text[]
+  FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
+    AS u(run_id, call_id, tenant, tool, domain, reads, writes, keys, locks)`;
+
+/** Runs `fn` as one transaction, begun by `PermitTx.begin`; rolls back when it throws. */
+export async function withAsk<T>(pool: pg.Pool, fn: (tx: PermitTx) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    try {
+      const out = await fn(new PermitTx(client));
+      await client.query('COMMIT');
+      return out;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    }
+  } finally {
+    client.release();
+  }
 }
 
 /**
@@ -190,27 +230,41 @@ export async function giveBack(
   calls: readonly { runId: string; callId: string }[] | 'all',
   sep: string,
 ): Promise<number> {
-  return transaction(pool, (client) => giveBackIn(client, instance, calls, sep));
+  return giveBackIn(pool, instance, calls, sep);
 }
 
 async function giveBackIn(
-  client: pg.PoolClient,
+  client: pg.PoolClient | pg.Pool,
   instance: string,
   calls: readonly { runId: string; callId: string }[] | 'all',
   sep: string,
 ): Promise<number> {
-  const gone =
+  const which =
     calls === 'all'
-      ? await client.query<{ keys: string[]; locks: string[] }>('DELETE FROM permits WHERE instance = $1 RETURNING keys, locks', [instance])
-      : await client.query<{ keys: string[]; locks: string[] }>(
-          `DELETE FROM permits p USING unnest($1::text[], $2::text[]) AS g(run_id, call_id)
-           WHERE p.run_id = g.run_id AND p.call_id = g.call_id AND p.instance = $3 RETURNING p.keys, p.locks`,
-          [calls.map((p) => p.runId), calls.map((p) => p.callId), instance],
-        );
-  const back = takenBy(gone.rows, sep);
-  await addCounts(client, back.counters, back.nodes, sep);
-  if (gone.rows.length > 0) await client.query(`SELECT pg_notify('toolgraph_permits', $1)`, [instance]);
-  return gone.rows.length;
+      ? 'DELETE FROM permits p WHERE p.instance = $3 AND cardinality($1::text[]) = 0 AND cardinality($2::text[]) = 0'
+      : `DELETE FROM permits p USING unnest($1::text[], $2::text[]) AS g(run_id, call_id)
+         WHERE p.run_id = g.run_id AND p.call_id = g.call_id AND p.instance = $3`;
+  const list = calls === 'all' ? [] : calls;
+  // One statement, its rows locked in the fixed order: the permits (the delete), then counters, then
+  // lock nodes (each an upsert of sorted rows, referenced in that order below).
+  const r = await client.query<{ n: string }>(
+    `WITH d AS (${which} RETURNING p.keys, p.locks),
+     k AS (SELECT key, count(*)::int AS n FROM d, unnest(d.keys) AS key GROUP BY key),
+     c AS (INSERT INTO permit_counts AS c (key, in_use) SELECT key, -n FROM k ORDER BY key COLLATE "C"
+           ON CONFLICT (key) DO UPDATE SET in_use = GREATEST(c.in_use + excluded.in_use, 0) RETURNING 1),
+     e AS (SELECT split_part(x, $4, 1) AS dm, split_part(x, $4, 2) AS nd, split_part(x, $4, 3) AS md FROM d, unnest(d.locks) AS x),
+     g AS (SELECT dm, nd, count(*) FILTER (WHERE md = 'r')::int AS r, count(*) FILTER (WHERE md = 'w')::int AS w,
+             count(*) FILTER (WHERE md = 'ir')::int AS ir, count(*) FILTER (WHERE md = 'iw')::int AS iw FROM e GROUP BY dm, nd),
+     l AS (INSERT INTO permit_locks AS l (domain, node, r, w, ir, iw) SELECT dm, nd, -r, -w, -ir, -iw FROM g
+           ORDER BY dm COLLATE "C", nd COLLATE "C"
+           ON CONFLICT (domain, node) DO UPDATE SET r = GREATEST(l.r + excluded.r, 0), w = GREATEST(l.w + excluded.w, 0),
+             ir = GREATEST(l.ir + excluded.ir, 0), iw = GREATEST(l.iw + excluded.iw, 0) RETURNING 1)
+     SELECT x.n, (SELECT count(*) FROM c) AS c, (SELECT count(*) FROM l) AS l,
+       CASE WHEN x.n > 0 THEN pg_notify('toolgraph_permits', $3) END AS told
+     FROM (SELECT count(*) AS n FROM d) x`,
+    [list.map((p) => p.runId), list.map((p) => p.callId), instance, sep],
+  );
+  return Number(r.rows[0]?.n ?? 0);
 }
 
 /**
