@@ -190,8 +190,8 @@ export function decide(
   /** What each run holds on each row: read from the database (`mine`), plus what this ask granted it. */
   const ownHeld = new Map<string, Map<string, NodeCounts>>();
   const ownOf = (runId: string) => {
-    let m = ownHeld.get(runId);
-    if (!m) ownHeld.set(runId, (m = countEntries(mine.get(runId) ?? [])));
+    const m = ownHeld.get(runId) ?? countEntries(mine.get(runId) ?? []);
+    ownHeld.set(runId, m);
     return m;
   };
   const waiters: Holder[] = [];

@@ -77,11 +77,10 @@ class ClusterRates implements Rates {
 
   private copyOf(h: Holder): Holder {
     let c = this.copies.get(h);
-    if (!c)
-      this.copies.set(
-        h,
-        (c = { runId: h.runId, tenant: h.tenant, tool: h.tool, domain: null, reads: [], writes: [], toolRate: h.toolRate }),
-      );
+    if (!c) {
+      c = { runId: h.runId, tenant: h.tenant, tool: h.tool, domain: null, reads: [], writes: [], toolRate: h.toolRate };
+      this.copies.set(h, c);
+    }
     return c;
   }
 }
@@ -120,6 +119,7 @@ export class ClusterPermits implements PermitGate {
   private readonly freed = new Set<() => void>();
   private retry: NodeJS.Timeout | undefined;
   private retryAt = 0;
+  private sweptAt = 0;
   private readonly limits: Limits;
 
   constructor(
@@ -159,9 +159,17 @@ export class ClusterPermits implements PermitGate {
     await sql.giveBack(this.pool, instance, 'all', SEP);
   }
 
-  /** Gives back the permits of instances whose lease ended (whoever notices first; each once). */
-  async freeDead(): Promise<string[]> {
-    return sql.freeDead(this.pool, SEP);
+  /**
+   * Gives back the permits of instances whose lease ended (whoever notices first; each once), and every
+   * `sweepMs` deletes the counter and lock rows that count nothing.
+   */
+  async freeDead(sweepMs = 60_000): Promise<string[]> {
+    const freed = await sql.freeDead(this.pool, SEP);
+    if (performance.now() - this.sweptAt >= sweepMs) {
+      this.sweptAt = performance.now();
+      await sql.sweepIdle(this.pool);
+    }
+    return freed;
   }
 
   close(): void {
@@ -258,8 +266,8 @@ export class ClusterPermits implements PermitGate {
     let tokenAt: number | undefined;
     const byKey = new Map<string, Promise<WaitHolder[]>>();
     const holdersOf = (k: string) => {
-      let p = byKey.get(k);
-      if (!p) byKey.set(k, (p = sql.holdersOfKey(this.pool, k, MAX_HOLDERS).then((rows) => rows.map(holderOfRow))));
+      const p = byKey.get(k) ?? sql.holdersOfKey(this.pool, k, MAX_HOLDERS).then((rows) => rows.map(holderOfRow));
+      byKey.set(k, p);
       return p;
     };
     const locks = await this.lockReasons(claims, decided, now);

@@ -4,7 +4,8 @@
  *   for the held key waits for it (so the first check can fail);
  * - a granted ask reads no permit row, and touches the same rows with 10 or 2,000 permits held
  *   (PostgreSQL's own per-table tuple counters, flushed on the asking connection);
- * - the permits of an instance whose lease ended are freed exactly once, though three free them at once.
+ * - the permits of an instance whose lease ended are freed exactly once, though three free them at once;
+ *   rows that count nothing are swept.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +15,7 @@ import { ClusterPermits } from '../../src/cluster/permits.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { PermitRequest } from '../../src/core/scheduler.js';
 import type { PostgresStore } from '../../src/store/postgres.js';
+import { sweepIdle } from '../../src/store/postgres/permits.js';
 import { openStore } from '../../src/store/select.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
@@ -182,7 +184,10 @@ describe('cluster permits on PostgreSQL', () => {
       expect(await permits.freeDead()).toEqual([]);
       await dead.releaseAll('dead/1');
       expect(await count()).toBe(1);
-      // The freed locks are free: another run writes what the dead instance wrote.
+      // Rows that count nothing are swept (an ask makes them again), and the freed locks are free:
+      // another run writes what the dead instance wrote.
+      expect(await sweepIdle(store.pool)).toBeGreaterThan(0);
+      expect((await store.pool.query(`SELECT count(*)::int AS n FROM permit_locks WHERE domain = 'global'`)).rows[0].n).toBe(0);
       expect(await permits.acquire([ask('after', { domain: 'global', writes: ['file:/d1'] })])).toEqual([{ granted: true }]);
       permits.release([
         { runId: 'live', callId: 'c' },

@@ -192,7 +192,10 @@ describe('deciding an ask', () => {
     const asked: string[] = [];
     const taken: string[] = [];
     const rates: Rates = {
-      check: (h) => (asked.push(h.runId), h.runId === 'b' ? { ok: false, wakeAt: 5 } : { ok: true }),
+      check: (h) => {
+        asked.push(h.runId);
+        return h.runId === 'b' ? { ok: false, wakeAt: 5 } : { ok: true };
+      },
       take: (h) => void taken.push(h.runId),
     };
     const rated = (r: string) => ({ ...claim(req(r)), rated: true });

@@ -314,6 +314,23 @@ async function transaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Prom
   }
 }
 
+/**
+ * Deletes up to `max` counter and lock rows that count nothing (keys no running call holds: file paths
+ * come and go), skipping any an ask holds. Returns how many went. An ask that wants one again makes it.
+ */
+export async function sweepIdle(pool: pg.Pool, max = 1000): Promise<number> {
+  const c = await pool.query(
+    `DELETE FROM permit_counts WHERE ctid IN (SELECT ctid FROM permit_counts WHERE in_use = 0 LIMIT $1 FOR UPDATE SKIP LOCKED)`,
+    [max],
+  );
+  const l = await pool.query(
+    `DELETE FROM permit_locks WHERE ctid IN
+       (SELECT ctid FROM permit_locks WHERE r = 0 AND w = 0 AND ir = 0 AND iw = 0 LIMIT $1 FOR UPDATE SKIP LOCKED)`,
+    [max],
+  );
+  return (c.rowCount ?? 0) + (l.rowCount ?? 0);
+}
+
 /** Oldest first: the permits that count against a counter key (a refusal's holders). */
 export async function holdersOfKey(pool: pg.Pool, key: string, max: number): Promise<PermitRow[]> {
   return (
