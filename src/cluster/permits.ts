@@ -16,7 +16,7 @@
  * replicas with refused calls ask again at once (`onFreed`); they also ask again every `retryMs`, in
  * case a notification was missed. Asks and give-backs go through one queue, in order: a call's next
  * attempt never asks before its last attempt's permit is given back. The permits of an instance whose
- * lease ended are given back by whichever replica's scan notices first (`freeDead`), once.
+ * lease ended are given back by whichever replica's scan notices first (`freeDead`, store/postgres/permits-free.ts), once.
  */
 import type pg from 'pg';
 import { Limiter, type Holder } from '../core/limits.js';
@@ -26,6 +26,7 @@ import type { Limits } from '../core/tool.js';
 import type { Catalog } from '../core/tool.js';
 import { MAX_HOLDERS, type WaitHolder, type WaitReason } from '../core/waiting.js';
 import type { PermitAnswer, PermitGate } from '../engine/engine.js';
+import * as free from '../store/postgres/permits-free.js';
 import * as sql from '../store/postgres/permits.js';
 import type { Notifications } from './notifications.js';
 import { claimOf, decide, rowsToLock, SEP, sharedLimits, type Claim, type Decided, type Rates } from './permit-plan.js';
@@ -156,7 +157,7 @@ export class ClusterPermits implements PermitGate {
 
   /** Gives back every permit of an instance (a replica that stops, or one that lost its lease). */
   async releaseAll(instance: string): Promise<void> {
-    await sql.giveBack(this.pool, instance, 'all', SEP);
+    await free.giveBack(this.pool, instance, 'all', SEP);
   }
 
   /**
@@ -164,10 +165,10 @@ export class ClusterPermits implements PermitGate {
    * `sweepMs` deletes the counter and lock rows that count nothing.
    */
   async freeDead(sweepMs = 60_000): Promise<string[]> {
-    const freed = await sql.freeDead(this.pool, SEP);
+    const freed = await free.freeDead(this.pool, SEP);
     if (performance.now() - this.sweptAt >= sweepMs) {
       this.sweptAt = performance.now();
-      await sql.sweepIdle(this.pool);
+      await free.sweepIdle(this.pool);
     }
     return freed;
   }
@@ -211,7 +212,7 @@ export class ClusterPermits implements PermitGate {
   private async give(permits: readonly { runId: string; callId: string }[]): Promise<void> {
     const instance = this.instance();
     if (instance === undefined || permits.length === 0) return;
-    await sql.giveBack(this.pool, instance, permits, SEP);
+    await free.giveBack(this.pool, instance, permits, SEP);
   }
 
   /**

@@ -15,7 +15,7 @@ import { ClusterPermits } from '../../src/cluster/permits.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { PermitRequest } from '../../src/core/scheduler.js';
 import type { PostgresStore } from '../../src/store/postgres.js';
-import { sweepIdle } from '../../src/store/postgres/permits.js';
+import { sweepIdle } from '../../src/store/postgres/permits-free.js';
 import { openStore } from '../../src/store/select.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { until } from '../helpers/wait.js';
