@@ -13,14 +13,16 @@
  * run's conflict edges), so what the asking run holds itself is taken off first.
  *
  * `decide` grants calls in the order asked, all or nothing per call, checking in the order one
- * replica's limiter does (tenant, tool, resource, rate, lock); a lock waiter of the ask is served
- * before the later calls of other runs that conflict with it (first come, first served).
+ * replica's limiter does (tenant, tool, resource, rate, lock); a lock waiter of the ask, or an older
+ * one of any replica (`queue`, permit-waits.ts), is served before the later calls of other runs that
+ * conflict with it (first come, first served).
  */
 import { clash, own, type Holder } from '../core/limits.js';
 import { overlaps, key as parsedKey, type Key } from '../core/resources.js';
 import type { PermitRequest } from '../core/scheduler.js';
 import type { Catalog, Limits, Rate } from '../core/tool.js';
 import type { WaitReason } from '../core/waiting.js';
+import type { Mark, WaitQueue } from './permit-waits.js';
 
 export type LockMode = 'r' | 'w' | 'ir' | 'iw';
 
@@ -66,7 +68,7 @@ export type Decision =
   | { granted: true }
   | { granted: false; reason: 'tenant' | 'tool' | 'resource'; counter: Counter; inUse: number }
   | { granted: false; reason: 'rate'; wakeAt?: number; why?: WaitReason }
-  | { granted: false; reason: 'lock'; behindWaiter: boolean };
+  | { granted: false; reason: 'lock'; behindWaiter: boolean; behind?: Mark };
 
 /** Rate limits, kept by the caller (a core `Limiter` seeded with the buckets the ask locked). */
 export interface Rates {
@@ -182,6 +184,7 @@ export function decide(
   rows: AskRows,
   rates: Rates,
   mine: ReadonlyMap<string, readonly string[]> = new Map(),
+  queue?: WaitQueue,
 ): Decided {
   const decisions: Decision[] = [];
   const counterDelta = new Map<string, number>();
@@ -194,14 +197,19 @@ export function decide(
     ownHeld.set(runId, m);
     return m;
   };
-  const waiters: Holder[] = [];
+  /** The ask's lock waiters, with their places in line (all 0 without a queue: first asked, first served). */
+  const waiters: { holder: Holder; since: number }[] = [];
   for (const c of claims) {
     const d = decideOne(c);
     decisions.push(d);
     if (!d.granted) {
-      if (d.reason === 'lock') waiters.push(c.holder);
+      if (d.reason === 'lock') {
+        queue?.waiting(c);
+        waiters.push({ holder: c.holder, since: queue?.sinceOf(c) ?? 0 });
+      }
       continue;
     }
+    queue?.granted(c);
     for (const k of c.counters) {
       rows.counters.set(k.key, (rows.counters.get(k.key) ?? 0) + 1);
       counterDelta.set(k.key, (counterDelta.get(k.key) ?? 0) + 1);
@@ -235,7 +243,11 @@ export function decide(
       if (!mine.has(c.request.runId)) needMine.add(c.request.runId);
       return { granted: false, reason: 'lock', behindWaiter: false };
     }
-    for (const w of waiters) if (clash(c.holder, w)) return { granted: false, reason: 'lock', behindWaiter: true };
+    const place = queue?.sinceOf(c) ?? 0;
+    for (const w of waiters)
+      if (w.since <= place && clash(c.holder, w.holder)) return { granted: false, reason: 'lock', behindWaiter: true };
+    const behind = queue?.ahead(c);
+    if (behind) return { granted: false, reason: 'lock', behindWaiter: true, behind };
     return { granted: true };
   }
 

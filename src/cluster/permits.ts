@@ -30,6 +30,7 @@ import * as free from '../store/postgres/permits-free.js';
 import * as sql from '../store/postgres/permits.js';
 import type { Notifications } from './notifications.js';
 import { claimOf, decide, rowsToLock, SEP, sharedLimits, type Claim, type Decided, type Rates } from './permit-plan.js';
+import { LockQueue, type Mark, type NodeMarks } from './permit-waits.js';
 import { refusalOf } from './refusals.js';
 
 const GRANTED: PermitAnswer = Object.freeze({ granted: true });
@@ -37,6 +38,9 @@ const REFUSED: PermitAnswer = Object.freeze({ granted: false });
 
 /** At most this many lock holders of a domain are read to explain a refusal (the oldest). */
 const MAX_LOCK_HOLDERS_READ = 10_000;
+
+/** At most this many waiting calls' places in line are kept (past it, they start again). */
+const MAX_WAITING_KEPT = 100_000;
 
 /** No rated call in the ask. */
 const NO_RATES: Rates = { check: () => ({ ok: true }), take: () => {} };
@@ -97,6 +101,23 @@ function bucketNames(rated: readonly Claim[], limits: Limits): string[] {
   return [...names].sort();
 }
 
+function marksOf(rows: ReadonlyMap<string, sql.MarkRow>): Map<string, NodeMarks> {
+  const parse = (text: string | null): Mark | null => {
+    if (text === null) return null;
+    try {
+      return JSON.parse(text) as Mark;
+    } catch {
+      return null;
+    }
+  };
+  return new Map([...rows].map(([row, m]) => [row, { at: parse(m.at), below: parse(m.below) }]));
+}
+
+function marksText(marks: ReadonlyMap<string, NodeMarks>): Map<string, sql.MarkRow> {
+  const text = (m: Mark | null | undefined) => (m ? JSON.stringify(m) : null);
+  return new Map([...marks].map(([row, m]) => [row, { at: text(m.at), below: text(m.below) }]));
+}
+
 function copyNodes(nodes: ReadonlyMap<string, sql.NodeRow>): Map<string, sql.NodeRow> {
   return new Map([...nodes].map(([k, v]) => [k, { ...v }]));
 }
@@ -121,6 +142,7 @@ export class ClusterPermits implements PermitGate {
   private retry: NodeJS.Timeout | undefined;
   private retryAt = 0;
   private sweptAt = 0;
+  private waitingSince = new Map<string, number>();
   private readonly limits: Limits;
 
   constructor(
@@ -209,7 +231,15 @@ export class ClusterPermits implements PermitGate {
     setTimeout(() => this.release(permits), this.retryMs).unref();
   }
 
+  /** When each call that waits for a lock was first refused (its place in line), as the last ask left it. */
+  private keepWaiting(since: Map<string, number>): void {
+    // Calls that stopped waiting without a grant (cancelled) are forgotten after a while.
+    if (since.size > MAX_WAITING_KEPT) since.clear();
+    this.waitingSince = since;
+  }
+
   private async give(permits: readonly { runId: string; callId: string }[]): Promise<void> {
+    for (const p of permits) this.waitingSince.delete(`${p.runId}\u0000${p.callId}`);
     const instance = this.instance();
     if (instance === undefined || permits.length === 0) return;
     await free.giveBack(this.pool, instance, permits, SEP);
@@ -235,12 +265,16 @@ export class ClusterPermits implements PermitGate {
       const buckets = rated.length > 0 ? await tx.lockBuckets(bucketNames(rated, this.limits)) : [];
       const run = (mine?: ReadonlyMap<string, readonly string[]>) => {
         const rates = rated.length > 0 ? new ClusterRates(this.limits, buckets, clock.now) : undefined;
-        const decided = decide(claims, { counters: new Map(counters), nodes: copyNodes(nodes) }, rates ?? NO_RATES, mine);
-        return { rates, decided };
+        const since = new Map(this.waitingSince);
+        const queue = new LockQueue(marksOf(nodes.marks), clock.now, this.retryMs * 3, since);
+        const rows = { counters: new Map(counters), nodes: copyNodes(nodes.counts) };
+        const decided = decide(claims, rows, rates ?? NO_RATES, mine, queue);
+        return { rates, decided, queue, since };
       };
-      let { rates, decided } = run();
+      let { rates, decided, queue, since } = run();
       // A lock looked taken: maybe by the asking run itself, which never waits for its own calls.
-      if (decided.needMine.size > 0) ({ rates, decided } = run(await tx.heldLocks([...decided.needMine])));
+      if (decided.needMine.size > 0) ({ rates, decided, queue, since } = run(await tx.heldLocks([...decided.needMine])));
+      await tx.writeMarks(marksText(queue.changed()), SEP);
       const permits = claims
         .filter((_, i) => decided.decisions[i]?.granted)
         .map((c) => ({ ...c.request, keys: c.counters.map((k) => k.key), locks: c.lockEntries }));
@@ -255,9 +289,10 @@ export class ClusterPermits implements PermitGate {
         },
         SEP,
       );
-      return { now: clock.now, decided };
+      return { now: clock.now, decided, since };
     });
     if (ask === undefined) return { answers: requests.map(() => REFUSED) };
+    this.keepWaiting(ask.since);
     return this.answer(claims, ask.decided, ask.now);
   }
 
@@ -285,7 +320,14 @@ export class ClusterPermits implements PermitGate {
       else if (d.reason === 'rate') {
         why = d.why;
         if (d.wakeAt !== undefined) tokenAt = Math.min(tokenAt ?? Infinity, d.wakeAt);
-      } else why = locks.get(c);
+      } else {
+        why = locks.get(c);
+        if (why === undefined && d.reason === 'lock' && d.behind) {
+          const b = d.behind;
+          const queuedBehind = [{ runId: b.run, callId: b.call, tenant: b.tenant, since: b.since }];
+          why = { kind: 'lock', key: b.key, domain: c.request.domain as string, holders: [], queuedBehind };
+        }
+      }
       answers.push(why ? { granted: false, waitingFor: [why] } : REFUSED);
     }
     return tokenAt === undefined ? { answers } : { answers, tokenInMs: Math.max(0, tokenAt - now) };

@@ -4,6 +4,7 @@
  *   for the held key waits for it (so the first check can fail);
  * - a granted ask reads no permit row, and touches the same rows with 10 or 2,000 permits held
  *   (PostgreSQL's own per-table tuple counters, flushed on the asking connection);
+ * - a writer refused on one gate (replica) is not passed by a reader that another gate asks for later;
  * - the permits of an instance whose lease ended are freed exactly once, though three free them at once;
  *   rows that count nothing are swept.
  */
@@ -159,6 +160,47 @@ describe('cluster permits on PostgreSQL', () => {
     // The instrument sees reads: a refused ask reads its holders (the refusal path).
     const full = await touched(() => soloPermits.acquire([ask('over', { tenant: 'bulk', tool: 'tbulk-0' })]));
     expect(full.permitsRead).toBeGreaterThan(0);
+  });
+
+  it('a writer that waits on one replica is not passed by readers that another replica asks for; it starts once the reader ends', async () => {
+    await store.pool.query(
+      `INSERT INTO replicas (instance, name, started_at, lease_until, renewed_at) VALUES ('other/1', 'other', 0, toolgraph_now() + 60000, 0)`,
+    );
+    const other = new ClusterPermits(store.pool, () => 'other/1', config.limits, config.catalog, notifications);
+    const domain = 'tenant:fifo';
+    const read = (runId: string, path = '/repo') => ask(runId, { tenant: 'fifo', domain, reads: [`file:${path}`] });
+    const write = ask('w', { tenant: 'fifo', domain, writes: ['file:/repo/src'] });
+    try {
+      expect(await permits.acquire([read('r1')])).toEqual([{ granted: true }]);
+      const [refused] = await other.acquire([write]);
+      expect(refused).toMatchObject({ granted: false, waitingFor: [{ kind: 'lock', key: 'file:/repo' }] });
+      // A read that would share with r1's waits behind the writer, which asked first, on the other replica.
+      const [behind] = await permits.acquire([read('r2', '/repo/src/a.ts')]);
+      expect(behind).toEqual({
+        granted: false,
+        waitingFor: [
+          {
+            kind: 'lock',
+            key: 'file:/repo/src',
+            domain,
+            holders: [],
+            queuedBehind: [{ runId: 'w', callId: 'c', tenant: 'fifo', since: expect.any(Number) }],
+          },
+        ],
+      });
+      permits.release([{ runId: 'r1', callId: 'c' }]);
+      expect(await permits.acquire([read('r3', '/elsewhere')])).toEqual([{ granted: true }]);
+      expect(await other.acquire([write])).toEqual([{ granted: true }]);
+      // Then the reader waits for the running write, not for a mark.
+      const [after] = await permits.acquire([read('r2', '/repo/src/a.ts')]);
+      expect(after).toMatchObject({ granted: false, waitingFor: [{ kind: 'lock', holders: [{ runId: 'w' }] }] });
+      other.release([write]);
+      permits.release([{ runId: 'r3', callId: 'c' }]);
+      expect(await permits.acquire([read('r2', '/repo/src/a.ts')])).toEqual([{ granted: true }]);
+      permits.release([{ runId: 'r2', callId: 'c' }]);
+    } finally {
+      other.close();
+    }
   });
 
   it('the permits of an instance whose lease ended are freed once, though three free them at the same time', async () => {

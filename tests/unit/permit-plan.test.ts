@@ -4,7 +4,8 @@
  * ask is decided over the rows it locked: in order, all or nothing per call, limits never exceeded and
  * reached, reader–writer locks meeting on one row whatever the depth of the keys, a run never waiting
  * for itself, and the ask's lock waiters served first come, first served. A property test checks the
- * lock decisions against the core limiter's (`clash`) on random keys.
+ * lock decisions against the core limiter's (`clash`) on random keys. Across asks, a lock waiter's marks
+ * keep later conflicting calls behind it (first come, first served), until it starts or stops asking.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -21,6 +22,7 @@ import {
   type Claim,
   type Rates,
 } from '../../src/cluster/permit-plan.js';
+import { LockQueue, type NodeMarks } from '../../src/cluster/permit-waits.js';
 import { clash } from '../../src/core/limits.js';
 import { key } from '../../src/core/resources.js';
 import type { PermitRequest } from '../../src/core/scheduler.js';
@@ -232,5 +234,77 @@ describe('deciding an ask', () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('first come, first served across asks (permit-waits.ts)', () => {
+  const domain = 'tenant:x';
+  /** Asks at `now`, the held locks of `held` counted, the marks and places in line kept between asks. */
+  function asker() {
+    const marks = new Map<string, NodeMarks>();
+    const since = new Map<string, number>();
+    let nodes = new Map<string, { r: number; w: number; ir: number; iw: number }>();
+    return {
+      hold(c: Claim) {
+        nodes = countEntries(c.lockEntries, nodes);
+      },
+      free(c: Claim) {
+        nodes = countEntries(c.lockEntries, nodes, -1);
+      },
+      ask(now: number, claims: Claim[], ttlMs = 3000) {
+        const queue = new LockQueue(marks, now, ttlMs, since);
+        const rows: AskRows = { counters: new Map(), nodes: new Map([...nodes].map(([k, v]) => [k, { ...v }])) };
+        const out = decide(claims, rows, NO_RATES, new Map(claims.map((c) => [c.request.runId, []])), queue);
+        claims.forEach((c, i) => {
+          if (out.decisions[i]?.granted) nodes = countEntries(c.lockEntries, nodes);
+        });
+        return out.decisions.map((d) => (d.granted ? 'yes' : d.reason === 'lock' && d.behind ? `behind ${d.behind.run}` : d.reason));
+      },
+    };
+  }
+
+  it('a writer that waits for a reader is not passed by later readers, in later asks; it starts once the reader ends', () => {
+    const a = asker();
+    const r1 = claim(req('r1', { domain, reads: ['file:/x'] }));
+    const w = claim(req('w', { domain, writes: ['file:/x'] }));
+    const r2 = claim(req('r2', { domain, reads: ['file:/x/a.ts'] }));
+    expect(a.ask(0, [r1])).toEqual(['yes']);
+    expect(a.ask(10, [w])).toEqual(['lock']);
+    // Without the writer's mark the read would share with r1's.
+    expect(a.ask(20, [r2])).toEqual(['behind w']);
+    a.free(r1);
+    expect(a.ask(30, [r2, w])).toEqual(['behind w', 'yes']);
+    // Granted: its marks went; now r2 waits for the running write, and is the oldest waiter.
+    expect(a.ask(40, [r2])).toEqual(['lock']);
+  });
+
+  it('the oldest waiter is never made to wait by a younger one; a mark lapses when its waiter stops asking', () => {
+    const a = asker();
+    const held = claim(req('h', { domain, writes: ['file:/x'] }));
+    a.hold(held);
+    const old = claim(req('old', { domain, reads: ['file:/x'] }));
+    const young = claim(req('young', { domain, writes: ['file:/x/y'] }));
+    expect(a.ask(0, [old])).toEqual(['lock']);
+    // Refused by the running write first; it waits too, younger.
+    expect(a.ask(5, [young])).toEqual(['lock']);
+    a.free(held);
+    // Asked together, younger first: the older still goes, the younger waits behind it.
+    expect(a.ask(10, [young, old])).toEqual(['behind old', 'yes']);
+    // A waiter that went away (never asks again) holds nobody back past its mark's time.
+    const b = asker();
+    b.hold(held);
+    const gone = claim(req('gone', { domain, writes: ['file:/z'] }));
+    b.hold(claim(req('h2', { domain, reads: ['file:/z'] })));
+    expect(b.ask(0, [gone], 3000)).toEqual(['lock']);
+    const reader = claim(req('reader', { domain, reads: ['file:/z'] }));
+    expect(b.ask(2999, [reader])).toEqual(['behind gone']);
+    expect(b.ask(3000, [reader])).toEqual(['yes']);
+  });
+
+  it('a run never waits behind its own waiting call', () => {
+    const a = asker();
+    a.hold(claim(req('h', { domain, reads: ['file:/x'] })));
+    expect(a.ask(0, [claim(req('r', { domain, writes: ['file:/x'] }))])).toEqual(['lock']);
+    expect(a.ask(1, [claim(req('r', { callId: 'd', domain, reads: ['file:/x'] }))])).toEqual(['yes']);
   });
 });

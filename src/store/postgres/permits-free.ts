@@ -111,7 +111,10 @@ export async function sweepIdle(pool: pg.Pool, max = 1000): Promise<number> {
   );
   const l = await pool.query(
     `DELETE FROM permit_locks WHERE ctid IN
-       (SELECT ctid FROM permit_locks WHERE r = 0 AND w = 0 AND ir = 0 AND iw = 0 LIMIT $1 FOR UPDATE SKIP LOCKED)`,
+       (SELECT ctid FROM permit_locks WHERE r = 0 AND w = 0 AND ir = 0 AND iw = 0
+          AND coalesce((wait_at::json->>'until')::bigint, 0) < toolgraph_now()
+          AND coalesce((wait_below::json->>'until')::bigint, 0) < toolgraph_now()
+        LIMIT $1 FOR UPDATE SKIP LOCKED)`,
     [max],
   );
   return (c.rowCount ?? 0) + (l.rowCount ?? 0);

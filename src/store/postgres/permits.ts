@@ -18,6 +18,12 @@ export interface NodeRow {
   iw: number;
 }
 
+/** A lock row's waiter marks, as JSON text (cluster/permit-waits.ts reads them). */
+export interface MarkRow {
+  at: string | null;
+  below: string | null;
+}
+
 export interface BucketRow {
   name: string;
   units: number;
@@ -92,16 +98,34 @@ export class PermitTx {
   }
 
   /** Locks lock nodes (rows `<domain> <node>`, sorted), creating those not there yet; their counts now. */
-  async lockNodes(rows: readonly string[], sep: string): Promise<Map<string, NodeRow>> {
-    if (rows.length === 0) return new Map();
+  async lockNodes(rows: readonly string[], sep: string): Promise<{ counts: Map<string, NodeRow>; marks: Map<string, MarkRow> }> {
+    const counts = new Map<string, NodeRow>();
+    const marks = new Map<string, MarkRow>();
+    if (rows.length === 0) return { counts, marks };
     const parts = rows.map((row) => row.split(sep) as [string, string]);
-    const r = await this.client.query<{ domain: string; node: string } & NodeRow>(
+    const r = await this.client.query<{ domain: string; node: string; wait_at: string | null; wait_below: string | null } & NodeRow>(
       `INSERT INTO permit_locks (domain, node) SELECT d, n FROM unnest($1::text[], $2::text[]) AS u(d, n)
          ORDER BY d COLLATE "C", n COLLATE "C"
-       ON CONFLICT (domain, node) DO UPDATE SET r = permit_locks.r RETURNING domain, node, r, w, ir, iw`,
+       ON CONFLICT (domain, node) DO UPDATE SET r = permit_locks.r RETURNING domain, node, r, w, ir, iw, wait_at, wait_below`,
       [parts.map((p) => p[0]), parts.map((p) => p[1])],
     );
-    return new Map(r.rows.map((row) => [`${row.domain}${sep}${row.node}`, { r: row.r, w: row.w, ir: row.ir, iw: row.iw }]));
+    for (const row of r.rows) {
+      const k = `${row.domain}${sep}${row.node}`;
+      counts.set(k, { r: row.r, w: row.w, ir: row.ir, iw: row.iw });
+      if (row.wait_at !== null || row.wait_below !== null) marks.set(k, { at: row.wait_at, below: row.wait_below });
+    }
+    return { counts, marks };
+  }
+
+  /** Writes the waiter marks of lock rows this transaction locked. */
+  async writeMarks(marks: ReadonlyMap<string, MarkRow>, sep: string): Promise<void> {
+    if (marks.size === 0) return;
+    const list = [...marks].map(([row, m]) => [...(row.split(sep) as [string, string]), m] as const);
+    await this.client.query(
+      `UPDATE permit_locks p SET wait_at = u.a, wait_below = u.b FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(d, n, a, b)
+       WHERE p.domain = u.d AND p.node = u.n`,
+      [list.map((x) => x[0]), list.map((x) => x[1]), list.map((x) => x[2].at), list.map((x) => x[2].below)],
+    );
   }
 
   /** Locks rate buckets (sorted), a new one full. */

@@ -35,6 +35,10 @@ CREATE TABLE permit_locks (
   w      INTEGER NOT NULL DEFAULT 0,
   ir     INTEGER NOT NULL DEFAULT 0,
   iw     INTEGER NOT NULL DEFAULT 0,
+  -- The oldest call that waits for this node (`wait_at`) and for one below it (`wait_below`), as JSON
+  -- (cluster/permit-waits.ts): younger calls that conflict wait behind it, across replicas.
+  wait_at    TEXT,
+  wait_below TEXT,
   PRIMARY KEY (domain, node)
 );
 
