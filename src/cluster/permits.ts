@@ -10,7 +10,9 @@
  * permit row per granted call (what it took, so that the give-back takes exactly that back). Asks for
  * different keys never wait on each other, and a granted ask reads no other call's permit: holders are
  * read only to explain a refusal (its `waitingFor`: the limit or lock, its key, capacity and use, and
- * the oldest running calls of any replica that hold it) and for `GET /v1/limits`.
+ * the oldest running calls of any replica that hold it) and for `GET /v1/limits`. A call refused by a
+ * lock marks the lock rows it waits for (permit-waits.ts), so that younger conflicting calls of any
+ * replica wait behind it: first come, first served across replicas, and no writer starves.
  *
  * Giving permits back deletes the rows, takes their counts off and NOTIFYs `toolgraph_permits`, so that
  * replicas with refused calls ask again at once (`onFreed`); they also ask again every `retryMs`, in
