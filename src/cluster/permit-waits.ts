@@ -11,7 +11,13 @@
  * starved by a stream of readers on other replicas (and readers by writers). Pure: the rows are the
  * ones the ask locked, and the changed marks are written back with it.
  */
-import type { Claim } from './permit-plan.js';
+import type { PermitRequest } from '../core/scheduler.js';
+
+/** What the queue needs of a call's claim (permit-plan.ts `Claim`): who asks, and its lock targets. */
+export interface Claim {
+  request: PermitRequest;
+  locks: readonly { row: string; mode: 'r' | 'w'; ancestors: readonly string[] }[];
+}
 
 export interface Mark {
   run: string;
