@@ -7,6 +7,7 @@
  *   feed.ts           any replica's events, for this replica's readers (SSE, waits)
  *   commands.ts       cancel, reviews, replan, append and seal, carried to the run's owner
  *   permits.ts        cluster-wide limits and locks (the engine's permit gate)
+ *   permit-plan.ts    what an ask takes (counters per limit key, lock nodes) and whether it may
  *   admissions.ts     maxActiveRunsPerTenant across replicas
  *   wait-summary.ts   what this replica's calls wait for, published for the others
  *   limits-view.ts    `GET /v1/limits` across the cluster: permits and every replica's waiters
@@ -259,6 +260,10 @@ export class Cluster {
     if (me === undefined || host === undefined || this.closed) return 0;
     let claimed: string[];
     let mine: string[];
+    // Permits of instances whose lease ended are free again: whoever notices first gives them back.
+    await this.permits
+      .freeDead()
+      .catch((err) => this.logger?.warn({ err: (err as Error).message }, 'could not free the permits of ended leases now'));
     try {
       claimed = (
         await this.store.pool.query<{ id: string }>(

@@ -1,6 +1,6 @@
 /**
  * `GET /v1/limits` across the cluster (DESIGN §7, §12): every shared limit and lock in use by any
- * replica. One read (`LIMITS_SQL`) gets the permits of live instances (every running call of every
+ * replica. One read (`LIMITS_SQL`, store/postgres/limits.ts) gets the permits of live instances (every running call of every
  * replica: its holders and what they count against), the rate buckets, and the wait summaries that the
  * other live replicas publish (wait-summary.ts); this replica's own waiters are counted live. They are
  * counted into a `Limiter` of the shared limits, as permits.ts does to grant, and listed as one replica
@@ -15,44 +15,16 @@ import { key } from '../core/resources.js';
 import { limitItems, waitId, type LimitInUse, type WaitCounts } from '../core/scheduler.js';
 import type { Catalog, Limits, Rate } from '../core/tool.js';
 import { WAIT_KINDS, type WaitHolder } from '../core/waiting.js';
+import type { LimitsRow } from '../store/postgres/limits.js';
 import type { PublishedWait } from './wait-summary.js';
+
+export { LIMITS_SQL, type LimitsRow } from '../store/postgres/limits.js';
 
 /** At most this many running calls are read (the oldest): each is a row of `permits`. */
 export const MAX_PERMITS_READ = 10_000;
 
 /** At most this many items are listed. */
 export const MAX_LIMIT_ITEMS = 1000;
-
-/**
- * One row: the database's time, the permits of live instances (oldest first), every rate bucket, and
- * the wait summaries of the live replicas other than `$1`. `$2`: `MAX_PERMITS_READ`.
- */
-export const LIMITS_SQL = `
-  WITH now AS (SELECT toolgraph_now() AS t)
-  SELECT (SELECT t FROM now) AS now,
-    (SELECT coalesce(json_agg(x ORDER BY x.since, x.run_id, x.call_id), '[]'::json) FROM (
-       SELECT p.run_id, p.call_id, p.tenant, p.tool, p.domain, p.reads, p.writes, p.since FROM permits p
-       JOIN replicas r ON r.instance = p.instance WHERE r.lease_until > (SELECT t FROM now)
-       ORDER BY p.since, p.run_id, p.call_id LIMIT $2) x) AS permits,
-    (SELECT coalesce(json_agg(b), '[]'::json) FROM rate_buckets b) AS buckets,
-    (SELECT coalesce(json_agg(json_build_object('waits', r.waits, 'clock', r.waits_clock, 'at', r.waits_at)), '[]'::json)
-       FROM replicas r WHERE r.lease_until > (SELECT t FROM now) AND r.instance IS DISTINCT FROM $1) AS waits`;
-
-export interface LimitsRow {
-  now: number;
-  permits: {
-    run_id: string;
-    call_id: string;
-    tenant: string;
-    tool: string;
-    domain: string | null;
-    reads: string;
-    writes: string;
-    since: number;
-  }[];
-  buckets: { name: string; units: number; last: number }[];
-  waits: { waits: string; clock: number; at: number }[];
-}
 
 export interface ClusterLimitsInput {
   row: LimitsRow;

@@ -1,48 +1,131 @@
 /**
- * Cluster-wide permits (DESIGN §12): the engine's `PermitGate` on PostgreSQL.
+ * Cluster-wide permits (DESIGN §12): the engine's `PermitGate` on PostgreSQL, without a cluster-wide
+ * lock.
  *
- * Every running call of every replica holds a row of `permits`. Asking for permits is one transaction
- * under one advisory lock, so asks from all replicas are taken one after another: the permits of live
- * instances are read (those of instances whose lease ended are deleted: they are free again) and
- * counted into a `Limiter` of the same limits, minus `global` and `perRun`, which stay per replica; each
- * request is then checked and taken all or nothing, in the order asked, exactly as one replica's
- * limiter does (tenant, tool, resource, rate, and the reader–writer locks of `tenant` and `global`
- * scope). Rate buckets live in `rate_buckets`, on the database's clock. A refusal says why
- * (refusals.ts): the limit or lock, its key, capacity and use, and the running calls of any replica that
- * hold it; the call waits for that (its `waitingFor`, DESIGN §7).
+ * An ask is one transaction that locks only the rows its calls name (permit-plan.ts): a counter per
+ * limit key (`tenant:<t>`, `tool:<t>`, `resource:<key>`), the lock nodes of their resource keys and
+ * the keys' ancestors (reader–writer locks of `tenant` and `global` scope, as multi-granularity
+ * locking), and the rate buckets of rated calls (on the database's clock). It decides the batch in the
+ * order asked, all or nothing per call, as one replica's limiter does, and writes the increments and a
+ * permit row per granted call (what it took, so that the give-back takes exactly that back). Asks for
+ * different keys never wait on each other, and a granted ask reads no other call's permit: holders are
+ * read only to explain a refusal (its `waitingFor`: the limit or lock, its key, capacity and use, and
+ * the oldest running calls of any replica that hold it) and for `GET /v1/limits`. A call refused by a
+ * lock marks the lock rows it waits for (permit-waits.ts), so that younger conflicting calls of any
+ * replica wait behind it: first come, first served across replicas, and no writer starves.
  *
- * Giving permits back deletes the rows and NOTIFYs `toolgraph_permits`, so that replicas with refused
- * calls ask again at once (`onFreed`); they also ask again every `retryMs`, in case a notification was
- * missed. Asks and give-backs go through one queue, in order: a call's next attempt never asks before
- * its last attempt's permit is given back.
+ * Giving permits back deletes the rows, takes their counts off and NOTIFYs `toolgraph_permits`, so that
+ * replicas with refused calls ask again at once (`onFreed`); they also ask again every `retryMs`, in
+ * case a notification was missed. Asks and give-backs go through one queue, in order: a call's next
+ * attempt never asks before its last attempt's permit is given back. The permits of an instance whose
+ * lease ended are given back by whichever replica's scan notices first (`freeDead`, store/postgres/permits-free.ts), once.
  */
 import type pg from 'pg';
 import { Limiter, type Holder } from '../core/limits.js';
 import { key } from '../core/resources.js';
 import type { PermitRequest } from '../core/scheduler.js';
-import type { Limits, Rate } from '../core/tool.js';
+import type { Limits } from '../core/tool.js';
 import type { Catalog } from '../core/tool.js';
-import type { WaitHolder } from '../core/waiting.js';
+import { MAX_HOLDERS, type WaitHolder, type WaitReason } from '../core/waiting.js';
 import type { PermitAnswer, PermitGate } from '../engine/engine.js';
+import * as free from '../store/postgres/permits-free.js';
+import * as sql from '../store/postgres/permits.js';
 import type { Notifications } from './notifications.js';
-import { Refusals } from './refusals.js';
+import { claimOf, decide, rowsToLock, SEP, sharedLimits, type Claim, type Decided, type Rates } from './permit-plan.js';
+import { LockQueue, type Mark, type NodeMarks } from './permit-waits.js';
+import { refusalOf } from './refusals.js';
 
 const GRANTED: PermitAnswer = Object.freeze({ granted: true });
 const REFUSED: PermitAnswer = Object.freeze({ granted: false });
 
-/** The advisory lock that takes asks one at a time ("tgpm"). */
-const PERMITS_LOCK = 0x7467706d;
+/** At most this many lock holders of a domain are read to explain a refusal (the oldest). */
+const MAX_LOCK_HOLDERS_READ = 10_000;
 
-interface PermitRow {
-  instance: string;
-  run_id: string;
-  call_id: string;
-  tenant: string;
-  tool: string;
-  domain: string | null;
-  reads: string;
-  writes: string;
-  since: number;
+/** At most this many waiting calls' places in line are kept (past it, they start again). */
+const MAX_WAITING_KEPT = 100_000;
+
+/** No rated call in the ask. */
+const NO_RATES: Rates = { check: () => ({ ok: true }), take: () => {} };
+
+/**
+ * The rate buckets an ask locked, kept by a core `Limiter` of the rate limits only (its holders are
+ * copies without a lock domain: it checks rates and nothing else).
+ */
+class ClusterRates implements Rates {
+  private readonly limiter: Limiter;
+  private readonly copies = new Map<Holder, Holder>();
+
+  constructor(
+    limits: Limits,
+    seeds: readonly sql.BucketRow[],
+    private readonly now: number,
+  ) {
+    this.limiter = new Limiter({ tenant: {}, tool: {}, resource: {}, rate: limits.rate, maxCallsPerRun: Infinity });
+    for (const b of seeds) this.limiter.seedBucket(b.name, b.units, b.last);
+  }
+
+  check(h: Holder) {
+    const copy = this.copyOf(h);
+    const check = this.limiter.check(copy, this.now);
+    if (check.ok) return check;
+    const why = refusalOf(this.limiter, copy, check, new Map());
+    return { ok: false as const, ...(check.wakeAt === undefined ? {} : { wakeAt: check.wakeAt }), ...(why ? { why } : {}) };
+  }
+
+  take(h: Holder): void {
+    this.limiter.acquire(this.copyOf(h), this.now);
+  }
+
+  buckets(): sql.BucketRow[] {
+    return [...this.limiter.rateBuckets()]
+      .filter(([, b]) => Number.isFinite(b.last))
+      .map(([name, b]) => ({ name, units: b.units, last: b.last }));
+  }
+
+  private copyOf(h: Holder): Holder {
+    let c = this.copies.get(h);
+    if (!c) {
+      c = { runId: h.runId, tenant: h.tenant, tool: h.tool, domain: null, reads: [], writes: [], toolRate: h.toolRate };
+      this.copies.set(h, c);
+    }
+    return c;
+  }
+}
+
+/** The rate buckets that rated calls take a token from (`tool:<t>`, `tenant:<t>`). */
+function bucketNames(rated: readonly Claim[], limits: Limits): string[] {
+  const names = new Set<string>();
+  for (const c of rated) {
+    if (c.holder.toolRate) names.add(`tool:${c.request.tool}`);
+    if (Object.hasOwn(limits.rate.tenant, c.request.tenant) || Object.hasOwn(limits.rate.tenant, 'default'))
+      names.add(`tenant:${c.request.tenant}`);
+  }
+  return [...names].sort();
+}
+
+function marksOf(rows: ReadonlyMap<string, sql.MarkRow>): Map<string, NodeMarks> {
+  const parse = (text: string | null): Mark | null => {
+    if (text === null) return null;
+    try {
+      return JSON.parse(text) as Mark;
+    } catch {
+      return null;
+    }
+  };
+  return new Map([...rows].map(([row, m]) => [row, { at: parse(m.at), below: parse(m.below) }]));
+}
+
+function marksText(marks: ReadonlyMap<string, NodeMarks>): Map<string, sql.MarkRow> {
+  const text = (m: Mark | null | undefined) => (m ? JSON.stringify(m) : null);
+  return new Map([...marks].map(([row, m]) => [row, { at: text(m.at), below: text(m.below) }]));
+}
+
+function copyNodes(nodes: ReadonlyMap<string, sql.NodeRow>): Map<string, sql.NodeRow> {
+  return new Map([...nodes].map(([k, v]) => [k, { ...v }]));
+}
+
+function holderOfRow(row: sql.PermitRow): WaitHolder {
+  return { runId: row.run_id, callId: row.call_id, tenant: row.tenant, since: Number(row.since) };
 }
 
 type Op =
@@ -60,6 +143,8 @@ export class ClusterPermits implements PermitGate {
   private readonly freed = new Set<() => void>();
   private retry: NodeJS.Timeout | undefined;
   private retryAt = 0;
+  private sweptAt = 0;
+  private waitingSince = new Map<string, number>();
   private readonly limits: Limits;
 
   constructor(
@@ -71,9 +156,7 @@ export class ClusterPermits implements PermitGate {
     private readonly retryMs = 1000,
     private readonly stats?: PermitStats,
   ) {
-    // `global` protects each replica's own host, and `perRun` is counted where the run is.
-    const { global: _g, perRun: _p, ...shared } = limits;
-    this.limits = shared;
+    this.limits = sharedLimits(limits);
     notifications.on('toolgraph_permits', () => this.tellFreed());
     notifications.on('resync', () => this.tellFreed());
   }
@@ -98,10 +181,20 @@ export class ClusterPermits implements PermitGate {
 
   /** Gives back every permit of an instance (a replica that stops, or one that lost its lease). */
   async releaseAll(instance: string): Promise<void> {
-    await this.pool.query(
-      `WITH d AS (DELETE FROM permits WHERE instance = $1 RETURNING 1) SELECT pg_notify('toolgraph_permits', $1) WHERE EXISTS (SELECT 1 FROM d)`,
-      [instance],
-    );
+    await free.giveBack(this.pool, instance, 'all', SEP);
+  }
+
+  /**
+   * Gives back the permits of instances whose lease ended (whoever notices first; each once), and every
+   * `sweepMs` deletes the counter and lock rows that count nothing.
+   */
+  async freeDead(sweepMs = 60_000): Promise<string[]> {
+    const freed = await free.freeDead(this.pool, SEP);
+    if (performance.now() - this.sweptAt >= sweepMs) {
+      this.sweptAt = performance.now();
+      await free.sweepIdle(this.pool);
+    }
+    return freed;
   }
 
   close(): void {
@@ -140,15 +233,18 @@ export class ClusterPermits implements PermitGate {
     setTimeout(() => this.release(permits), this.retryMs).unref();
   }
 
+  /** When each call that waits for a lock was first refused (its place in line), as the last ask left it. */
+  private keepWaiting(since: Map<string, number>): void {
+    // Calls that stopped waiting without a grant (cancelled) are forgotten after a while.
+    if (since.size > MAX_WAITING_KEPT) since.clear();
+    this.waitingSince = since;
+  }
+
   private async give(permits: readonly { runId: string; callId: string }[]): Promise<void> {
+    for (const p of permits) this.waitingSince.delete(`${p.runId}\u0000${p.callId}`);
     const instance = this.instance();
     if (instance === undefined || permits.length === 0) return;
-    await this.pool.query(
-      `WITH d AS (DELETE FROM permits p USING unnest($1::text[], $2::text[]) AS g(run_id, call_id)
-         WHERE p.run_id = g.run_id AND p.call_id = g.call_id AND p.instance = $3 RETURNING 1)
-       SELECT pg_notify('toolgraph_permits', $3) WHERE EXISTS (SELECT 1 FROM d)`,
-      [permits.map((p) => p.runId), permits.map((p) => p.callId), instance],
-    );
+    await free.giveBack(this.pool, instance, permits, SEP);
   }
 
   /**
@@ -158,127 +254,129 @@ export class ClusterPermits implements PermitGate {
   private async take(requests: readonly PermitRequest[]): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
     const instance = this.instance();
     if (instance === undefined) return { answers: requests.map(() => REFUSED) };
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      try {
-        const granted = await this.takeIn(client, instance, requests);
-        await client.query('COMMIT');
-        return granted;
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw err;
-      }
-    } finally {
-      client.release();
-    }
+    const claims = requests.map((r) => claimOf(r, this.limits, this.catalog));
+    const toLock = rowsToLock(claims);
+    const ask = await sql.withAsk(this.pool, async (tx) => {
+      const clock = await tx.begin(instance);
+      // An instance whose lease ended may not know it yet: its permits are free again, so it gets none
+      // (its lease watchdog ends its runs).
+      if (!clock.alive) return undefined;
+      const counters = await tx.lockCounters(toLock.counters);
+      const nodes = await tx.lockNodes(toLock.nodes, SEP);
+      const rated = claims.filter((c) => c.rated);
+      const buckets = rated.length > 0 ? await tx.lockBuckets(bucketNames(rated, this.limits)) : [];
+      const run = (mine?: ReadonlyMap<string, readonly string[]>) => {
+        const rates = rated.length > 0 ? new ClusterRates(this.limits, buckets, clock.now) : undefined;
+        const since = new Map(this.waitingSince);
+        const queue = new LockQueue(marksOf(nodes.marks), clock.now, this.retryMs * 3, since);
+        const rows = { counters: new Map(counters), nodes: copyNodes(nodes.counts) };
+        const decided = decide(claims, rows, rates ?? NO_RATES, mine, queue);
+        return { rates, decided, queue, since };
+      };
+      let { rates, decided, queue, since } = run();
+      // A lock looked taken: maybe by the asking run itself, which never waits for its own calls.
+      if (decided.needMine.size > 0) ({ rates, decided, queue, since } = run(await tx.heldLocks([...decided.needMine])));
+      await tx.writeMarks(marksText(queue.changed()), SEP);
+      const permits = claims
+        .filter((_, i) => decided.decisions[i]?.granted)
+        .map((c) => ({ ...c.request, keys: c.counters.map((k) => k.key), locks: c.lockEntries }));
+      await tx.write(
+        {
+          instance,
+          now: clock.now,
+          permits,
+          counterDelta: decided.counterDelta,
+          nodeDelta: decided.nodeDelta,
+          buckets: rates?.buckets() ?? [],
+        },
+        SEP,
+      );
+      return { now: clock.now, decided, since };
+    });
+    if (ask === undefined) return { answers: requests.map(() => REFUSED) };
+    this.keepWaiting(ask.since);
+    return this.answer(claims, ask.decided, ask.now);
   }
 
-  private async takeIn(
-    client: pg.PoolClient,
-    instance: string,
-    requests: readonly PermitRequest[],
-  ): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
-    await client.query('SELECT pg_advisory_xact_lock($1)', [PERMITS_LOCK]);
-    const clock = (
-      await client.query<{ now: number; alive: boolean }>(
-        'SELECT toolgraph_now() AS now, EXISTS (SELECT 1 FROM replicas WHERE instance = $1 AND lease_until > toolgraph_now()) AS alive',
-        [instance],
-      )
-    ).rows[0];
-    const now = clock?.now as number;
-    // An instance whose lease ended may not know it yet: the others count its permits free already, so
-    // it gets none (its lease watchdog ends its runs).
-    if (clock?.alive !== true) return { answers: requests.map(() => REFUSED) };
-    // Permits of instances whose lease ended are free again.
-    await client.query(
-      'DELETE FROM permits p WHERE NOT EXISTS (SELECT 1 FROM replicas r WHERE r.instance = p.instance AND r.lease_until > $1)',
-      [now],
-    );
-    // Oldest first: a refusal names the oldest holders.
-    const held = (await client.query<PermitRow>('SELECT * FROM permits ORDER BY since, run_id, call_id')).rows;
-    const limiter = new Limiter(this.limits);
-    const rated = this.hasRates();
-    if (rated)
-      for (const b of (await client.query<{ name: string; units: number; last: number }>('SELECT * FROM rate_buckets')).rows)
-        limiter.seedBucket(b.name, b.units, b.last);
-    // Who each running call (and each ask of this batch) is, to name it as a holder in a refusal.
-    const who = new Map<Holder, WaitHolder>();
-    for (const row of held) {
-      const h = this.holder(
-        row.run_id,
-        row.tenant,
-        row.tool,
-        row.domain,
-        JSON.parse(row.reads) as string[],
-        JSON.parse(row.writes) as string[],
-      );
-      who.set(h, { runId: row.run_id, callId: row.call_id, tenant: row.tenant, since: row.since });
-      limiter.hold(h);
-    }
+  /** The answers of a decided ask, with what refused each refused call (read now: holders are read only for refusals). */
+  private async answer(claims: readonly Claim[], decided: Decided, now: number): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
     const answers: PermitAnswer[] = [];
-    const refusals = new Refusals(limiter, who);
-    const rows: PermitRequest[] = [];
     let tokenAt: number | undefined;
-    for (const r of requests) {
-      const h = this.holder(r.runId, r.tenant, r.tool, r.domain, r.reads, r.writes);
-      who.set(h, { runId: r.runId, callId: r.callId, tenant: r.tenant, since: now });
-      const check = limiter.check(h, now);
-      if (check.ok) {
-        limiter.acquire(h, now);
-        refusals.granted();
-        rows.push(r);
+    const byKey = new Map<string, Promise<WaitHolder[]>>();
+    const holdersOf = (k: string) => {
+      const p = byKey.get(k) ?? sql.holdersOfKey(this.pool, k, MAX_HOLDERS).then((rows) => rows.map(holderOfRow));
+      byKey.set(k, p);
+      return p;
+    };
+    const locks = await this.lockReasons(claims, decided, now);
+    for (let i = 0; i < claims.length; i++) {
+      const d = decided.decisions[i];
+      const c = claims[i] as Claim;
+      if (d === undefined || d.granted) {
         answers.push(GRANTED);
         continue;
       }
-      if (check.reason === 'rate' && check.wakeAt !== undefined) tokenAt = Math.min(tokenAt ?? Infinity, check.wakeAt);
-      const why = refusals.of(h, check);
+      let why: WaitReason | undefined;
+      if (d.reason === 'tenant' || d.reason === 'tool' || d.reason === 'resource')
+        why = { kind: d.reason, key: d.counter.name, limit: d.counter.cap, inUse: d.inUse, holders: await holdersOf(d.counter.key) };
+      else if (d.reason === 'rate') {
+        why = d.why;
+        if (d.wakeAt !== undefined) tokenAt = Math.min(tokenAt ?? Infinity, d.wakeAt);
+      } else {
+        why = locks.get(c);
+        if (why === undefined && d.reason === 'lock' && d.behind) {
+          const b = d.behind;
+          const queuedBehind = [{ runId: b.run, callId: b.call, tenant: b.tenant, since: b.since }];
+          why = { kind: 'lock', key: b.key, domain: c.request.domain as string, holders: [], queuedBehind };
+        }
+      }
       answers.push(why ? { granted: false, waitingFor: [why] } : REFUSED);
-    }
-    if (rows.length > 0) {
-      await client.query(
-        `INSERT INTO permits (instance, run_id, call_id, tenant, tool, domain, reads, writes, since)
-         SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[]), LATERAL (SELECT $9::bigint) AS s
-         ON CONFLICT (run_id, call_id) DO UPDATE SET instance = excluded.instance, tenant = excluded.tenant, tool = excluded.tool,
-           domain = excluded.domain, reads = excluded.reads, writes = excluded.writes, since = excluded.since`,
-        [
-          instance,
-          rows.map((r) => r.runId),
-          rows.map((r) => r.callId),
-          rows.map((r) => r.tenant),
-          rows.map((r) => r.tool),
-          rows.map((r) => r.domain),
-          rows.map((r) => JSON.stringify(r.reads)),
-          rows.map((r) => JSON.stringify(r.writes)),
-          now,
-        ],
-      );
-    }
-    if (rated && rows.length > 0) {
-      const buckets = [...limiter.rateBuckets()].filter(([, b]) => Number.isFinite(b.last));
-      await client.query(
-        `INSERT INTO rate_buckets (name, units, last) SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[])
-         ON CONFLICT (name) DO UPDATE SET units = excluded.units, last = excluded.last`,
-        [buckets.map(([n]) => n), buckets.map(([, b]) => Math.round(b.units)), buckets.map(([, b]) => b.last)],
-      );
     }
     return tokenAt === undefined ? { answers } : { answers, tokenInMs: Math.max(0, tokenAt - now) };
   }
 
-  private holder(
-    runId: string,
-    tenant: string,
-    tool: string,
-    domain: string | null,
-    reads: readonly string[],
-    writes: readonly string[],
-  ): Holder {
-    const rate: Rate | undefined = this.catalog.get(tool)?.rate;
-    return { runId, tenant, tool, domain, reads: reads.map(key), writes: writes.map(key), ...(rate ? { toolRate: rate } : {}) };
-  }
-
-  private hasRates(): boolean {
-    return Object.keys(this.limits.rate.tenant).length > 0 || this.catalog.list().some((m) => m.rate !== undefined);
+  /**
+   * Why each call refused by a lock waits: the running calls of other runs that hold what it conflicts
+   * with (read now, of its domain only), else the earlier waiters of the ask it queues behind, as one
+   * replica's limiter says it (core `Limiter`, the ask's refused calls replayed in order).
+   */
+  private async lockReasons(claims: readonly Claim[], decided: Decided, now: number): Promise<Map<Claim, WaitReason | undefined>> {
+    const out = new Map<Claim, WaitReason | undefined>();
+    const refused = claims.filter((_, i) => {
+      const d = decided.decisions[i];
+      return d !== undefined && !d.granted && d.reason === 'lock';
+    });
+    if (refused.length === 0) return out;
+    const domains = [...new Set(refused.map((c) => c.request.domain as string))];
+    const limiter = new Limiter({ tenant: {}, tool: {}, resource: {}, rate: { tenant: {} }, maxCallsPerRun: Infinity }, false);
+    const who = new Map<Holder, WaitHolder>();
+    for (const d of domains)
+      for (const row of await sql.holdersInDomain(this.pool, d, MAX_LOCK_HOLDERS_READ)) {
+        const h: Holder = {
+          runId: row.run_id,
+          tenant: row.tenant,
+          tool: row.tool,
+          domain: row.domain,
+          reads: (JSON.parse(row.reads) as string[]).map(key),
+          writes: (JSON.parse(row.writes) as string[]).map(key),
+        };
+        who.set(h, holderOfRow(row));
+        limiter.hold(h);
+      }
+    for (const c of refused) {
+      const h: Holder = {
+        runId: c.holder.runId,
+        tenant: c.holder.tenant,
+        tool: c.holder.tool,
+        domain: c.holder.domain,
+        reads: c.holder.reads,
+        writes: c.holder.writes,
+      };
+      who.set(h, { runId: c.request.runId, callId: c.request.callId, tenant: c.request.tenant, since: now });
+      const check = limiter.check(h, now);
+      out.set(c, check.ok ? undefined : refusalOf(limiter, h, check, who));
+    }
+    return out;
   }
 
   /** Refused calls ask again after `retryMs`, or when a rate limit has a token again if that is sooner. */

@@ -1,6 +1,7 @@
 /**
- * What refused a permit (DESIGN §7 `waitingFor`, §12): the cluster's limiter said no to a call that its
- * own replica's limits let start; this says why, in the shape a local wait has (core/waiting.ts): the
+ * What refused a permit (DESIGN §7 `waitingFor`, §12): the cluster said no to a call that its own
+ * replica's limits let start; this says why (for a rate or a lock, from a core `Limiter` of what is
+ * held: permits.ts builds one only on a refusal), in the shape a local wait has (core/waiting.ts): the
  * tenant, tool or resource limit with its key, capacity, use and holders (the oldest running calls of
  * any replica that count against it), a rate bucket with `retryAt`, or a lock with the calls that hold
  * it (or, when none holds it, the earlier asks of the same batch it queues behind).
@@ -8,31 +9,6 @@
 import { clash, own, type Bucket, type Check, type Holder, type Limiter } from '../core/limits.js';
 import { overlaps, type Key } from '../core/resources.js';
 import { MAX_HOLDERS, type WaitHolder, type WaitReason } from '../core/waiting.js';
-
-/**
- * The refusals of one ask: calls refused by the same tenant or tool limit share one reason until
- * the next grant changes what is held (an ask may hold many calls of one tool).
- */
-export class Refusals {
-  private readonly shared = new Map<string, WaitReason | undefined>();
-
-  constructor(
-    private readonly limiter: Limiter,
-    private readonly who: ReadonlyMap<Holder, WaitHolder>,
-  ) {}
-
-  of(h: Holder, check: Extract<Check, { ok: false }>): WaitReason | undefined {
-    const id = check.reason === 'tenant' ? `tenant\u0000${h.tenant}` : check.reason === 'tool' ? `tool\u0000${h.tool}` : undefined;
-    if (id === undefined) return refusalOf(this.limiter, h, check, this.who);
-    if (!this.shared.has(id)) this.shared.set(id, refusalOf(this.limiter, h, check, this.who));
-    return this.shared.get(id);
-  }
-
-  /** A call was granted: what is held changed. */
-  granted(): void {
-    this.shared.clear();
-  }
-}
 
 /** Why `limiter` refused `h` (`check`, just made); `who` names running calls and asks as holders. */
 export function refusalOf(

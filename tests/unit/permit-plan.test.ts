@@ -1,0 +1,310 @@
+/**
+ * The coordination logic of cluster-wide permits (cluster/permit-plan.ts), without a database: what a
+ * call claims (counter keys with capacities, lock nodes of its keys and their ancestors), and how an
+ * ask is decided over the rows it locked: in order, all or nothing per call, limits never exceeded and
+ * reached, reader–writer locks meeting on one row whatever the depth of the keys, a run never waiting
+ * for itself, and the ask's lock waiters served first come, first served. A property test checks the
+ * lock decisions against the core limiter's (`clash`) on random keys. Across asks, a lock waiter's marks
+ * keep later conflicting calls behind it (first come, first served), until it starts or stops asking.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import {
+  claimOf,
+  countEntries,
+  decide,
+  lockPath,
+  rowsToLock,
+  sharedLimits,
+  SEP,
+  type AskRows,
+  type Claim,
+  type Rates,
+} from '../../src/cluster/permit-plan.js';
+import { LockQueue, type NodeMarks } from '../../src/cluster/permit-waits.js';
+import { clash } from '../../src/core/limits.js';
+import { key } from '../../src/core/resources.js';
+import type { PermitRequest } from '../../src/core/scheduler.js';
+
+const config = parseConfig(
+  `
+tools:
+  - name: t
+    executor: { kind: builtin, name: echo }
+limits:
+  global: 3
+  perRun: 2
+  tool: { t: 2 }
+  tenant: { default: 3, small: 1 }
+  resource: { "svc:*": 1 }
+`,
+  'test',
+);
+const limits = sharedLimits(config.limits);
+const NO_LIMITS = { tenant: {}, tool: {}, resource: {}, rate: { tenant: {} }, maxCallsPerRun: 1000 };
+const NO_RATES: Rates = { check: () => ({ ok: true }), take: () => {} };
+
+const req = (runId: string, o: Partial<PermitRequest> = {}): PermitRequest => ({
+  runId,
+  callId: 'c',
+  tenant: 'x',
+  tool: 'other',
+  domain: null,
+  reads: [],
+  writes: [],
+  ...o,
+});
+const claim = (r: PermitRequest) => claimOf(r, limits, config.catalog);
+const empty = (): AskRows => ({ counters: new Map(), nodes: new Map() });
+const granted = (claims: Claim[], rows = empty(), mine?: Map<string, string[]>) =>
+  decide(claims, rows, NO_RATES, mine).decisions.map((d) => (d.granted ? 'yes' : d.reason));
+
+describe('what a call claims', () => {
+  it('counters for its tenant, tool and overlapping resource limits, with their capacities; global and perRun stay per replica', () => {
+    const c = claim(req('r', { tenant: 'small', tool: 't', writes: ['svc:db'] }));
+    expect(c.counters.map((k) => [k.key, k.cap])).toEqual([
+      ['tenant:small', 1],
+      ['tool:t', 2],
+      ['resource:svc:*', 1],
+    ]);
+    expect(claim(req('r')).counters.map((k) => k.key)).toEqual(['tenant:x']);
+    expect(limits.global).toBeUndefined();
+    expect(limits.perRun).toBeUndefined();
+  });
+
+  it('a lock node per key and intention entries on each ancestor; a wildcard locks at its parent', () => {
+    expect(lockPath(key('file:/repo/src/a.ts'))).toEqual(['', 'file', 'file/repo', 'file/repo/src', 'file/repo/src/a.ts']);
+    expect(lockPath(key('file:*'))).toEqual(['', 'file']);
+    expect(lockPath(key('*'))).toEqual(['']);
+    const c = claim(req('r', { domain: 'tenant:x', writes: ['file:/repo/src'], reads: ['file:/repo/src/a.ts'] }));
+    const d = `tenant:x${SEP}`;
+    expect(c.lockEntries).toEqual([
+      `${d}file/repo/src${SEP}w`,
+      `${d}${SEP}iw`,
+      `${d}file${SEP}iw`,
+      `${d}file/repo${SEP}iw`,
+      `${d}file/repo/src/a.ts${SEP}r`,
+      `${d}${SEP}ir`,
+      `${d}file${SEP}ir`,
+      `${d}file/repo${SEP}ir`,
+      `${d}file/repo/src${SEP}ir`,
+    ]);
+    // A run-scoped tool takes no lock.
+    expect(claim(req('r', { writes: ['file:/a'] })).lockEntries).toEqual([]);
+  });
+
+  it('the rows to lock are each named once and sorted', () => {
+    const claims = [
+      claim(req('a', { tool: 't', domain: 'global', writes: ['b:/x'] })),
+      claim(req('b', { tool: 't', domain: 'global', reads: ['a:/y'] })),
+    ];
+    const rows = rowsToLock(claims);
+    expect(rows.counters).toEqual([
+      { key: 'tenant:x', cap: 3 },
+      { key: 'tool:t', cap: 2 },
+    ]);
+    expect(rows.nodes).toEqual([`global${SEP}`, `global${SEP}a`, `global${SEP}a/y`, `global${SEP}b`, `global${SEP}b/x`]);
+  });
+});
+
+describe('deciding an ask', () => {
+  it('counters: never exceeded and reached, in order, all or nothing per call; what is held elsewhere counts', () => {
+    const rows = empty();
+    rows.counters.set('tool:t', 1);
+    const claims = ['a', 'b', 'c'].map((r) => claim(req(r, { tool: 't' })));
+    const out = decide(claims, rows, NO_RATES);
+    expect(out.decisions.map((d) => (d.granted ? 'yes' : d.reason))).toEqual(['yes', 'tool', 'tool']);
+    expect(out.decisions[1]).toMatchObject({ counter: { key: 'tool:t', cap: 2 }, inUse: 2 });
+    // The refused calls took nothing: only the granted call's increments are written.
+    expect(out.counterDelta).toEqual(
+      new Map([
+        ['tenant:x', 1],
+        ['tool:t', 1],
+      ]),
+    );
+    // A call refused by its second counter takes nothing from the first.
+    const small = decide(
+      [claim(req('s', { tenant: 'small', tool: 't' }))],
+      { counters: new Map([['tool:t', 2]]), nodes: new Map() },
+      NO_RATES,
+    );
+    expect(small.counterDelta.size).toBe(0);
+  });
+
+  it('a write of a directory and a read below it meet on one row; disjoint keys do not', () => {
+    const domain = 'tenant:x';
+    const w = claim(req('w', { domain, writes: ['file:/repo/src'] }));
+    expect(granted([w, claim(req('r', { domain, reads: ['file:/repo/src/a.ts'] }))])).toEqual(['yes', 'lock']);
+    expect(granted([claim(req('r', { domain, reads: ['file:/repo/src/a.ts'] })), w])).toEqual(['yes', 'lock']);
+    expect(
+      granted([w, claim(req('o', { domain, writes: ['file:/repo/srcx'] })), claim(req('p', { domain, reads: ['file:/repo'] }))]),
+    ).toEqual(['yes', 'yes', 'lock']);
+    // Readers share; a wildcard write conflicts with everything below its parent.
+    expect(granted([claim(req('a', { domain, reads: ['file:/a'] })), claim(req('b', { domain, reads: ['file:/a'] }))])).toEqual([
+      'yes',
+      'yes',
+    ]);
+    expect(granted([claim(req('a', { domain, reads: ['file:/a/b'] })), claim(req('b', { domain, writes: ['file:*'] }))])).toEqual([
+      'yes',
+      'lock',
+    ]);
+    // Another domain is another tree.
+    expect(granted([w, claim(req('y', { domain: 'tenant:y', writes: ['file:/repo/src'] }))])).toEqual(['yes', 'yes']);
+  });
+
+  it('a run never waits for its own calls: what it holds is read when a lock looks taken, and taken off', () => {
+    const domain = 'global';
+    const held = claim(req('r1', { callId: 'held', domain, writes: ['file:/a'] }));
+    const rows: AskRows = { counters: new Map(), nodes: countEntries(held.lockEntries) };
+    const ask = [claim(req('r1', { callId: 'next', domain, reads: ['file:/a'] })), claim(req('r2', { domain, reads: ['file:/a'] }))];
+    const first = decide(ask, { counters: new Map(), nodes: countEntries(held.lockEntries) }, NO_RATES);
+    expect(first.needMine).toEqual(new Set(['r1', 'r2']));
+    expect(
+      granted(
+        ask,
+        rows,
+        new Map([
+          ['r1', held.lockEntries],
+          ['r2', []],
+        ]),
+      ),
+    ).toEqual(['yes', 'lock']);
+  });
+
+  it('waiters of the ask are served first come, first served: a later call of another run that conflicts with one waits behind it', () => {
+    const domain = 'tenant:x';
+    const claims = [
+      claim(req('w1', { domain, writes: ['file:/a'] })),
+      claim(req('rd', { domain, reads: ['file:*'] })),
+      claim(req('w3', { domain, writes: ['file:/b'] })),
+      claim(req('rd', { callId: 'd', domain, writes: ['file:/c'] })),
+    ];
+    const out = decide(claims, empty(), NO_RATES);
+    expect(out.decisions).toEqual([
+      { granted: true },
+      { granted: false, reason: 'lock', behindWaiter: false },
+      { granted: false, reason: 'lock', behindWaiter: true },
+      // The waiter's own run does not wait behind it.
+      { granted: true },
+    ]);
+  });
+
+  it('rates are asked only for rated calls, after the counters, and a token is taken only on a grant', () => {
+    const asked: string[] = [];
+    const taken: string[] = [];
+    const rates: Rates = {
+      check: (h) => {
+        asked.push(h.runId);
+        return h.runId === 'b' ? { ok: false, wakeAt: 5 } : { ok: true };
+      },
+      take: (h) => void taken.push(h.runId),
+    };
+    const rated = (r: string) => ({ ...claim(req(r)), rated: true });
+    const out = decide([rated('a'), rated('b'), claim(req('c', { tenant: 'small' }))], empty(), rates);
+    expect(out.decisions.map((d) => (d.granted ? 'yes' : d.reason))).toEqual(['yes', 'rate', 'yes']);
+    expect(asked).toEqual(['a', 'b']);
+    expect(taken).toEqual(['a']);
+  });
+
+  it('lock decisions agree with the core limiter on keys without wildcards (any order of any reads and writes)', () => {
+    const seg = fc.constantFrom('a', 'b', 'c');
+    const keyArb = fc.array(seg, { minLength: 1, maxLength: 3 }).map((s) => `f:/${s.join('/')}`);
+    const call = fc.record({
+      run: fc.constantFrom('r1', 'r2', 'r3'),
+      reads: fc.array(keyArb, { maxLength: 2 }),
+      writes: fc.array(keyArb, { maxLength: 2 }),
+    });
+    fc.assert(
+      fc.property(fc.array(call, { minLength: 1, maxLength: 6 }), (calls) => {
+        const claims = calls.map((c, i) =>
+          claimOf(req(c.run, { callId: `c${i}`, domain: 'global', reads: c.reads, writes: c.writes }), NO_LIMITS, config.catalog),
+        );
+        const runs = new Map(calls.map((c) => [c.run, [] as string[]]));
+        const got = decide(claims, empty(), NO_RATES, runs).decisions.map((d) => d.granted);
+        // The core's rule: a call waits when it clashes with a granted call or an earlier waiter.
+        const held: Claim[] = [];
+        const waiting: Claim[] = [];
+        const want = claims.map((c) => {
+          const blocked = held.some((h) => clash(c.holder, h.holder)) || waiting.some((w) => clash(c.holder, w.holder));
+          (blocked ? waiting : held).push(c);
+          return !blocked;
+        });
+        expect(got).toEqual(want);
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe('first come, first served across asks (permit-waits.ts)', () => {
+  const domain = 'tenant:x';
+  /** Asks at `now`, the held locks of `held` counted, the marks and places in line kept between asks. */
+  function asker() {
+    const marks = new Map<string, NodeMarks>();
+    const since = new Map<string, number>();
+    let nodes = new Map<string, { r: number; w: number; ir: number; iw: number }>();
+    return {
+      hold(c: Claim) {
+        nodes = countEntries(c.lockEntries, nodes);
+      },
+      free(c: Claim) {
+        nodes = countEntries(c.lockEntries, nodes, -1);
+      },
+      ask(now: number, claims: Claim[], ttlMs = 3000) {
+        const queue = new LockQueue(marks, now, ttlMs, since);
+        const rows: AskRows = { counters: new Map(), nodes: new Map([...nodes].map(([k, v]) => [k, { ...v }])) };
+        const out = decide(claims, rows, NO_RATES, new Map(claims.map((c) => [c.request.runId, []])), queue);
+        claims.forEach((c, i) => {
+          if (out.decisions[i]?.granted) nodes = countEntries(c.lockEntries, nodes);
+        });
+        return out.decisions.map((d) => (d.granted ? 'yes' : d.reason === 'lock' && d.behind ? `behind ${d.behind.run}` : d.reason));
+      },
+    };
+  }
+
+  it('a writer that waits for a reader is not passed by later readers, in later asks; it starts once the reader ends', () => {
+    const a = asker();
+    const r1 = claim(req('r1', { domain, reads: ['file:/x'] }));
+    const w = claim(req('w', { domain, writes: ['file:/x'] }));
+    const r2 = claim(req('r2', { domain, reads: ['file:/x/a.ts'] }));
+    expect(a.ask(0, [r1])).toEqual(['yes']);
+    expect(a.ask(10, [w])).toEqual(['lock']);
+    // Without the writer's mark the read would share with r1's.
+    expect(a.ask(20, [r2])).toEqual(['behind w']);
+    a.free(r1);
+    expect(a.ask(30, [r2, w])).toEqual(['behind w', 'yes']);
+    // Granted: its marks went; now r2 waits for the running write, and is the oldest waiter.
+    expect(a.ask(40, [r2])).toEqual(['lock']);
+  });
+
+  it('the oldest waiter is never made to wait by a younger one; a mark lapses when its waiter stops asking', () => {
+    const a = asker();
+    const held = claim(req('h', { domain, writes: ['file:/x'] }));
+    a.hold(held);
+    const old = claim(req('old', { domain, reads: ['file:/x'] }));
+    const young = claim(req('young', { domain, writes: ['file:/x/y'] }));
+    expect(a.ask(0, [old])).toEqual(['lock']);
+    // Refused by the running write first; it waits too, younger.
+    expect(a.ask(5, [young])).toEqual(['lock']);
+    a.free(held);
+    // Asked together, younger first: the older still goes, the younger waits behind it.
+    expect(a.ask(10, [young, old])).toEqual(['behind old', 'yes']);
+    // A waiter that went away (never asks again) holds nobody back past its mark's time.
+    const b = asker();
+    b.hold(held);
+    const gone = claim(req('gone', { domain, writes: ['file:/z'] }));
+    b.hold(claim(req('h2', { domain, reads: ['file:/z'] })));
+    expect(b.ask(0, [gone], 3000)).toEqual(['lock']);
+    const reader = claim(req('reader', { domain, reads: ['file:/z'] }));
+    expect(b.ask(2999, [reader])).toEqual(['behind gone']);
+    expect(b.ask(3000, [reader])).toEqual(['yes']);
+  });
+
+  it('a run never waits behind its own waiting call', () => {
+    const a = asker();
+    a.hold(claim(req('h', { domain, reads: ['file:/x'] })));
+    expect(a.ask(0, [claim(req('r', { domain, writes: ['file:/x'] }))])).toEqual(['lock']);
+    expect(a.ask(1, [claim(req('r', { callId: 'd', domain, reads: ['file:/x'] }))])).toEqual(['yes']);
+  });
+});
