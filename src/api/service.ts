@@ -25,6 +25,7 @@ import { admit } from './admission.js';
 import { canSee, requireOperator, tenantFor, type Principal } from './auth.js';
 import { ApiError, httpErrorOf, STORE_RETRY_AFTER, type ApiErrorCode } from './errors.js';
 import { limitJson } from './waiting.js';
+import { submitKeyed } from './run-keys.js';
 
 export interface ServiceOptions {
   config: Config;
@@ -61,7 +62,7 @@ export async function openService(opts: Omit<ServiceOptions, 'cluster'> & { logg
 
 /** A command for a run, as it travels to the run's owner (cluster/commands.ts). */
 type Command =
-  | { kind: 'cancel'; principal: Principal; runId: string }
+  | { kind: 'cancel'; principal: Principal; runId: string; supersededBy?: string }
   | { kind: 'seal'; principal: Principal; runId: string }
   | { kind: 'append'; principal: Principal; runId: string; calls: CallInput[] }
   | { kind: 'replan'; principal: Principal; runId: string; calls: CallInput[] }
@@ -100,6 +101,8 @@ export class Service {
    * repeat of the key waits for it, then gets its run, not a second one (`submitOnce`).
    */
   private readonly pendingKeys = new Map<string, Promise<{ run: RunView; created: boolean }>>();
+  /** The submissions under each tenant's `concurrencyKey` under way now (run-keys.ts). */
+  private readonly pendingConcurrencyKeys = new Map<string, Promise<unknown>>();
   private readonly tracing: Tracing | undefined;
   readonly cluster: Cluster | undefined;
 
@@ -209,7 +212,7 @@ export class Service {
     const s = this.forTenant(p, request);
     this.writable();
     const key = s.idempotencyKey;
-    if (key === undefined) return { run: await this.admitted(this.traced(s, traceparent), submit), created: true };
+    if (key === undefined) return { run: await this.admittedKeyed(p, this.traced(s, traceparent), submit), created: true };
     const slot = `${s.tenant}\u0000${key}`;
     const before = this.pendingKeys.get(slot);
     const once = (async () => {
@@ -217,7 +220,7 @@ export class Service {
       const existing = await this.store.findByIdempotencyKey(s.tenant, key);
       if (existing) return { run: await this.view(p, existing), created: false };
       try {
-        return { run: await this.admitted(this.traced(s, traceparent), submit), created: true };
+        return { run: await this.admittedKeyed(p, this.traced(s, traceparent), submit), created: true };
       } catch (err) {
         const won =
           err instanceof StoreError && err.code === 'duplicate_idempotency_key'
@@ -233,6 +236,21 @@ export class Service {
     } finally {
       if (this.pendingKeys.get(slot) === once) this.pendingKeys.delete(slot);
     }
+  }
+
+  /** Admits and submits `s` under its `concurrencyKey`, if it has one (run-keys.ts). */
+  private admittedKeyed(
+    p: Principal,
+    s: SubmitRequest & { tenant: string },
+    submit: (s: SubmitRequest) => Promise<RunView>,
+  ): Promise<RunView> {
+    return submitKeyed({
+      store: this.store,
+      request: s,
+      pending: this.pendingConcurrencyKeys,
+      cancel: async (runId, supersededBy) => this.owned(await this.view(p, runId), { kind: 'cancel', principal: p, runId, supersededBy }),
+      submit: (r) => this.admitted(r, submit),
+    });
   }
 
   /** Admits `s` (across the cluster with several replicas) and submits it. */
@@ -443,7 +461,7 @@ export class Service {
       case 'cancel':
         if (!isEnded(view.status)) {
           this.writable();
-          await this.engine.cancel(runId);
+          await this.engine.cancel(runId, c.supersededBy);
         }
         return this.view(c.principal, runId);
       case 'replan':

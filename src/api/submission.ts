@@ -37,5 +37,7 @@ export function submissionOf(p: Principal, body: SubmitBody, idempotencyKey: str
     ...(body.tags ? { tags: body.tags } : {}),
     ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
     ...(body.open ? { open: true } : {}),
+    ...(body.concurrencyKey !== undefined ? { concurrencyKey: body.concurrencyKey } : {}),
+    ...(body.onConcurrent !== undefined ? { onConcurrent: body.onConcurrent } : {}),
   };
 }

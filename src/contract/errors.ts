@@ -16,6 +16,8 @@ export const API_ERRORS = {
   method_not_allowed: 405,
   request_timeout: 408,
   conflict: 409,
+  /** `onConcurrent: reject` (DESIGN §4): an unfinished run of the tenant holds the `concurrencyKey`; `details.runId` names it. */
+  concurrent_run: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   too_many_runs: 429,

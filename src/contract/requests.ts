@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { RUN_STATUSES } from '../core/calls.js';
 import { ArgsSchema, BatchSchema, CallsSchema, TenantSchema } from './batch.js';
+import { MAX_CONCURRENCY_KEY_CHARS, ON_CONCURRENT } from './submission.js';
 import { AnthropicMessageSchema, OpenAiMessageSchema } from './model-messages.js';
 
 /** `{id}` in a run's path. */
@@ -28,9 +29,13 @@ export const SubmitBodySchema = BatchSchema.extend({
   open: z.boolean().optional(),
   openai: OpenAiMessageSchema.optional(),
   anthropic: AnthropicMessageSchema.optional(),
+  concurrencyKey: z.string().min(1).max(MAX_CONCURRENCY_KEY_CHARS).optional(),
+  onConcurrent: z.enum(ON_CONCURRENT).optional(),
 }).superRefine((b, ctx) => {
   const sources = [b.calls, b.openai, b.anthropic].filter((x) => x !== undefined).length;
   if (sources > 1) ctx.addIssue({ code: 'custom', path: [], message: 'give one of calls, openai or anthropic, not several' });
+  if (b.onConcurrent !== undefined && b.concurrencyKey === undefined)
+    ctx.addIssue({ code: 'custom', path: ['onConcurrent'], message: 'onConcurrent needs a concurrencyKey' });
   if (sources === 0 && !b.open)
     ctx.addIssue({ code: 'custom', path: ['calls'], message: 'calls are required (or openai, or anthropic, or open: true)' });
 });

@@ -20,4 +20,17 @@ export interface SubmitRequest {
   traceparent?: string;
   /** A streamed run: more calls come with `append` until `seal` (DESIGN §10). */
   open?: boolean;
+  /**
+   * One run per key (DESIGN §4): the tenant's runs that carry the same key do not run at once. Kept in
+   * the run's `run.created`.
+   */
+  concurrencyKey?: string;
+  /** What to do when an earlier unfinished run of the tenant holds `concurrencyKey`. Default: `queue`. */
+  onConcurrent?: OnConcurrent;
 }
+
+/** The strategies of one run per key (DESIGN §4). */
+export const ON_CONCURRENT = ['queue', 'cancel_running', 'reject'] as const;
+export type OnConcurrent = (typeof ON_CONCURRENT)[number];
+/** The longest `concurrencyKey`, in characters. */
+export const MAX_CONCURRENCY_KEY_CHARS = 200;

@@ -57,6 +57,7 @@ export const EVENT_PAYLOAD_SCHEMAS = {
     estimates: z.record(z.string(), z.number()),
     open: z.literal(true).optional(),
     idempotencyKey: z.string().optional(),
+    concurrencyKey: z.string().optional(),
     traceparent: z.string().optional(),
   }),
   'run.started': z.object({ ...step, generations }),

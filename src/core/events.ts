@@ -36,6 +36,8 @@ export interface EventPayloads {
     open?: true;
     /** From `SubmitOptions.meta` (the engine's idempotency key). */
     idempotencyKey?: string;
+    /** From `SubmitOptions.meta`: one run per key (DESIGN §4); the store finds a key's runs by it. */
+    concurrencyKey?: string;
     /**
      * From `SubmitOptions.meta`, with tracing on: the W3C `traceparent` the run's trace continues, so
      * that a run resumed elsewhere (a takeover, a restart) goes on in the same trace (DESIGN §15).

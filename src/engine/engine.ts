@@ -187,11 +187,12 @@ export class Engine {
         calls: req.calls,
         ...(req.failure ? { failure: req.failure } : {}),
         ...(req.tags ? { tags: req.tags } : {}),
-        ...(req.idempotencyKey !== undefined || req.traceparent !== undefined
+        ...(req.idempotencyKey !== undefined || req.traceparent !== undefined || req.concurrencyKey !== undefined
           ? {
               meta: {
                 ...(req.idempotencyKey !== undefined ? { idempotencyKey: req.idempotencyKey } : {}),
                 ...(req.traceparent !== undefined ? { traceparent: req.traceparent } : {}),
+                ...(req.concurrencyKey !== undefined ? { concurrencyKey: req.concurrencyKey } : {}),
               },
             }
           : {}),
@@ -302,9 +303,9 @@ export class Engine {
   }
 
   /** Cancels a run; nothing happens to a run that has ended. Resolves once the cancel is stored. */
-  async cancel(runId: string): Promise<void> {
+  async cancel(runId: string, supersededBy?: string): Promise<void> {
     if (this.endedRun(runId)) return;
-    await this.command((now) => this.scheduler.cancel(now, runId));
+    await this.command((now) => this.scheduler.cancel(now, runId, supersededBy));
   }
 
   async replan(runId: string, calls: readonly CallInput[]): Promise<RunView> {

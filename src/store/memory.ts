@@ -103,6 +103,12 @@ class MemoryStore implements Store {
     return this.byCreation.filter((r) => r.tenant === tenant && isActive(r)).length;
   }
 
+  async runsHoldingKey(tenant: string, key: string): Promise<string[]> {
+    return this.byCreation
+      .filter((r) => r.tenant === tenant && isActive(r) && JSON.parse(this.log.get(r.id)?.[0]?.data ?? '{}').concurrencyKey === key)
+      .map((r) => r.id);
+  }
+
   async reviews(query: { status?: 'pending' | 'decided'; runId?: string; tenant?: string }): Promise<ReviewRecord[]> {
     const out: ReviewRecord[] = [];
     for (const r of this.reviewRows.values()) {

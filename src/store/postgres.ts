@@ -368,6 +368,15 @@ export class PostgresStore implements Store {
     );
   }
 
+  async runsHoldingKey(tenant: string, key: string): Promise<string[]> {
+    const rows = await this.query<{ id: string }>(
+      `SELECT r.id FROM runs r JOIN events e ON e.run_id = r.id AND e.seq = 1
+        WHERE r.tenant = $1 AND r.status IN ('queued', 'running') AND e.data::jsonb ->> 'concurrencyKey' = $2 ORDER BY r.created_seq`,
+      [tenant, key],
+    );
+    return rows.map((r) => r.id);
+  }
+
   async activeCount(tenant: string): Promise<number> {
     const [row] = await this.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM runs WHERE tenant = $1 AND status IN ('queued', 'running')`,

@@ -177,6 +177,8 @@ class SqliteStore implements Store {
       run: p('SELECT * FROM runs WHERE id = ?'),
       unfinished: p(`SELECT id FROM runs WHERE ${ACTIVE} ORDER BY created_seq`).pluck(),
       activeCount: p(`SELECT count(*) FROM runs WHERE tenant = ? AND ${ACTIVE}`).pluck(),
+      holdingKey: p(`SELECT r.id FROM runs r JOIN events e ON e.run_id = r.id AND e.seq = 1
+        WHERE r.tenant = ? AND r.${ACTIVE} AND json_extract(e.data, '$.concurrencyKey') = ? ORDER BY r.created_seq`).pluck(),
       counts: p('SELECT status, count(*) AS n FROM runs GROUP BY status'),
       countsOf: p('SELECT status, count(*) AS n FROM runs WHERE tenant = ? GROUP BY status'),
       review: p('SELECT * FROM reviews WHERE id = ?'),
@@ -307,6 +309,10 @@ class SqliteStore implements Store {
 
   async unfinished(): Promise<string[]> {
     return this.q.unfinished.all() as string[];
+  }
+
+  async runsHoldingKey(tenant: string, key: string): Promise<string[]> {
+    return this.q.holdingKey.all(tenant, key) as string[];
   }
 
   async activeCount(tenant: string): Promise<number> {

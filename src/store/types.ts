@@ -78,6 +78,11 @@ export interface Store {
   unfinished(): Promise<string[]>;
   /** Active (not ended) runs of a tenant. */
   activeCount(tenant: string): Promise<number>;
+  /**
+   * The tenant's runs, queued or running, whose `run.created` carries this `concurrencyKey` (one run
+   * per key, DESIGN §4), oldest first.
+   */
+  runsHoldingKey(tenant: string, key: string): Promise<string[]>;
   reviews(query: { status?: 'pending' | 'decided'; runId?: string; tenant?: string }): Promise<ReviewRecord[]>;
   review(id: string): Promise<ReviewRecord | undefined>;
   /** Counts of runs per status (for metrics and the dashboard). */

@@ -50,7 +50,7 @@ export interface SubmitOptions {
   /** Mean duration per tool to rank calls by; defaults to what this scheduler has learned. */
   estimates?: Record<string, number>;
   /** Extra fields for the `run.created` event (an idempotency key). */
-  meta?: Pick<EventPayloads['run.created'], 'idempotencyKey' | 'traceparent'>;
+  meta?: Pick<EventPayloads['run.created'], 'idempotencyKey' | 'traceparent' | 'concurrencyKey'>;
   /** A streamed run (DESIGN §10): more calls come with `append`, until `seal` or the open-run timeout. */
   open?: boolean;
 }

@@ -295,7 +295,8 @@ export class Scheduler {
     return this.flush();
   }
 
-  cancel(now: number, runId: string): Output {
+  /** Cancels a run; `supersededBy`: a newer run of its concurrency key replaced it (DESIGN §4). */
+  cancel(now: number, runId: string, supersededBy?: string): Output {
     const s = this.state;
     s.now = now;
     const run = getRun(s, runId);
@@ -316,7 +317,13 @@ export class Scheduler {
     if (isRunEnded(run.status) || run.cancelRequested || run.failFastBy !== undefined) return this.flush();
     run.cancelRequested = true;
     run.cancelledAt = now;
-    stopRun(s, run, callError('cancelled', 'the run was cancelled'));
+    stopRun(
+      s,
+      run,
+      supersededBy === undefined
+        ? callError('cancelled', 'the run was cancelled')
+        : callError('superseded', `run ${supersededBy} replaced this run (the same concurrencyKey)`, { details: { runId: supersededBy } }),
+    );
     markDirty(s, run);
     return this.flush();
   }

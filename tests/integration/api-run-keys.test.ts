@@ -1,0 +1,140 @@
+/**
+ * One run per key (DESIGN §4) on one process: `concurrencyKey` + `onConcurrent` on `POST /v1/runs`,
+ * validated (4xx naming the field), `reject` (409 concurrent_run naming the run that holds the key) and
+ * `cancel_running` (the earlier run's running call aborted, its calls `superseded` naming the new run,
+ * the new run started at once). Keys are per tenant; an ended run holds nothing.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { closeAll, expectApiError, startToolApi, type Api } from '../helpers/server.js';
+import type { ToolServer } from '../helpers/toolserver.js';
+
+let ts: ToolServer;
+let api: Api;
+
+beforeEach(async () => {
+  ({ ts, api } = await startToolApi());
+});
+
+afterEach(closeAll);
+
+/** Submits a run whose one `work` call is held by the tool server until released. */
+async function heldRun(key: string, extra: Record<string, unknown> = {}): Promise<string> {
+  const res = await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'work', args: { hold: true } }], concurrencyKey: key, ...extra });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  await ts.call('a', res.body.id);
+  return res.body.id;
+}
+
+describe('concurrencyKey validation', () => {
+  it.each([
+    [{ concurrencyKey: '' }, 'concurrencyKey'],
+    [{ concurrencyKey: 'k'.repeat(201) }, 'concurrencyKey'],
+    [{ concurrencyKey: 7 }, 'concurrencyKey'],
+    [{ concurrencyKey: 'k', onConcurrent: 'later' }, 'onConcurrent'],
+    [{ onConcurrent: 'reject' }, 'onConcurrent'],
+  ])('%j is a 400 naming the field', async (fields, name) => {
+    const res = await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'echo', args: {} }], ...fields });
+    expectApiError(res, 400, 'invalid_request');
+    expect(res.body.error.message).toContain(name);
+  });
+
+  it('a key of 200 characters is taken', async () => {
+    const res = await api.post('/v1/runs', {
+      calls: [{ id: 'a', tool: 'echo', args: {} }],
+      concurrencyKey: 'k'.repeat(200),
+      onConcurrent: 'reject',
+      waitMs: 10_000,
+    });
+    expect(res.status).toBe(201);
+    expect(res.body.status).toBe('succeeded');
+  });
+});
+
+describe('onConcurrent: reject', () => {
+  it('answers 409 concurrent_run naming the run that holds the key; another key, tenant or an ended run does not hold it', async () => {
+    const first = await heldRun('conv-1', { onConcurrent: 'reject' });
+    const refused = await api.post('/v1/runs', {
+      calls: [{ id: 'b', tool: 'echo', args: {} }],
+      concurrencyKey: 'conv-1',
+      onConcurrent: 'reject',
+    });
+    expectApiError(refused, 409, 'concurrent_run');
+    expect(refused.body.error.details).toEqual({ runId: first, concurrencyKey: 'conv-1' });
+    expect(refused.body.error.message).toContain(first);
+    // Nothing was created for the refused submission.
+    expect((await api.get('/v1/runs')).body.items.map((r: { id: string }) => r.id)).toEqual([first]);
+
+    const otherKey = await api.post('/v1/runs', {
+      calls: [{ id: 'b', tool: 'echo', args: {} }],
+      concurrencyKey: 'conv-2',
+      onConcurrent: 'reject',
+      waitMs: 10_000,
+    });
+    expect(otherKey.status).toBe(201);
+    const otherTenant = await api.post('/v1/runs', {
+      calls: [{ id: 'b', tool: 'echo', args: {} }],
+      tenant: 'globex',
+      concurrencyKey: 'conv-1',
+      onConcurrent: 'reject',
+      waitMs: 10_000,
+    });
+    expect(otherTenant.status).toBe(201);
+
+    ts.release();
+    expect((await api.settled(first)).status).toBe('succeeded');
+    const after = await api.post('/v1/runs', {
+      calls: [{ id: 'b', tool: 'echo', args: {} }],
+      concurrencyKey: 'conv-1',
+      onConcurrent: 'reject',
+      waitMs: 10_000,
+    });
+    expect(after.status).toBe(201);
+    expect(after.body.status).toBe('succeeded');
+  });
+
+  it('two submissions of one key at the same instant: one is created, the other refused', async () => {
+    const body = { calls: [{ id: 'a', tool: 'work', args: { hold: true } }], concurrencyKey: 'race', onConcurrent: 'reject' };
+    const answers = await Promise.all([api.post('/v1/runs', body), api.post('/v1/runs', body)]);
+    expect(answers.map((a) => a.status).sort()).toEqual([201, 409]);
+    ts.release();
+  });
+});
+
+describe('onConcurrent: cancel_running', () => {
+  it('cancels the earlier run (its running call aborted, superseded naming the new run) and starts the new one at once', async () => {
+    const first = await heldRun('conv-1', { onConcurrent: 'cancel_running' });
+    const held = ts.seen('a', first)[0];
+    const res = await api.post('/v1/runs', {
+      calls: [
+        { id: 'a', tool: 'work', args: { hold: true } },
+        { id: 'b', tool: 'echo', args: {}, dependsOn: ['a'] },
+      ],
+      concurrencyKey: 'conv-1',
+      onConcurrent: 'cancel_running',
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    const second = res.body.id as string;
+    // The new run's call reaches the tool while nothing of the first runs any more.
+    await ts.call('a', second);
+    await held?.aborted;
+    const old = await api.settled(first);
+    expect(old.status).toBe('cancelled');
+    expect(old.calls[0]).toMatchObject({ status: 'cancelled', error: { code: 'superseded', details: { runId: second } } });
+    expect(old.calls[0].error.message).toContain(second);
+    ts.release();
+    expect((await api.settled(second)).status).toBe('succeeded');
+  });
+
+  it('with no earlier run it just runs; runs of other keys are left alone', async () => {
+    const other = await heldRun('conv-2', { onConcurrent: 'cancel_running' });
+    const res = await api.post('/v1/runs', {
+      calls: [{ id: 'b', tool: 'echo', args: {} }],
+      concurrencyKey: 'conv-1',
+      onConcurrent: 'cancel_running',
+      waitMs: 10_000,
+    });
+    expect(res.body.status).toBe('succeeded');
+    expect((await api.get(`/v1/runs/${other}`)).body.status).toBe('running');
+    ts.release();
+  });
+});
