@@ -107,7 +107,7 @@ describe('onConcurrent: cancel_running', () => {
     const res = await api.post('/v1/runs', {
       calls: [
         { id: 'a', tool: 'work', args: { hold: true } },
-        { id: 'b', tool: 'echo', args: {}, dependsOn: ['a'] },
+        { id: 'b', tool: 'echo', args: { from: '${a.output}' } },
       ],
       concurrencyKey: 'conv-1',
       onConcurrent: 'cancel_running',

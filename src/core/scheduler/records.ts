@@ -171,6 +171,8 @@ export interface ScheduledRun {
   /** Changed only by `transitionRun` (state.ts). */
   status: RunStatus;
   cancelRequested: boolean;
+  /** Why the run was cancelled, when not by a plain cancel: a newer run of its concurrency key (DESIGN §4). */
+  cancelReason?: CallError;
   failFastBy?: string;
   compensations?: number[];
   compensating?: number;

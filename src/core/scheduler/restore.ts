@@ -65,6 +65,11 @@ export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): voi
         if (e.data.reason.code === 'cancelled' && e.data.reason.callId === undefined) {
           run.cancelRequested = true;
           run.cancelledAt ??= e.at;
+        } else if (e.data.reason.code === 'superseded' && supersedingRun(e.data.reason) !== undefined) {
+          // Cancelled for a newer run of its concurrency key (DESIGN §4).
+          run.cancelRequested = true;
+          run.cancelledAt ??= e.at;
+          run.cancelReason ??= e.data.reason;
         }
         break;
       case 'call.failed': {
@@ -164,4 +169,10 @@ export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): voi
 /** Brings a restored call (still `pending`) to the status its events gave it, move by legal move. */
 function moveTo(c: ScheduledCall, to: CallStatus): void {
   for (const step of callPath(c.status, to) ?? [to]) transition(c, step);
+}
+
+/** The newer run named by a `superseded` reason of a run cancelled for its concurrency key. */
+function supersedingRun(reason: CallError): string | undefined {
+  const d = reason.details as { runId?: unknown } | undefined;
+  return typeof d?.runId === 'string' ? d.runId : undefined;
 }

@@ -181,7 +181,7 @@ export class Scheduler {
     else if (run.cancelRequested || run.failFastBy !== undefined) {
       if (r.error.code === 'cancelled') {
         run.running--;
-        cancelCall(s, run, c, r.error);
+        cancelCall(s, run, c, run.cancelReason ?? r.error);
       } else attemptSettled(s, run, c, r, false);
     } else if (mayRetry(c, r)) {
       run.running--;
@@ -317,13 +317,11 @@ export class Scheduler {
     if (isRunEnded(run.status) || run.cancelRequested || run.failFastBy !== undefined) return this.flush();
     run.cancelRequested = true;
     run.cancelledAt = now;
-    stopRun(
-      s,
-      run,
-      supersededBy === undefined
-        ? callError('cancelled', 'the run was cancelled')
-        : callError('superseded', `run ${supersededBy} replaced this run (the same concurrencyKey)`, { details: { runId: supersededBy } }),
-    );
+    if (supersededBy !== undefined)
+      run.cancelReason = callError('superseded', `run ${supersededBy} replaced this run (the same concurrencyKey)`, {
+        details: { runId: supersededBy },
+      });
+    stopRun(s, run, run.cancelReason ?? callError('cancelled', 'the run was cancelled'));
     markDirty(s, run);
     return this.flush();
   }

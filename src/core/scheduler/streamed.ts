@@ -94,7 +94,7 @@ function applyStreamStep(s: SchedulerState, run: ScheduledRun, step: StreamStep,
   // and end blocked as a deadlock).
   if (run.cancelRequested || run.failFastBy !== undefined) {
     const reason = run.cancelRequested
-      ? callError('cancelled', 'the run was cancelled')
+      ? (run.cancelReason ?? callError('cancelled', 'the run was cancelled'))
       : callError('cancelled', `the run failed fast: ${run.failFastBy} failed`, { callId: run.failFastBy as string });
     for (const p of step.planned) {
       const c = run.calls[p.index] as ScheduledCall;
