@@ -25,6 +25,8 @@ export const CALL_ERROR_CODES = [
   'hook_denied',
   'hook_rejected',
   'hook_changed_resources',
+  'queue_timeout',
+  'outcome_unknown',
 ] as const;
 
 export type CallErrorCode = (typeof CALL_ERROR_CODES)[number];

@@ -70,6 +70,16 @@ export function abortResult(d: Deadline): ExecuteResult {
   return d.cause() === 'timeout' ? timeoutResult(d.timeoutMs) : cancelledResult();
 }
 
+/** A retryable `tool_error` for a request that was sent and got no answer (see `ExecuteResult.unanswered`). */
+export function lostAnswer(message: string, details?: unknown): ExecuteResult {
+  return {
+    ok: false,
+    error: callError('tool_error', message, details === undefined ? {} : { details }),
+    retryable: true,
+    unanswered: true,
+  };
+}
+
 export function toolError(message: string, retryable: boolean, details?: unknown, retryAfterMs?: number): ExecuteResult {
   const error = callError('tool_error', message, details === undefined ? {} : { details });
   return retryAfterMs === undefined ? { ok: false, error, retryable } : { ok: false, error, retryable, retryAfterMs };

@@ -4,7 +4,7 @@
  * Retry-After as retryAfterMs); other statuses are permanent. Abort and timeout abort the request.
  */
 import type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
-import { abortResult, deadline, messageOf, toolError } from './deadline.js';
+import { abortResult, deadline, lostAnswer, messageOf, toolError } from './deadline.js';
 
 /** How much of an error response's body goes into `details.body`. */
 export const ERROR_BODY_LIMIT = 2048;
@@ -37,6 +37,9 @@ async function readLimited(res: Response, limit: number): Promise<string> {
   if (size >= limit) await reader.cancel().catch(() => {});
   return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, limit));
 }
+
+/** Network errors that mean the request never reached the tool (no connection was made). */
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
 function networkDetails(err: unknown): Record<string, unknown> {
   const cause = (err as { cause?: { code?: unknown; message?: unknown } } | null)?.cause;
@@ -76,7 +79,9 @@ async function post(request: ExecuteRequest, url: string, headers: Record<string
     return toolError(`HTTP ${res.status} from ${url}`, retryable, { status: res.status, body: text }, retryAfterMs);
   } catch (err) {
     if (d.cause() !== null) return abortResult(d);
-    return toolError(`request to ${url} failed: ${messageOf(err)}`, true, networkDetails(err));
+    const details = networkDetails(err);
+    const message = `request to ${url} failed: ${messageOf(err)}`;
+    return NOT_SENT.has(String(details.cause)) ? toolError(message, true, details) : lostAnswer(message, details);
   } finally {
     d.dispose();
   }

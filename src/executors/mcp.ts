@@ -16,7 +16,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { callError } from '../core/errors.js';
 import { OUTPUT_TOO_LARGE_RPC } from '../contract/mcp-codes.js';
 import type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
-import { budgetOf, cancelledResult, messageOf, timeoutResult, toolError } from './deadline.js';
+import { budgetOf, cancelledResult, lostAnswer, messageOf, timeoutResult, toolError } from './deadline.js';
 
 /** What the executor needs of a server: the `McpConnection` of src/mcp is one. */
 export interface McpCaller {
@@ -28,6 +28,8 @@ export interface McpCaller {
 const UNAVAILABLE = 'McpUnavailableError';
 /** JSON-RPC error code of the SDK's own request timeout. */
 const REQUEST_TIMEOUT = -32001;
+/** JSON-RPC error code of the SDK's "connection closed" (the server went away during the call). */
+const CONNECTION_CLOSED = -32000;
 
 /** The JSON-RPC error code of an SDK `McpError`, if it is one. */
 function rpcCode(err: unknown): number | undefined {
@@ -65,7 +67,9 @@ function failureOf(err: unknown, request: ExecuteRequest, budget: number, server
     const message = `${request.callId}: the answer of mcp server "${server}" passes its maxOutputBytes (${data?.bytes ?? '?'} bytes): dropped unread`;
     return { ok: false, error: callError('output_too_large', message, { details: { server, bytes: data?.bytes } }), retryable: false };
   }
-  if (err instanceof Error && err.name === UNAVAILABLE) return toolError(err.message, true, { server });
+  if (err instanceof Error && err.name === UNAVAILABLE)
+    return (err as { sent?: boolean }).sent === true ? lostAnswer(err.message, { server }) : toolError(err.message, true, { server });
+  if (rpc === CONNECTION_CLOSED) return lostAnswer(`mcp server "${server}": ${messageOf(err)}`, { server, code: rpc });
   return toolError(`mcp server "${server}": ${messageOf(err)}`, false, { server, ...(rpc !== undefined ? { code: rpc } : {}) });
 }
 

@@ -37,6 +37,11 @@ export type ExecuteResult =
       retryable: boolean;
       /** From a `Retry-After` header: the least time to wait before the next attempt. */
       retryAfterMs?: number;
+      /**
+       * The request was sent and no answer came (a connection lost mid-call): for a non-idempotent
+       * tool the attempt fails `outcome_unknown` (core/outcome.ts). A timeout says so by its code.
+       */
+      unanswered?: true;
     };
 
 /** Runs attempts of one kind of tool. Never throws: every failure is an `ExecuteResult`. */

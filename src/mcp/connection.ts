@@ -18,6 +18,8 @@ import { installFrameReader } from './frames.js';
 /** The server cannot be reached now: the call may be retried (the next one reconnects). */
 export class McpUnavailableError extends Error {
   override readonly name = 'McpUnavailableError';
+  /** The call had been sent when the connection dropped: no answer came (DESIGN §4 `outcome_unknown`). */
+  sent = false;
 }
 
 export interface ConnectionOptions {
@@ -113,7 +115,9 @@ export class McpConnection {
         if (signal.aborted) throw err;
         if (isConnectionError(err) || this.client !== client) {
           this.markDown(client, `the connection dropped during the call: ${messageOf(err)}`);
-          throw new McpUnavailableError(`mcp server "${this.server.name}" ${this.lastDown}`);
+          const lost = new McpUnavailableError(`mcp server "${this.server.name}" ${this.lastDown}`);
+          lost.sent = true;
+          throw lost;
         }
         throw err;
       },

@@ -41,7 +41,7 @@ describe('restart', () => {
     const run = await api.settled(runId);
     expect(run.status).toBe('partial');
     const byId = Object.fromEntries(run.calls.map((c: any) => [c.id, c]));
-    expect(byId.once).toMatchObject({ status: 'failed', error: { code: 'interrupted' } });
+    expect(byId.once).toMatchObject({ status: 'failed', error: { code: 'outcome_unknown' } });
     expect(byId.again).toMatchObject({ status: 'succeeded', output: { again: true } });
     expect(byId.after_once).toMatchObject({ status: 'blocked', blockedBy: { code: 'dependency_failed', callId: 'once' } });
     expect(byId.after_again).toMatchObject({ status: 'succeeded', output: { v: { again: true } } });

@@ -472,7 +472,7 @@ describe.each(['sqlite', 'postgres'])(
       expect(a3first?.key).toBe(`${A}/a3`);
       expect(call(a, 'a3')).toMatchObject({ status: 'succeeded', attempts: 2, output: { callId: 'a3', attempt: 2, phase: 2 } });
       expect(call(a, 'a4')).toMatchObject({ status: 'succeeded', output: { from: { callId: 'a3', attempt: 2, phase: 2 } } });
-      expect(call(a, 'a5')).toMatchObject({ status: 'failed', error: { code: 'interrupted' } });
+      expect(call(a, 'a5')).toMatchObject({ status: 'failed', error: { code: 'outcome_unknown' } });
       expect(call(a, 'a6')).toMatchObject({ status: 'blocked', blockedBy: { code: 'dependency_failed', callId: 'a5' } });
       expect(call(a, 'a7')).toMatchObject({ status: 'succeeded', output: { from: { callId: 'a1', phase: 1 } } });
       expect(a.status).toBe('partial');
@@ -482,21 +482,21 @@ describe.each(['sqlite', 'postgres'])(
       const b = after.get(B) as RunView;
       expect(b.status).toBe('failed');
       expect(call(b, 'b1')).toMatchObject({ status: 'succeeded', compensation: { status: 'succeeded' } });
-      expect(call(b, 'b2')).toMatchObject({ status: 'failed', error: { code: 'interrupted' } });
+      expect(call(b, 'b2')).toMatchObject({ status: 'failed', error: { code: 'outcome_unknown' } });
       expect(call(b, 'b3')).toMatchObject({ status: 'cancelled', error: { code: 'cancelled', callId: 'b2' } });
       expect(b.diagnostics.filter((d) => d.code === 'deadlock')).toEqual([]);
       expect(phase2.filter((x) => x.runId === B && x.tool === 'undo').map((x) => x.args)).toEqual([{ name: 'b' }]);
 
       const f = after.get(F) as RunView;
       expect(f.status).toBe('failed');
-      expect(call(f, 'f1')).toMatchObject({ status: 'failed', error: { code: 'interrupted' } });
-      expect(call(f, 'f2')).toMatchObject({ status: 'failed', error: { code: 'interrupted' } });
+      expect(call(f, 'f1')).toMatchObject({ status: 'failed', error: { code: 'outcome_unknown' } });
+      expect(call(f, 'f2')).toMatchObject({ status: 'failed', error: { code: 'outcome_unknown' } });
       expect(call(f, 'f3')).toMatchObject({ status: 'cancelled', error: { code: 'cancelled', callId: 'f1' } });
 
       // C: replan mode: the run waits for a replan, which still works after the restart.
       const c = after.get(C) as RunView;
       expect(c.status).toBe('needs_replan');
-      expect(c.replanContext).toMatchObject({ failed: [{ callId: 'r1', error: { code: 'interrupted' } }], waiting: ['r2'] });
+      expect(c.replanContext).toMatchObject({ failed: [{ callId: 'r1', error: { code: 'outcome_unknown' } }], waiting: ['r2'] });
       const replanned = await api<RunView>(base2, 'POST', `/v1/runs/${C}/replan`, {
         calls: [{ id: 'r4', tool: 'quick', args: { again: true } }],
       });
@@ -571,12 +571,12 @@ describe.each(['sqlite', 'postgres'])(
         expectGapless(full, id);
         expect(resumed).toEqual(full);
       }
-      // The restart shows in the log: A's a3 started twice, a5 failed as interrupted after the crash.
+      // The restart shows in the log: A's a3 started twice, a5 failed as outcome_unknown after the crash.
       const aEvents = await readEvents(base2, A);
       expect(aEvents.filter((ev) => ev.type === 'call.started' && ev.callId === 'a3').map((ev) => ev.data.attempt)).toEqual([1, 2]);
       expect(
         aEvents.filter((ev) => ev.type === 'call.failed' && ev.callId === 'a5').map((ev) => (ev.data.error as { code: string }).code),
-      ).toEqual(['interrupted']);
+      ).toEqual(['outcome_unknown']);
     });
 
     it('SIGTERM: calls that end during the drain are recorded; what still runs after it resumes at the next start', {
@@ -647,7 +647,7 @@ describe.each(['sqlite', 'postgres'])(
       // without their end being recorded, so the restart resumed them like after a crash.
       expect(call(view, 'g2')).toMatchObject({ status: 'succeeded', attempts: 2, output: { attempt: 2, phase: 12 } });
       expect(tools.of(G, 'g2', 12)).toMatchObject([{ attempt: 2, key: `${G}/g2` }]);
-      expect(call(view, 'g3')).toMatchObject({ status: 'failed', error: { code: 'interrupted' } });
+      expect(call(view, 'g3')).toMatchObject({ status: 'failed', error: { code: 'outcome_unknown' } });
       expect(tools.of(G, 'g3')).toHaveLength(1);
       expect(view.status).toBe('partial');
       expectGapless(await readEvents((second as ServerChild).url, G), G);

@@ -155,7 +155,12 @@ mcp:
       expect((view.calls[0]?.output as { pid: number }).pid).not.toBe(crashedPid);
 
       const plain = await tg.run([{ id: 'c', tool: 'once__crash', args: {} }]);
-      expect(plain.calls[0]).toMatchObject({ status: 'failed', attempts: 1, error: { code: 'tool_error' } });
+      // The server died mid-call: the call was sent and got no answer, so its outcome is unknown.
+      expect(plain.calls[0]).toMatchObject({
+        status: 'failed',
+        attempts: 1,
+        error: { code: 'outcome_unknown', details: { cause: 'tool_error' } },
+      });
       expect(plain.calls[0]?.error?.message).toMatch(/mcp server "once" .*connection/);
       const next = await tg.run([{ id: 'again', tool: 'once__crash', args: {} }]);
       expect(next.calls[0]).toMatchObject({ status: 'succeeded', output: { pid: expect.any(Number) } });

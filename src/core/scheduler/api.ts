@@ -2,6 +2,7 @@
  * What the scheduler takes and gives (its inputs carry the time; its outputs are what the shell must
  * do), and its one error. The `Scheduler` front (scheduler.ts) is the only thing that takes these.
  */
+import type { AttemptFailure } from '../outcome.js';
 import type { CallInput } from '../calls.js';
 import type { CallError } from '../errors.js';
 import type { CoreEvent, EventPayloads } from '../events.js';
@@ -86,7 +87,7 @@ export interface Output {
   permits?: PermitRequest[];
 }
 
-export type AttemptResult = { ok: true; output: unknown } | { ok: false; error: CallError; retryable?: boolean; retryAfterMs?: number };
+export type AttemptResult = { ok: true; output: unknown } | AttemptFailure;
 
 export interface AttemptEnded {
   runId: string;

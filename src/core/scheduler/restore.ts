@@ -13,6 +13,7 @@ import { callPath, isTerminal, transition, transitionRun } from '../state.js';
 import { StreamPlanner } from '../stream-plan.js';
 import { RunProjection } from '../view.js';
 import { SchedulerError } from './api.js';
+import { lostAttempt } from '../outcome.js';
 import { compensationQueue, startNextCompensation } from './compensation.js';
 import { maybeReady } from './dispatch.js';
 import { wire } from './planning.js';
@@ -132,14 +133,14 @@ export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): voi
     s.timers.push({ at: created.at + s.opts.defaults.openRunTimeoutMs, seq: s.timerSeq++, runId: run.id, seal: true });
   const stopping = run.cancelRequested || run.failFastBy !== undefined;
   if (stopping) {
-    for (const c of interrupted) cancelCall(s, run, c, callError('cancelled', 'the run was stopping when the service restarted'));
+    for (const c of interrupted)
+      cancelCall(s, run, c, run.cancelReason ?? callError('cancelled', 'the run was stopping when the service restarted'));
   } else {
-    // Every non-idempotent call that was running fails first, all of them with `interrupted` (each
+    // Every non-idempotent call that was running fails first, all of them with `outcome_unknown` (each
     // one's outcome is unknown), and only then does the run's mode apply to them: a fail-fast from
     // the first must not turn the others into `cancelled`, nor re-arm an idempotent call it stopped.
     const lost = interrupted.filter((c) => !c.manifest?.idempotent);
-    for (const c of lost)
-      fail(s, run, c, callError('interrupted', `${c.id} was running when the service stopped; its outcome is unknown`), false);
+    for (const c of lost) fail(s, run, c, lostAttempt(c.id), false);
     for (const c of lost) applyFailureMode(s, run, c);
     // Running idempotent calls are `pending` again (not armed): they run again below, unless that
     // fail-fast has just cancelled them with the rest of the run.
@@ -148,11 +149,12 @@ export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): voi
     stopRun(
       s,
       run,
-      callError(
-        'cancelled',
-        run.cancelRequested ? 'the run was cancelled' : `the run failed fast: ${run.failFastBy} failed`,
-        run.cancelRequested ? {} : { callId: run.failFastBy as string },
-      ),
+      run.cancelReason ??
+        callError(
+          'cancelled',
+          run.cancelRequested ? 'the run was cancelled' : `the run failed fast: ${run.failFastBy} failed`,
+          run.cancelRequested ? {} : { callId: run.failFastBy as string },
+        ),
     );
   for (const c of run.calls) {
     if (c.status !== 'pending' || c.dataWaiting > 0) continue;

@@ -70,6 +70,7 @@ import { appendTo, sealRun } from './streamed.js';
 import { limitsInUse, waitCounts, type LimitInUse, type WaitCounts } from './limits-in-use.js';
 import type { WaitReason } from '../waiting.js';
 import { noteWaits } from './waits.js';
+import { attemptOutcome } from '../outcome.js';
 
 export class Scheduler {
   private readonly state: SchedulerState;
@@ -175,7 +176,8 @@ export class Scheduler {
     const book = s.waits;
     if (book !== undefined) book.released[book.releasedCount++] = c;
     this.learn(c.tool, now - (c.attemptStartedAt as number));
-    const r = outputChecked(e.result, c, s.opts.limits.maxOutputBytes);
+    const checked = outputChecked(e.result, c, s.opts.limits.maxOutputBytes);
+    const r = checked.ok ? checked : attemptOutcome(checked, c.manifest?.idempotent === true, c.id);
     // `run.running` counts the call until it settles: its after_call hooks (hooking.ts) may hold it.
     if (r.ok) attemptSettled(s, run, c, r, true);
     else if (run.cancelRequested || run.failFastBy !== undefined) {
