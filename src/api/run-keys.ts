@@ -1,7 +1,8 @@
 /**
  * One run per key (DESIGN §4): a submission with a `concurrencyKey` meets the tenant's earlier
  * unfinished runs of that key, found in the store (so on every replica), and by its `onConcurrent`
- * either is refused (`reject`: `409 concurrent_run` naming the run that holds the key) or cancels them
+ * waits `queued` behind them (`queue`, the default: held by the engine, started by held-runs.ts), is
+ * refused (`reject`: `409 concurrent_run` naming the run that holds the key) or cancels them
  * (`cancel_running`: their calls end `superseded`, naming the new run, through the ordinary cancel
  * path, which sends the cancel to another replica's run) and starts at once.
  *
@@ -31,8 +32,6 @@ export async function submitKeyed(o: KeyedSubmission): Promise<RunView> {
   const key = s.concurrencyKey;
   if (key === undefined) return o.submit(s);
   const strategy = s.onConcurrent ?? 'queue';
-  if (strategy === 'queue')
-    throw new ApiError('invalid_request', 'onConcurrent: "queue" is not supported yet; use "reject" or "cancel_running"');
   const slot = `${s.tenant}\u0000${key}`;
   const before = o.pending.get(slot);
   const turn = (async () => {
@@ -44,6 +43,8 @@ export async function submitKeyed(o: KeyedSubmission): Promise<RunView> {
         concurrencyKey: key,
       });
     }
+    // queue: held `queued` behind them (held-runs.ts starts it once they have ended).
+    if (strategy === 'queue') return o.submit(holders.length > 0 ? { ...s, held: true } : s);
     const runId = s.runId ?? newRunId();
     for (const holder of holders) await o.cancel(holder, runId);
     return o.submit({ ...s, runId });

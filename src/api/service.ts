@@ -26,6 +26,7 @@ import { canSee, requireOperator, tenantFor, type Principal } from './auth.js';
 import { ApiError, httpErrorOf, STORE_RETRY_AFTER, type ApiErrorCode } from './errors.js';
 import { limitJson } from './waiting.js';
 import { submitKeyed } from './run-keys.js';
+import { HeldRuns } from './held-runs.js';
 
 export interface ServiceOptions {
   config: Config;
@@ -101,6 +102,8 @@ export class Service {
    * repeat of the key waits for it, then gets its run, not a second one (`submitOnce`).
    */
   private readonly pendingKeys = new Map<string, Promise<{ run: RunView; created: boolean }>>();
+  /** Starts runs held behind an earlier run of their concurrency key (held-runs.ts). */
+  private readonly held: HeldRuns;
   /** The submissions under each tenant's `concurrencyKey` under way now (run-keys.ts). */
   private readonly pendingConcurrencyKeys = new Map<string, Promise<unknown>>();
   private readonly tracing: Tracing | undefined;
@@ -122,6 +125,7 @@ export class Service {
       ...(tracing ? { instrument: (e: Executor) => tracing.instrument(e) } : {}),
     });
     tracing?.attach(this.engine);
+    this.held = new HeldRuns({ engine: this.engine, store: this.store });
   }
 
   /**
@@ -483,6 +487,8 @@ export class Service {
    * replica still ran is taken over at once by another. The store stays open (its owner closes it).
    */
   async close(opts: { drainMs?: number } = {}): Promise<void> {
+    this.held.stop();
+    await this.held.settled();
     await this.engine.close(opts);
     await this.cluster?.close(true);
   }

@@ -27,6 +27,8 @@ export interface SubmitRequest {
   concurrencyKey?: string;
   /** What to do when an earlier unfinished run of the tenant holds `concurrencyKey`. Default: `queue`. */
   onConcurrent?: OnConcurrent;
+  /** Set by the service for `queue`: the run waits `queued` until `Engine.release` starts it. */
+  held?: boolean;
 }
 
 /** The strategies of one run per key (DESIGN §4). */

@@ -38,13 +38,16 @@ export interface EventPayloads {
     idempotencyKey?: string;
     /** From `SubmitOptions.meta`: one run per key (DESIGN §4); the store finds a key's runs by it. */
     concurrencyKey?: string;
+    /** The run waits `queued` behind an earlier run of its concurrency key; `run.started` releases it. */
+    held?: true;
     /**
      * From `SubmitOptions.meta`, with tracing on: the W3C `traceparent` the run's trace continues, so
      * that a run resumed elsewhere (a takeover, a restart) goes on in the same trace (DESIGN §15).
      */
     traceparent?: string;
   };
-  'run.started': PlanStepData & { generations: string[][] };
+  /** `released`: a held run (`run.created`'s `held`) starts now: it is `running` from here. */
+  'run.started': PlanStepData & { generations: string[][]; released?: true };
   'call.ready': Record<string, never>;
   'call.started': { attempt: number; args: Record<string, unknown> };
   'call.retry_scheduled': {

@@ -14,7 +14,7 @@
  *   succeeded, failed, cancelled: no exits                                                  ended
  *
  * Runs:
- *   queued           → running
+ *   queued           → running | cancelled (a held run, DESIGN §4)
  *   running          → succeeded | partial | failed | needs_replan | deadlocked | cancelled
  *   needs_replan     → running (a replan appended calls, or a cancel stops the waiting ones)   ended
  *   succeeded, partial, failed, deadlocked, cancelled: no exits                            ended
@@ -44,7 +44,7 @@ export const RUN_STATUSES = ['queued', 'running', 'succeeded', 'partial', 'faile
 export type RunStatus = (typeof RUN_STATUSES)[number];
 
 export const RUN_STATES = {
-  queued: { ended: false, exits: ['running'] },
+  queued: { ended: false, exits: ['running', 'cancelled'] },
   running: { ended: false, exits: ['succeeded', 'partial', 'failed', 'needs_replan', 'deadlocked', 'cancelled'] },
   succeeded: { ended: true, exits: [] },
   partial: { ended: true, exits: [] },

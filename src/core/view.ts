@@ -102,7 +102,7 @@ export class RunProjection {
     this.view = {
       id: created.runId,
       tenant: d.tenant,
-      status: 'running',
+      status: d.held ? 'queued' : 'running',
       failure: d.failure,
       tags: d.tags,
       createdAt: iso(created.at),
@@ -144,6 +144,7 @@ export class RunProjection {
         this.generations = e.data.generations;
         return this.addStep(e.data);
       case 'run.started':
+        if (this.view.status === 'queued') this.view.status = 'running';
         this.generations = e.data.generations;
         return this.addStep(e.data);
       case 'run.calls_added':

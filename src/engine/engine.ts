@@ -197,6 +197,7 @@ export class Engine {
             }
           : {}),
         ...(req.open ? { open: true } : {}),
+        ...(req.held ? { held: true } : {}),
       });
   }
 
@@ -306,6 +307,17 @@ export class Engine {
   async cancel(runId: string, supersededBy?: string): Promise<void> {
     if (this.endedRun(runId)) return;
     await this.command((now) => this.scheduler.cancel(now, runId, supersededBy));
+  }
+
+  /** Starts a run held behind an earlier run of its concurrency key (DESIGN §4); resolves once stored. */
+  async release(runId: string): Promise<void> {
+    if (this.endedRun(runId) || !this.has(runId)) return;
+    await this.command((now) => this.scheduler.release(now, runId));
+  }
+
+  /** The runs this engine holds behind an earlier run of their concurrency key, oldest first. */
+  heldRuns(): { runId: string; tenant: string; concurrencyKey: string }[] {
+    return this.scheduler.heldRuns();
   }
 
   async replan(runId: string, calls: readonly CallInput[]): Promise<RunView> {

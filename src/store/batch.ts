@@ -6,7 +6,8 @@
  *
  * What an event changes besides being stored:
  * - `run.created` (the run's seq 1, and only there): creates the run — tenant, failure, tags, calls,
- *   optional `idempotencyKey` (unique per tenant) — with status `running`;
+ *   optional `idempotencyKey` (unique per tenant) — with status `running` (`queued` when `held`);
+ * - `run.started` with `released` (a held run starts): status `running`;
  * - `run.replanned`: status back to `running`, not ended, its `calls` added to the call count;
  * - `run.completed`: status `data.status`, ended at the event's time;
  * - `call.awaiting_review`: opens review `rev_<runId>_<seq>` (the tool comes from the run's calls);
@@ -106,7 +107,8 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
       const run = {
         id: e.runId,
         tenant: t,
-        status: 'running' as const,
+        // A run held behind an earlier run of its concurrency key (DESIGN §4) is queued until run.started.
+        status: data.held === true ? ('queued' as const) : ('running' as const),
         failure: typeof data.failure === 'string' ? data.failure : '',
         tags: JSON.stringify(tags),
         created_at: e.at,
@@ -123,6 +125,9 @@ export function planBatch(events: readonly RunEvent[], state: StoredState): Batc
     });
 
     switch (e.type) {
+      case 'run.started':
+        if (e.data.released === true) steps.push({ kind: 'setStatus', runId: e.runId, status: 'running', endedAt: null, addCalls: 0 });
+        break;
       case 'run.replanned':
         steps.push({ kind: 'setStatus', runId: e.runId, status: 'running', endedAt: null, addCalls: listCalls(e, e.data.calls, tools) });
         break;

@@ -50,6 +50,53 @@ describe('concurrencyKey validation', () => {
   });
 });
 
+describe('onConcurrent: queue (the default)', () => {
+  it('the new run stays queued, its calls not started, until the earlier runs of the key have ended; then it runs', async () => {
+    const first = await heldRun('conv-1');
+    const second = await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'work', args: { hold: true } }], concurrencyKey: 'conv-1' });
+    expect(second.status).toBe(201);
+    expect(second.body.status).toBe('queued');
+    const third = await api.post('/v1/runs', {
+      calls: [{ id: 'a', tool: 'echo', args: {} }],
+      concurrencyKey: 'conv-1',
+      onConcurrent: 'queue',
+    });
+    expect(third.body.status).toBe('queued');
+    // Another key is not held.
+    const other = await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'echo', args: {} }], concurrencyKey: 'conv-2', waitMs: 10_000 });
+    expect(other.body.status).toBe('succeeded');
+    const queued = await api.get('/v1/runs?status=queued');
+    expect(queued.body.items.map((r: { id: string }) => r.id).sort()).toEqual([second.body.id, third.body.id].sort());
+    expect((await api.get(`/v1/runs/${second.body.id}`)).body.calls[0].status).toBe('pending');
+    expect(ts.seen('a', second.body.id)).toHaveLength(0);
+
+    ts.call('a', first).then((r) => r.respond());
+    expect((await api.settled(first)).status).toBe('succeeded');
+    // The second starts (the third still waits for it), and runs once the first has ended.
+    const started = await ts.call('a', second.body.id);
+    expect((await api.get(`/v1/runs/${third.body.id}`)).body.status).toBe('queued');
+    started.respond();
+    expect((await api.settled(second.body.id)).status).toBe('succeeded');
+    expect((await api.settled(third.body.id)).status).toBe('succeeded');
+    // Each started only after the one before it had ended.
+    const s1 = Date.parse((await api.get(`/v1/runs/${second.body.id}`)).body.calls[0].startedAt);
+    const e0 = Date.parse((await api.get(`/v1/runs/${first}`)).body.calls[0].endedAt);
+    expect(s1).toBeGreaterThanOrEqual(e0);
+  });
+
+  it('a queued run can be cancelled: its calls end cancelled without running, and the next one is not held by it', async () => {
+    const first = await heldRun('conv-1');
+    const second = await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'work', args: {} }], concurrencyKey: 'conv-1' });
+    expect(second.body.status).toBe('queued');
+    expect((await api.post(`/v1/runs/${second.body.id}/cancel`)).status).toBe(202);
+    const cancelled = await api.settled(second.body.id);
+    expect(cancelled).toMatchObject({ status: 'cancelled', calls: [{ status: 'cancelled' }] });
+    expect(ts.seen('a', second.body.id)).toHaveLength(0);
+    ts.release();
+    expect((await api.settled(first)).status).toBe('succeeded');
+  });
+});
+
 describe('onConcurrent: reject', () => {
   it('answers 409 concurrent_run naming the run that holds the key; another key, tenant or an ended run does not hold it', async () => {
     const first = await heldRun('conv-1', { onConcurrent: 'reject' });

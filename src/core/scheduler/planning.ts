@@ -15,13 +15,19 @@ import { arm, block, blockDescendantsOf, fail } from './progress.js';
 import { appended, emit, isPending, markDirty, newCall, type ScheduledCall, type ScheduledRun, type SchedulerState } from './records.js';
 
 /** Plans and wires `list` into the run, emits `event` with the new edges, and lets the calls go. */
-export function addCalls(s: SchedulerState, run: ScheduledRun, list: CallInput[], event: 'run.started' | 'run.replanned'): void {
+export function addCalls(
+  s: SchedulerState,
+  run: ScheduledRun,
+  list: CallInput[],
+  event: 'run.started' | 'run.replanned',
+  released = false,
+): void {
   const { plan, base, fresh, doomedBy } = wire(s, run, list);
   const step = { edges: fresh, generations: plan.generations, diagnostics: run.diagnostics.slice(run.diagnosticsBase) };
   if (event === 'run.replanned') {
     const data: EventPayloads['run.replanned'] = { ...step, calls: list };
     emit(s, event, run, undefined, data);
-  } else emit(s, event, run, undefined, step);
+  } else emit(s, event, run, undefined, released ? { ...step, released: true } : step);
 
   // Cycles first, so a cycle's calls all say `cycle` before anything is propagated from them. The
   // new calls are those from `base` on (indexed loops: this runs once per batch, mostly unoptimized,

@@ -171,6 +171,10 @@ export interface ScheduledRun {
   /** Changed only by `transitionRun` (state.ts). */
   status: RunStatus;
   cancelRequested: boolean;
+  /** One run per key (DESIGN §4): the run's `concurrencyKey`. */
+  concurrencyKey?: string;
+  /** A held run's calls, planned when `release` starts it (it is `queued` until then). */
+  heldCalls?: CallInput[];
   /** Why the run was cancelled, when not by a plain cancel: a newer run of its concurrency key (DESIGN §4). */
   cancelReason?: CallError;
   failFastBy?: string;

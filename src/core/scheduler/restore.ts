@@ -37,6 +37,13 @@ export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): voi
   if (s.runs.has(created.runId)) throw new SchedulerError('conflict', `run ${created.runId} exists already`);
   const d = created.data;
   const run = newRun(s, created.runId, d.tenant, d.failure, d.estimates ?? {});
+  if (d.concurrencyKey !== undefined) run.concurrencyKey = d.concurrencyKey;
+  if (d.held && !events.some((e) => e.type === 'run.started')) {
+    // Still held behind an earlier run of its concurrency key (DESIGN §4): nothing of it is planned.
+    run.status = 'queued';
+    run.heldCalls = d.calls;
+    return;
+  }
   // A streamed run (DESIGN §10) is planned again step by step, as its calls arrived and as it was
   // sealed, silently: the wiring is rebuilt, the outcomes come from the events below.
   if (d.open) run.stream = new StreamPlanner(run.tenant, s.opts.catalog, s.opts.policy);

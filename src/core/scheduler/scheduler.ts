@@ -61,6 +61,7 @@ import {
   newRun,
   normalized,
   type ScheduledCall,
+  type ScheduledRun,
   type SchedulerState,
 } from './records.js';
 import { restoreRun } from './restore.js';
@@ -88,6 +89,7 @@ export class Scheduler {
     const failure = o.failure ?? s.opts.defaults.failure;
     const estimates = o.estimates ?? this.estimates();
     const run = newRun(s, o.runId, o.tenant, failure, estimates);
+    if (o.meta?.concurrencyKey !== undefined) run.concurrencyKey = o.meta.concurrencyKey;
     const calls = o.calls.map(normalized);
     if (o.open) {
       run.stream = new StreamPlanner(run.tenant, s.opts.catalog, s.opts.policy);
@@ -105,7 +107,21 @@ export class Scheduler {
       if (calls.length > 0) appendTo(s, run, calls);
       return this.flush();
     }
-    emit(s, 'run.created', run, undefined, { ...o.meta, tenant: run.tenant, failure, tags: o.tags ?? {}, calls, estimates });
+    emit(s, 'run.created', run, undefined, {
+      ...o.meta,
+      tenant: run.tenant,
+      failure,
+      tags: o.tags ?? {},
+      calls,
+      estimates,
+      ...(o.held ? { held: true as const } : {}),
+    });
+    if (o.held) {
+      // Queued behind an earlier run of its concurrency key (DESIGN §4) until `release`.
+      run.status = 'queued';
+      run.heldCalls = calls;
+      return this.flush();
+    }
     try {
       addCalls(s, run, calls, 'run.started');
     } catch (e) {
@@ -115,6 +131,26 @@ export class Scheduler {
       throw e;
     }
     return this.flush();
+  }
+
+  /**
+   * Starts a held run (submitted with `held`): the earlier runs of its concurrency key have ended
+   * (DESIGN §4). A run that is not held is left as it is.
+   */
+  release(now: number, runId: string): Output {
+    const s = this.state;
+    s.now = now;
+    const run = getRun(s, runId);
+    if (run.heldCalls !== undefined) startHeld(s, run);
+    return this.flush();
+  }
+
+  /** The runs held behind an earlier run of their concurrency key, oldest first. */
+  heldRuns(): { runId: string; tenant: string; concurrencyKey: string }[] {
+    const out: { runId: string; tenant: string; concurrencyKey: string }[] = [];
+    for (const run of this.state.runs.values())
+      if (run.heldCalls !== undefined) out.push({ runId: run.id, tenant: run.tenant, concurrencyKey: run.concurrencyKey ?? '' });
+    return out;
   }
 
   /** Appends calls, in model order, to an open (streamed) run. */
@@ -317,6 +353,8 @@ export class Scheduler {
       return this.flush();
     }
     if (isRunEnded(run.status) || run.cancelRequested || run.failFastBy !== undefined) return this.flush();
+    // A held run starts, so that its calls end cancelled like any run's that had not started.
+    if (run.heldCalls !== undefined) startHeld(s, run);
     run.cancelRequested = true;
     run.cancelledAt = now;
     if (supersededBy !== undefined)
@@ -421,4 +459,13 @@ export class Scheduler {
     st.n++;
     st.mean += (ms - st.mean) / st.n;
   }
+}
+
+/** Plans and starts a held run's calls (`run.started` with `released`). */
+function startHeld(s: SchedulerState, run: ScheduledRun): void {
+  const calls = run.heldCalls as CallInput[];
+  delete run.heldCalls;
+  transitionRun(run, 'running');
+  addCalls(s, run, calls, 'run.started', true);
+  markDirty(s, run);
 }
