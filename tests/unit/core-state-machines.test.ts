@@ -29,7 +29,7 @@ const CALL_EXITS: Record<CallStatus, CallStatus[]> = {
   cancelled: [],
 };
 const RUN_EXITS: Record<RunStatus, RunStatus[]> = {
-  queued: ['running'],
+  queued: ['running', 'cancelled'],
   running: ['succeeded', 'partial', 'failed', 'needs_replan', 'deadlocked', 'cancelled'],
   succeeded: [],
   partial: [],

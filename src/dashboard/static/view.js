@@ -24,7 +24,7 @@ export class RunProjection {
         this.view = {
             id: created.runId,
             tenant: d.tenant,
-            status: 'running',
+            status: d.held ? 'queued' : 'running',
             failure: d.failure,
             tags: d.tags,
             createdAt: iso(created.at),
@@ -63,6 +63,8 @@ export class RunProjection {
                 this.generations = e.data.generations;
                 return this.addStep(e.data);
             case 'run.started':
+                if (this.view.status === 'queued')
+                    this.view.status = 'running';
                 this.generations = e.data.generations;
                 return this.addStep(e.data);
             case 'run.calls_added':
