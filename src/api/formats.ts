@@ -8,7 +8,8 @@
  *
  * Out, in call order: OpenAI `[{ role: "tool", tool_call_id, content }]`; Anthropic
  * `[{ role: "user", content: [{ type: "tool_result", tool_use_id, content, is_error? }] }]`. A
- * failed, blocked or cancelled call is an error result that says why.
+ * failed, blocked or cancelled call is an error result that says why; a call whose outcome is unknown
+ * (`outcome_unknown`, DESIGN §4) says that it may have taken effect.
  */
 import type { CallInput } from '../core/calls.js';
 import type { AnthropicMessage, OpenAiMessage } from '../contract/model-messages.js';
@@ -49,6 +50,13 @@ export function callsFromAnthropic(message: AnthropicMessage): CallInput[] {
 function resultText(c: CallView): { text: string; isError: boolean } {
   if (c.status === 'succeeded') return { text: typeof c.output === 'string' ? c.output : JSON.stringify(c.output ?? null), isError: false };
   const why = c.error ?? c.blockedBy;
+  if (why?.code === 'outcome_unknown') {
+    // DESIGN §4: the model must be told that the call may have taken effect, so it does not just ask again.
+    return {
+      text: `Error: the outcome of ${c.tool} is unknown: it was sent and no answer came, so it may or may not have taken effect; check before calling it again (outcome_unknown: ${why.message})`,
+      isError: true,
+    };
+  }
   const reason = why ? `${why.code}: ${why.message}` : `the call is ${c.status}`;
   const verb =
     c.status === 'failed'
