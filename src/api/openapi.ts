@@ -97,13 +97,14 @@ function buildDocument(): Record<string, unknown> {
     '/v1/runs': {
       post: {
         summary: 'Submit a batch of tool calls',
-        description: 'Plans the batch into a graph and runs it. With waitMs the response waits until the run ends or that time passes.',
+        description:
+          'Plans the batch into a graph and runs it. With waitMs the response waits until the run ends or that time passes. With a concurrencyKey, onConcurrent says what to do when an earlier unfinished run of the tenant has the same key: queue (default; the run is created `queued` and starts once they have ended), cancel_running (they are cancelled, their calls `superseded` naming the new run) or reject (409 concurrent_run, details.runId naming the run that holds the key).',
         parameters: [idempotencyHeader, traceparentHeader],
         requestBody: { required: true, content: content(SubmitBodySchema) },
         responses: {
           ...runResp('201', 'The run, created'),
           ...runResp('200', 'The run an earlier request with the same Idempotency-Key created'),
-          ...errors(400, 401, 403, 413, 415, 429),
+          ...errors(400, 401, 403, 409, 413, 415, 429),
         },
       },
       get: {

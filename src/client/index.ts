@@ -13,9 +13,14 @@ import type { CallInput } from '../core/calls.js';
 import type { Edge, Diagnostic, CallStatus, RunStatus } from '../core/calls.js';
 import type { EventType } from '../core/events.js';
 import type { BatchSchema } from '../contract/batch.js';
+import type { SubmitBodySchema } from '../contract/requests.js';
 import type { ReviewSchema, RunSchema, RunSummarySchema } from '../contract/responses.js';
 
-export type Batch = z.input<typeof BatchSchema>;
+/**
+ * A submission: the calls, and optionally one run per key (`concurrencyKey` with `onConcurrent`:
+ * `queue` by default, `cancel_running` or `reject`, which answers 409 `concurrent_run`; DESIGN §4).
+ */
+export type Batch = z.input<typeof BatchSchema> & Pick<z.input<typeof SubmitBodySchema>, 'concurrencyKey' | 'onConcurrent'>;
 export type Run = z.infer<typeof RunSchema>;
 export type { CallInput, Edge, Diagnostic, CallStatus, RunStatus };
 

@@ -29,8 +29,16 @@ export const SubmitBodySchema = BatchSchema.extend({
   open: z.boolean().optional(),
   openai: OpenAiMessageSchema.optional(),
   anthropic: AnthropicMessageSchema.optional(),
-  concurrencyKey: z.string().min(1).max(MAX_CONCURRENCY_KEY_CHARS).optional(),
-  onConcurrent: z.enum(ON_CONCURRENT).optional(),
+  concurrencyKey: z
+    .string()
+    .min(1)
+    .max(MAX_CONCURRENCY_KEY_CHARS)
+    .optional()
+    .describe("One run per key (per tenant): e.g. the conversation's id. See onConcurrent."),
+  onConcurrent: z
+    .enum(ON_CONCURRENT)
+    .optional()
+    .describe('When an earlier unfinished run of the tenant has the same concurrencyKey: queue (default), cancel_running or reject.'),
 }).superRefine((b, ctx) => {
   const sources = [b.calls, b.openai, b.anthropic].filter((x) => x !== undefined).length;
   if (sources > 1) ctx.addIssue({ code: 'custom', path: [], message: 'give one of calls, openai or anthropic, not several' });

@@ -44,6 +44,22 @@ describe('ToolgraphClient', () => {
     expect(err).toMatchObject({ status: 404, code: 'not_found' });
   });
 
+  it('submits with a concurrencyKey: reject is a ToolgraphError concurrent_run naming the run that holds the key', async () => {
+    const api = await startApi({ yaml: YAML });
+    const tg = new ToolgraphClient({ baseUrl: api.url });
+    const first = await tg.submit({
+      calls: [{ id: 's', tool: 'sleep', args: { ms: 2000 } }],
+      concurrencyKey: 'conv',
+      onConcurrent: 'reject',
+    });
+    const err = await tg
+      .submit({ calls: [{ id: 'e', tool: 'echo', args: {} }], concurrencyKey: 'conv', onConcurrent: 'reject' })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ToolgraphError);
+    expect(err).toMatchObject({ status: 409, code: 'concurrent_run', details: { runId: first.id } });
+    await api.service.cancel({ role: 'operator', tenant: 'default' } as never, first.id);
+  });
+
   it('resumes an event stream after the connection is cut: every event once, in order', async () => {
     // The calls are held at a ToolServer and released one by one from the loop, so the run is still
     // going when the stream is cut: the cut hits the live stream, never a connection that already
