@@ -2,7 +2,7 @@
 // server's own projection (view.js, generated from src/core/view.ts), plus the timing of every attempt
 // for the timeline.
 import { RunProjection } from './view.js';
-import { limitName } from './waiting.js';
+import { waitsText } from './waiting.js';
 
 /**
  * @typedef {import('../../core/errors.js').CallError} CallError
@@ -292,8 +292,8 @@ export class RunModel {
       case 'ready':
         if (c.waitingFor?.length)
           return {
-            code: `waiting for ${c.waitingFor[0].kind === 'lock' ? 'a lock' : 'a limit'}`,
-            text: `waiting for ${c.waitingFor.map((w) => limitName(w)).join(', ')}`,
+            code: waitCode(c.waitingFor[0]),
+            text: waitsText(c.waitingFor),
             waits: c.waitingFor,
             since: c.waitingSince,
           };
@@ -308,4 +308,15 @@ export class RunModel {
         return null;
     }
   }
+}
+
+/**
+ * A ready call's first reason, in two or three words (`waiting for a lock`, `paused`).
+ * @param {import('./view.js').WaitingView} w
+ */
+function waitCode(w) {
+  const kind = /** @type {string} */ (w.kind);
+  if (kind === 'backoff') return 'paused';
+  if (kind === 'key') return 'waiting for a key';
+  return `waiting for ${kind === 'lock' ? 'a lock' : 'a limit'}`;
 }

@@ -22,6 +22,45 @@ const KIND = {
 };
 
 /**
+ * The fields of the flow-control kinds (DESIGN §4): `key` (a keyed limit: `pattern`, the call's `key`
+ * under it, the `tool` of a tool's `concurrency.per`) and `backoff` (a tool paused `until` by a 429 or
+ * 503 of status `status`). Read when present: a server without them sends neither kind.
+ * @typedef {{ pattern?: string, tool?: string, until?: string | number, status?: number }} FlowFields
+ */
+
+/**
+ * `repo acme`, `deploy acme/web`: a keyed limit's key in words.
+ * @param {{ key?: string } & FlowFields} w
+ */
+function keyName(w) {
+  const key = w.key ?? '';
+  if (w.tool) return `${w.tool} ${key}`;
+  const colon = key.indexOf(':');
+  return colon > 0 ? `${key.slice(0, colon)} ${key.slice(colon + 1)}` : key;
+}
+
+/**
+ * `12:04:05`: a time of day (local), from ISO text or epoch ms.
+ * @param {string | number | undefined} t
+ */
+export function clockTime(t) {
+  const ms = typeof t === 'number' ? t : Date.parse(t ?? '');
+  if (!Number.isFinite(ms)) return '?';
+  return new Date(ms).toTimeString().slice(0, 8);
+}
+
+/**
+ * `paused until 12:04:05 by a 429 from api`: a backoff in words.
+ * @param {{ key?: string } & FlowFields} w
+ */
+export function pausedText(w) {
+  const by = w.status ? `a ${w.status}` : 'backpressure';
+  const from = w.tool ?? w.key ?? '?';
+  const group = w.tool && w.key && w.key !== w.tool ? ` (${w.key})` : '';
+  return `paused until ${clockTime(w.until)} by ${by} from ${from}${group}`;
+}
+
+/**
  * `3 per min`, `10 per 1 s`: a rate's tokens per period.
  * @param {number | undefined} limit
  * @param {number | undefined} perMs
@@ -39,6 +78,13 @@ function per(limit, perMs) {
  */
 export function limitName(w, { html = false } = {}) {
   const code = (/** @type {string} */ s) => (html ? `<code>${esc(s)}</code>` : s);
+  const kind = /** @type {string} */ (w.kind);
+  if (kind === 'key') {
+    const f = /** @type {Limit & FlowFields} */ (w);
+    const use = w.limit !== undefined ? ` (${w.inUse ?? '?'} of ${w.limit})` : '';
+    return `${code(keyName(f))}${use}`;
+  }
+  if (kind === 'backoff') return esc(pausedText(/** @type {Limit & FlowFields} */ (w)));
   const key = w.key === undefined || w.kind === 'perRun' ? '' : ` ${code(w.key)}`;
   const use = w.kind === 'rate' ? ` (${per(w.limit, w.perMs)})` : w.limit !== undefined ? ` (${w.inUse ?? '?'} of ${w.limit} in use)` : '';
   const scope =
@@ -76,6 +122,9 @@ function holdersHtml(w, now) {
  * @param {WaitingView} w
  */
 export function shortWait(w) {
+  const kind = /** @type {string} */ (w.kind);
+  if (kind === 'key') return keyName(/** @type {WaitingView & FlowFields} */ (w));
+  if (kind === 'backoff') return `paused ${/** @type {WaitingView & FlowFields} */ (w).tool ?? w.key ?? ''}`.trim();
   return w.kind === 'global' || w.kind === 'perRun'
     ? w.kind === 'global'
       ? 'the global limit'
@@ -89,6 +138,7 @@ export function shortWait(w) {
  * @param {number} now
  */
 export function waitHtml(w, now) {
+  if (/** @type {string} */ (w.kind) === 'backoff') return limitName(w, { html: true });
   let text = limitName(w, { html: true });
   if (w.kind === 'rate' && w.retryAt) {
     const ms = Date.parse(w.retryAt) - now;
@@ -103,7 +153,34 @@ export function waitHtml(w, now) {
  * @param {WaitingView | import('../../core/waiting.js').WaitReason} w  as a run's view or a `call.waiting` event has it
  */
 export function waitText(w) {
+  if (/** @type {string} */ (w.kind) === 'backoff') return pausedText(/** @type {typeof w & FlowFields} */ (w));
   const holders = (w.holders ?? []).map((h) => `run ${h.runId} / call ${h.callId}`);
   if (w.otherHolders) holders.push(`${w.otherHolders} of other tenants`);
   return `${limitName(w)}${holders.length ? ` held by ${holders.join(', ')}` : ''}`;
+}
+
+/**
+ * A ready call's reasons as one sentence of HTML: "waiting for repo <code>acme</code> (2 of 2) held
+ * by …", or, for a paused tool, "paused until 12:04:05 by a 429 from api".
+ * @param {WaitingView[]} waits
+ * @param {number} now
+ */
+export function waitsHtml(waits, now) {
+  const paused = waits.filter((w) => /** @type {string} */ (w.kind) === 'backoff');
+  const rest = waits.filter((w) => /** @type {string} */ (w.kind) !== 'backoff');
+  const parts = paused.map((w) => waitHtml(w, now));
+  if (rest.length) parts.push(`waiting for ${rest.map((w) => waitHtml(w, now)).join('; ')}`);
+  return parts.join('; ');
+}
+
+/**
+ * The same as plain text, with each reason's limit (no holders): the reason beside a call.
+ * @param {WaitingView[]} waits
+ */
+export function waitsText(waits) {
+  const paused = waits.filter((w) => /** @type {string} */ (w.kind) === 'backoff');
+  const rest = waits.filter((w) => /** @type {string} */ (w.kind) !== 'backoff');
+  const parts = paused.map((w) => limitName(w));
+  if (rest.length) parts.push(`waiting for ${rest.map((w) => limitName(w)).join(', ')}`);
+  return parts.join('; ');
 }

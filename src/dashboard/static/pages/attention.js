@@ -1,5 +1,6 @@
 // What makes a run need an operator, for the runs list's "needs attention" view: the statuses, the
-// reasons shown beside a run (a call that has waited too long for a limit among them), and reading
+// reasons shown beside a run (a call that has waited too long for a limit, or whose outcome is
+// unknown, among them), and reading
 // the calls of the runs the list's items say too little about.
 
 import { CALL_STATUSES, fmtMs } from '../util.js';
@@ -9,7 +10,8 @@ import { CALL_STATUSES, fmtMs } from '../util.js';
  * its calls counted per status, its diagnostics' codes, since when a call waits).
  * @typedef {{ id: string, tenant: string, status: string, failure?: string, tags?: Record<string, string>,
  *   createdAt: string, endedAt: string | null, callCount: number, callCounts?: Record<string, number>,
- *   diagnostics?: string[], waitingSince?: string | null, owner?: string | null }} RunRow
+ *   diagnostics?: string[], waitingSince?: string | null, owner?: string | null, outcomeUnknown?: number,
+ *   priority?: number }} RunRow
  */
 
 /** The ended statuses that need an operator. */
@@ -52,6 +54,10 @@ export function summarize(view) {
     diagnostics: view.diagnostics.map((d) => d.code),
     waitingSince: waitingSince(view),
     owner: view.owner ?? null,
+    outcomeUnknown: view.calls.filter((c) => c.status === 'failed' && c.error?.code === 'outcome_unknown').length,
+    ...(typeof (/** @type {{ priority?: unknown }} */ (view).priority) === 'number'
+      ? { priority: /** @type {number} */ (/** @type {{ priority?: unknown }} */ (view).priority) }
+      : {}),
   };
 }
 
@@ -91,6 +97,8 @@ export function attentionReasons(r, reviewRuns, now = Date.now(), longWaitS = LO
   if (r.waitingSince && !r.endedAt && now - Date.parse(r.waitingSince) >= longWaitS * 1000)
     out.push(['ready', `a call waiting ${fmtMs(now - Date.parse(r.waitingSince))} for a limit`]);
   const cc = r.callCounts;
+  // Sent and unanswered (DESIGN §4): whether they took effect is unknown; someone must check.
+  if (r.outcomeUnknown) out.push(['failed', `${r.outcomeUnknown} outcome unknown`]);
   if (r.status === 'deadlocked' || r.diagnostics?.includes('cycle'))
     out.push(['deadlocked', r.diagnostics?.includes('cycle') ? 'cycle' : 'deadlock']);
   if (r.status === 'needs_replan') out.push(['needs_replan', 'needs replan']);

@@ -5,7 +5,40 @@
 import { api } from '../api.js';
 import { el, errorText, find } from '../dom.js';
 import { esc, fmtMs, plural } from '../util.js';
-import { limitName } from '../waiting.js';
+import { limitName, pausedText } from '../waiting.js';
+
+/**
+ * What `GET /v1/limits` says of flow control (DESIGN §4), when the server has it: each busy key of a
+ * keyed limit, and each paused tool (or keyed group of one).
+ * @typedef {{ pattern: string, tool?: string, key: string, limit: number, inUse: number }} BusyKey
+ * @typedef {{ tool: string, key?: string, until: string | number, status?: number }} PausedTool
+ * @typedef {{ keys?: BusyKey[], paused?: PausedTool[] }} FlowLimits
+ */
+
+/**
+ * The busy keys as table rows, the fullest first.
+ * @param {BusyKey[]} keys
+ */
+export function keysHtml(keys) {
+  return [...keys]
+    .sort((a, b) => b.inUse / b.limit - a.inUse / a.limit || a.key.localeCompare(b.key))
+    .map(
+      (k) => `<tr class="${k.inUse >= k.limit ? 'full' : ''}" data-key="${esc(k.key)}">
+        <th scope="row"><code>${esc(k.key)}</code>${k.tool ? ` <span class="muted">of ${esc(k.tool)}</span>` : ''}</th>
+        <td><code>${esc(k.pattern)}</code></td>
+        <td class="c-use"><meter min="0" max="${k.limit}" value="${Math.min(k.inUse, k.limit)}" aria-hidden="true"></meter> ${esc(`${k.inUse} of ${k.limit}`)}</td>
+      </tr>`,
+    )
+    .join('');
+}
+
+/**
+ * The paused tools as list items: "api paused until 12:04:05 by a 429 from api".
+ * @param {PausedTool[]} paused
+ */
+export function pausedHtml(paused) {
+  return paused.map((p) => `<li data-tool="${esc(p.tool)}"><strong>${esc(p.tool)}</strong> ${esc(pausedText(p))}</li>`).join('');
+}
 
 const EVERY_MS = 1000;
 
@@ -20,6 +53,11 @@ export class LimitsPage {
         <tbody></tbody>
       </table></div>
       <p class="empty" hidden>No limit or lock is in use: nothing runs, nothing waits.</p>
+      <section class="busy-keys" hidden><h2>Busy keys</h2><div class="table-wrap"><table class="runs keys">
+        <caption class="sr-only">Keyed limits with calls running, the fullest first</caption>
+        <thead><tr><th scope="col">Key</th><th scope="col">Pattern</th><th scope="col">In use</th></tr></thead>
+        <tbody></tbody></table></div></section>
+      <section class="paused-tools" hidden><h2>Paused tools</h2><ul class="paused"></ul></section>
       <p class="list-error" role="alert" hidden></p>
     </section>`);
   }
@@ -42,9 +80,10 @@ export class LimitsPage {
     const state = find(this.el, '.live');
     const err = find(this.el, '.list-error');
     try {
-      const { items } = /** @type {import('../api.js').Limits} */ (await api('/v1/limits', { signal: this.ac.signal }));
+      const body = /** @type {import('../api.js').Limits & FlowLimits} */ (await api('/v1/limits', { signal: this.ac.signal }));
       if (this.destroyed) return;
-      this.render(items);
+      this.render(body.items);
+      this.renderFlow(body);
       err.hidden = true;
       state.dataset.state = 'open';
       state.textContent = 'Live';
@@ -57,6 +96,19 @@ export class LimitsPage {
       if (/** @type {{ status?: number }} */ (e)?.status === 403) return;
     }
     this.timer = setTimeout(() => this.load(), EVERY_MS);
+  }
+
+  /**
+   * Busy keys and paused tools (DESIGN §4), when the server lists them.
+   * @param {FlowLimits} body
+   */
+  renderFlow(body) {
+    const keys = find(this.el, '.busy-keys');
+    keys.hidden = !body.keys?.length;
+    find(keys, 'tbody').innerHTML = keysHtml(body.keys ?? []);
+    const paused = find(this.el, '.paused-tools');
+    paused.hidden = !body.paused?.length;
+    find(paused, 'ul').innerHTML = pausedHtml(body.paused ?? []);
   }
 
   /** @param {import('../api.js').Limits['items']} items */

@@ -299,6 +299,7 @@ export class RunPage {
     find(this.el, '.meta').innerHTML = `
       <div><dt>Tenant</dt><dd>${esc(r.tenant)}</dd></div>
       <div><dt>Failure mode</dt><dd>${esc(label(r.failure ?? ''))}</dd></div>
+      ${priorityHtml(r)}
       <div><dt>Created</dt><dd><time datetime="${esc(r.createdAt)}">${esc(fmtTime(r.createdAt))}</time></dd></div>
       <div><dt>${r.endedAt ? 'Took' : 'Running for'}</dt><dd>${fmtMs(dur)}</dd></div>
       ${this.owners ? `<div class="owner-meta"><dt>Replica</dt><dd>${ownerHtml(ENDED_RUN.has(r.status) && r.status !== 'needs_replan' ? null : this.owner)}</dd></div>` : ''}
@@ -316,4 +317,15 @@ export class RunPage {
       .map((s) => `<span class="mini st-${s}"><span aria-hidden="true">${GLYPH[s]}</span> ${cc[s]} ${label(s)}</span>`)
       .join(' ')}`;
   }
+}
+
+/**
+ * The run's priority (1 most urgent … 5; DESIGN §4), when the server gives one.
+ * @param {object} r  the run
+ */
+export function priorityHtml(r) {
+  const p = /** @type {{ priority?: unknown }} */ (r).priority;
+  if (typeof p !== 'number') return '';
+  const word = p === 1 ? 'most urgent' : p === 5 ? 'background' : p === 3 ? 'default' : p < 3 ? 'urgent' : 'low';
+  return `<div class="priority-meta"><dt>Priority</dt><dd>${esc(String(p))} <span class="muted">(${esc(word)})</span></dd></div>`;
 }

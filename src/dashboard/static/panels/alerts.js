@@ -1,5 +1,6 @@
 // The run page's alerts above the graph: a cycle or deadlock (which calls wait on each other), a run
-// that needs a replan (what failed, what waits, which side effects already ran), plan diagnostics.
+// that needs a replan (what failed, what waits, which side effects already ran), calls whose outcome
+// is unknown ("Needs attention": sent, no answer, not idempotent), plan diagnostics.
 
 import { callButton } from '../dom.js';
 import { esc, plural } from '../util.js';
@@ -26,6 +27,14 @@ export function alertsHtml(m) {
         .join('; ')}</p></div>`,
     );
   }
+  const unknown = outcomeUnknown(m.calls);
+  if (unknown.length) {
+    out.push(`<div class="alert alert-danger outcome-unknown-alert"><p><strong><span aria-hidden="true">?</span> Needs attention:</strong> ${plural(unknown.length, 'call was', 'calls were')} sent and got no answer, so whether ${unknown.length === 1 ? 'it' : 'they'} took effect is unknown: ${unknown
+      .slice(0, 12)
+      .map((c) => `${callButton(c.id)} <span class="muted">(${esc(c.tool)}, ${esc(causeText(c.error?.details))})</span>`)
+      .join(', ')}.</p>
+      <p class="muted">Their tools are not idempotent, so they were not run again. Check the tool's side before asking for them again.</p></div>`);
+  }
   if (m.replanContext) {
     const rc = m.replanContext;
     out.push(`<div class="alert alert-warn"><p><strong><span aria-hidden="true">↻</span> Needs a replan:</strong> ${rc.failed.map((f) => `${callButton(f.callId)} failed (${esc(f.error?.code ?? '')})`).join(', ')}.
@@ -43,4 +52,26 @@ export function alertsHtml(m) {
     );
   }
   return out.join('');
+}
+
+/**
+ * The calls that failed `outcome_unknown` (DESIGN §4): sent, no answer; an operator must check them.
+ * @template {{ id: string, tool: string, status: string, error?: { code: string, details?: unknown } | null }} C
+ * @param {readonly C[]} calls
+ * @returns {C[]}
+ */
+export function outcomeUnknown(calls) {
+  return calls.filter((c) => c.status === 'failed' && c.error?.code === 'outcome_unknown');
+}
+
+/**
+ * What happened to an `outcome_unknown` attempt, in words.
+ * @param {unknown} details  the error's details: `{ cause }`
+ */
+export function causeText(details) {
+  const cause = /** @type {{ cause?: unknown } | null | undefined} */ (details)?.cause;
+  if (cause === 'timeout') return 'timed out';
+  if (cause === 'interrupted') return 'its replica or process stopped';
+  if (cause === 'tool_error') return 'connection lost';
+  return 'no answer';
 }

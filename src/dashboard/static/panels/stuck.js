@@ -3,7 +3,7 @@
 
 import { callButton, find } from '../dom.js';
 import { badge, esc, fmtMs, label } from '../util.js';
-import { waitHtml } from '../waiting.js';
+import { waitsHtml } from '../waiting.js';
 
 /**
  * Fills `section` (the .stuck element) from model `m`; hidden when no call is stuck. A ready call
@@ -23,7 +23,7 @@ export function renderStuck(section, m, now = Date.now()) {
         ? ` · <span class="waits">waits on ${callButton(r.on)}${m.call(r.on) ? ` (${esc(label(m.call(r.on)?.status ?? ''))})` : ''}</span>`
         : '';
     if (r?.waits)
-      return `<li data-call="${esc(c.id)}">${callButton(c.id)} — <span class="reason-text waiting-for">waiting for ${r.waits.map((w) => waitHtml(w, now)).join('; ')}</span>${r.since ? ` <span class="muted">(waiting ${esc(fmtMs(now - Date.parse(r.since)))})</span>` : ''}</li>`;
+      return `<li data-call="${esc(c.id)}">${callButton(c.id)} — <span class="reason-text waiting-for">${waitsHtml(r.waits, now)}</span>${r.since ? ` <span class="muted">(waiting ${esc(fmtMs(now - Date.parse(r.since)))})</span>` : ''}</li>`;
     return `<li data-call="${esc(c.id)}">${callButton(c.id)} — <span class="code">${esc(r?.code ?? c.status)}</span>: <span class="reason-text">${esc(r?.text ?? '')}</span>${on}</li>`;
   };
   /** @type {Record<string, string>} */
