@@ -9,7 +9,6 @@ import { describe, expect, it } from 'vitest';
 
 // Plain JavaScript modules of the dashboard (type-checked by tsconfig.dashboard.json), loaded by path
 // so that this project's type check leaves them to that one.
-// biome-ignore lint/suspicious/noExplicitAny: the modules' own JSDoc types are checked elsewhere
 const load = (path: string) => import(path) as Promise<any>;
 const waiting = await load('../../src/dashboard/static/waiting.js');
 const limits = await load('../../src/dashboard/static/pages/limits.js');
