@@ -44,6 +44,13 @@ export const SubmitBodySchema = BatchSchema.extend({
   if (sources > 1) ctx.addIssue({ code: 'custom', path: [], message: 'give one of calls, openai or anthropic, not several' });
   if (b.onConcurrent !== undefined && b.concurrencyKey === undefined)
     ctx.addIssue({ code: 'custom', path: ['onConcurrent'], message: 'onConcurrent needs a concurrencyKey' });
+  // A streamed run cannot be held: its calls are planned as they arrive.
+  if (b.open && b.concurrencyKey !== undefined && (b.onConcurrent ?? 'queue') === 'queue')
+    ctx.addIssue({
+      code: 'custom',
+      path: ['onConcurrent'],
+      message: 'an open (streamed) run takes onConcurrent cancel_running or reject, not queue',
+    });
   if (sources === 0 && !b.open)
     ctx.addIssue({ code: 'custom', path: ['calls'], message: 'calls are required (or openai, or anthropic, or open: true)' });
 });

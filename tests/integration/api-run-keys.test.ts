@@ -32,6 +32,7 @@ describe('concurrencyKey validation', () => {
     [{ concurrencyKey: 7 }, 'concurrencyKey'],
     [{ concurrencyKey: 'k', onConcurrent: 'later' }, 'onConcurrent'],
     [{ onConcurrent: 'reject' }, 'onConcurrent'],
+    [{ open: true, concurrencyKey: 'k' }, 'onConcurrent'],
   ])('%j is a 400 naming the field', async (fields, name) => {
     const res = await api.post('/v1/runs', { calls: [{ id: 'a', tool: 'echo', args: {} }], ...fields });
     expectApiError(res, 400, 'invalid_request');
