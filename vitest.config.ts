@@ -29,6 +29,10 @@ export const ON_BOTH_STORES = [
   'tests/integration/hooks.test.ts',
   'tests/integration/replay-roundtrip.test.ts',
   'tests/integration/client.test.ts',
+  'tests/integration/hardening-runs.test.ts',
+  'tests/integration/api-robustness.test.ts',
+  'tests/integration/traces.test.ts',
+  'tests/integration/api-auth.test.ts',
   'tests/integration/api-run-keys.test.ts',
 ];
 

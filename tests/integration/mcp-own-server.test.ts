@@ -152,7 +152,7 @@ mcp:
       const view = await tg.run([{ id: 'c', tool: 'idem__crash', args: {} }]);
       expect(view.calls[0]).toMatchObject({ status: 'succeeded', attempts: 2 });
       const crashedPid = Number(first());
-      expect((view.calls[0]?.output as { pid: number }).pid).not.toBe(crashedPid);
+      expect((view.calls[0]?.output as { pid: number } | undefined)?.pid).not.toBe(crashedPid);
 
       const plain = await tg.run([{ id: 'c', tool: 'once__crash', args: {} }]);
       // The server died mid-call: the call was sent and got no answer, so its outcome is unknown.

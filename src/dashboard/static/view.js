@@ -61,19 +61,23 @@ export class RunProjection {
                 this.view.endedAt = null;
                 delete this.view.replanContext;
                 this.generations = e.data.generations;
-                return this.addStep(e.data);
+                this.addStep(e.data);
+                return;
             case 'run.started':
                 if (this.view.status === 'queued')
                     this.view.status = 'running';
                 this.generations = e.data.generations;
-                return this.addStep(e.data);
+                this.addStep(e.data);
+                return;
             case 'run.calls_added':
                 this.addCalls(e.data.calls);
-                return this.addStep(e.data);
+                this.addStep(e.data);
+                return;
             case 'run.sealed':
                 this.view.stream = 'sealed';
                 this.generations = e.data.generations;
-                return this.addStep(e.data);
+                this.addStep(e.data);
+                return;
             case 'run.needs_replan':
                 this.view.replanContext = e.data.replanContext;
                 return;
