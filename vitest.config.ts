@@ -29,6 +29,7 @@ export const ON_BOTH_STORES = [
   'tests/integration/hooks.test.ts',
   'tests/integration/replay-roundtrip.test.ts',
   'tests/integration/client.test.ts',
+  'tests/integration/client-tools.test.ts',
 ];
 
 export default defineConfig({

@@ -16,6 +16,11 @@ export const API_ERRORS = {
   method_not_allowed: 405,
   request_timeout: 408,
   conflict: 409,
+  /**
+   * A client tool's result (DESIGN §17) whose token no attempt waits for: a wrong token, an earlier
+   * attempt's, or one that timed out, was cancelled or was taken over. Nothing was changed.
+   */
+  stale_token: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   too_many_runs: 429,

@@ -1,0 +1,256 @@
+/**
+ * Client-run tools over HTTP (DESIGN §17): calls of `kind: client` tools wait for their agent, which
+ * finds them in `GET /v1/runs/{id}/work` (or in `call.started`'s `data.dispatch`) and answers with
+ * `POST /v1/runs/{id}/calls/{callId}/result`. Ordering, retries, timeouts, cancel and size caps apply
+ * to them as to any call; a token no attempt waits for is a 409 that changes nothing.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { closeAll, expectApiError, startApi, type Api } from '../helpers/server.js';
+
+afterEach(closeAll);
+
+const YAML = `
+tools:
+  - name: write_file
+    input: { type: object, properties: { path: { type: string }, content: { type: string } }, required: [path] }
+    reads: []
+    writes: ["file:{path}"]
+    executor: { kind: client }
+  - name: read_file
+    input: { type: object, properties: { path: { type: string } }, required: [path] }
+    reads: ["file:{path}"]
+    writes: []
+    risk: read
+    idempotent: true
+    executor: { kind: client }
+  - name: flaky
+    reads: []
+    writes: []
+    idempotent: true
+    retry: { attempts: 2, backoffMs: 10, maxBackoffMs: 10 }
+    executor: { kind: client }
+  - name: slow
+    reads: []
+    writes: []
+    timeoutMs: 300
+    executor: { kind: client }
+  - name: small
+    reads: []
+    writes: []
+    maxOutputBytes: 100
+    executor: { kind: client }
+  - name: echo
+    reads: []
+    writes: []
+    idempotent: true
+    executor: { kind: builtin, name: echo }
+defaults: { timeoutMs: 20000, failure: partial }
+`;
+
+interface Work {
+  runId: string;
+  callId: string;
+  tool: string;
+  args: Record<string, unknown>;
+  attempt: number;
+  token: string;
+}
+
+async function work(api: Api, runId: string, waitMs = 10_000): Promise<Work[]> {
+  const res = await api.get(`/v1/runs/${runId}/work?waitMs=${waitMs}`);
+  expect(res.status, res.text).toBe(200);
+  return res.body.items as Work[];
+}
+
+/** The work list once it holds `callId` (attempt `attempt` or later). */
+async function waitingFor(api: Api, runId: string, callId: string, attempt = 1): Promise<Work> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const item = (await work(api, runId)).find((w) => w.callId === callId && w.attempt >= attempt);
+    if (item) return item;
+    if (Date.now() > deadline) throw new Error(`${callId} (attempt ${attempt}) never waited for its agent`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function post(api: Api, w: Pick<Work, 'runId' | 'callId'>, body: unknown) {
+  return api.post(`/v1/runs/${w.runId}/calls/${w.callId}/result`, body);
+}
+
+async function events(api: Api, runId: string): Promise<any[]> {
+  const stored = await api.store.events(runId);
+  return stored as any[];
+}
+
+describe('client tools', () => {
+  it('lists the calls that wait for their agent; a read of a file waits for the write of it, then sees its content', async () => {
+    const api = await startApi({ yaml: YAML });
+    const submitted = await api.post('/v1/runs', {
+      calls: [
+        { id: 'w', tool: 'write_file', args: { path: '/x', content: 'hello' } },
+        { id: 'rx', tool: 'read_file', args: { path: '/x' } },
+        { id: 'ry', tool: 'read_file', args: { path: '/y' } },
+      ],
+    });
+    expect(submitted.status).toBe(201);
+    const runId = submitted.body.id as string;
+    await waitingFor(api, runId, 'w');
+    const first = await waitingFor(api, runId, 'ry');
+    const items = await work(api, runId, 0);
+    // The write and the read of /y wait for their agent, in call order; the read of /x is not dispatched.
+    expect(items.map((w) => w.callId)).toEqual(['w', 'ry']);
+    expect(items[0]).toEqual({
+      runId,
+      callId: 'w',
+      tool: 'write_file',
+      args: { path: '/x', content: 'hello' },
+      attempt: 1,
+      token: expect.any(String),
+    });
+    expect(items[0]?.token).not.toBe(items[1]?.token);
+    expect(items[0]?.token.length).toBeGreaterThanOrEqual(20);
+    // Each call.started carries its attempt's token; the read of /x has not started.
+    const started = (await events(api, runId)).filter((e) => e.type === 'call.started');
+    expect(started.map((e) => [e.callId, e.data.dispatch?.token])).toEqual([
+      ['w', items[0]?.token],
+      ['ry', items[1]?.token],
+    ]);
+    expect((await api.get(`/v1/runs/${runId}`)).body.calls[1].status).toBe('pending');
+
+    expect((await post(api, first, { token: first.token, output: { content: null } })).status).toBe(202);
+    const w = items[0] as Work;
+    const taken = await post(api, w, { token: w.token, output: { bytes: 5 } });
+    expect(taken.status).toBe(202);
+    expect(taken.body).toEqual({ runId, callId: 'w', attempt: 1 });
+    const rx = await waitingFor(api, runId, 'rx');
+    expect(rx.args).toEqual({ path: '/x' });
+    const log = await events(api, runId);
+    const at = (type: string, callId: string) => log.findIndex((e) => e.type === type && e.callId === callId);
+    expect(at('call.succeeded', 'w')).toBeGreaterThan(-1);
+    expect(at('call.started', 'rx')).toBeGreaterThan(at('call.succeeded', 'w'));
+    expect((await post(api, rx, { token: rx.token, output: { content: 'hello' } })).status).toBe(202);
+    const run = await api.settled(runId);
+    expect(run.status).toBe('succeeded');
+    expect(run.calls.map((c: any) => [c.id, c.status, c.output])).toEqual([
+      ['w', 'succeeded', { bytes: 5 }],
+      ['rx', 'succeeded', { content: 'hello' }],
+      ['ry', 'succeeded', { content: null }],
+    ]);
+    expect(await work(api, runId, 0)).toEqual([]);
+  });
+
+  it('a long poll of the work list returns once a call waits, and at once when the run has ended', async () => {
+    const api = await startApi({ yaml: YAML });
+    const runId = (
+      await api.post('/v1/runs', {
+        calls: [
+          { id: 'a', tool: 'echo', args: {} },
+          { id: 'b', tool: 'flaky', args: { v: '${a.output}' } },
+        ],
+      })
+    ).body.id as string;
+    const items = await work(api, runId, 10_000);
+    expect(items.map((w) => [w.callId, w.args])).toEqual([['b', { v: {} }]]);
+    expect((await post(api, items[0] as Work, { token: items[0]?.token, output: 1 })).status).toBe(202);
+    await api.settled(runId);
+    const t0 = Date.now();
+    expect(await work(api, runId, 10_000)).toEqual([]);
+    expect(Date.now() - t0).toBeLessThan(5000);
+  });
+
+  it('a wrong token, an earlier attempt’s and a late one are 409 stale_token and change nothing', async () => {
+    const api = await startApi({ yaml: YAML });
+    const runId = (await api.post('/v1/runs', { calls: [{ id: 'f', tool: 'flaky', args: {} }] })).body.id as string;
+    const one = await waitingFor(api, runId, 'f', 1);
+    expectApiError(await post(api, one, { token: 'not-the-token', output: 1 }), 409, 'stale_token');
+    expect((await work(api, runId, 0)).map((w) => [w.callId, w.attempt, w.token])).toEqual([['f', 1, one.token]]);
+    // A retryable error: the tool retries, with a new token.
+    expect((await post(api, one, { token: one.token, error: { message: 'busy', retryable: true } })).status).toBe(202);
+    const two = await waitingFor(api, runId, 'f', 2);
+    expect(two.token).not.toBe(one.token);
+    expectApiError(await post(api, one, { token: one.token, output: 'from attempt 1' }), 409, 'stale_token');
+    expect((await work(api, runId, 0)).map((w) => w.attempt)).toEqual([2]);
+    expect((await post(api, two, { token: two.token, output: 'from attempt 2' })).status).toBe(202);
+    expectApiError(await post(api, two, { token: two.token, output: 'again' }), 409, 'stale_token');
+    const run = await api.settled(runId);
+    expect(run.calls[0]).toMatchObject({ status: 'succeeded', attempts: 2, output: 'from attempt 2' });
+    const retry = (await events(api, runId)).find((e) => e.type === 'call.retry_scheduled');
+    expect(retry.data.error).toMatchObject({ code: 'tool_error', message: 'busy' });
+  });
+
+  it('an error result fails the call with tool_error (not retried unless it says retryable)', async () => {
+    const api = await startApi({ yaml: YAML });
+    const runId = (await api.post('/v1/runs', { calls: [{ id: 'f', tool: 'flaky', args: {} }] })).body.id as string;
+    const one = await waitingFor(api, runId, 'f');
+    expect((await post(api, one, { token: one.token, error: { message: 'no such file' } })).status).toBe(202);
+    const run = await api.settled(runId);
+    expect(run.status).toBe('failed');
+    expect(run.calls[0]).toMatchObject({ status: 'failed', attempts: 1, error: { code: 'tool_error', message: 'no such file' } });
+  });
+
+  it('no answer within timeoutMs times the attempt out; the late answer is 409', async () => {
+    const api = await startApi({ yaml: YAML });
+    const runId = (await api.post('/v1/runs', { calls: [{ id: 's', tool: 'slow', args: {} }] })).body.id as string;
+    const item = await waitingFor(api, runId, 's');
+    const run = await api.settled(runId);
+    expect(run.calls[0]).toMatchObject({ status: 'failed', error: { code: 'timeout' } });
+    expectApiError(await post(api, item, { token: item.token, output: 'late' }), 409, 'stale_token');
+    expect((await api.get(`/v1/runs/${runId}`)).body.calls[0].status).toBe('failed');
+  });
+
+  it('a cancel ends the waiting call; its token is then stale', async () => {
+    const api = await startApi({ yaml: YAML });
+    const runId = (await api.post('/v1/runs', { calls: [{ id: 'w', tool: 'write_file', args: { path: '/a' } }] })).body.id as string;
+    const item = await waitingFor(api, runId, 'w');
+    expect((await api.post(`/v1/runs/${runId}/cancel`)).status).toBe(202);
+    const run = await api.settled(runId);
+    expect(run.status).toBe('cancelled');
+    expect(run.calls[0].status).toBe('cancelled');
+    expect(await work(api, runId, 0)).toEqual([]);
+    expectApiError(await post(api, item, { token: item.token, output: 'after cancel' }), 409, 'stale_token');
+  });
+
+  it('an output past maxOutputBytes fails the call output_too_large, like any output', async () => {
+    const api = await startApi({ yaml: YAML });
+    const runId = (await api.post('/v1/runs', { calls: [{ id: 'b', tool: 'small', args: {} }] })).body.id as string;
+    const item = await waitingFor(api, runId, 'b');
+    expect((await post(api, item, { token: item.token, output: 'x'.repeat(500) })).status).toBe(202);
+    const run = await api.settled(runId);
+    expect(run.calls[0]).toMatchObject({ status: 'failed', error: { code: 'output_too_large' } });
+  });
+
+  it('bad bodies are 400s that name the field; unknown calls 404; calls of other tools 409', async () => {
+    const api = await startApi({ yaml: YAML });
+    const runId = (
+      await api.post('/v1/runs', {
+        calls: [
+          { id: 'w', tool: 'write_file', args: { path: '/a' } },
+          { id: 'e', tool: 'echo' },
+        ],
+      })
+    ).body.id as string;
+    const item = await waitingFor(api, runId, 'w');
+    const bad = async (body: unknown, field: string) => {
+      const res = await post(api, item, body);
+      expectApiError(res, 400, 'invalid_request');
+      expect(res.body.error.message).toContain(field);
+    };
+    await bad({ output: 1 }, 'token');
+    await bad({ token: item.token }, 'output');
+    await bad({ token: item.token, output: 1, error: { message: 'x' } }, 'error');
+    await bad({ token: item.token, error: { message: 1 } }, 'error.message');
+    await bad({ token: item.token, error: { message: 'x', retryable: 'yes' } }, 'error.retryable');
+    await bad({ token: item.token, output: 1, extra: true }, 'extra');
+    await bad({ token: 'x'.repeat(201), output: 1 }, 'token');
+    expectApiError(await api.get(`/v1/runs/${runId}/work?waitMs=70000`), 400, 'invalid_request');
+    expectApiError(await api.get(`/v1/runs/${runId}/work?waitMs=soon`), 400, 'invalid_request');
+    expectApiError(await post(api, { runId, callId: 'nope' }, { token: item.token, output: 1 }), 404, 'not_found');
+    expectApiError(await post(api, { runId: 'run_none', callId: 'w' }, { token: item.token, output: 1 }), 404, 'not_found');
+    expectApiError(await api.get('/v1/runs/run_none/work'), 404, 'not_found');
+    expectApiError(await post(api, { runId, callId: 'e' }, { token: item.token, output: 1 }), 409, 'conflict');
+    // Nothing of that changed the waiting call.
+    expect((await work(api, runId, 0)).map((w) => w.token)).toEqual([item.token]);
+    expect((await post(api, item, { token: item.token, output: null })).status).toBe(202);
+    expect((await api.settled(runId)).calls[0]).toMatchObject({ status: 'succeeded', output: null });
+  });
+});
