@@ -103,6 +103,8 @@ export declare class RunProjection {
     work(): WorkItem[];
     graph(): GraphView;
     apply(e: CoreEvent): void;
+    /** A client tool's attempt waits for its agent from its `call.started` until the call moves on. */
+    private trackDispatch;
     private addStep;
     private addCalls;
 }

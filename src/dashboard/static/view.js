@@ -98,15 +98,19 @@ export class RunProjection {
                 return;
             default: {
                 const c = e.callId !== undefined ? this.byId.get(e.callId) : undefined;
-                if (!c)
-                    return;
-                applyCallEvent(c, e);
-                if (e.type === 'call.started' && e.data.dispatch !== undefined)
-                    (this.dispatched ??= new Map()).set(c.id, { attempt: e.data.attempt, token: e.data.dispatch.token });
-                else if (this.dispatched !== undefined && c.status !== 'running')
-                    this.dispatched.delete(c.id);
+                if (c) {
+                    applyCallEvent(c, e);
+                    this.trackDispatch(c, e);
+                }
             }
         }
+    }
+    /** A client tool's attempt waits for its agent from its `call.started` until the call moves on. */
+    trackDispatch(c, e) {
+        if (e.type === 'call.started' && e.data.dispatch !== undefined)
+            (this.dispatched ??= new Map()).set(c.id, { attempt: e.data.attempt, token: e.data.dispatch.token });
+        else if (this.dispatched !== undefined && c.status !== 'running')
+            this.dispatched.delete(c.id);
     }
     addStep(d) {
         for (const edge of d.edges) {
