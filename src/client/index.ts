@@ -14,6 +14,14 @@ import type { Edge, Diagnostic, CallStatus, RunStatus } from '../core/calls.js';
 import type { EventType } from '../core/events.js';
 import type { BatchSchema } from '../contract/batch.js';
 import type { ReviewSchema, RunSchema, RunSummarySchema } from '../contract/responses.js';
+import type { WorkItem } from '../core/view.js';
+import { runWithHandlers, type RunOptions } from './handlers.js';
+
+export type { HandlerContext, RunOptions, ToolHandler } from './handlers.js';
+export type { WorkItem };
+
+/** An agent's answer for its client tool's attempt: the output, or an error (DESIGN §17). */
+export type ClientResult = { token: string; output: unknown } | { token: string; error: { message: string; retryable?: boolean } };
 
 export type Batch = z.input<typeof BatchSchema>;
 export type Run = z.infer<typeof RunSchema>;
@@ -150,6 +158,33 @@ export class ToolgraphClient {
     decision: { decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string },
   ): Promise<Run> {
     return this.request('POST', `/v1/reviews/${encodeURIComponent(reviewId)}`, decision);
+  }
+
+  /**
+   * Submits a batch whose client tools (`executor: { kind: client }`) this process runs: each handler
+   * runs as its call starts (with an AbortSignal that aborts on timeout or cancel), its output or error
+   * is posted, and the promise resolves to the run once it has ended (DESIGN §17). A call whose tool has
+   * no handler fails with an error naming it; handlers of tools the batch does not use are ignored.
+   *
+   * @example
+   * const run = await tg.run(
+   *   { calls: [{ id: 'w', tool: 'write_file', args: { path: '/x', content: 'hi' } }, { id: 'r', tool: 'read_file', args: { path: '/x' } }] },
+   *   { handlers: { write_file: async (a) => fs.writeFile(a.path, a.content), read_file: async (a, { signal }) => fs.readFile(a.path, { encoding: 'utf8', signal }) } },
+   * );
+   */
+  run(batch: Batch, opts: RunOptions): Promise<Run> {
+    return runWithHandlers(this, batch, opts);
+  }
+
+  /** The calls of client tools that wait for their agent's result; `waitMs` long-polls for one. */
+  work(runId: string, opts: { waitMs?: number } = {}): Promise<{ items: WorkItem[] }> {
+    const q = opts.waitMs !== undefined ? `?waitMs=${Math.min(60_000, Math.max(0, Math.round(opts.waitMs)))}` : '';
+    return this.request('GET', `/v1/runs/${encodeURIComponent(runId)}/work${q}`);
+  }
+
+  /** Answers the waiting attempt of a client tool's call; a `ToolgraphError` 409 `stale_token` when none waits for that token. */
+  postResult(runId: string, callId: string, result: ClientResult): Promise<{ runId: string; callId: string; attempt: number }> {
+    return this.request('POST', `/v1/runs/${encodeURIComponent(runId)}/calls/${encodeURIComponent(callId)}/result`, result);
   }
 
   /**

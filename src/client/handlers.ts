@@ -1,0 +1,124 @@
+/**
+ * `client.run(batch, { handlers })` (DESIGN §17): the agent keeps its tools as functions. The batch is
+ * submitted; the run's event stream says when each call of a `client` tool starts (its `call.started`
+ * carries the attempt's token); its handler then runs with an AbortSignal, and its output (or what it
+ * threw) is posted as the attempt's result. The signal aborts when the attempt ends otherwise: a
+ * timeout, a cancel, a fail-fast. A call whose tool has no handler fails with an error that says so.
+ * Resolves to the run once it has ended.
+ */
+import type { Batch, Run, RunEvent } from './index.js';
+
+/** What a handler is told besides its args. */
+export interface HandlerContext {
+  /** Aborts when the attempt ends without this handler's answer (timeout, cancel, fail-fast). */
+  signal: AbortSignal;
+  runId: string;
+  callId: string;
+  tool: string;
+  /** 1 for the first attempt; a retry of an idempotent tool is a new attempt. */
+  attempt: number;
+}
+
+/**
+ * Runs one call of a client tool; resolves to its output (any JSON). A throw is the call's error:
+ * retried (for an idempotent tool with `retry`) only when the thrown value has `retryable: true`.
+ */
+export type ToolHandler = (args: Record<string, unknown>, ctx: HandlerContext) => unknown;
+
+export interface RunOptions {
+  /** Tool name → handler. Handlers of tools the batch does not use are ignored. */
+  handlers: Record<string, ToolHandler>;
+  idempotencyKey?: string;
+  /** Aborting cancels the run (the handlers' signals then abort); the promise still resolves to the run. */
+  signal?: AbortSignal;
+}
+
+/** What `client.run` needs of the client. */
+export interface RunsClient {
+  submit(batch: Batch, opts?: { idempotencyKey?: string }): Promise<Run>;
+  get(runId: string): Promise<Run>;
+  cancel(runId: string): Promise<Run>;
+  events(runId: string, opts?: { from?: number; signal?: AbortSignal }): AsyncGenerator<RunEvent>;
+  postResult(
+    runId: string,
+    callId: string,
+    body: { token: string; output: unknown } | { token: string; error: { message: string; retryable?: boolean } },
+  ): Promise<unknown>;
+}
+
+/** The events that end an attempt (its handler's signal aborts unless its answer did it). */
+const ENDS = new Set(['call.succeeded', 'call.failed', 'call.cancelled', 'call.retry_scheduled', 'call.blocked']);
+
+export async function runWithHandlers(client: RunsClient, batch: Batch, opts: RunOptions): Promise<Run> {
+  const run = await client.submit(batch, opts.idempotencyKey !== undefined ? { idempotencyKey: opts.idempotencyKey } : {});
+  const tools = new Map<string, string>((run.calls ?? []).map((c) => [c.id, c.tool]));
+  const running = new Map<string, { attempt: number; controller: AbortController }>();
+  const posts: Promise<void>[] = [];
+  const onAbort = () => void client.cancel(run.id).catch(() => {});
+  if (opts.signal?.aborted) onAbort();
+  else opts.signal?.addEventListener('abort', onAbort, { once: true });
+  const toolOf = async (callId: string) => {
+    if (!tools.has(callId)) for (const c of (await client.get(run.id)).calls) tools.set(c.id, c.tool);
+    return tools.get(callId) ?? '';
+  };
+  try {
+    for await (const e of client.events(run.id)) {
+      const callId = e.callId;
+      if (callId === undefined) continue;
+      if (e.type === 'call.started') {
+        const dispatch = e.data.dispatch as { token?: unknown } | undefined;
+        if (typeof dispatch?.token !== 'string') continue;
+        const attempt = Number(e.data.attempt);
+        const controller = new AbortController();
+        running.set(callId, { attempt, controller });
+        const ctx: HandlerContext = { signal: controller.signal, runId: run.id, callId, tool: await toolOf(callId), attempt };
+        posts.push(answer(client, opts.handlers, ctx, (e.data.args ?? {}) as Record<string, unknown>, dispatch.token));
+      } else if (ENDS.has(e.type)) {
+        const r = running.get(callId);
+        if (!r) continue;
+        running.delete(callId);
+        r.controller.abort(new Error(`${callId} attempt ${r.attempt} ended (${e.type})`));
+      }
+    }
+  } finally {
+    opts.signal?.removeEventListener('abort', onAbort);
+    for (const r of running.values()) r.controller.abort(new Error('the run ended'));
+  }
+  await Promise.allSettled(posts);
+  return client.get(run.id);
+}
+
+/** Runs the handler of one attempt and posts what it gave; an answer the server no longer wants is dropped. */
+async function answer(
+  client: RunsClient,
+  handlers: RunOptions['handlers'],
+  ctx: HandlerContext,
+  args: Record<string, unknown>,
+  token: string,
+) {
+  const handler = Object.hasOwn(handlers, ctx.tool) ? handlers[ctx.tool] : undefined;
+  let body: Parameters<RunsClient['postResult']>[2];
+  if (typeof handler !== 'function') {
+    body = {
+      token,
+      error: {
+        message: `no handler for tool ${ctx.tool} was given to client.run (handlers: ${Object.keys(handlers).join(', ') || 'none'})`,
+      },
+    };
+  } else {
+    try {
+      const output = await handler(args, ctx);
+      body = { token, output: output === undefined ? null : output };
+    } catch (err) {
+      const message = (err instanceof Error ? err.message : String(err)) || 'the handler failed';
+      const retryable = (err as { retryable?: unknown } | null)?.retryable === true;
+      body = { token, error: retryable ? { message, retryable } : { message } };
+    }
+  }
+  if (ctx.signal.aborted) return;
+  try {
+    await client.postResult(ctx.runId, ctx.callId, body);
+  } catch {
+    // 409 stale_token: the attempt ended meanwhile (a timeout, a cancel); nothing to do.
+  }
+}

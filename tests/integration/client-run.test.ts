@@ -1,0 +1,162 @@
+/**
+ * `client.run(batch, { handlers })` against a real server (DESIGN §17): the agent's functions run as
+ * their calls start, in toolgraph's order (a read of a file after the write of it, a read of another
+ * file beside the write), their outputs come back under the right call ids; a thrown error is the
+ * call's error (retried when it says retryable); a missing handler fails its call with a clear error;
+ * the handler's signal aborts on timeout and on cancel.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { ToolgraphClient, type ToolHandler } from '../../src/client/index.js';
+import { closeAll, startApi } from '../helpers/server.js';
+
+afterEach(closeAll);
+
+const YAML = `
+tools:
+  - name: write_file
+    reads: []
+    writes: ["file:{path}"]
+    executor: { kind: client }
+  - name: read_file
+    reads: ["file:{path}"]
+    writes: []
+    risk: read
+    idempotent: true
+    executor: { kind: client }
+  - name: flaky
+    reads: []
+    writes: []
+    idempotent: true
+    retry: { attempts: 3, backoffMs: 5, maxBackoffMs: 5 }
+    executor: { kind: client }
+  - name: slow
+    reads: []
+    writes: []
+    timeoutMs: 300
+    executor: { kind: client }
+  - name: unhandled
+    reads: []
+    writes: []
+    executor: { kind: client }
+defaults: { timeoutMs: 20000 }
+`;
+
+/** A promise with its resolve. */
+function gate(): { promise: Promise<void>; open: () => void } {
+  let open = () => {};
+  const promise = new Promise<void>((r) => (open = r));
+  return { promise, open };
+}
+
+describe('client.run', () => {
+  it('runs the handlers in toolgraph’s order and returns every result under its call id', async () => {
+    const api = await startApi({ yaml: YAML });
+    const tg = new ToolgraphClient({ baseUrl: api.url });
+    const files = new Map<string, string>([['/y', 'why']]);
+    const log: string[] = [];
+    const writing = gate();
+    const readY = gate();
+    const handlers: Record<string, ToolHandler> = {
+      write_file: async (args, ctx) => {
+        log.push(`start ${ctx.callId}`);
+        // The read of /y runs beside the write: the write ends only once it has.
+        await readY.promise;
+        files.set(args.path as string, args.content as string);
+        log.push(`end ${ctx.callId}`);
+        writing.open();
+        return { bytes: (args.content as string).length };
+      },
+      read_file: async (args, ctx) => {
+        log.push(`start ${ctx.callId}`);
+        const content = files.get(args.path as string) ?? null;
+        log.push(`end ${ctx.callId}`);
+        if (args.path === '/y') readY.open();
+        return { content };
+      },
+      not_in_the_batch: () => {
+        throw new Error('never called');
+      },
+    };
+    const run = await tg.run(
+      {
+        calls: [
+          { id: 'w', tool: 'write_file', args: { path: '/x', content: 'hello' } },
+          { id: 'rx', tool: 'read_file', args: { path: '/x' } },
+          { id: 'ry', tool: 'read_file', args: { path: '/y' } },
+        ],
+      },
+      { handlers },
+    );
+    expect(run.status).toBe('succeeded');
+    expect(run.calls.map((c) => [c.id, c.output])).toEqual([
+      ['w', { bytes: 5 }],
+      ['rx', { content: 'hello' }],
+      ['ry', { content: 'why' }],
+    ]);
+    // ry ran while w was running; rx only after w ended.
+    expect(log.indexOf('end ry')).toBeLessThan(log.indexOf('end w'));
+    expect(log.indexOf('start rx')).toBeGreaterThan(log.indexOf('end w'));
+  });
+
+  it('a thrown error is the call’s error, retried only when it says retryable; a tool without a handler fails naming it', async () => {
+    const api = await startApi({ yaml: YAML });
+    const tg = new ToolgraphClient({ baseUrl: api.url });
+    const attempts: number[] = [];
+    const run = await tg.run(
+      {
+        calls: [
+          { id: 'f', tool: 'flaky', args: {} },
+          { id: 'u', tool: 'unhandled', args: {} },
+          { id: 'w', tool: 'write_file', args: { path: '/z' } },
+        ],
+      },
+      {
+        handlers: {
+          flaky: (_args, ctx) => {
+            attempts.push(ctx.attempt);
+            if (ctx.attempt < 2) throw Object.assign(new Error('busy'), { retryable: true });
+            return 'ok';
+          },
+          write_file: () => {
+            throw new Error('disk full');
+          },
+        },
+      },
+    );
+    expect(attempts).toEqual([1, 2]);
+    expect(run.calls.map((c) => [c.id, c.status, c.output, c.error?.code, c.error?.message])).toEqual([
+      ['f', 'succeeded', 'ok', undefined, undefined],
+      ['u', 'failed', null, 'tool_error', expect.stringContaining('no handler for tool unhandled')],
+      ['w', 'failed', null, 'tool_error', 'disk full'],
+    ]);
+  });
+
+  it('the handler’s signal aborts on timeout and on cancel', async () => {
+    const api = await startApi({ yaml: YAML });
+    const tg = new ToolgraphClient({ baseUrl: api.url });
+    const aborted: string[] = [];
+    let started = gate();
+    const waitForAbort: ToolHandler = (_args, ctx) =>
+      new Promise((_resolve, reject) => {
+        started.open();
+        ctx.signal.addEventListener('abort', () => {
+          aborted.push(ctx.callId);
+          reject(ctx.signal.reason);
+        });
+      });
+    const timedOut = await tg.run({ calls: [{ id: 's', tool: 'slow', args: {} }] }, { handlers: { slow: waitForAbort } });
+    expect(timedOut.calls[0]).toMatchObject({ status: 'failed', error: { code: 'timeout' } });
+    expect(aborted).toEqual(['s']);
+
+    const controller = new AbortController();
+    started = gate();
+    void started.promise.then(() => controller.abort());
+    const cancelled = await tg.run(
+      { calls: [{ id: 'w', tool: 'write_file', args: { path: '/c' } }] },
+      { handlers: { write_file: waitForAbort }, signal: controller.signal },
+    );
+    expect(cancelled.status).toBe('cancelled');
+    expect(cancelled.calls[0]?.status).toBe('cancelled');
+    expect(aborted).toEqual(['s', 'w']);
+  });
+});
