@@ -52,7 +52,14 @@ const ToolList = z.object({
 });
 const ModelToolList = z.object({
   tools: z.array(z.record(z.string(), z.unknown())).describe('OpenAI function tools or Anthropic tools'),
-  skipped: z.array(z.object({ name: z.string(), reason: z.string() })).describe('tools whose names the vendor refuses'),
+  skipped: z
+    .array(z.object({ name: z.string(), reason: z.string() }))
+    .describe('tools left out: none (every tool is exported, renamed if need be)'),
+  renamed: z
+    .array(z.object({ name: z.string(), exported: z.string() }))
+    .describe(
+      'tools whose names the vendor refuses (a dot, say), exported under a vendor-safe name: a model call of `exported` (POST /v1/runs with openai or anthropic) runs `name`',
+    ),
 });
 
 function json(schema: Schema): Record<string, unknown> {

@@ -6,7 +6,7 @@
  * timeout, a cancel, a fail-fast. A call whose tool has no handler fails with an error that says so.
  * Resolves to the run once it has ended.
  */
-import type { Batch, Run, RunEvent } from './index.js';
+import type { Batch, Run, RunEvent } from './types.js';
 
 /** What a handler is told besides its args. */
 export interface HandlerContext {

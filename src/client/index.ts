@@ -11,9 +11,7 @@
 import type { z } from 'zod';
 import type { CallInput } from '../core/calls.js';
 import type { Edge, Diagnostic, CallStatus, RunStatus } from '../core/calls.js';
-import type { EventType } from '../core/events.js';
-import type { BatchSchema } from '../contract/batch.js';
-import type { ReviewSchema, RunSchema, RunSummarySchema } from '../contract/responses.js';
+import type { ReviewSchema, RunSummarySchema } from '../contract/responses.js';
 import type { WorkItem } from '../core/view.js';
 import { runWithHandlers, type RunOptions } from './handlers.js';
 
@@ -23,18 +21,9 @@ export type { WorkItem };
 /** An agent's answer for its client tool's attempt: the output, or an error (DESIGN §17). */
 export type ClientResult = { token: string; output: unknown } | { token: string; error: { message: string; retryable?: boolean } };
 
-export type Batch = z.input<typeof BatchSchema>;
-export type Run = z.infer<typeof RunSchema>;
+import type { Batch, Run, RunEvent } from './types.js';
+export type { Batch, Run, RunEvent } from './types.js';
 export type { CallInput, Edge, Diagnostic, CallStatus, RunStatus };
-
-export interface RunEvent {
-  seq: number;
-  type: EventType;
-  runId: string;
-  callId?: string;
-  at: string;
-  data: Record<string, unknown>;
-}
 
 /** An item of `GET /v1/runs`: what the store keeps of a run. */
 export type RunSummary = z.infer<typeof RunSummarySchema>;
