@@ -30,6 +30,8 @@ export const ON_BOTH_STORES = [
   'tests/integration/replay-roundtrip.test.ts',
   'tests/integration/client.test.ts',
   'tests/integration/client-tools.test.ts',
+  'tests/integration/client-run.test.ts',
+  'tests/integration/model-names.test.ts',
 ];
 
 export default defineConfig({

@@ -5,6 +5,8 @@
  * to them as to any call; a token no attempt waits for is a 409 that changes nothing.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { checkRecording } from '../../src/replay/check.js';
+import { parseRecording } from '../../src/replay/schema.js';
 import { closeAll, expectApiError, startApi, type Api } from '../helpers/server.js';
 
 afterEach(closeAll);
@@ -39,11 +41,25 @@ tools:
     writes: []
     maxOutputBytes: 100
     executor: { kind: client }
+  - name: one_at_a_time
+    reads: []
+    writes: []
+    concurrency: 1
+    executor: { kind: client }
+  - name: deploy
+    reads: []
+    writes: []
+    risk: dangerous
+    executor: { kind: client }
   - name: echo
     reads: []
     writes: []
     idempotent: true
     executor: { kind: builtin, name: echo }
+policy:
+  rules:
+    - match: { risk: dangerous }
+      review: true
 defaults: { timeoutMs: 20000, failure: partial }
 `;
 
@@ -253,4 +269,79 @@ describe('client tools', () => {
     expect((await post(api, item, { token: item.token, output: null })).status).toBe(202);
     expect((await api.settled(runId)).calls[0]).toMatchObject({ status: 'succeeded', output: null });
   });
+
+  it('limits hold for client calls: one of a concurrency-1 tool waits for its agent at a time, in call order', async () => {
+    const api = await startApi({ yaml: YAML });
+    const calls = ['a', 'b', 'c'].map((id) => ({ id, tool: 'one_at_a_time', args: {} }));
+    const runId = (await api.post('/v1/runs', { calls })).body.id as string;
+    const seen: string[][] = [];
+    for (const id of ['a', 'b', 'c']) {
+      const item = await waitingFor(api, runId, id);
+      const listed = (await work(api, runId, 0)).map((w) => w.callId);
+      seen.push(listed);
+      const view = (await api.get(`/v1/runs/${runId}`)).body;
+      expect(view.calls.filter((c: any) => c.status === 'running').map((c: any) => c.id)).toEqual([id]);
+      expect((await post(api, item, { token: item.token, output: id })).status).toBe(202);
+    }
+    // Never more than one, and always one (the limit was reached).
+    expect(seen).toEqual([['a'], ['b'], ['c']]);
+    expect((await api.settled(runId)).status).toBe('succeeded');
+  });
+
+  it('a dangerous client tool is dispatched only once its review approves it', async () => {
+    const api = await startApi({ yaml: YAML });
+    const runId = (await api.post('/v1/runs', { calls: [{ id: 'd', tool: 'deploy', args: { to: 'prod' } }] })).body.id as string;
+    const review = await until(async () => (await api.get(`/v1/reviews?runId=${runId}`)).body.items[0]);
+    expect(await work(api, runId, 0)).toEqual([]);
+    expect((await api.post(`/v1/reviews/${review.id}`, { decision: 'edit', args: { to: 'staging' } })).status).toBe(200);
+    const item = await waitingFor(api, runId, 'd');
+    expect(item.args).toEqual({ to: 'staging' });
+    expect((await post(api, item, { token: item.token, output: 'deployed' })).status).toBe(202);
+    expect((await api.settled(runId)).calls[0]).toMatchObject({ status: 'succeeded', output: 'deployed' });
+  });
+
+  it('a run of client calls is recorded with its outcomes and replays exactly', async () => {
+    const api = await startApi({ yaml: YAML });
+    const runId = (
+      await api.post('/v1/runs', {
+        calls: [
+          { id: 'w', tool: 'write_file', args: { path: '/x', content: 'c' } },
+          { id: 'r', tool: 'read_file', args: { path: '/x' } },
+          { id: 'f', tool: 'flaky', args: {} },
+        ],
+      })
+    ).body.id as string;
+    const f1 = await waitingFor(api, runId, 'f');
+    expect((await post(api, f1, { token: f1.token, error: { message: 'busy', retryable: true } })).status).toBe(202);
+    const f2 = await waitingFor(api, runId, 'f', 2);
+    expect((await post(api, f2, { token: f2.token, output: 'f' })).status).toBe(202);
+    const w = await waitingFor(api, runId, 'w');
+    expect((await post(api, w, { token: w.token, output: 'w' })).status).toBe(202);
+    const r = await waitingFor(api, runId, 'r');
+    expect((await post(api, r, { token: r.token, output: 'c' })).status).toBe(202);
+    await api.settled(runId);
+    const recording = parseRecording((await api.get(`/v1/runs/${runId}/recording`)).body, 'recording');
+    expect(recording.config.tools.find((t) => t.name === 'read_file')?.executor).toEqual({ kind: 'client' });
+    expect(recording.attempts.map((a) => [a.callId, a.attempt, a.ok])).toEqual(
+      expect.arrayContaining([
+        ['f', 1, false],
+        ['f', 2, true],
+        ['w', 1, true],
+        ['r', 1, true],
+      ]),
+    );
+    const result = checkRecording(recording, 'recording');
+    expect(result.divergences).toEqual([]);
+    expect(result.ok).toBe(true);
+  });
 });
+
+async function until<T>(probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
