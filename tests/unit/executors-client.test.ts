@@ -130,13 +130,13 @@ tools:
       ],
     });
     expect(started.map((e) => e.callId)).toEqual(['w']);
-    const token = (started[0]?.data as { dispatch: { token: string } }).dispatch.token;
+    const token = ((started[0] as RunEvent).data as { dispatch: { token: string } }).dispatch.token;
     expect(engine.projection(run.id)?.work()).toEqual([
       { runId: run.id, callId: 'w', tool: 'write_file', args: { path: '/x' }, attempt: 1, token },
     ]);
     expect(engine.answer(run.id, 'w', token, { output: 'done' })).toEqual({ accepted: true, attempt: 1 });
     await second$;
-    const second = (started[1]?.data as { dispatch: { token: string } }).dispatch.token;
+    const second = ((started[1] as RunEvent).data as { dispatch: { token: string } }).dispatch.token;
     expect(second).not.toBe(token);
     expect(engine.answer(run.id, 'r', second, { output: 'read' })).toEqual({ accepted: true, attempt: 1 });
     const ended = await engine.wait(run.id);
