@@ -6,6 +6,7 @@
  * timeout, a cancel, a fail-fast. A call whose tool has no handler fails with an error that says so.
  * Resolves to the run once it has ended.
  */
+import type { CallInput } from '../core/calls.js';
 import type { Batch, Run, RunEvent } from './types.js';
 
 /** What a handler is told besides its args. */
@@ -36,6 +37,8 @@ export interface RunOptions {
 /** What `client.run` needs of the client. */
 export interface RunsClient {
   submit(batch: Batch, opts?: { idempotencyKey?: string }): Promise<Run>;
+  append(runId: string, calls: CallInput[]): Promise<Run>;
+  seal(runId: string): Promise<Run>;
   get(runId: string): Promise<Run>;
   cancel(runId: string): Promise<Run>;
   events(runId: string, opts?: { from?: number; signal?: AbortSignal }): AsyncGenerator<RunEvent>;
@@ -51,7 +54,45 @@ const ENDS = new Set(['call.succeeded', 'call.failed', 'call.cancelled', 'call.r
 
 export async function runWithHandlers(client: RunsClient, batch: Batch, opts: RunOptions): Promise<Run> {
   const run = await client.submit(batch, opts.idempotencyKey !== undefined ? { idempotencyKey: opts.idempotencyKey } : {});
-  const tools = new Map<string, string>((run.calls ?? []).map((c) => [c.id, c.tool]));
+  return follow(client, run, new Map((run.calls ?? []).map((c) => [c.id, c.tool])), opts);
+}
+
+/** A streamed run (DESIGN §10) whose client tools this process runs: add calls as they come, then seal. */
+export interface OpenClientRun {
+  readonly id: string;
+  /** Appends calls in model order; each starts as soon as it is safe, its handler as it starts. */
+  add(...calls: CallInput[]): Promise<Run>;
+  /** No more calls. */
+  seal(): Promise<Run>;
+  /** Resolves to the run once it has ended (seal it first, or the server seals it at `openRunTimeoutMs`). */
+  done(): Promise<Run>;
+}
+
+export async function openWithHandlers(
+  client: RunsClient,
+  batch: Omit<Batch, 'calls' | 'open'> & { calls?: Batch['calls'] },
+  opts: RunOptions,
+): Promise<OpenClientRun> {
+  const run = await client.submit(
+    { ...batch, calls: batch.calls ?? [], open: true } as Batch,
+    opts.idempotencyKey !== undefined ? { idempotencyKey: opts.idempotencyKey } : {},
+  );
+  const tools = new Map((run.calls ?? []).map((c) => [c.id, c.tool]));
+  const done = follow(client, run, tools, opts);
+  done.catch(() => {});
+  return {
+    id: run.id,
+    add: (...calls) => {
+      for (const c of calls) tools.set(c.id, c.tool);
+      return client.append(run.id, calls);
+    },
+    seal: () => client.seal(run.id),
+    done: () => done,
+  };
+}
+
+/** Runs the handlers of the run's client calls as they start, until the run ends; then the run. */
+async function follow(client: RunsClient, run: Run, tools: Map<string, string>, opts: RunOptions): Promise<Run> {
   const running = new Map<string, { attempt: number; controller: AbortController }>();
   const posts: Promise<void>[] = [];
   const onAbort = () => void client.cancel(run.id).catch(() => {});

@@ -13,9 +13,9 @@ import type { CallInput } from '../core/calls.js';
 import type { Edge, Diagnostic, CallStatus, RunStatus } from '../core/calls.js';
 import type { ReviewSchema, RunSummarySchema } from '../contract/responses.js';
 import type { WorkItem } from '../core/view.js';
-import { runWithHandlers, type RunOptions } from './handlers.js';
+import { openWithHandlers, runWithHandlers, type OpenClientRun, type RunOptions } from './handlers.js';
 
-export type { HandlerContext, RunOptions, ToolHandler } from './handlers.js';
+export type { HandlerContext, OpenClientRun, RunOptions, ToolHandler } from './handlers.js';
 export type { WorkItem };
 
 /** An agent's answer for its client tool's attempt: the output, or an error (DESIGN §17). */
@@ -163,6 +163,25 @@ export class ToolgraphClient {
    */
   run(batch: Batch, opts: RunOptions): Promise<Run> {
     return runWithHandlers(this, batch, opts);
+  }
+
+  /**
+   * Like `run`, for a streamed run (DESIGN §10): `add` appends calls as the model writes them (each
+   * starts as soon as it is safe, its handler as it starts), `seal` ends the stream, `done` resolves
+   * to the ended run.
+   */
+  open(batch: Omit<Batch, 'calls' | 'open'> & { calls?: Batch['calls'] }, opts: RunOptions): Promise<OpenClientRun> {
+    return openWithHandlers(this, batch, opts);
+  }
+
+  /** Appends calls to an open (streamed) run; `409` once it is sealed. */
+  append(runId: string, calls: CallInput[]): Promise<Run> {
+    return this.request('POST', `/v1/runs/${encodeURIComponent(runId)}/calls`, { calls });
+  }
+
+  /** Seals an open run: no more calls. */
+  seal(runId: string): Promise<Run> {
+    return this.request('POST', `/v1/runs/${encodeURIComponent(runId)}/seal`);
   }
 
   /** The calls of client tools that wait for their agent's result; `waitMs` long-polls for one. */

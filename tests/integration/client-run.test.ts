@@ -159,4 +159,56 @@ describe('client.run', () => {
     expect(cancelled.calls[0]?.status).toBe('cancelled');
     expect(aborted).toEqual(['s', 'w']);
   });
+
+  it('client.open: calls added one by one start as soon as they are safe, each handler as its call starts', async () => {
+    const api = await startApi({ yaml: YAML });
+    const tg = new ToolgraphClient({ baseUrl: api.url });
+    const files = new Map<string, string>();
+    const log: string[] = [];
+    const writeStarted = gate();
+    const finishWrite = gate();
+    const run = await tg.open(
+      {},
+      {
+        handlers: {
+          write_file: async (args, ctx) => {
+            log.push(`start ${ctx.callId}`);
+            writeStarted.open();
+            await finishWrite.promise;
+            files.set(args.path as string, args.content as string);
+            log.push(`end ${ctx.callId}`);
+            return 'written';
+          },
+          read_file: (args, ctx) => {
+            log.push(`read ${ctx.callId}`);
+            return files.get(args.path as string) ?? null;
+          },
+        },
+      },
+    );
+    await run.add({ id: 'w', tool: 'write_file', args: { path: '/x', content: 'streamed' } });
+    // The write runs before the rest of the step has even arrived.
+    await writeStarted.promise;
+    await run.add({ id: 'rx', tool: 'read_file', args: { path: '/x' } }, { id: 'ry', tool: 'read_file', args: { path: '/y' } });
+    await run.seal();
+    await until(() => log.includes('read ry'));
+    expect(log).toEqual(['start w', 'read ry']);
+    finishWrite.open();
+    const ended = await run.done();
+    expect(ended.status).toBe('succeeded');
+    expect(ended.calls.map((c) => [c.id, c.output])).toEqual([
+      ['w', 'written'],
+      ['rx', 'streamed'],
+      ['ry', null],
+    ]);
+    expect(log).toEqual(['start w', 'read ry', 'end w', 'read rx']);
+  });
 });
+
+async function until(holds: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!holds()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
