@@ -369,6 +369,7 @@ export class Engine {
     this.views.forgetAll();
     this.scheduler = this.makeScheduler();
     this.hooks?.forget();
+    this.clients?.forgetUnrun();
     this.timer.clear();
   }
 
@@ -441,7 +442,9 @@ export class Engine {
    * is still to come (see `startsEarly`); everything else starts once stored.
    */
   private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed' | 'onHeld'> & { early?: boolean } = {}): void {
-    if (this.clients && out.starts.length > 0) stampDispatch(out);
+    const clients = this.clients;
+    if (clients && out.starts.length > 0)
+      stampDispatch(out, { announce: (s) => clients.announce(s.runId, s.callId, s.attempt, (s.dispatch as { token: string }).token) });
     const q: Commit = { events: out.events.map((e) => this.views.number(e)), starts: out.starts, aborts: out.aborts };
     if (out.hooks) q.hooks = out.hooks;
     if (submission.creates !== undefined) q.creates = submission.creates;
@@ -523,6 +526,7 @@ export class Engine {
    */
   private disown(runId: string, held: readonly Commit[]): void {
     this.views.forget(runId);
+    this.clients?.forgetUnrun(runId);
     const rest = refuseRun(this.scheduler, this.clock(), runId, held, this.inflight);
     if (rest.events.length + rest.starts.length + rest.aborts.length + (rest.hooks?.length ?? 0) > 0) {
       this.enqueue(rest);

@@ -32,7 +32,10 @@ export function isClientTool(tool: { executor?: { kind?: string } } | undefined)
 interface Waiting {
   attempt: number;
   token: Buffer;
-  settle: (result: ExecuteResult) => void;
+  /** Set once the attempt runs here (`execute`); until then it is only announced. */
+  settle?: (result: ExecuteResult) => void;
+  /** An answer that came before the attempt ran here, for `execute` to take at once. */
+  early?: ExecuteResult;
 }
 
 function sameToken(a: Buffer, b: string): boolean {
@@ -40,58 +43,91 @@ function sameToken(a: Buffer, b: string): boolean {
   return a.length === other.length && timingSafeEqual(a, other);
 }
 
-/** The attempts of client tools that wait for their agent, by run and call. */
+function resultOf(answer: ClientAnswer): ExecuteResult {
+  return 'error' in answer
+    ? toolError(answer.error.message, answer.error.retryable === true, { message: answer.error.message })
+    : { ok: true, output: answer.output };
+}
+
+/**
+ * The attempts of client tools that wait for their agent, by run and call. An attempt is announced
+ * when its token is made, before its `call.started` is stored (`announce`): an agent that reads that
+ * event from the store (another replica's feed, say) may answer before the engine has handed the
+ * attempt to this executor, and such an answer is kept for it (`early`), not refused.
+ */
 export class ClientDesk implements Executor {
   private readonly waiting = new Map<string, Waiting>();
   private closed = false;
 
-  /** How many attempts wait for their agent now. */
+  /** How many attempts are announced or wait for their agent now. */
   get size(): number {
     return this.waiting.size;
+  }
+
+  /** An attempt whose token is made: its answer is taken from now on, even before it runs here. */
+  announce(runId: string, callId: string, attempt: number, token: string): void {
+    this.waiting.set(keyOf(runId, callId), { attempt, token: Buffer.from(token, 'utf8') });
+  }
+
+  /** Forgets the announced attempts that never ran here (of one run, or all): their runs were dropped. */
+  forgetUnrun(runId?: string): void {
+    const prefix = runId === undefined ? undefined : keyOf(runId, '');
+    for (const [key, w] of this.waiting) if (!w.settle && (prefix === undefined || key.startsWith(prefix))) this.waiting.delete(key);
   }
 
   execute(request: ExecuteRequest): Promise<ExecuteResult> {
     const token = request.dispatch?.token;
     if (token === undefined)
       return Promise.resolve(toolError(`${request.callId}: a client tool's attempt came without a dispatch token`, false));
-    if (this.closed) return Promise.resolve(cancelledResult());
     const key = keyOf(request.runId, request.callId);
+    let waiting = this.waiting.get(key);
+    if (!waiting || waiting.settle || waiting.attempt !== request.attempt || !sameToken(waiting.token, token)) {
+      waiting = { attempt: request.attempt, token: Buffer.from(token, 'utf8') };
+      this.waiting.set(key, waiting);
+    }
+    const w = waiting;
+    if (this.closed) {
+      this.waiting.delete(key);
+      return Promise.resolve(cancelledResult());
+    }
+    if (w.early !== undefined) {
+      this.waiting.delete(key);
+      return Promise.resolve(w.early);
+    }
     const d = deadline(request);
     return new Promise<ExecuteResult>((resolve) => {
-      const waiting: Waiting = { attempt: request.attempt, token: Buffer.from(token, 'utf8'), settle: () => {} };
       const done = (result: ExecuteResult) => {
-        if (this.waiting.get(key) === waiting) this.waiting.delete(key);
+        if (this.waiting.get(key) === w) this.waiting.delete(key);
         d.signal.removeEventListener('abort', onAbort);
         d.dispose();
         resolve(result);
       };
       const onAbort = () => done(abortResult(d));
-      waiting.settle = done;
+      w.settle = done;
       if (d.signal.aborted) return done(abortResult(d));
-      this.waiting.set(key, waiting);
       d.signal.addEventListener('abort', onAbort, { once: true });
     });
   }
 
-  /** Ends the waiting attempt of the call with the agent's answer, if `token` is its token. */
+  /** Ends the waiting attempt of the call with the agent's answer, if `token` is its token (once). */
   answer(runId: string, callId: string, token: string, answer: ClientAnswer): AnswerOutcome {
     const w = this.waiting.get(keyOf(runId, callId));
-    if (!w || !sameToken(w.token, token)) return { accepted: false };
+    if (!w || w.early !== undefined || !sameToken(w.token, token)) return { accepted: false };
+    let result: ExecuteResult;
     try {
-      w.settle(
-        'error' in answer
-          ? toolError(answer.error.message, answer.error.retryable === true, { message: answer.error.message })
-          : { ok: true, output: answer.output },
-      );
+      result = resultOf(answer);
     } catch (err) {
-      w.settle(toolError(messageOf(err), false));
+      result = toolError(messageOf(err), false);
     }
+    if (w.settle) w.settle(result);
+    else w.early = result;
     return { accepted: true, attempt: w.attempt };
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const w of [...this.waiting.values()]) w.settle(cancelledResult());
+    for (const w of [...this.waiting.values()]) w.settle?.(cancelledResult());
+    this.waiting.clear();
   }
 }
 

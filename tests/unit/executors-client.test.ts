@@ -48,6 +48,24 @@ describe('ClientDesk', () => {
     expect(desk.answer('run_1', 'c1', 'tok-1', { output: 'again' })).toEqual({ accepted: false });
   });
 
+  it('an answer that comes before the announced attempt runs here is kept for it (once)', async () => {
+    const desk = new ClientDesk();
+    desk.announce('run_1', 'c1', 1, 'tok');
+    expect(desk.answer('run_1', 'c1', 'nope', { output: 'x' })).toEqual({ accepted: false });
+    expect(desk.answer('run_1', 'c1', 'tok', { output: 'early' })).toEqual({ accepted: true, attempt: 1 });
+    expect(desk.answer('run_1', 'c1', 'tok', { output: 'twice' })).toEqual({ accepted: false });
+    expect(await desk.execute(request('tok'))).toEqual({ ok: true, output: 'early' });
+    expect(desk.size).toBe(0);
+    // Announced attempts of a dropped run are forgotten; ones of other runs stay.
+    desk.announce('run_1', 'c1', 1, 'a');
+    desk.announce('run_2', 'c1', 1, 'b');
+    desk.forgetUnrun('run_1');
+    expect(desk.answer('run_1', 'c1', 'a', { output: 1 })).toEqual({ accepted: false });
+    expect(desk.size).toBe(1);
+    desk.forgetUnrun();
+    expect(desk.size).toBe(0);
+  });
+
   it('an error answer is a tool_error, retryable only when it says so', async () => {
     const desk = new ClientDesk();
     const a = desk.execute(request('t'));
@@ -98,7 +116,9 @@ describe('stampDispatch', () => {
       aborts: [],
     };
     let n = 0;
-    stampDispatch(out, () => `tok${++n}`);
+    const announced: string[] = [];
+    stampDispatch(out, { token: () => `tok${++n}`, announce: (s) => announced.push(`${s.callId}:${s.dispatch?.token}`) });
+    expect(announced).toEqual(['a:tok1']);
     expect(out.starts.map((s) => s.dispatch)).toEqual([{ token: 'tok1' }, undefined]);
     expect(out.events.map((e) => (e.data as { dispatch?: unknown }).dispatch)).toEqual([{ token: 'tok1' }, undefined]);
   });
