@@ -166,4 +166,16 @@ tools:
     ]);
     await engine.close();
   });
+
+  it('with clients: false (toolgraph run: no agent), a client call fails at once, naming its tool', async () => {
+    const config = parseConfig('tools:\n  - { name: write_file, reads: [], writes: [], executor: { kind: client } }\n', 'test.yaml');
+    const engine = new Engine({ config, clients: false });
+    const run = await engine.submit({ calls: [{ id: 'w', tool: 'write_file', args: {} }] });
+    const ended = await engine.wait(run.id);
+    expect(ended?.calls[0]).toMatchObject({
+      status: 'failed',
+      error: { code: 'tool_error', message: expect.stringContaining('write_file is a client tool') },
+    });
+    await engine.close();
+  });
 });
