@@ -307,6 +307,11 @@ export class Engine {
     return this.clients?.answer(runId, callId, token, answer) ?? { accepted: false };
   }
 
+  /** How many attempts of client tools wait for their agent (announced or running here). */
+  clientsWaiting(): number {
+    return this.clients?.size ?? 0;
+  }
+
   /** Listens to one run's events (after they are durable). Returns an unsubscribe function. */
   subscribe(runId: string, listener: RunListener): () => void {
     return this.views.subscribe(runId, listener);

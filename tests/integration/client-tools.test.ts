@@ -316,6 +316,7 @@ describe('client tools', () => {
     const f2 = await waitingFor(api, runId, 'f', 2);
     expect((await post(api, f2, { token: f2.token, output: 'f' })).status).toBe(202);
     const w = await waitingFor(api, runId, 'w');
+    expect((await api.get('/metrics')).text).toMatch(/^toolgraph_client_calls_waiting 1$/m);
     expect((await post(api, w, { token: w.token, output: 'w' })).status).toBe(202);
     const r = await waitingFor(api, runId, 'r');
     expect((await post(api, r, { token: r.token, output: 'c' })).status).toBe(202);
