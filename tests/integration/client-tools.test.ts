@@ -4,6 +4,9 @@
  * `POST /v1/runs/{id}/calls/{callId}/result`. Ordering, retries, timeouts, cancel and size caps apply
  * to them as to any call; a token no attempt waits for is a 409 that changes nothing.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkRecording } from '../../src/replay/check.js';
 import { parseRecording } from '../../src/replay/schema.js';
@@ -346,3 +349,48 @@ async function until<T>(probe: () => Promise<T | undefined>): Promise<T> {
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+describe('client tools and hooks', () => {
+  it('a before_call hook’s args are the ones the agent gets, a denied call is never dispatched, an after_call hook sees and replaces the agent’s output', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-client-hooks-'));
+    writeFileSync(
+      path.join(dir, 'guard.mjs'),
+      `export default async function guard(req) {
+  if (req.on === 'after_call') return req.output === 'secret' ? { output: '[redacted]' } : {};
+  if (req.args.path === '/etc') return { decision: 'deny', reason: 'not /etc' };
+  return { decision: 'allow', args: { ...req.args, checkedBy: 'guard' } };
+}
+`,
+    );
+    const yaml = `
+tools:
+  - name: write_file
+    input: { type: object, properties: { path: { type: string }, checkedBy: { type: string } }, required: [path] }
+    reads: []
+    writes: ["file:{path}"]
+    executor: { kind: client }
+hooks:
+  - { on: before_call, name: guard, match: { tool: write_file }, module: ./guard.mjs, timeoutMs: 10000 }
+  - { on: after_call, name: redact, match: { tool: write_file }, module: ./guard.mjs, timeoutMs: 10000 }
+`;
+    const api = await startApi({ yaml, dir });
+    const runId = (
+      await api.post('/v1/runs', {
+        calls: [
+          { id: 'ok', tool: 'write_file', args: { path: '/a' } },
+          { id: 'no', tool: 'write_file', args: { path: '/etc' } },
+        ],
+      })
+    ).body.id as string;
+    const item = await waitingFor(api, runId, 'ok');
+    expect(item.args).toEqual({ path: '/a', checkedBy: 'guard' });
+    expect((await work(api, runId, 0)).map((w) => w.callId)).toEqual(['ok']);
+    expect((await post(api, item, { token: item.token, output: 'secret' })).status).toBe(202);
+    const run = await api.settled(runId);
+    expect(run.calls.map((c: any) => [c.id, c.status, c.output, c.error?.code ?? null])).toEqual([
+      ['ok', 'succeeded', '[redacted]', null],
+      ['no', 'failed', null, 'hook_denied'],
+    ]);
+    expect((await events(api, runId)).filter((e) => e.type === 'call.started').map((e) => e.callId)).toEqual(['ok']);
+  });
+});
