@@ -485,7 +485,7 @@ export class Service {
         return this.engine.replan(runId, c.calls);
       case 'review': {
         const r = await this.store.review(c.reviewId);
-        if (!r || r.status !== 'pending') throw new ApiError('conflict', `review ${c.reviewId} was decided already (${r?.decision})`);
+        if (r?.status !== 'pending') throw new ApiError('conflict', `review ${c.reviewId} was decided already (${r?.decision})`);
         if (!this.engine.has(r.runId)) throw new ApiError('conflict', `run ${r.runId} is not active`);
         this.writable();
         return this.engine.review({ ...c.decision, runId: r.runId, callId: r.callId });

@@ -139,10 +139,14 @@ export function violations(inst: Instance, runs: readonly Interval[]): Violation
   let hazards = 0;
   for (const [a, b] of inst.conflicts) if (overlap(at(a), at(b))) hazards++;
   let data = 0;
-  inst.dataPreds.forEach((ps, j) => ps.forEach((i) => (at(j).start < at(i).end ? data++ : 0)));
+  inst.dataPreds.forEach((ps, j) => {
+    for (const i of ps) if (at(j).start < at(i).end) data++;
+  });
   const peakOf = (member: (i: number) => boolean) => {
     const points: [number, number][] = [];
-    runs.forEach((r, i) => member(i) && points.push([r.start, 1], [r.end, -1]));
+    runs.forEach((r, i) => {
+      if (member(i)) points.push([r.start, 1], [r.end, -1]);
+    });
     points.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
     let cur = 0;
     let peak = 0;

@@ -149,8 +149,10 @@ export interface TestCluster {
   /** Starts replica `i` (again), named `r<i>`. */
   start(i: number): Promise<ServerChild>;
   /** A JSON request to replica `i`; `timeoutMs` (default none) aborts it. */
+  // biome-ignore lint/suspicious/noExplicitAny: a bench harness reads any answer's fields
   request<T = any>(i: number, method: string, p: string, body?: unknown, timeoutMs?: number): Promise<{ status: number; body: T }>;
   /** Polls `GET /v1/runs/{id}` on replica `i` until the run has ended; its view. */
+  // biome-ignore lint/suspicious/noExplicitAny: a bench harness reads any answer's fields
   ended(i: number, runId: string, timeoutMs?: number): Promise<any>;
   close(): Promise<void>;
 }

@@ -36,7 +36,7 @@ import { clusterLimits, LIMITS_SQL, MAX_PERMITS_READ, type LimitsRow } from './l
 import { ClusterPermits } from './permits.js';
 import { WaitPublisher } from './wait-summary.js';
 
-export { type CommandAnswer, type CommandHandler } from './commands.js';
+export type { CommandAnswer, CommandHandler } from './commands.js';
 
 export interface ClusterOptions {
   store: PostgresStore;

@@ -120,7 +120,7 @@ export class Commands {
   private async answer(id: number): Promise<CommandAnswer | undefined> {
     const r = await this.pool.query<{ status: string; result: string | null }>('SELECT status, result FROM commands WHERE id = $1', [id]);
     const row = r.rows[0];
-    if (!row || row.status !== 'done' || row.result === null || row.result === 'null') return undefined;
+    if (row?.status !== 'done' || row.result === null || row.result === 'null') return undefined;
     return JSON.parse(row.result) as CommandAnswer;
   }
 

@@ -47,7 +47,7 @@ import { newRunId } from './run-ids.js';
 import { HookGate } from './hook-gate.js';
 import { WakeTimer } from './wake-timer.js';
 import { InFlight, refuseRun } from './in-flight.js';
-import { isEnded, RunViews } from './run-views.js';
+import { RunViews } from './run-views.js';
 import { CommitPipeline, type Commit } from './commit-pipeline.js';
 import { gatedStarts, type PermitDesk } from './permit-desk.js';
 import type { SubmitRequest } from '../contract/submission.js';

@@ -16,7 +16,7 @@
  *   against what the database holds: a batch that is there already counts as stored, so that trying it
  *   again never writes an event twice.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { storedEvent, type RunEvent } from '../core/events.js';
 import { planBatch, type StoredState } from './batch.js';
 import { isUnavailableError, StoreError } from './errors.js';

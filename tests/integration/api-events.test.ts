@@ -123,7 +123,7 @@ describe('events of an ended run', () => {
     expect(first).toMatch(/^content-type: text\/event-stream/im);
     expect(first).toMatch(/^connection: keep-alive\r$/im);
     expect(first).toMatch(/^keep-alive: timeout=\d+\r$/im);
-    expect(first).toMatch(/event: run\.completed\n[^]*\r\n0\r\n\r\n$/);
+    expect(first).toMatch(/event: run\.completed\n[\s\S]*\r\n0\r\n\r\n$/);
     expect(second).toMatch(/^HTTP\/1\.1 200 /);
     expect(second).toContain(`"id":"${id}"`);
     // Asked to close: the stream says so and the server closes the socket after it.

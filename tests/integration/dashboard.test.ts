@@ -529,7 +529,14 @@ auth:
         /* aborted */
       }
     })();
-    return { res, events, close: async () => (ac.abort(), await done) };
+    return {
+      res,
+      events,
+      close: async () => {
+        ac.abort();
+        await done;
+      },
+    };
   }
 
   it('sends run changes to those who may see them, coalesced per run, with counts', async () => {

@@ -244,7 +244,7 @@ describe('a hook that times out', () => {
       decision: 'deny',
       error: 'hook slow-deny failed: timed out after 300 ms',
     });
-    expect((hook?.data as { durationMs: number }).durationMs).toBeGreaterThanOrEqual(300);
+    expect((hook?.data as { durationMs: number } | undefined)?.durationMs).toBeGreaterThanOrEqual(300);
   });
 
   it('onError allow (before_call): the call goes on and succeeds; the event says the hook failed', async () => {
@@ -367,7 +367,7 @@ describe('replay of a run with hooks', () => {
 describe('the README guardrail example', () => {
   const readme = readFileSync('README.md', 'utf8');
   const block = (lang: string, marker: string) =>
-    [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1] as string).find((b) => b.includes(marker));
+    [...readme.matchAll(new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``, 'g'))].map((m) => m[1] as string).find((b) => b.includes(marker));
 
   it('runs: the hook server as written, the config as written, and a write outside /srv/repo is denied', async () => {
     const js = block('js', 'guard.mjs');

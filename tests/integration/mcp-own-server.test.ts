@@ -152,7 +152,7 @@ mcp:
       const view = await tg.run([{ id: 'c', tool: 'idem__crash', args: {} }]);
       expect(view.calls[0]).toMatchObject({ status: 'succeeded', attempts: 2 });
       const crashedPid = Number(first());
-      expect((view.calls[0]?.output as { pid: number }).pid).not.toBe(crashedPid);
+      expect((view.calls[0]?.output as { pid: number } | undefined)?.pid).not.toBe(crashedPid);
 
       const plain = await tg.run([{ id: 'c', tool: 'once__crash', args: {} }]);
       expect(plain.calls[0]).toMatchObject({ status: 'failed', attempts: 1, error: { code: 'tool_error' } });

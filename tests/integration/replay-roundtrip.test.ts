@@ -171,7 +171,9 @@ describe('the example recordings', () => {
   it('on a terminal, a corpus shows a progress bar on stderr, cleared at the end', async () => {
     const c = await runCli(['replay', path.join(ROOT, 'examples/recordings')], true);
     expect(c.code).toBe(0);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the progress bar's terminal escapes
     expect(c.err).toMatch(/^\r\x1b\[K\[\.{30}\] 0\/\d+ \S+\.json/);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the progress bar's terminal escapes
     expect(c.err).toMatch(/\r\x1b\[K\[#+\.*\] \d+\/\d+ \S+\.json\r\x1b\[K$/);
   });
 

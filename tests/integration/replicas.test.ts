@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { maxOverlap, startCluster, type Attempt, type TestCluster } from '../helpers/replicas.js';
+import { maxOverlap, startCluster, type TestCluster } from '../helpers/replicas.js';
 import { until } from '../helpers/wait.js';
 
 const LEASE_MS = 2000;
@@ -453,5 +453,3 @@ async function storedEvents(
     await client.end();
   }
 }
-
-export type { Attempt };

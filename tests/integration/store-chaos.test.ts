@@ -38,7 +38,6 @@ limits:
 const RUN = {
   calls: [
     { id: 's', tool: 'sleep', args: { ms: 100 } },
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: a toolgraph reference, not a template literal
     { id: 'e', tool: 'echo', args: { after: '${s.output}' } },
   ],
 };

@@ -163,9 +163,9 @@ describe('cycles', () => {
       ],
     });
     r.run();
-    expect((r.events.find((e) => e.type === 'run.started')?.data.diagnostics as { callIds: string[] }[]).map((d) => d.callIds)).toEqual([
-      ['p1', 'q1', 'p1'],
-    ]);
+    expect(
+      (r.events.find((e) => e.type === 'run.started')?.data.diagnostics as { callIds: string[] }[] | undefined)?.map((d) => d.callIds),
+    ).toEqual([['p1', 'q1', 'p1']]);
     expect(finalStatuses(r.events)).toEqual({ p1: 'blocked', q1: 'blocked', ok: 'succeeded' });
     expect(runStatus(r.events)).toBe('deadlocked');
   });

@@ -24,7 +24,10 @@ export function maybeReady(s: SchedulerState, run: ScheduledRun, c: ScheduledCal
   if (run.cancelRequested || run.failFastBy !== undefined) return;
   transition(c, 'ready');
   emit(s, 'call.ready', run, c, NO_DATA);
-  if (!c.hooked && askHooks(s, run, c, 'before_call')) return markDirty(s, run);
+  if (!c.hooked && askHooks(s, run, c, 'before_call')) {
+    markDirty(s, run);
+    return;
+  }
   enqueueReady(s, run, c);
 }
 

@@ -75,7 +75,8 @@ function beforeDecided(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, d
   }
   if (stop?.decision === 'deny') {
     const why = stop.reason ?? `denied by hook ${stop.hook}`;
-    return fail(s, run, c, callError('hook_denied', `${c.id}: ${why}`, { details: { hook: stop.hook } }), true);
+    fail(s, run, c, callError('hook_denied', `${c.id}: ${why}`, { details: { hook: stop.hook } }), true);
+    return;
   }
   if (rewrite?.args) {
     const args = rewrite.args;
@@ -86,11 +87,12 @@ function beforeDecided(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, d
       const error = callError('args_too_large', `${c.id}: the args of hook ${rewrite.hook}: ${big.message}`, {
         details: { ...(big.details as object), tool: c.tool, hook: rewrite.hook },
       });
-      return fail(s, run, c, error, true);
+      fail(s, run, c, error, true);
+      return;
     }
     const problem = s.opts.catalog.checkArgs(c.tool, args);
     if (problem) {
-      return fail(
+      fail(
         s,
         run,
         c,
@@ -99,12 +101,14 @@ function beforeDecided(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, d
         }),
         true,
       );
+      return;
     }
     const escaped = escapedKeys(c.planAccess ?? accessOf(m, c.args), accessOf(m, args));
     const outside = [...escaped.writes.map((k) => `writes ${k}`), ...escaped.reads.map((k) => `reads ${k}`)];
     if (outside.length > 0) {
       const message = `${c.id}: the args of hook ${rewrite.hook} reach resources the graph was not planned on (${outside.join(', ')})`;
-      return fail(s, run, c, callError('hook_changed_resources', message, { details: { hook: rewrite.hook, ...escaped } }), true);
+      fail(s, run, c, callError('hook_changed_resources', message, { details: { hook: rewrite.hook, ...escaped } }), true);
+      return;
     }
     c.hookArgs = args;
     setResolved(run, c, args);

@@ -99,9 +99,9 @@ export function limitItems(src: LimitSource): LimitInUse[] {
       holders: holdersOf((h) => h.tool === tool),
     });
   }
-  v.resourceKeys.forEach((r, i) =>
-    add('resource', r.text, { limit: r.limit, inUse: r.used, holders: holdersOf((h) => h.resourceLimits?.includes(i) === true) }),
-  );
+  v.resourceKeys.forEach((r, i) => {
+    add('resource', r.text, { limit: r.limit, inUse: r.used, holders: holdersOf((h) => h.resourceLimits?.includes(i) === true) });
+  });
   for (const [name, b] of [...(src.buckets ?? v.buckets)].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     const units = unitsAt(b, now);
     const taken = Math.ceil((b.cap * b.perMs - units) / b.perMs);

@@ -34,12 +34,18 @@ export function arm(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): voi
       },
       s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES,
     );
-    if (!r.ok) return fail(s, run, c, { ...r.error, message: `${c.id}: ${r.error.message}` }, true);
+    if (!r.ok) {
+      fail(s, run, c, { ...r.error, message: `${c.id}: ${r.error.message}` }, true);
+      return;
+    }
     args = r.value as Record<string, unknown>;
     // Resolved once: what the references brought in is data (a file's text may well hold `${`),
     // so the schema sees it as it is, never scanned for references again.
     const problem = s.opts.catalog.checkArgs(c.tool, args);
-    if (problem) return fail(s, run, c, callError('invalid_args', `${c.id}: ${problem}`, { details: { tool: c.tool } }), true);
+    if (problem) {
+      fail(s, run, c, callError('invalid_args', `${c.id}: ${problem}`, { details: { tool: c.tool } }), true);
+      return;
+    }
   } else if (c.templated) {
     const r = resolveValue(c.args, () => undefined);
     if (r.ok) args = r.value as Record<string, unknown>;
@@ -47,7 +53,10 @@ export function arm(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): voi
   // What a before_call hook gave (known again after a restart) replaces them, checked when it was given.
   if (c.hookArgs) args = c.hookArgs;
   const big = c.hasRefs || c.hookArgs ? undefined : checkArgsSize(args, s.opts.limits.maxArgsBytes ?? DEFAULT_MAX_ARGS_BYTES);
-  if (big) return fail(s, run, c, { ...big, message: `${c.id}: ${big.message}` }, true);
+  if (big) {
+    fail(s, run, c, { ...big, message: `${c.id}: ${big.message}` }, true);
+    return;
+  }
   setResolved(run, c, args);
   if (c.review !== undefined && !c.reviewed) {
     transition(c, 'awaiting_review');

@@ -254,7 +254,7 @@ export class Scheduler {
         continue;
       }
       const c = run?.calls[t.index as number];
-      if (!run || !c || !c.retrying) continue;
+      if (!run || !c?.retrying) continue;
       c.retrying = false;
       maybeReady(s, run, c);
     }

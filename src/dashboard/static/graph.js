@@ -37,7 +37,9 @@ export function layout(model, { H, GAP: ROW_GAP } = FULL) {
   const index = new Map(calls.map((c, i) => [c.id, i]));
   /** @type {Map<string, number>} */
   const gen = new Map();
-  model.generations.forEach((g, i) => g.forEach((id) => gen.set(id, i)));
+  model.generations.forEach((g, i) => {
+    for (const id of g) gen.set(id, i);
+  });
   const { members } = model.cycles();
   const preds = Array.from({ length: n }, () => /** @type {number[]} */ ([]));
   const succs = Array.from({ length: n }, () => /** @type {number[]} */ ([]));
@@ -90,7 +92,9 @@ export function layout(model, { H, GAP: ROW_GAP } = FULL) {
       }
       col.sort((a, b) => /** @type {number} */ (key.get(a)) - /** @type {number} */ (key.get(b)) || a - b);
     }
-    col.forEach((i, r) => (row[i] = r));
+    col.forEach((i, r) => {
+      row[i] = r;
+    });
   }
   // Arcs between calls of one column (a cycle) bulge out to the left of the first column.
   let left = PAD;

@@ -110,6 +110,7 @@ export class RunModel {
       case 'run.created':
         this.structure++;
         return;
+      // biome-ignore lint/suspicious/noFallthroughSwitchClause: a replan is a new step, as a start is, and also reopens the run
       case 'run.replanned':
         this.endAt = null;
       // falls through

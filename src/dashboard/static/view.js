@@ -76,17 +76,21 @@ export class RunProjection {
                 this.view.endedAt = null;
                 delete this.view.replanContext;
                 this.generations = e.data.generations;
-                return this.addStep(e.data);
+                this.addStep(e.data);
+                return;
             case 'run.started':
                 this.generations = e.data.generations;
-                return this.addStep(e.data);
+                this.addStep(e.data);
+                return;
             case 'run.calls_added':
                 this.addCalls(e.data.calls);
-                return this.addStep(e.data);
+                this.addStep(e.data);
+                return;
             case 'run.sealed':
                 this.view.stream = 'sealed';
                 this.generations = e.data.generations;
-                return this.addStep(e.data);
+                this.addStep(e.data);
+                return;
             case 'run.needs_replan':
                 this.view.replanContext = e.data.replanContext;
                 return;

@@ -3,6 +3,7 @@
  * what every replica holds and waits for. It reads the permits of live instances (for an operator's
  * request, never on an ask's path), oldest first, at most `MAX_PERMITS_READ`.
  */
+import type { BucketRow, PermitRow } from './permits.js';
 
 /**
  * One row: the database's time, the permits of live instances (oldest first), every rate bucket, and
@@ -21,16 +22,7 @@ export const LIMITS_SQL = `
 
 export interface LimitsRow {
   now: number;
-  permits: {
-    run_id: string;
-    call_id: string;
-    tenant: string;
-    tool: string;
-    domain: string | null;
-    reads: string;
-    writes: string;
-    since: number;
-  }[];
-  buckets: { name: string; units: number; last: number }[];
+  permits: PermitRow[];
+  buckets: BucketRow[];
   waits: { waits: string; clock: number; at: number }[];
 }

@@ -10,6 +10,7 @@
  * order inserted), reads them from its RETURNING, and writes its increments back in one statement.
  */
 import type pg from 'pg';
+import type { PermitRequest } from '../../core/scheduler.js';
 
 export interface NodeRow {
   r: number;
@@ -42,15 +43,8 @@ export interface PermitRow {
   since: number;
 }
 
-/** A granted permit to record. */
-export interface NewPermit {
-  runId: string;
-  callId: string;
-  tenant: string;
-  tool: string;
-  domain: string | null;
-  reads: readonly string[];
-  writes: readonly string[];
+/** A granted permit to record: the call's ask, the counter keys and lock nodes it took. */
+export interface NewPermit extends PermitRequest {
   keys: readonly string[];
   locks: readonly string[];
 }

@@ -341,7 +341,7 @@ export class RunsPage {
     if (f.tenant && r.tenant !== f.tenant) return false;
     for (const t of this.tags()) {
       const i = t.indexOf(':');
-      if ((r.tags ?? {})[t.slice(0, i)] !== t.slice(i + 1)) return false;
+      if (r.tags?.[t.slice(0, i)] !== t.slice(i + 1)) return false;
     }
     if (f.attention && !ATTENTION.includes(r.status) && attentionReasons(r, this.reviewRuns, Date.now(), f.wait).length === 0) return false;
     return true;
