@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { RUN_STATUSES } from '../core/calls.js';
-import { ArgsSchema, BatchSchema, CallIdSchema, CallsSchema, MAX_WAIT_MS, TenantSchema } from './batch.js';
+import { ArgsSchema, BatchSchema, CallIdSchema, CallsSchema, depthOf, MAX_WAIT_MS, TenantSchema } from './batch.js';
 import { AnthropicMessageSchema, OpenAiMessageSchema } from './model-messages.js';
 
 /** `{id}` in a run's path. */
@@ -78,6 +78,12 @@ export const CallParams = z.object({ id: z.string().min(1).max(200), callId: Cal
 /** `GET /v1/runs/{id}/work` (DESIGN §17): `waitMs` long-polls until a call waits for its agent. */
 export const WorkQuery = z.strictObject({ waitMs: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(0) });
 
+/**
+ * The deepest nesting of a client tool's output: every walk over an output (its size check, the store's
+ * JSON, references into it) stays safe. Deeper is a `400` naming `output`.
+ */
+export const MAX_CLIENT_OUTPUT_DEPTH = 256;
+
 /** The most characters of a client tool's error message. */
 export const MAX_CLIENT_ERROR_MESSAGE = 10_000;
 
@@ -88,7 +94,12 @@ export const MAX_CLIENT_ERROR_MESSAGE = 10_000;
 export const ClientResultBodySchema = z
   .strictObject({
     token: z.string().min(1).max(200),
-    output: z.unknown().optional(),
+    output: z
+      .unknown()
+      .refine((v) => depthOf(v, MAX_CLIENT_OUTPUT_DEPTH + 1) <= MAX_CLIENT_OUTPUT_DEPTH, {
+        message: `an output may nest at most ${MAX_CLIENT_OUTPUT_DEPTH} levels deep`,
+      })
+      .optional(),
     error: z
       .strictObject({
         message: z.string().min(1).max(MAX_CLIENT_ERROR_MESSAGE),

@@ -261,6 +261,15 @@ describe('client tools', () => {
     await bad({ token: item.token, error: { message: 'x', retryable: 'yes' } }, 'error.retryable');
     await bad({ token: item.token, output: 1, extra: true }, 'extra');
     await bad({ token: 'x'.repeat(201), output: 1 }, 'token');
+    const nested = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`;
+    for (const depth of [257, 20_000]) {
+      const res = await api.request('POST', `/v1/runs/${runId}/calls/w/result`, {
+        raw: `{"token":"${item.token}","output":${nested(depth)}}`,
+        contentType: 'application/json',
+      });
+      expectApiError(res, 400, 'invalid_request');
+      expect(res.body.error.message).toContain('output');
+    }
     expectApiError(await api.get(`/v1/runs/${runId}/work?waitMs=70000`), 400, 'invalid_request');
     expectApiError(await api.get(`/v1/runs/${runId}/work?waitMs=soon`), 400, 'invalid_request');
     expectApiError(await post(api, { runId, callId: 'nope' }, { token: item.token, output: 1 }), 404, 'not_found');
