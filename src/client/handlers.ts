@@ -49,6 +49,14 @@ export interface RunsClient {
   ): Promise<unknown>;
 }
 
+/** An attempt whose handler this process runs. */
+interface Running {
+  attempt: number;
+  controller: AbortController;
+  /** Its handler has finished, and its answer is being posted. */
+  answered: boolean;
+}
+
 /** The events that end an attempt (its handler's signal aborts unless its answer did it). */
 const ENDS = new Set(['call.succeeded', 'call.failed', 'call.cancelled', 'call.retry_scheduled', 'call.blocked']);
 
@@ -93,7 +101,7 @@ export async function openWithHandlers(
 
 /** Runs the handlers of the run's client calls as they start, until the run ends; then the run. */
 async function follow(client: RunsClient, run: Run, tools: Map<string, string>, opts: RunOptions): Promise<Run> {
-  const running = new Map<string, { attempt: number; controller: AbortController }>();
+  const running = new Map<string, Running>();
   const posts: Promise<void>[] = [];
   const onAbort = () => void client.cancel(run.id).catch(() => {});
   if (opts.signal?.aborted) onAbort();
@@ -110,20 +118,21 @@ async function follow(client: RunsClient, run: Run, tools: Map<string, string>, 
         const dispatch = e.data.dispatch as { token?: unknown } | undefined;
         if (typeof dispatch?.token !== 'string') continue;
         const attempt = Number(e.data.attempt);
-        const controller = new AbortController();
-        running.set(callId, { attempt, controller });
-        const ctx: HandlerContext = { signal: controller.signal, runId: run.id, callId, tool: await toolOf(callId), attempt };
-        posts.push(answer(client, opts.handlers, ctx, (e.data.args ?? {}) as Record<string, unknown>, dispatch.token));
+        const entry: Running = { attempt, controller: new AbortController(), answered: false };
+        running.set(callId, entry);
+        const ctx: HandlerContext = { signal: entry.controller.signal, runId: run.id, callId, tool: await toolOf(callId), attempt };
+        posts.push(answer(client, opts.handlers, ctx, (e.data.args ?? {}) as Record<string, unknown>, dispatch.token, entry));
       } else if (ENDS.has(e.type)) {
         const r = running.get(callId);
         if (!r) continue;
         running.delete(callId);
-        r.controller.abort(new Error(`${callId} attempt ${r.attempt} ended (${e.type})`));
+        // Answered: the attempt's end is its own doing, and its handler's signal stays quiet.
+        if (!r.answered) r.controller.abort(new Error(`${callId} attempt ${r.attempt} ended (${e.type})`));
       }
     }
   } finally {
     opts.signal?.removeEventListener('abort', onAbort);
-    for (const r of running.values()) r.controller.abort(new Error('the run ended'));
+    for (const r of running.values()) if (!r.answered) r.controller.abort(new Error('the run ended'));
   }
   await Promise.allSettled(posts);
   return client.get(run.id);
@@ -136,6 +145,7 @@ async function answer(
   ctx: HandlerContext,
   args: Record<string, unknown>,
   token: string,
+  entry: Running,
 ) {
   const handler = Object.hasOwn(handlers, ctx.tool) ? handlers[ctx.tool] : undefined;
   let body: Parameters<RunsClient['postResult']>[2];
@@ -151,15 +161,29 @@ async function answer(
       const output = await handler(args, ctx);
       body = { token, output: output === undefined ? null : output };
     } catch (err) {
-      const message = (err instanceof Error ? err.message : String(err)) || 'the handler failed';
+      const message = clip((err instanceof Error ? err.message : String(err)) || 'the handler failed');
       const retryable = (err as { retryable?: unknown } | null)?.retryable === true;
       body = { token, error: retryable ? { message, retryable } : { message } };
     }
   }
   if (ctx.signal.aborted) return;
+  entry.answered = true;
   try {
     await client.postResult(ctx.runId, ctx.callId, body);
-  } catch {
-    // 409 stale_token: the attempt ended meanwhile (a timeout, a cancel); nothing to do.
+  } catch (err) {
+    // 409 stale_token: the attempt ended meanwhile (a timeout, a cancel); nothing to do. An output the
+    // server refused (400: nested too deep; 413: too large) or that is not JSON is the call's error,
+    // rather than a call left to time out.
+    const status = (err as { status?: unknown } | null)?.status;
+    if (!('output' in body) || status === 409) return;
+    const message = clip(`the output of ${ctx.tool} could not be posted: ${err instanceof Error ? err.message : String(err)}`);
+    await client.postResult(ctx.runId, ctx.callId, { token, error: { message } }).catch(() => {});
   }
+}
+
+/** The most characters of an error message the server takes (MAX_CLIENT_ERROR_MESSAGE). */
+const MAX_MESSAGE = 10_000;
+
+function clip(message: string): string {
+  return message.length <= MAX_MESSAGE ? message : `${message.slice(0, MAX_MESSAGE - 1)}…`;
 }

@@ -131,6 +131,42 @@ describe('client.run', () => {
     ]);
   });
 
+  it('an output that cannot be posted, and an overlong error message, still end the call at once', async () => {
+    const api = await startApi({ yaml: YAML });
+    const tg = new ToolgraphClient({ baseUrl: api.url });
+    let signal: AbortSignal | undefined;
+    const run = await tg.run(
+      {
+        calls: [
+          { id: 'big', tool: 'write_file', args: { path: '/a' } },
+          { id: 'long', tool: 'read_file', args: { path: '/b' } },
+          { id: 'fine', tool: 'flaky', args: {} },
+        ],
+      },
+      {
+        handlers: {
+          write_file: () => 10n,
+          read_file: () => {
+            throw new Error('x'.repeat(20_000));
+          },
+          flaky: (_args, ctx) => {
+            signal = ctx.signal;
+            return 'ok';
+          },
+        },
+      },
+    );
+    expect(run.calls.map((c) => [c.id, c.status, c.error?.code])).toEqual([
+      ['big', 'failed', 'tool_error'],
+      ['long', 'failed', 'tool_error'],
+      ['fine', 'succeeded', undefined],
+    ]);
+    expect(run.calls[0]?.error?.message).toContain('the output of write_file could not be posted');
+    expect(run.calls[1]?.error?.message.length).toBe(10_000);
+    // Its own answer ended the attempt: the handler's signal never fired.
+    expect(signal?.aborted).toBe(false);
+  });
+
   it('the handler’s signal aborts on timeout and on cancel', async () => {
     const api = await startApi({ yaml: YAML });
     const tg = new ToolgraphClient({ baseUrl: api.url });
