@@ -135,7 +135,23 @@ async function follow(client: RunsClient, run: Run, tools: Map<string, string>, 
     for (const r of running.values()) if (!r.answered) r.controller.abort(new Error('the run ended'));
   }
   await Promise.allSettled(posts);
-  return client.get(run.id);
+  return endedRun(client, run.id);
+}
+
+const ENDED = new Set(['succeeded', 'partial', 'failed', 'needs_replan', 'deadlocked', 'cancelled']);
+
+/**
+ * The run once its `run.completed` was seen. With PostgreSQL the event stream reads the store, and the
+ * owner may answer a read from its engine a moment before it has applied that same commit: read again
+ * (briefly) until the run says it has ended.
+ */
+export async function endedRun(client: Pick<RunsClient, 'get'>, runId: string): Promise<Run> {
+  let run = await client.get(runId);
+  for (let i = 0; i < 100 && !ENDED.has(run.status); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    run = await client.get(runId);
+  }
+  return run;
 }
 
 /** Runs the handler of one attempt and posts what it gave; an answer the server no longer wants is dropped. */

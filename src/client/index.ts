@@ -13,7 +13,7 @@ import type { CallInput } from '../core/calls.js';
 import type { Edge, Diagnostic, CallStatus, RunStatus } from '../core/calls.js';
 import type { ReviewSchema, RunSummarySchema } from '../contract/responses.js';
 import type { WorkItem } from '../core/view.js';
-import { openWithHandlers, runWithHandlers, type OpenClientRun, type RunOptions } from './handlers.js';
+import { endedRun, openWithHandlers, runWithHandlers, type OpenClientRun, type RunOptions } from './handlers.js';
 
 export type { HandlerContext, OpenClientRun, RunOptions, ToolHandler } from './handlers.js';
 export type { WorkItem };
@@ -107,7 +107,7 @@ export class ToolgraphClient {
   /** Waits until the run ends (following its event stream), then returns it. */
   async waitFor(runId: string, opts: { signal?: AbortSignal } = {}): Promise<Run> {
     for await (const e of this.events(runId, opts)) if (e.type === 'run.completed') break;
-    return this.get(runId);
+    return endedRun(this, runId);
   }
 
   plan(batch: Batch): Promise<{ nodes: unknown[]; edges: Edge[]; generations: string[][]; diagnostics: Diagnostic[] }> {
