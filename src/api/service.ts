@@ -384,7 +384,10 @@ export class Service {
    * the run's owner (this replica, or the owner through a command) if `token` is the waiting attempt's.
    */
   async result(p: Principal, runId: string, callId: string, token: string, answer: ClientAnswer): Promise<ResultTaken> {
-    const view = await this.view(p, runId);
+    let view = await this.view(p, runId);
+    // A call appended to an open run: its agent may have read its `call.started` from the store before
+    // this engine applied that commit (DESIGN §17); the store has the call then.
+    if (!view.calls.some((c) => c.id === callId)) view = (await this.stored(runId))?.view ?? view;
     checkClientCall(view, callId, this.config.catalog);
     return this.owned(view, { kind: 'result', principal: p, runId, callId, token, answer }) as Promise<ResultTaken>;
   }
