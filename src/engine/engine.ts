@@ -70,6 +70,8 @@ export class Engine {
   private readonly ownsExecutor: boolean;
   /** The attempts of client tools that wait for their agent (DESIGN §17); see `EngineOptions.clients`. */
   private readonly clients: ClientDesk | undefined;
+  /** How `enqueue` stamps the starts of client tools (made once: it runs for every output). */
+  private readonly stamping: Parameters<typeof stampDispatch>[1];
   private readonly clock: () => number;
   private readonly views: RunViews;
   private readonly pipeline: CommitPipeline;
@@ -115,7 +117,9 @@ export class Engine {
     this.ownsExecutor = !opts.executor;
     const base = opts.executor ?? createExecutors();
     this.clients = (opts.clients ?? !opts.executor) ? new ClientDesk() : undefined;
-    const executor = this.clients ? withClientDesk(base, this.clients) : base;
+    const clients = this.clients;
+    this.stamping = clients && { announce: (s) => clients.announce(s.runId, s.callId, s.attempt, (s.dispatch as { token: string }).token) };
+    const executor = clients ? withClientDesk(base, clients) : base;
     this.executor = opts.instrument ? opts.instrument(executor) : executor;
     this.inflight = new InFlight(this.executor, (s, result, wasEarly) => {
       if (s.permit) this.desk?.release(s.runId, s.callId);
@@ -447,9 +451,7 @@ export class Engine {
    * is still to come (see `startsEarly`); everything else starts once stored.
    */
   private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed' | 'onHeld'> & { early?: boolean } = {}): void {
-    const clients = this.clients;
-    if (clients && out.starts.length > 0)
-      stampDispatch(out, { announce: (s) => clients.announce(s.runId, s.callId, s.attempt, (s.dispatch as { token: string }).token) });
+    if (this.stamping && out.starts.length > 0) stampDispatch(out, this.stamping);
     const q: Commit = { events: out.events.map((e) => this.views.number(e)), starts: out.starts, aborts: out.aborts };
     if (out.hooks) q.hooks = out.hooks;
     if (submission.creates !== undefined) q.creates = submission.creates;
