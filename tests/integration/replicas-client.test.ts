@@ -22,6 +22,11 @@ tools:
     risk: read
     idempotent: true
     executor: { kind: client }
+  - name: one_at_a_time
+    reads: []
+    writes: []
+    concurrency: 1
+    executor: { kind: client }
 defaults: { timeoutMs: 30000 }
 store:
   leaseMs: 1500
@@ -93,6 +98,26 @@ describe('client tools on PostgreSQL, two replicas', () => {
       ['w', { wrote: true }],
       ['r', 'content'],
     ]);
+  });
+
+  it('a tool limit holds across replicas for client calls: one waits for its agent at a time, cluster-wide', async () => {
+    const runA = (await a.post('/v1/runs', { calls: [{ id: 'x', tool: 'one_at_a_time', args: {} }] })).body;
+    const first = await waitingFor(a, runA.id, 'x');
+    const runB = (await b.post('/v1/runs', { calls: [{ id: 'y', tool: 'one_at_a_time', args: {} }] })).body;
+    expect((await b.get(`/v1/runs/${runB.id}`)).body.owner).toBe('rb');
+    // B's call waits for the cluster's permit while A's holds it: it is ready, not dispatched.
+    const waits = await until('B to wait for the tool limit', async () => {
+      const call = (await b.get(`/v1/runs/${runB.id}`)).body.calls[0];
+      return call.status === 'ready' && call.waitingFor?.length ? call.waitingFor : undefined;
+    });
+    expect(waits.map((w: any) => w.kind)).toContain('tool');
+    expect((await b.get(`/v1/runs/${runB.id}/work`)).body.items).toEqual([]);
+    // A's result (posted to B's owner, the other replica) frees the permit; B's call is then dispatched.
+    expect((await b.post(`/v1/runs/${runA.id}/calls/x/result`, { token: first.token, output: 'a' })).status).toBe(202);
+    const second = await waitingFor(a, runB.id, 'y');
+    expect((await a.post(`/v1/runs/${runB.id}/calls/y/result`, { token: second.token, output: 'b' })).status).toBe(202);
+    expect((await ended(a, runB.id)).status).toBe('succeeded');
+    expect((await ended(b, runA.id)).status).toBe('succeeded');
   });
 
   it('after a takeover, the old attempt’s token is stale and the new owner’s attempt takes its own', async () => {
