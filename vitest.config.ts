@@ -34,6 +34,9 @@ export const ON_BOTH_STORES = [
   'tests/integration/traces.test.ts',
   'tests/integration/api-auth.test.ts',
   'tests/integration/api-run-keys.test.ts',
+  'tests/integration/client-tools.test.ts',
+  'tests/integration/client-run.test.ts',
+  'tests/integration/model-names.test.ts',
 ];
 
 export default defineConfig({

@@ -10,24 +10,30 @@
  * `[{ role: "user", content: [{ type: "tool_result", tool_use_id, content, is_error? }] }]`. A
  * failed, blocked or cancelled call is an error result that says why; a call whose outcome is unknown
  * (`outcome_unknown`, DESIGN §4) says that it may have taken effect.
+ *
+ * Names (contract/model-names.ts): a model calls a tool by the name it was exported under
+ * (`spotify_play` for `spotify.play`); with `names`, such a call runs the real tool, and an error result
+ * names the tool as the model knows it.
  */
 import type { CallInput } from '../core/calls.js';
 import type { AnthropicMessage, OpenAiMessage } from '../contract/model-messages.js';
 import type { CallView, RunView } from '../core/view.js';
+import { toolOfModelName, type ModelNames } from '../contract/model-names.js';
 
-export function callsFromOpenAi(message: OpenAiMessage): CallInput[] {
+export function callsFromOpenAi(message: OpenAiMessage, names?: Pick<ModelNames, 'tool'>): CallInput[] {
   return message.tool_calls.map((tc) => {
+    const tool = toolOfModelName(names, tc.function.name);
     const text = tc.function.arguments ?? '{}';
     try {
       const args: unknown = text.trim() === '' ? {} : JSON.parse(text);
       if (args === null || typeof args !== 'object' || Array.isArray(args)) {
-        return { id: tc.id, tool: tc.function.name, args: {}, invalid: `arguments must be a JSON object, got ${text.slice(0, 200)}` };
+        return { id: tc.id, tool, args: {}, invalid: `arguments must be a JSON object, got ${text.slice(0, 200)}` };
       }
-      return { id: tc.id, tool: tc.function.name, args: args as Record<string, unknown> };
+      return { id: tc.id, tool, args: args as Record<string, unknown> };
     } catch (e) {
       return {
         id: tc.id,
-        tool: tc.function.name,
+        tool,
         args: {},
         invalid: `arguments are not valid JSON (${(e as Error).message}): ${text.slice(0, 200)}`,
       };
@@ -35,19 +41,19 @@ export function callsFromOpenAi(message: OpenAiMessage): CallInput[] {
   });
 }
 
-export function callsFromAnthropic(message: AnthropicMessage): CallInput[] {
+export function callsFromAnthropic(message: AnthropicMessage, names?: Pick<ModelNames, 'tool'>): CallInput[] {
   const calls: CallInput[] = [];
   for (const block of message.content) {
     if (block.type === 'tool_use') {
       const b = block as { id: string; name: string; input?: Record<string, unknown> };
-      calls.push({ id: b.id, tool: b.name, args: b.input ?? {} });
+      calls.push({ id: b.id, tool: toolOfModelName(names, b.name), args: b.input ?? {} });
     }
   }
   return calls;
 }
 
 /** What the model reads for one call: its output as JSON, or an error that says why. */
-function resultText(c: CallView): { text: string; isError: boolean } {
+function resultText(c: CallView, names?: Pick<ModelNames, 'exported'>): { text: string; isError: boolean } {
   if (c.status === 'succeeded') return { text: typeof c.output === 'string' ? c.output : JSON.stringify(c.output ?? null), isError: false };
   const why = c.error ?? c.blockedBy;
   if (why?.code === 'outcome_unknown') {
@@ -66,16 +72,16 @@ function resultText(c: CallView): { text: string; isError: boolean } {
         : c.status === 'cancelled'
           ? 'was cancelled'
           : `is ${c.status}`;
-  return { text: `Error: ${c.tool} ${verb}: ${reason}`, isError: true };
+  return { text: `Error: ${names?.exported(c.tool) ?? c.tool} ${verb}: ${reason}`, isError: true };
 }
 
-export function openAiMessages(run: RunView) {
-  return run.calls.map((c) => ({ role: 'tool' as const, tool_call_id: c.id, content: resultText(c).text }));
+export function openAiMessages(run: RunView, names?: Pick<ModelNames, 'exported'>) {
+  return run.calls.map((c) => ({ role: 'tool' as const, tool_call_id: c.id, content: resultText(c, names).text }));
 }
 
-export function anthropicMessages(run: RunView) {
+export function anthropicMessages(run: RunView, names?: Pick<ModelNames, 'exported'>) {
   const content = run.calls.map((c) => {
-    const r = resultText(c);
+    const r = resultText(c, names);
     return { type: 'tool_result' as const, tool_use_id: c.id, content: r.text, ...(r.isError ? { is_error: true } : {}) };
   });
   return [{ role: 'user' as const, content }];

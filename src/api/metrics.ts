@@ -62,6 +62,14 @@ export function createMetrics(service: Service): Metrics {
     registers: [registry],
   });
   new Gauge({
+    name: 'toolgraph_client_calls_waiting',
+    help: 'Attempts of client tools (DESIGN §17) that wait for their agent in this replica',
+    registers: [registry],
+    collect() {
+      this.set(engine.clientsWaiting());
+    },
+  });
+  new Gauge({
     name: 'toolgraph_limit_used',
     help: 'Running calls counted against each limit',
     labelNames: ['limit'],

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { CALL_ERROR_CODES } from '../core/errors.js';
 import {
   AppendBodySchema,
+  ClientResultBodySchema,
   GraphQuery,
   InvokeBodySchema,
   ListRunsQuery,
@@ -16,6 +17,7 @@ import {
   ReviewBodySchema,
   ReviewsQuery,
   SubmitBodySchema,
+  WorkQuery,
 } from '../contract/requests.js';
 import { ToolsQuery } from './tool-list.js';
 import {
@@ -29,6 +31,8 @@ import {
   ReviewSchema,
   RunSchema,
   RunSummarySchema,
+  ResultTakenSchema,
+  WorkListSchema,
 } from '../contract/responses.js';
 
 type Schema = z.ZodType;
@@ -40,7 +44,7 @@ const ToolList = z.object({
         name: z.string(),
         description: z.string().optional(),
         input: z.record(z.string(), z.unknown()).optional(),
-        executor: z.object({ kind: z.enum(['builtin', 'http', 'worker', 'mcp']) }).loose(),
+        executor: z.object({ kind: z.enum(['builtin', 'http', 'worker', 'mcp', 'client']) }).loose(),
         source: z.string().describe('config, builtin (the demo catalog) or mcp:<server>'),
       })
       .loose(),
@@ -48,7 +52,14 @@ const ToolList = z.object({
 });
 const ModelToolList = z.object({
   tools: z.array(z.record(z.string(), z.unknown())).describe('OpenAI function tools or Anthropic tools'),
-  skipped: z.array(z.object({ name: z.string(), reason: z.string() })).describe('tools whose names the vendor refuses'),
+  skipped: z
+    .array(z.object({ name: z.string(), reason: z.string() }))
+    .describe('tools left out: none (every tool is exported, renamed if need be)'),
+  renamed: z
+    .array(z.object({ name: z.string(), exported: z.string() }))
+    .describe(
+      'tools whose names the vendor refuses (a dot, say), exported under a vendor-safe name: a model call of `exported` (POST /v1/runs with openai or anthropic) runs `name`',
+    ),
 });
 
 function json(schema: Schema): Record<string, unknown> {
@@ -184,6 +195,28 @@ function buildDocument(): Record<string, unknown> {
         summary: 'Seal an open run: no more calls',
         parameters: params(['id']),
         responses: { ...runResp('200', 'The run'), ...errors(401, 404, 409) },
+      },
+    },
+    '/v1/runs/{id}/work': {
+      get: {
+        summary: 'Calls of client tools that wait for their agent’s result',
+        description:
+          'The calls of `executor: { kind: client }` tools that have started and wait for their result, in call order, with their resolved args, attempt and token (the same token as their `call.started` event’s `data.dispatch`). With `waitMs`, the answer waits until one waits, the run ends, or that time passes. Read from the run’s events: any replica answers.',
+        parameters: [...params(['id']), ...query(WorkQuery)],
+        responses: { '200': { description: 'The waiting calls', content: content(WorkListSchema) }, ...errors(400, 401, 404) },
+      },
+    },
+    '/v1/runs/{id}/calls/{callId}/result': {
+      post: {
+        summary: 'Answer a client tool’s call: its output, or an error',
+        description:
+          'Ends the waiting attempt whose token this is, as its executor would: the output is held to maxOutputBytes like any output (a larger one fails the call output_too_large), an error is a tool_error, retried (idempotent tools with retry) only when `retryable` is true. A token no attempt waits for (wrong, an earlier attempt’s, one that timed out, was cancelled or taken over) is 409 stale_token and changes nothing. Any replica takes it and carries it to the run’s owner.',
+        parameters: params(['id', 'callId']),
+        requestBody: { required: true, content: content(ClientResultBodySchema) },
+        responses: {
+          '202': { description: 'Taken: the attempt it ended', content: content(ResultTakenSchema) },
+          ...errors(400, 401, 404, 409, 413, 503),
+        },
       },
     },
     '/v1/runs/{id}/messages': {

@@ -17,6 +17,7 @@ import { replicaRoutes } from './routes/replicas.js';
 import { reviewRoutes } from './routes/reviews.js';
 import { runRoutes } from './routes/runs.js';
 import { limitRoutes } from './routes/limits.js';
+import { clientWorkRoutes } from './routes/client-work.js';
 import { runFeedRoutes } from './routes/run-feed.js';
 import { toolRoutes } from './routes/tools.js';
 import type { Service } from './service.js';
@@ -184,6 +185,7 @@ export function buildServer(opts: ServerOptions): FastifyInstance {
   runFeedRoutes(app, ctx);
   replicaRoutes(app, ctx);
   limitRoutes(app, ctx);
+  clientWorkRoutes(app, ctx);
   for (const plugin of opts.plugins ?? []) plugin(app, opts.service);
   return app;
 }

@@ -10,7 +10,7 @@ import type { CallInput } from '../core/calls.js';
 import type { RunEvent } from '../core/events.js';
 import type { ReviewDecision } from '../core/scheduler.js';
 import { unrecoverableEnd } from '../core/unrecoverable.js';
-import { RunProjection, type RunView } from '../core/view.js';
+import { RunProjection, type RunView, type WorkItem } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import type { SubmitRequest } from '../contract/submission.js';
 import { Engine, isEnded, newRunId } from '../engine/engine.js';
@@ -27,6 +27,8 @@ import { ApiError, httpErrorOf, STORE_RETRY_AFTER, type ApiErrorCode } from './e
 import { limitJson } from './waiting.js';
 import { submitKeyed } from './run-keys.js';
 import { HeldRuns } from './held-runs.js';
+import type { ClientAnswer } from '../executors/client.js';
+import { checkClientCall, staleToken, type ResultTaken } from './client-work.js';
 
 export interface ServiceOptions {
   config: Config;
@@ -67,7 +69,11 @@ type Command =
   | { kind: 'seal'; principal: Principal; runId: string }
   | { kind: 'append'; principal: Principal; runId: string; calls: CallInput[] }
   | { kind: 'replan'; principal: Principal; runId: string; calls: CallInput[] }
-  | { kind: 'review'; principal: Principal; runId: string; reviewId: string; decision: Omit<ReviewDecision, 'runId' | 'callId'> };
+  | { kind: 'review'; principal: Principal; runId: string; reviewId: string; decision: Omit<ReviewDecision, 'runId' | 'callId'> }
+  | { kind: 'result'; principal: Principal; runId: string; callId: string; token: string; answer: ClientAnswer };
+
+/** What a wait waits for, besides the run's end: a test of its view (and its projection). */
+type Until = (view: RunView, projection: RunProjection) => boolean;
 
 /** Ended runs read back from the store, most recent first out. */
 class EndedRunCache {
@@ -120,6 +126,7 @@ export class Service {
       ...(cluster ? { permits: cluster.permits, onLeaseLost: () => cluster.leaseLost() } : {}),
       config: opts.config,
       sink: opts.store,
+      clients: true,
       ...(opts.executor ? { executor: opts.executor } : {}),
       ...(opts.clock ? { clock: opts.clock } : {}),
       ...(tracing ? { instrument: (e: Executor) => tracing.instrument(e) } : {}),
@@ -330,9 +337,10 @@ export class Service {
    * Waits up to `waitMs` for the run to end (or for `until` to hold of it); the run as it then
    * stands.
    */
-  async wait(p: Principal, runId: string, waitMs: number, until?: (view: RunView) => boolean): Promise<RunView> {
-    const view = await this.view(p, runId);
-    if (waitMs <= 0 || isEnded(view.status) || until?.(view)) return view;
+  async wait(p: Principal, runId: string, waitMs: number, until?: Until): Promise<RunView> {
+    const first = await this.projection(p, runId);
+    const view = first.view;
+    if (waitMs <= 0 || isEnded(view.status) || until?.(view, first)) return view;
     if (!this.engine.has(runId)) return this.cluster ? this.waitElsewhere(runId, view, waitMs, until) : view;
     if (!until) return (await this.engine.wait(runId, waitMs)) ?? view;
     return new Promise<RunView>((resolve) => {
@@ -343,7 +351,8 @@ export class Service {
       };
       // Subscribing right after reading the view (same tick): no event falls between them.
       const unsubscribe = this.engine.subscribe(runId, (_e, v) => {
-        if (isEnded(v.status) || until(v)) finish(v);
+        const p = this.engine.projection(runId);
+        if (isEnded(v.status) || (p !== undefined && until(v, p))) finish(v);
       });
       const timer = setTimeout(() => finish(this.engine.get(runId) ?? view), waitMs);
     });
@@ -361,7 +370,7 @@ export class Service {
   }
 
   /** `wait` for a run another replica runs: its events are followed through the store (cluster/feed.ts). */
-  private waitElsewhere(runId: string, view: RunView, waitMs: number, until?: (view: RunView) => boolean): Promise<RunView> {
+  private waitElsewhere(runId: string, view: RunView, waitMs: number, until?: Until): Promise<RunView> {
     const feed = (this.cluster as Cluster).feed;
     return new Promise<RunView>((resolve) => {
       let current = view;
@@ -376,10 +385,33 @@ export class Service {
         if (projection) for (const e of events) projection.apply(e);
         else projection = RunProjection.of(events);
         current = projection.view;
-        if (isEnded(current.status) || until?.(current)) finish();
+        if (isEnded(current.status) || until?.(current, projection)) finish();
       });
       const timer = setTimeout(finish, waitMs);
     });
+  }
+
+  /**
+   * `GET /v1/runs/{id}/work` (DESIGN §17): the calls of client tools that wait for their agent's
+   * result, read from the run's events (so from any replica); with `waitMs`, waits until there is one,
+   * the run ends, or that time passes.
+   */
+  async work(p: Principal, runId: string, waitMs = 0): Promise<{ items: WorkItem[] }> {
+    await this.wait(p, runId, waitMs, (_v, projection) => projection.work().length > 0);
+    return { items: (await this.projection(p, runId)).work() };
+  }
+
+  /**
+   * `POST /v1/runs/{id}/calls/{callId}/result`: an agent's answer for its client tool's call, taken by
+   * the run's owner (this replica, or the owner through a command) if `token` is the waiting attempt's.
+   */
+  async result(p: Principal, runId: string, callId: string, token: string, answer: ClientAnswer): Promise<ResultTaken> {
+    let view = await this.view(p, runId);
+    // A call appended to an open run: its agent may have read its `call.started` from the store before
+    // this engine applied that commit (DESIGN §17); the store has the call then.
+    if (!view.calls.some((c) => c.id === callId)) view = (await this.stored(runId))?.view ?? view;
+    checkClientCall(view, callId, this.config.catalog);
+    return this.owned(view, { kind: 'result', principal: p, runId, callId, token, answer }) as Promise<ResultTaken>;
   }
 
   async events(p: Principal, runId: string, afterSeq: number): Promise<RunEvent[]> {
@@ -391,37 +423,37 @@ export class Service {
 
   /** Appends calls to an open run (409 once it is sealed or over). */
   async append(p: Principal, runId: string, calls: CallInput[]): Promise<RunView> {
-    return this.owned(await this.view(p, runId), { kind: 'append', principal: p, runId, calls });
+    return this.ownedRun(await this.view(p, runId), { kind: 'append', principal: p, runId, calls });
   }
 
   /** Seals an open run; sealing a sealed run changes nothing. */
   async seal(p: Principal, runId: string): Promise<RunView> {
-    return this.owned(await this.view(p, runId), { kind: 'seal', principal: p, runId });
+    return this.ownedRun(await this.view(p, runId), { kind: 'seal', principal: p, runId });
   }
 
   async cancel(p: Principal, runId: string): Promise<RunView> {
-    return this.owned(await this.view(p, runId), { kind: 'cancel', principal: p, runId });
+    return this.ownedRun(await this.view(p, runId), { kind: 'cancel', principal: p, runId });
   }
 
   async replan(p: Principal, runId: string, calls: CallInput[]): Promise<RunView> {
-    return this.owned(await this.view(p, runId), { kind: 'replan', principal: p, runId, calls });
+    return this.ownedRun(await this.view(p, runId), { kind: 'replan', principal: p, runId, calls });
   }
 
   async review(p: Principal, reviewId: string, d: Omit<ReviewDecision, 'runId' | 'callId'>): Promise<RunView> {
     const r = await this.store.review(reviewId);
     if (!r || !canSee(p, r.tenant)) throw new ApiError('not_found', `no review ${reviewId}`);
     if (r.status !== 'pending') throw new ApiError('conflict', `review ${reviewId} was decided already (${r.decision})`);
-    return this.owned(await this.view(p, r.runId), { kind: 'review', principal: p, runId: r.runId, reviewId, decision: d });
+    return this.ownedRun(await this.view(p, r.runId), { kind: 'review', principal: p, runId: r.runId, reviewId, decision: d });
   }
 
   /**
    * Applies a command here, or, with several replicas, sends it to the run's owner when another replica
    * runs it (a run not ended that this engine does not hold), and answers what the owner answered.
    */
-  private async owned(view: RunView, c: Command): Promise<RunView> {
+  private async owned(view: RunView, c: Command): Promise<unknown> {
     if (!this.cluster || this.engine.has(view.id) || (isEnded(view.status) && view.status !== 'needs_replan')) return this.here(view, c);
     const answer = await this.cluster.commands.send(view.id, c);
-    if (answer.ok) return answer.value as RunView;
+    if (answer.ok) return answer.value;
     const code = answer.code as ApiErrorCode;
     throw new ApiError(
       code,
@@ -429,6 +461,10 @@ export class Service {
       undefined,
       code === 'store_unavailable' || code === 'owner_unavailable' ? { 'retry-after': STORE_RETRY_AFTER } : {},
     );
+  }
+
+  private ownedRun(view: RunView, c: Command): Promise<RunView> {
+    return this.owned(view, c) as Promise<RunView>;
   }
 
   /** A command sent here by another replica: applied as `owned` would, if this replica runs the run. */
@@ -450,7 +486,7 @@ export class Service {
     }
   }
 
-  private async here(view: RunView, c: Command): Promise<RunView> {
+  private async here(view: RunView, c: Command): Promise<unknown> {
     const runId = view.id;
     switch (c.kind) {
       case 'append':
@@ -478,6 +514,12 @@ export class Service {
         if (!this.engine.has(r.runId)) throw new ApiError('conflict', `run ${r.runId} is not active`);
         this.writable();
         return this.engine.review({ ...c.decision, runId: r.runId, callId: r.callId });
+      }
+      case 'result': {
+        this.writable();
+        const taken = this.engine.answer(runId, c.callId, c.token, c.answer);
+        if (!taken.accepted) throw staleToken(runId, c.callId);
+        return { runId, callId: c.callId, attempt: taken.attempt } satisfies ResultTaken;
       }
     }
   }

@@ -10,13 +10,14 @@ import type { SubmitRequest } from '../contract/submission.js';
 import { tenantFor, type Principal } from './auth.js';
 import { callsFromAnthropic, callsFromOpenAi } from './formats.js';
 import { parseRequestPart } from './request-part.js';
+import type { ModelNames } from '../contract/model-names.js';
 
 /** The calls of a submit body, whatever form they came in; ids unique (a 400 otherwise). */
-function callsOf(body: SubmitBody): CallInput[] {
+function callsOf(body: SubmitBody, names?: Pick<ModelNames, 'tool'>): CallInput[] {
   const calls: CallInput[] | undefined = body.openai
-    ? callsFromOpenAi(body.openai)
+    ? callsFromOpenAi(body.openai, names)
     : body.anthropic
-      ? callsFromAnthropic(body.anthropic)
+      ? callsFromAnthropic(body.anthropic, names)
       : body.calls;
   if (!calls) return [];
   if (body.openai || body.anthropic)
@@ -28,8 +29,14 @@ function callsOf(body: SubmitBody): CallInput[] {
   return calls;
 }
 
-export function submissionOf(p: Principal, body: SubmitBody, idempotencyKey: string | undefined): SubmitRequest {
-  const calls = callsOf(body);
+/** `names`: the catalog's model names, so a model's call of an exported name (`spotify_play`) runs its tool. */
+export function submissionOf(
+  p: Principal,
+  body: SubmitBody,
+  idempotencyKey: string | undefined,
+  names?: Pick<ModelNames, 'tool'>,
+): SubmitRequest {
+  const calls = callsOf(body, names);
   return {
     tenant: tenantFor(p, body.tenant),
     calls,

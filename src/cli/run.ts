@@ -41,6 +41,8 @@ export async function runCommand(args: string[], io: Io): Promise<number> {
   });
   const engine = new Engine({
     config,
+    // No agent answers client tools here (DESIGN §17): their calls fail at once, naming the tool.
+    clients: false,
     sink: { append: (es) => void events.push(...es) },
     ...(mcp.executor ? { executor: mcp.executor } : {}),
     ...(tracing ? { instrument: tracing.instrument } : {}),

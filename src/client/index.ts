@@ -11,27 +11,19 @@
 import type { z } from 'zod';
 import type { CallInput } from '../core/calls.js';
 import type { Edge, Diagnostic, CallStatus, RunStatus } from '../core/calls.js';
-import type { EventType } from '../core/events.js';
-import type { BatchSchema } from '../contract/batch.js';
-import type { SubmitBodySchema } from '../contract/requests.js';
-import type { ReviewSchema, RunSchema, RunSummarySchema } from '../contract/responses.js';
+import type { ReviewSchema, RunSummarySchema } from '../contract/responses.js';
+import type { WorkItem } from '../core/view.js';
+import { endedRun, openWithHandlers, runWithHandlers, type OpenClientRun, type RunOptions } from './handlers.js';
 
-/**
- * A submission: the calls, and optionally one run per key (`concurrencyKey` with `onConcurrent`:
- * `queue` by default, `cancel_running` or `reject`, which answers 409 `concurrent_run`; DESIGN §4).
- */
-export type Batch = z.input<typeof BatchSchema> & Pick<z.input<typeof SubmitBodySchema>, 'concurrencyKey' | 'onConcurrent'>;
-export type Run = z.infer<typeof RunSchema>;
+export type { HandlerContext, OpenClientRun, RunOptions, ToolHandler } from './handlers.js';
+export type { WorkItem };
+
+/** An agent's answer for its client tool's attempt: the output, or an error (DESIGN §17). */
+export type ClientResult = { token: string; output: unknown } | { token: string; error: { message: string; retryable?: boolean } };
+
+import type { Batch, Run, RunEvent } from './types.js';
+export type { Batch, Run, RunEvent } from './types.js';
 export type { CallInput, Edge, Diagnostic, CallStatus, RunStatus };
-
-export interface RunEvent {
-  seq: number;
-  type: EventType;
-  runId: string;
-  callId?: string;
-  at: string;
-  data: Record<string, unknown>;
-}
 
 /** An item of `GET /v1/runs`: what the store keeps of a run. */
 export type RunSummary = z.infer<typeof RunSummarySchema>;
@@ -115,7 +107,7 @@ export class ToolgraphClient {
   /** Waits until the run ends (following its event stream), then returns it. */
   async waitFor(runId: string, opts: { signal?: AbortSignal } = {}): Promise<Run> {
     for await (const e of this.events(runId, opts)) if (e.type === 'run.completed') break;
-    return this.get(runId);
+    return endedRun(this, runId);
   }
 
   plan(batch: Batch): Promise<{ nodes: unknown[]; edges: Edge[]; generations: string[][]; diagnostics: Diagnostic[] }> {
@@ -155,6 +147,52 @@ export class ToolgraphClient {
     decision: { decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string },
   ): Promise<Run> {
     return this.request('POST', `/v1/reviews/${encodeURIComponent(reviewId)}`, decision);
+  }
+
+  /**
+   * Submits a batch whose client tools (`executor: { kind: client }`) this process runs: each handler
+   * runs as its call starts (with an AbortSignal that aborts on timeout or cancel), its output or error
+   * is posted, and the promise resolves to the run once it has ended (DESIGN §17). A call whose tool has
+   * no handler fails with an error naming it; handlers of tools the batch does not use are ignored.
+   *
+   * @example
+   * const run = await tg.run(
+   *   { calls: [{ id: 'w', tool: 'write_file', args: { path: '/x', content: 'hi' } }, { id: 'r', tool: 'read_file', args: { path: '/x' } }] },
+   *   { handlers: { write_file: async (a) => fs.writeFile(a.path, a.content), read_file: async (a, { signal }) => fs.readFile(a.path, { encoding: 'utf8', signal }) } },
+   * );
+   */
+  run(batch: Batch, opts: RunOptions): Promise<Run> {
+    return runWithHandlers(this, batch, opts);
+  }
+
+  /**
+   * Like `run`, for a streamed run (DESIGN §10): `add` appends calls as the model writes them (each
+   * starts as soon as it is safe, its handler as it starts), `seal` ends the stream, `done` resolves
+   * to the ended run.
+   */
+  open(batch: Omit<Batch, 'calls' | 'open'> & { calls?: Batch['calls'] }, opts: RunOptions): Promise<OpenClientRun> {
+    return openWithHandlers(this, batch, opts);
+  }
+
+  /** Appends calls to an open (streamed) run; `409` once it is sealed. */
+  append(runId: string, calls: CallInput[]): Promise<Run> {
+    return this.request('POST', `/v1/runs/${encodeURIComponent(runId)}/calls`, { calls });
+  }
+
+  /** Seals an open run: no more calls. */
+  seal(runId: string): Promise<Run> {
+    return this.request('POST', `/v1/runs/${encodeURIComponent(runId)}/seal`);
+  }
+
+  /** The calls of client tools that wait for their agent's result; `waitMs` long-polls for one. */
+  work(runId: string, opts: { waitMs?: number } = {}): Promise<{ items: WorkItem[] }> {
+    const q = opts.waitMs !== undefined ? `?waitMs=${Math.min(60_000, Math.max(0, Math.round(opts.waitMs)))}` : '';
+    return this.request('GET', `/v1/runs/${encodeURIComponent(runId)}/work${q}`);
+  }
+
+  /** Answers the waiting attempt of a client tool's call; a `ToolgraphError` 409 `stale_token` when none waits for that token. */
+  postResult(runId: string, callId: string, result: ClientResult): Promise<{ runId: string; callId: string; attempt: number }> {
+    return this.request('POST', `/v1/runs/${encodeURIComponent(runId)}/calls/${encodeURIComponent(callId)}/result`, result);
   }
 
   /**

@@ -114,7 +114,8 @@ function executorSchema(ctx: SchemaContext) {
     kind: z.literal('worker'),
     module: text().transform((m) => path.resolve(ctx.baseDir, m)),
   });
-  return z.discriminatedUnion('kind', [builtin, http, worker], { error: 'expected one of builtin, http, worker' });
+  const client = strict({ kind: z.literal('client') });
+  return z.discriminatedUnion('kind', [builtin, http, worker, client], { error: 'expected one of builtin, http, worker, client' });
 }
 
 function isHttpUrl(s: string): boolean {
@@ -352,6 +353,16 @@ function checkNames(file: ParsedFile, c: z.RefinementCtx): void {
         input: comp.tool,
         message: 'expected the name of a tool of the catalog',
       });
+    } else if (isRecord(comp) && typeof comp.tool === 'string') {
+      // A compensation has no `call.started` to carry a dispatch token: no agent would hear of it.
+      const target = tools[names.get(comp.tool) as number];
+      if (isRecord(target?.executor) && target.executor.kind === 'client')
+        c.addIssue({
+          code: 'custom',
+          path: ['tools', i, 'compensate', 'tool'],
+          input: comp.tool,
+          message: 'expected a tool that toolgraph runs itself, got a tool of kind client (a compensation is dispatched to no agent)',
+        });
     }
   });
   const rules = isRecord(file.policy) && Array.isArray(file.policy.rules) ? file.policy.rules : [];

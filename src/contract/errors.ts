@@ -18,6 +18,11 @@ export const API_ERRORS = {
   conflict: 409,
   /** `onConcurrent: reject` (DESIGN §4): an unfinished run of the tenant holds the `concurrencyKey`; `details.runId` names it. */
   concurrent_run: 409,
+  /**
+   * A client tool's result (DESIGN §17) whose token no attempt waits for: a wrong token, an earlier
+   * attempt's, or one that timed out, was cancelled or was taken over. Nothing was changed.
+   */
+  stale_token: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   too_many_runs: 429,

@@ -95,6 +95,7 @@ const executor = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('http'), url: z.string().min(1), headers: z.record(z.string(), z.string()).optional() }),
   z.strictObject({ kind: z.literal('worker'), module: z.string().min(1) }),
   z.strictObject({ kind: z.literal('mcp'), server: z.string().min(1), tool: z.string().min(1), maxOutputBytes: int1.optional() }),
+  z.strictObject({ kind: z.literal('client') }),
 ]);
 
 const manifest = z.strictObject({

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { RUN_STATUSES } from '../core/calls.js';
-import { ArgsSchema, BatchSchema, CallsSchema, TenantSchema } from './batch.js';
+import { ArgsSchema, BatchSchema, CallIdSchema, CallsSchema, depthOf, MAX_WAIT_MS, TenantSchema } from './batch.js';
 import { MAX_CONCURRENCY_KEY_CHARS, ON_CONCURRENT } from './submission.js';
 import { AnthropicMessageSchema, OpenAiMessageSchema } from './model-messages.js';
 
@@ -91,3 +91,45 @@ export const ReviewBodySchema = z.strictObject({
 });
 
 export const InvokeBodySchema = z.strictObject({ args: ArgsSchema.default({}), tenant: TenantSchema.optional() });
+
+/** `{id}` and `{callId}` in a call's path. */
+export const CallParams = z.object({ id: z.string().min(1).max(200), callId: CallIdSchema });
+
+/** `GET /v1/runs/{id}/work` (DESIGN §17): `waitMs` long-polls until a call waits for its agent. */
+export const WorkQuery = z.strictObject({ waitMs: z.coerce.number().int().min(0).max(MAX_WAIT_MS).default(0) });
+
+/**
+ * The deepest nesting of a client tool's output: every walk over an output (its size check, the store's
+ * JSON, references into it) stays safe. Deeper is a `400` naming `output`.
+ */
+export const MAX_CLIENT_OUTPUT_DEPTH = 256;
+
+/** The most characters of a client tool's error message. */
+export const MAX_CLIENT_ERROR_MESSAGE = 10_000;
+
+/**
+ * The body of `POST /v1/runs/{id}/calls/{callId}/result` (DESIGN §17): the token of the attempt it
+ * answers (from its `call.started` or the work list), and either the output or an error.
+ */
+export const ClientResultBodySchema = z
+  .strictObject({
+    token: z.string().min(1).max(200),
+    output: z
+      .unknown()
+      .refine((v) => depthOf(v, MAX_CLIENT_OUTPUT_DEPTH + 1) <= MAX_CLIENT_OUTPUT_DEPTH, {
+        message: `an output may nest at most ${MAX_CLIENT_OUTPUT_DEPTH} levels deep`,
+      })
+      .optional(),
+    error: z
+      .strictObject({
+        message: z.string().min(1).max(MAX_CLIENT_ERROR_MESSAGE),
+        retryable: z.boolean().optional(),
+      })
+      .optional(),
+  })
+  .superRefine((b, ctx) => {
+    const hasOutput = Object.hasOwn(b, 'output');
+    if (hasOutput && b.error !== undefined) ctx.addIssue({ code: 'custom', path: ['error'], message: 'give output or error, not both' });
+    if (!hasOutput && b.error === undefined) ctx.addIssue({ code: 'custom', path: ['output'], message: 'give output (any JSON) or error' });
+  });
+export type ClientResultBody = z.infer<typeof ClientResultBodySchema>;

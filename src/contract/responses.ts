@@ -170,3 +170,16 @@ export const ReplicasSchema = z.object({
   leaseMs: z.number().int().nullable().describe('store.leaseMs; null with SQLite'),
   items: z.array(ReplicaSchema),
 });
+
+/** An item of `GET /v1/runs/{id}/work` (DESIGN §17): a call that waits for its agent's result. */
+export const WorkItemSchema = z.object({
+  runId: z.string(),
+  callId: z.string(),
+  tool: z.string(),
+  args: z.record(z.string(), z.unknown()).describe('resolved: references substituted'),
+  attempt: z.int().min(1),
+  token: z.string().describe('answer with it: POST /v1/runs/{id}/calls/{callId}/result'),
+});
+export const WorkListSchema = z.object({ items: z.array(WorkItemSchema) });
+/** The answer of an accepted client result: the attempt it ended. */
+export const ResultTakenSchema = z.object({ runId: z.string(), callId: z.string(), attempt: z.int().min(1) });

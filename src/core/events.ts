@@ -49,7 +49,11 @@ export interface EventPayloads {
   /** `released`: a held run (`run.created`'s `held`) starts now: it is `running` from here. */
   'run.started': PlanStepData & { generations: string[][]; released?: true };
   'call.ready': Record<string, never>;
-  'call.started': { attempt: number; args: Record<string, unknown> };
+  /**
+   * `dispatch`: a call of a `client` tool (DESIGN §17): the token the agent answers this attempt with
+   * (set by the engine, which makes it; the core never does).
+   */
+  'call.started': { attempt: number; args: Record<string, unknown>; dispatch?: { token: string } };
   'call.retry_scheduled': {
     /** The attempt the retry will be. */
     attempt: number;

@@ -67,6 +67,17 @@ export interface RunView {
   stream?: 'open' | 'sealed';
 }
 
+/** A call that waits for its agent's result (DESIGN §17): an item of `GET /v1/runs/{id}/work`. */
+export interface WorkItem {
+  runId: string;
+  callId: string;
+  tool: string;
+  /** Resolved (references substituted). */
+  args: Record<string, unknown>;
+  attempt: number;
+  token: string;
+}
+
 export interface GraphView {
   nodes: { id: string; tool: string; status: CallStatus }[];
   edges: Edge[];
@@ -94,6 +105,8 @@ export class RunProjection {
   readonly edges: Edge[] = [];
   generations: string[][] = [];
   private readonly byId = new Map<string, CallView>();
+  /** Client tools' attempts that wait for their agent: the token of each call's running attempt. */
+  private dispatched: Map<string, { attempt: number; token: string }> | undefined;
 
   /** Starts from the run's first event, `run.created`. */
   constructor(created: CoreEvent) {
@@ -122,6 +135,18 @@ export class RunProjection {
 
   call(id: string): CallView | undefined {
     return this.byId.get(id);
+  }
+
+  /** The calls that wait for their agent's result, in call order (DESIGN §17). */
+  work(): WorkItem[] {
+    const items: WorkItem[] = [];
+    if (this.dispatched === undefined || this.dispatched.size === 0) return items;
+    for (const c of this.view.calls) {
+      const d = this.dispatched.get(c.id);
+      if (d === undefined || c.status !== 'running') continue;
+      items.push({ runId: this.view.id, callId: c.id, tool: c.tool, args: c.resolvedArgs ?? c.args, attempt: d.attempt, token: d.token });
+    }
+    return items;
   }
 
   graph(): GraphView {
@@ -168,9 +193,19 @@ export class RunProjection {
         return;
       default: {
         const c = e.callId !== undefined ? this.byId.get(e.callId) : undefined;
-        if (c) applyCallEvent(c, e);
+        if (c) {
+          applyCallEvent(c, e);
+          this.trackDispatch(c, e);
+        }
       }
     }
+  }
+
+  /** A client tool's attempt waits for its agent from its `call.started` until the call moves on. */
+  private trackDispatch(c: CallView, e: CoreEvent): void {
+    if (e.type === 'call.started' && e.data.dispatch !== undefined)
+      (this.dispatched ??= new Map()).set(c.id, { attempt: e.data.attempt, token: e.data.dispatch.token });
+    else if (this.dispatched !== undefined && c.status !== 'running') this.dispatched.delete(c.id);
   }
 
   private addStep(d: PlanStepData): void {

@@ -18,6 +18,7 @@ export class Attempt implements ExecuteRequest {
   readonly args: Record<string, unknown>;
   readonly attempt: number;
   readonly timeoutMs: number;
+  readonly dispatch?: { token: string };
   /** Started early and still counted in `earlyRunning` (see `Engine.flushSoon`). */
   early = false;
   private controller: AbortController | undefined;
@@ -30,6 +31,7 @@ export class Attempt implements ExecuteRequest {
     this.args = s.args;
     this.attempt = s.attempt;
     this.timeoutMs = s.timeoutMs;
+    if (s.dispatch !== undefined) this.dispatch = s.dispatch;
   }
 
   get signal(): AbortSignal {

@@ -37,6 +37,8 @@ import {
 import { RunProjection, type RunView } from '../core/view.js';
 import type { Config } from '../contract/config.js';
 import { createExecutors } from '../executors/index.js';
+import { ClientDesk, withClientDesk, type AnswerOutcome, type ClientAnswer } from '../executors/client.js';
+import { stampDispatch } from './client-dispatch.js';
 import type { Executor } from '../executors/types.js';
 import { startsEarly } from './attempt.js';
 import type { RunListener } from './listeners.js';
@@ -66,6 +68,10 @@ export class Engine {
   private readonly desk: PermitDesk | undefined;
   private readonly executor: Executor;
   private readonly ownsExecutor: boolean;
+  /** The attempts of client tools that wait for their agent (DESIGN §17); see `EngineOptions.clients`. */
+  private readonly clients: ClientDesk | undefined;
+  /** How `enqueue` stamps the starts of client tools (made once: it runs for every output). */
+  private readonly stamping: Parameters<typeof stampDispatch>[1];
   private readonly clock: () => number;
   private readonly views: RunViews;
   private readonly pipeline: CommitPipeline;
@@ -109,7 +115,11 @@ export class Engine {
         },
       });
     this.ownsExecutor = !opts.executor;
-    const executor = opts.executor ?? createExecutors();
+    const base = opts.executor ?? createExecutors();
+    this.clients = (opts.clients ?? !opts.executor) ? new ClientDesk() : undefined;
+    const clients = this.clients;
+    this.stamping = clients && { announce: (s) => clients.announce(s.runId, s.callId, s.attempt, (s.dispatch as { token: string }).token) };
+    const executor = clients ? withClientDesk(base, clients) : base;
     this.executor = opts.instrument ? opts.instrument(executor) : executor;
     this.inflight = new InFlight(this.executor, (s, result, wasEarly) => {
       if (s.permit) this.desk?.release(s.runId, s.callId);
@@ -293,6 +303,21 @@ export class Engine {
     return this.views.wait(runId, timeoutMs);
   }
 
+  /**
+   * An agent's answer for the waiting attempt of a client tool's call (DESIGN §17): taken if `token`
+   * is that attempt's (its `call.started` carries it), and the attempt then ends as any other does;
+   * otherwise (a wrong token, an earlier attempt's, one that timed out or was cancelled) nothing
+   * changes.
+   */
+  answer(runId: string, callId: string, token: string, answer: ClientAnswer): AnswerOutcome {
+    return this.clients?.answer(runId, callId, token, answer) ?? { accepted: false };
+  }
+
+  /** How many attempts of client tools wait for their agent (announced or running here). */
+  clientsWaiting(): number {
+    return this.clients?.size ?? 0;
+  }
+
   /** Listens to one run's events (after they are durable). Returns an unsubscribe function. */
   subscribe(runId: string, listener: RunListener): () => void {
     return this.views.subscribe(runId, listener);
@@ -366,6 +391,7 @@ export class Engine {
     this.views.forgetAll();
     this.scheduler = this.makeScheduler();
     this.hooks?.forget();
+    this.clients?.forgetUnrun();
     this.timer.clear();
   }
 
@@ -438,6 +464,7 @@ export class Engine {
    * is still to come (see `startsEarly`); everything else starts once stored.
    */
   private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed' | 'onHeld'> & { early?: boolean } = {}): void {
+    if (this.stamping && out.starts.length > 0) stampDispatch(out, this.stamping);
     const q: Commit = { events: out.events.map((e) => this.views.number(e)), starts: out.starts, aborts: out.aborts };
     if (out.hooks) q.hooks = out.hooks;
     if (submission.creates !== undefined) q.creates = submission.creates;
@@ -519,6 +546,7 @@ export class Engine {
    */
   private disown(runId: string, held: readonly Commit[]): void {
     this.views.forget(runId);
+    this.clients?.forgetUnrun(runId);
     const rest = refuseRun(this.scheduler, this.clock(), runId, held, this.inflight);
     if (rest.events.length + rest.starts.length + rest.aborts.length + (rest.hooks?.length ?? 0) > 0) {
       this.enqueue(rest);

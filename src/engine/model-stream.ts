@@ -9,9 +9,17 @@
  *   `content_block_delta` (`input_json_delta.partial_json`) and `content_block_stop`.
  *
  * Both take parsed events (what the vendors' SDKs yield); `parseSseEvents` turns a raw
- * `text/event-stream` body into them.
+ * `text/event-stream` body into them. With `{ names }` (contract/model-names.ts), a call of the name a
+ * tool was exported under (`spotify_play`) goes to the sink as a call of the tool (`spotify.play`).
  */
 import type { CallInput } from '../core/calls.js';
+import { toolOfModelName, type ModelNames } from '../contract/model-names.js';
+
+/** Options of the feeders. */
+export interface FeedOptions {
+  /** The names a model sees (`modelNames(catalog names)`): its calls are mapped back to the tools. */
+  names?: Pick<ModelNames, 'tool'>;
+}
 
 /** Where complete calls go: `OpenRun.add` from the engine, or an HTTP append. */
 export type CallSink = (call: CallInput) => unknown;
@@ -23,9 +31,9 @@ interface PendingCall {
   sent: boolean;
 }
 
-function toCall(p: PendingCall): CallInput {
+function toCall(p: PendingCall, names: FeedOptions['names']): CallInput {
   const id = p.id as string;
-  const tool = p.name as string;
+  const tool = toolOfModelName(names, p.name as string);
   const text = p.text.trim() === '' ? '{}' : p.text;
   try {
     const args: unknown = JSON.parse(text);
@@ -37,7 +45,7 @@ function toCall(p: PendingCall): CallInput {
 }
 
 /** Hands a pending call to the sink once (when it has an id and a name), and keeps what it handed. */
-function handOff(sink: CallSink): { flush: (p: PendingCall) => void; settled: () => Promise<CallInput[]> } {
+function handOff(sink: CallSink, names: FeedOptions['names']): { flush: (p: PendingCall) => void; settled: () => Promise<CallInput[]> } {
   const sent: CallInput[] = [];
   // A sink may answer with a promise (an engine's `add`): each is awaited before the feed resolves, so
   // a refused call rejects the feed instead of going unhandled.
@@ -45,7 +53,7 @@ function handOff(sink: CallSink): { flush: (p: PendingCall) => void; settled: ()
   const flush = (p: PendingCall) => {
     if (p.sent || p.id === undefined || p.name === undefined) return;
     p.sent = true;
-    const call = toCall(p);
+    const call = toCall(p, names);
     sent.push(call);
     const answer = sink(call);
     if (answer !== null && typeof answer === 'object' && typeof (answer as PromiseLike<unknown>).then === 'function') {
@@ -73,9 +81,13 @@ function isCompleteObject(text: string): boolean {
 }
 
 /** Feeds an OpenAI chat-completions stream; resolves with every call, in order, once the stream ends. */
-export async function feedOpenAiStream(chunks: AsyncIterable<unknown> | Iterable<unknown>, sink: CallSink): Promise<CallInput[]> {
+export async function feedOpenAiStream(
+  chunks: AsyncIterable<unknown> | Iterable<unknown>,
+  sink: CallSink,
+  opts: FeedOptions = {},
+): Promise<CallInput[]> {
   const calls = new Map<number, PendingCall>();
-  const { flush, settled } = handOff(sink);
+  const { flush, settled } = handOff(sink, opts.names);
   for await (const chunk of chunks as AsyncIterable<unknown>) {
     const choice = (chunk as { choices?: { delta?: { tool_calls?: unknown[] }; finish_reason?: string | null }[] }).choices?.[0];
     for (const d of (choice?.delta?.tool_calls ?? []) as {
@@ -102,9 +114,13 @@ export async function feedOpenAiStream(chunks: AsyncIterable<unknown> | Iterable
 }
 
 /** Feeds an Anthropic messages stream; resolves with every call, in order, once the stream ends. */
-export async function feedAnthropicStream(events: AsyncIterable<unknown> | Iterable<unknown>, sink: CallSink): Promise<CallInput[]> {
+export async function feedAnthropicStream(
+  events: AsyncIterable<unknown> | Iterable<unknown>,
+  sink: CallSink,
+  opts: FeedOptions = {},
+): Promise<CallInput[]> {
   const blocks = new Map<number, PendingCall>();
-  const { flush, settled } = handOff(sink);
+  const { flush, settled } = handOff(sink, opts.names);
   for await (const raw of events as AsyncIterable<unknown>) {
     const e = raw as {
       type?: string;

@@ -15,6 +15,12 @@ export interface EngineOptions {
   config: Config;
   /** Runs the attempts; default: builtin, http and worker executors. */
   executor?: Executor;
+  /**
+   * Tools of kind `client` wait for their agent's answer through `Engine.answer`, each attempt with a
+   * token that its `call.started` carries (DESIGN §17). Default: true, unless `executor` is given
+   * (which then runs them as it likes).
+   */
+  clients?: boolean;
   /** Wraps the executor (tracing gives each attempt its trace context); the engine still closes the one it made. */
   instrument?: (executor: Executor) => Executor;
   /** Runs the config's hooks (DESIGN §14); default: one made from `config.hooks`, when it has any. */

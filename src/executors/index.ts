@@ -28,12 +28,19 @@ export function sendsTraceparent(tool: ToolManifest | undefined): boolean {
   return tool?.executor?.kind === 'http';
 }
 
+const noAgent: Executor = {
+  execute: async (r) => toolError(`${r.tool.name} is a client tool, and no agent answers its calls here (DESIGN §17)`, false),
+  close: async () => {},
+};
+
 export function createExecutors(opts: ExecutorsOptions = {}): Executor {
   const byKind = new Map<string, Executor>([
     ['builtin', createBuiltinExecutor()],
     ['http', createHttpExecutor()],
     ['worker', createWorkerExecutor(opts.worker)],
     ['mcp', createMcpExecutor(opts.mcp ?? new Map())],
+    // Client tools wait for their agent in the engine (EngineOptions.clients); an executor of its own has none.
+    ['client', noAgent],
   ]);
   let closed = false;
   return {

@@ -23,6 +23,8 @@ export interface ExecuteRequest {
   aborted?(): boolean;
   /** The attempt's time budget; the executor enforces it too and reports `timeout`. */
   timeoutMs: number;
+  /** A call of a `client` tool (DESIGN §17): the token its agent answers this attempt with. */
+  dispatch?: { token: string };
   /** The W3C trace context of the attempt's span, with tracing on, for a tool whose executor sends it on (`http`: DESIGN §15). */
   traceparent?: string;
 }

@@ -35,7 +35,7 @@ describe('GET /v1/tools', () => {
     expect(r.text).not.toContain('secret');
   });
 
-  it("?format=openai and ?format=anthropic give the model's tool lists, skipping names the vendor refuses", async () => {
+  it("?format=openai and ?format=anthropic give the model's tool lists, renaming names the vendor refuses", async () => {
     const openai = await api.get('/v1/tools?format=openai');
     expect(openai.body).toEqual({
       tools: [
@@ -43,12 +43,15 @@ describe('GET /v1/tools', () => {
           type: 'function',
           function: { name: 'echo', description: 'Echoes', parameters: { type: 'object', properties: { x: { type: 'string' } } } },
         },
+        { type: 'function', function: { name: 'Weather_get', parameters: { type: 'object', properties: {} } } },
       ],
-      skipped: [{ name: 'Weather.get', reason: 'openai takes tool names of 1–64 characters [a-zA-Z0-9_-] only' }],
+      skipped: [],
+      renamed: [{ name: 'Weather.get', exported: 'Weather_get' }],
     });
     const anthropic = await api.get('/v1/tools?format=anthropic');
     expect(anthropic.body.tools).toEqual([
       { name: 'echo', description: 'Echoes', input_schema: { type: 'object', properties: { x: { type: 'string' } } } },
+      { name: 'Weather_get', input_schema: { type: 'object', properties: {} } },
     ]);
   });
 
@@ -87,8 +90,8 @@ describe('toolgraph tools', () => {
       source: 'config',
       executor: { kind: 'http', url: 'http://127.0.0.1:9/w' },
     });
-    expect(JSON.parse((await cli('tools', '--config', cfg, '--format', 'openai')).out).skipped).toEqual([
-      { name: 'Weather.get', reason: expect.any(String) },
+    expect(JSON.parse((await cli('tools', '--config', cfg, '--format', 'openai')).out).renamed).toEqual([
+      { name: 'Weather.get', exported: 'Weather_get' },
     ]);
     expect(JSON.parse((await cli('tools', '--config', cfg, '--format', 'anthropic')).out).tools[0].name).toBe('echo');
   });

@@ -218,14 +218,19 @@ describe('tool lists for the model', () => {
   });
   const schema = { type: 'object', properties: { p: { type: 'string' } } };
 
-  it('OpenAI function tools and Anthropic tools; names the vendor refuses are skipped', () => {
+  it('OpenAI function tools and Anthropic tools; names the vendor refuses are exported renamed', () => {
     const tools = [m('read_file', schema), m('OpenWeatherMap.get'), m('bare')];
     expect(modelTools(tools, 'openai')).toEqual({
       tools: [
         { type: 'function', function: { name: 'read_file', description: 'does read_file', parameters: schema } },
+        {
+          type: 'function',
+          function: { name: 'OpenWeatherMap_get', description: 'does OpenWeatherMap.get', parameters: { type: 'object', properties: {} } },
+        },
         { type: 'function', function: { name: 'bare', description: 'does bare', parameters: { type: 'object', properties: {} } } },
       ],
-      skipped: [{ name: 'OpenWeatherMap.get', reason: 'openai takes tool names of 1–64 characters [a-zA-Z0-9_-] only' }],
+      skipped: [],
+      renamed: [{ name: 'OpenWeatherMap.get', exported: 'OpenWeatherMap_get' }],
     });
     expect(modelTools(tools, 'anthropic').tools[0]).toEqual({ name: 'read_file', description: 'does read_file', input_schema: schema });
   });

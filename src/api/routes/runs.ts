@@ -26,6 +26,7 @@ import { submissionOf } from '../submission.js';
 import { parseRequestPart } from '../request-part.js';
 import { serveRunEvents } from './events.js';
 import { runFor } from '../waiting.js';
+import { catalogModelNames } from '../tool-list.js';
 
 export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
   const { service } = ctx;
@@ -39,7 +40,7 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
     const traceparent = req.headers.traceparent;
     const { run, created } = await service.submitGrouped(
       req.principal,
-      submissionOf(req.principal, body, key),
+      submissionOf(req.principal, body, key, catalogModelNames(service.config.catalog)),
       typeof traceparent === 'string' ? traceparent : undefined,
     );
     const view = body.waitMs ? await service.wait(req.principal, run.id, body.waitMs) : run;
@@ -121,7 +122,8 @@ export function runRoutes(app: FastifyInstance, ctx: AppContext): void {
     const { id } = parseRequestPart(RunIdParams, req.params, 'path');
     const { format } = parseRequestPart(MessagesQuery, req.query, 'query');
     const view = await service.view(req.principal, id);
-    return format === 'openai' ? openAiMessages(view) : anthropicMessages(view);
+    const names = catalogModelNames(service.config.catalog);
+    return format === 'openai' ? openAiMessages(view, names) : anthropicMessages(view, names);
   });
 
   app.get('/v1/runs/:id/recording', async (req) => {

@@ -5,7 +5,7 @@ import { tenantFor } from '../auth.js';
 import type { AppContext } from '../context.js';
 import { ApiError } from '../errors.js';
 import { parseRequestPart } from '../request-part.js';
-import { listedTool, modelTools, ToolsQuery } from '../tool-list.js';
+import { catalogModelNames, listedTool, modelTools, ToolsQuery } from '../tool-list.js';
 
 export function toolRoutes(app: FastifyInstance, ctx: AppContext): void {
   const { service } = ctx;
@@ -13,7 +13,9 @@ export function toolRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get('/v1/tools', async (req) => {
     const { format } = parseRequestPart(ToolsQuery, req.query ?? {}, 'query');
     const tools = service.config.catalog.list();
-    return format ? modelTools(tools, format) : { items: tools.map((t) => listedTool(t, service.config.source)) };
+    return format
+      ? modelTools(tools, format, catalogModelNames(service.config.catalog))
+      : { items: tools.map((t) => listedTool(t, service.config.source)) };
   });
 
   app.post('/v1/tools/:name/invoke', async (req) => {

@@ -70,6 +70,11 @@ export interface StartAttempt {
   timeoutMs: number;
   /** Gated: the call holds a cluster-wide permit (given back when the attempt ends). */
   permit?: true;
+  /**
+   * A call of a `client` tool (DESIGN §17): the token its `call.started` carries. Set by the engine
+   * (the shell makes the token), never by the core.
+   */
+  dispatch?: { token: string };
 }
 
 export interface AbortAttempt {

@@ -68,6 +68,16 @@ export interface RunView {
     /** A streamed run: `open` until it is sealed. */
     stream?: 'open' | 'sealed';
 }
+/** A call that waits for its agent's result (DESIGN §17): an item of `GET /v1/runs/{id}/work`. */
+export interface WorkItem {
+    runId: string;
+    callId: string;
+    tool: string;
+    /** Resolved (references substituted). */
+    args: Record<string, unknown>;
+    attempt: number;
+    token: string;
+}
 export interface GraphView {
     nodes: {
         id: string;
@@ -83,12 +93,18 @@ export declare class RunProjection {
     readonly edges: Edge[];
     generations: string[][];
     private readonly byId;
+    /** Client tools' attempts that wait for their agent: the token of each call's running attempt. */
+    private dispatched;
     /** Starts from the run's first event, `run.created`. */
     constructor(created: CoreEvent);
     static of(events: readonly CoreEvent[]): RunProjection;
     call(id: string): CallView | undefined;
+    /** The calls that wait for their agent's result, in call order (DESIGN §17). */
+    work(): WorkItem[];
     graph(): GraphView;
     apply(e: CoreEvent): void;
+    /** A client tool's attempt waits for its agent from its `call.started` until the call moves on. */
+    private trackDispatch;
     private addStep;
     private addCalls;
 }

@@ -16,6 +16,8 @@ export class RunProjection {
     edges = [];
     generations = [];
     byId = new Map();
+    /** Client tools' attempts that wait for their agent: the token of each call's running attempt. */
+    dispatched;
     /** Starts from the run's first event, `run.created`. */
     constructor(created) {
         if (created.type !== 'run.created')
@@ -43,6 +45,19 @@ export class RunProjection {
     }
     call(id) {
         return this.byId.get(id);
+    }
+    /** The calls that wait for their agent's result, in call order (DESIGN §17). */
+    work() {
+        const items = [];
+        if (this.dispatched === undefined || this.dispatched.size === 0)
+            return items;
+        for (const c of this.view.calls) {
+            const d = this.dispatched.get(c.id);
+            if (d === undefined || c.status !== 'running')
+                continue;
+            items.push({ runId: this.view.id, callId: c.id, tool: c.tool, args: c.resolvedArgs ?? c.args, attempt: d.attempt, token: d.token });
+        }
+        return items;
     }
     graph() {
         return {
@@ -89,10 +104,19 @@ export class RunProjection {
                 return;
             default: {
                 const c = e.callId !== undefined ? this.byId.get(e.callId) : undefined;
-                if (c)
+                if (c) {
                     applyCallEvent(c, e);
+                    this.trackDispatch(c, e);
+                }
             }
         }
+    }
+    /** A client tool's attempt waits for its agent from its `call.started` until the call moves on. */
+    trackDispatch(c, e) {
+        if (e.type === 'call.started' && e.data.dispatch !== undefined)
+            (this.dispatched ??= new Map()).set(c.id, { attempt: e.data.attempt, token: e.data.dispatch.token });
+        else if (this.dispatched !== undefined && c.status !== 'running')
+            this.dispatched.delete(c.id);
     }
     addStep(d) {
         for (const edge of d.edges) {
