@@ -114,7 +114,8 @@ function executorSchema(ctx: SchemaContext) {
     kind: z.literal('worker'),
     module: text().transform((m) => path.resolve(ctx.baseDir, m)),
   });
-  return z.discriminatedUnion('kind', [builtin, http, worker], { error: 'expected one of builtin, http, worker' });
+  const client = strict({ kind: z.literal('client') });
+  return z.discriminatedUnion('kind', [builtin, http, worker, client], { error: 'expected one of builtin, http, worker, client' });
 }
 
 function isHttpUrl(s: string): boolean {

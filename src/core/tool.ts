@@ -32,7 +32,9 @@ export type ExecutorSpec =
    * `maxOutputBytes` is only read from recordings made before the cap moved to the manifest's own
    * field; nothing uses it.
    */
-  | { kind: 'mcp'; server: string; tool: string; maxOutputBytes?: number };
+  | { kind: 'mcp'; server: string; tool: string; maxOutputBytes?: number }
+  /** The agent that submitted the run runs the call and posts its result (DESIGN §17). */
+  | { kind: 'client' };
 
 export interface CompensateSpec {
   tool: string;

@@ -278,7 +278,7 @@ describe('errors name the path, the expectation and what was found', () => {
     [
       'executor kind',
       'tools:\n  - name: t\n    executor: { kind: shell }\n',
-      'tools[0].executor.kind: expected one of builtin, http, worker, got "shell"',
+      'tools[0].executor.kind: expected one of builtin, http, worker, client, got "shell"',
     ],
     [
       'builtin name',
@@ -329,7 +329,7 @@ limits: { global: 0 }
     expect(list).toEqual(
       expect.arrayContaining([
         'tools[0].retry: retry needs idempotent: true',
-        'tools[1].executor.kind: expected one of builtin, http, worker, got "nope"',
+        'tools[1].executor.kind: expected one of builtin, http, worker, client, got "nope"',
         'limits.global: expected an integer ≥ 1, got 0',
       ]),
     );
