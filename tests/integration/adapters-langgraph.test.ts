@@ -110,7 +110,10 @@ describe('toolgraph/langgraph', () => {
 
   it('a tool that returns a string gives ToolNode that string', async () => {
     const node = new ToolGraphNode([
-      tool(async ({ path }: { path: string }) => `wrote ${path}`, { name: 'write_file', schema: z.object({ path: z.string(), content: z.string() }) }),
+      tool(async ({ path }: { path: string }) => `wrote ${path}`, {
+        name: 'write_file',
+        schema: z.object({ path: z.string(), content: z.string() }),
+      }),
       tool(async ({ path }: { path: string }) => `read ${path}`, { name: 'read_file', schema: z.object({ path: z.string() }) }),
     ]);
     const out = await graph(node).invoke({ messages: [new HumanMessage('x')] });
