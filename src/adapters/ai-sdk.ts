@@ -68,10 +68,14 @@ function wrapExecute(runtime: AdapterRuntime, name: string, execute: (input: unk
       ...(options?.toolCallId !== undefined ? { id: options.toolCallId } : {}),
       ...(options?.abortSignal ? { signal: options.abortSignal } : {}),
       run: async (args, signal) => {
-        const value = await execute(wrapped ? args.input : args, {
-          ...options,
-          abortSignal: options?.abortSignal ? AbortSignal.any([options.abortSignal, signal]) : signal,
+        // The signal aborts on the framework's abort and on toolgraph's (a cancel, the tool's timeout);
+        // made when the tool reads it, as most tools never do.
+        let abortSignal: AbortSignal | undefined;
+        const given = Object.defineProperty({ ...options }, 'abortSignal', {
+          enumerable: true,
+          get: () => (abortSignal ??= options?.abortSignal ? AbortSignal.any([options.abortSignal, signal]) : signal),
         });
+        const value = await execute(wrapped ? args.input : args, given);
         return isAsyncIterable(value) ? new Yielded(await collect(value)) : value;
       },
       project: (value) => (value instanceof Yielded ? value.last : value),

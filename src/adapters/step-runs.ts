@@ -83,6 +83,8 @@ interface OpenStep {
   /** Calls that arrived and are not sent yet. */
   buffered: Pending[];
   calls: Map<string, Pending>;
+  /** The frameworks' abort signals, each with its listener (removed when the step is done). */
+  signals: Map<AbortSignal, () => void>;
 }
 
 export class StepRuns {
@@ -97,7 +99,7 @@ export class StepRuns {
     const outcome = this.enqueue(this.current, call);
     if (!this.flushScheduled) {
       this.flushScheduled = true;
-      setImmediate(() => this.flush());
+      queueMicrotask(() => queueMicrotask(() => this.flush()));
     }
     return outcome;
   }
@@ -113,15 +115,18 @@ export class StepRuns {
   private enqueue(step: OpenStep, call: StepCall): Promise<StepOutcome> {
     const id = call.id !== undefined && CALL_ID_RE.test(call.id) && !step.ids.has(call.id) ? call.id : freshId(step.ids);
     step.ids.add(id);
+    const signal = call.signal;
+    // One listener per signal and step (a framework passes one signal to all the calls of a step).
+    if (signal && !step.signals.has(signal)) {
+      const onAbort = () => step.run?.cancel();
+      step.signals.set(signal, onAbort);
+      if (signal.aborted) queueMicrotask(onAbort);
+      else signal.addEventListener('abort', onAbort, { once: true });
+    }
     return new Promise<StepOutcome>((resolve) => {
       const p: Pending = { call, id, resolve };
       step.buffered.push(p);
       step.calls.set(id, p);
-      const signal = call.signal;
-      if (signal) {
-        if (signal.aborted) queueMicrotask(() => step.run?.cancel());
-        else signal.addEventListener('abort', () => step.run?.cancel(), { once: true });
-      }
     });
   }
 
@@ -168,13 +173,15 @@ export class StepRuns {
   /** Every call of the step was answered: the next call opens a new run, and this one is sealed. */
   private close(step: OpenStep): void {
     if (this.current === step) this.current = undefined;
+    for (const [signal, onAbort] of step.signals) signal.removeEventListener('abort', onAbort);
+    step.signals.clear();
     const run = step.run;
     queueMicrotask(() => void run?.seal().catch(() => {}));
   }
 }
 
 function newStep(): OpenStep {
-  return { run: undefined, ids: new Set(), waiting: 0, buffered: [], calls: new Map() };
+  return { run: undefined, ids: new Set(), waiting: 0, buffered: [], calls: new Map(), signals: new Map() };
 }
 
 function freshId(taken: Set<string>): string {
