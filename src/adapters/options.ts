@@ -5,9 +5,9 @@
  */
 import { parseConfig } from '../config/load.js';
 import type { Config } from '../config/types.js';
+import type { CallInput } from '../core/calls.js';
 import type { FailureMode, RetryPolicy, Risk, Scope } from '../core/tool.js';
 import type { EventSink } from '../engine/options.js';
-import type { RemoteClient } from './remote.js';
 
 /**
  * A tool's toolgraph fields: the manifest of DESIGN §2 without `executor`. A tool the adapter gets
@@ -66,6 +66,35 @@ export interface AdapterOptions {
    * `hooks` and `store` are the server's config then, not these options.
    */
   client?: RemoteClient;
+}
+
+/** What a handler of the typed client gets besides the args. */
+export interface RemoteHandlerContext {
+  signal: AbortSignal;
+  runId: string;
+  callId: string;
+  tool: string;
+  attempt: number;
+}
+
+/** An event of the run's stream, as the typed client yields it. */
+export interface RemoteEvent {
+  type: string;
+  callId?: string | null;
+  data?: unknown;
+}
+
+/**
+ * The part of the typed `ToolgraphClient` (`toolgraph/client`) the adapters use: a streamed run whose
+ * client tools this process answers, and the run's events.
+ */
+export interface RemoteClient {
+  open(
+    batch: { tenant?: string; tags?: Record<string, string>; failure?: FailureMode; calls?: CallInput[] },
+    opts: { handlers: Record<string, (args: Record<string, unknown>, ctx: RemoteHandlerContext) => unknown> },
+  ): Promise<{ id: string; add(...calls: CallInput[]): Promise<unknown>; seal(): Promise<unknown>; done(): Promise<unknown> }>;
+  events(runId: string, opts?: { from?: number; signal?: AbortSignal }): AsyncIterable<RemoteEvent>;
+  cancel(runId: string): Promise<unknown>;
 }
 
 /** The config of an in-process engine for these tool names and options. */

@@ -7,42 +7,11 @@
  * client's `open(batch, { handlers })` does that protocol; this file only routes each call to the
  * framework call it belongs to, and hears the calls' ends on the run's event stream.
  */
-import type { CallInput } from '../core/calls.js';
 import type { CallError } from '../core/errors.js';
-import type { FailureMode } from '../core/tool.js';
 import type { ToolFunction } from './in-process.js';
 import { jsonView } from './in-process.js';
-import type { AdapterOptions } from './options.js';
+import type { AdapterOptions, RemoteClient, RemoteEvent, RemoteHandlerContext } from './options.js';
 import { ToolgraphCallError, type BackendCall, type BackendRun, type StepBackend, type StepOutcome } from './step-runs.js';
-
-/** What a handler of the typed client gets besides the args. */
-export interface RemoteHandlerContext {
-  signal: AbortSignal;
-  runId: string;
-  callId: string;
-  tool: string;
-  attempt: number;
-}
-
-/** An event of the run's stream, as the typed client yields it. */
-export interface RemoteEvent {
-  type: string;
-  callId?: string | null;
-  data?: unknown;
-}
-
-/**
- * The part of the typed `ToolgraphClient` (`toolgraph/client`) the adapters use: a streamed run whose
- * client tools this process answers, and the run's events.
- */
-export interface RemoteClient {
-  open(
-    batch: { tenant?: string; tags?: Record<string, string>; failure?: FailureMode; calls?: CallInput[] },
-    opts: { handlers: Record<string, (args: Record<string, unknown>, ctx: RemoteHandlerContext) => unknown> },
-  ): Promise<{ id: string; add(...calls: CallInput[]): Promise<unknown>; seal(): Promise<unknown>; done(): Promise<unknown> }>;
-  events(runId: string, opts?: { from?: number; signal?: AbortSignal }): AsyncIterable<RemoteEvent>;
-  cancel(runId: string): Promise<unknown>;
-}
 
 interface Registered {
   call: BackendCall;
