@@ -5,8 +5,12 @@
  */
 import { generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
 import { MockLanguageModelV3, simulateReadableStream } from 'ai/test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { toolgraphOf, ToolgraphCallError, withToolgraph } from '../../src/adapters/ai-sdk.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
 import { FILE_TOOL_FIELDS, fileTools, orderOf, type FileTools } from '../helpers/file-tools.js';
 
 const usage = {
@@ -205,5 +209,55 @@ describe('toolgraph/ai-sdk', () => {
     expect(seen[1]).toBeInstanceOf(Handle);
     expect(result.steps[0]?.toolResults).toHaveLength(3);
     await toolgraphOf(tools)?.close();
+  });
+
+  it('a tool missing from options.tools declares nothing: it conflicts with every call, so the step runs in model order', async () => {
+    const files = fileTools();
+    const tools = withToolgraph(aiTools(files));
+    await generateText({ model: model(), tools, prompt: 'x', stopWhen: stepCountIs(3) });
+    expect(files.log).toEqual(['start write /x', 'end write /x', 'start read /x', 'end read /x', 'start read /y', 'end read /y']);
+    await toolgraphOf(tools)?.close();
+  });
+
+  it('limits apply: read_file at most 1 at a time (reached, never exceeded)', async () => {
+    const files = fileTools(15, { '/x': 'x', '/y': 'why' });
+    const tools = withToolgraph(aiTools(files), { tools: FILE_TOOL_FIELDS, limits: { tool: { read_file: 1 } } });
+    const reads = [
+      { toolCallId: 'r1', toolName: 'read_file', input: { path: '/x' } },
+      { toolCallId: 'r2', toolName: 'read_file', input: { path: '/y' } },
+      { toolCallId: 'r3', toolName: 'read_file', input: { path: '/z' } },
+    ];
+    await generateText({ model: model(reads), tools, prompt: 'x', stopWhen: stepCountIs(3) });
+    let running = 0;
+    let most = 0;
+    for (const line of files.log) {
+      running += line.startsWith('start') ? 1 : -1;
+      most = Math.max(most, running);
+    }
+    expect(most).toBe(1);
+    expect(files.log.filter((l) => l.startsWith('start read'))).toEqual(['start read /x', 'start read /y', 'start read /z']);
+    await toolgraphOf(tools)?.close();
+  });
+
+  it('options.store records each step as a run in SQLite', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'toolgraph-adapter-'));
+    const file = join(dir, 'runs.db');
+    try {
+      const tools = withToolgraph(aiTools(fileTools()), { tools: FILE_TOOL_FIELDS, store: file, tags: { agent: 'test' } });
+      const runIds = new Set<string>();
+      toolgraphOf(tools)?.onEvent((e) => runIds.add(e.runId));
+      await generateText({ model: model(), tools, prompt: 'x', stopWhen: stepCountIs(3) });
+      await toolgraphOf(tools)?.close();
+      expect(runIds.size).toBe(1);
+      const store = openSqliteStore(file);
+      const [runId] = [...runIds];
+      const run = await store.run(runId as string);
+      expect(run?.status).toBe('succeeded');
+      const events = await store.events(runId as string);
+      expect(events.filter((e) => e.type === 'call.succeeded').map((e) => e.callId)).toEqual(['call_w', 'call_ry', 'call_rx']);
+      await store.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
