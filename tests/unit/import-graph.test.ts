@@ -106,7 +106,7 @@ function folderGraph(files: Graph): Graph {
  * The direction of dependencies: a folder imports only from folders of a lower layer, so they point
  * inward to core. `contract` holds the shapes the shell shares (requests, responses, recordings,
  * config); the engine and what it drives sit on it; replay, telemetry and the cluster (several replicas)
- * on the engine; api, client and dashboard on those; the
+ * on the engine; api, client, the framework adapters and dashboard on those; the
  * CLI and the library's entry (`index.ts`) on everything.
  */
 const LAYERS: Record<string, number> = {
@@ -122,6 +122,7 @@ const LAYERS: Record<string, number> = {
   telemetry: 5,
   cluster: 5,
   api: 6,
+  adapters: 6,
   client: 6,
   dashboard: 6,
   bench: 7,
