@@ -87,7 +87,7 @@ const NOTES: Record<string, { d: string; e?: unknown }> = {
     e: { name: '${self.args.name}' },
   },
   'tools[].executor': {
-    d: 'How a call runs: `builtin` (the demo tools), `http` (POST the args as JSON to a URL) or `worker` (a JavaScript module in a worker thread).',
+    d: 'How a call runs: `builtin` (the demo tools), `http` (POST the args as JSON to a URL) `worker` (a JavaScript module in a worker thread) or `client` (the agent that submitted the run runs the call and posts its result: see docs/client-tools.md).',
     e: { kind: 'http', url: 'http://127.0.0.1:9000/deploy' },
   },
   'tools[].executor.kind': { d: 'The executor.', e: 'http' },
