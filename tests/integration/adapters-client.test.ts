@@ -15,6 +15,7 @@ import type { RemoteClient } from '../../src/adapters/options.js';
 import { ToolgraphClient } from '../../src/client/index.js';
 import { fileTools, orderOf } from '../helpers/file-tools.js';
 import { closeAll, startApi } from '../helpers/server.js';
+import { until } from '../helpers/wait.js';
 
 afterEach(closeAll);
 
@@ -84,11 +85,16 @@ describe('options.client', () => {
     });
     expect(orderOf(files.log)).toEqual({ readXAfterWrite: true, readYBesideWrite: true });
     // The server has the run, under the model's call ids.
-    const runs = await api.get('/v1/runs');
-    expect(runs.status).toBe(200);
-    const [run] = runs.body.items as { id: string; status: string }[];
-    expect(run?.status).toBe('succeeded');
-    const view = await api.get(`/v1/runs/${run?.id}`);
+    // The framework has every answer once the last result is posted; the run ends when the server has
+    // applied that result and sealed it, a moment later on a loaded machine.
+    const run = await until('the step run ended', async () => {
+      const runs = await api.get('/v1/runs');
+      expect(runs.status).toBe(200);
+      const [r] = runs.body.items as { id: string; status: string }[];
+      return r && r.status !== 'running' && r.status !== 'queued' ? r : undefined;
+    });
+    expect(run.status).toBe('succeeded');
+    const view = await api.get(`/v1/runs/${run.id}`);
     expect((view.body.calls as { id: string }[]).map((c) => c.id)).toEqual(['call_w', 'call_rx', 'call_ry']);
   });
 });
