@@ -17,6 +17,28 @@ import { CallErrorSchema, CallSchema, CallStatusSchema, FailureSchema, RunStatus
 
 export const RECORDING_FORMAT = 'toolgraph.recording/v1';
 
+/** The kinds of outside wait a recorded start may carry (`RecordedWait`). */
+export const OUTSIDE_WAITS = ['turn', 'permit'] as const;
+
+/**
+ * A wait of one start for something outside its run (DESIGN §8: a recording holds every outside
+ * delay), which replay, running the run alone, reproduces rather than recomputes:
+ *
+ * - `turn`: from `fromMs` (it joined the ready set) to `toMs` (its local limits let it go) it may have
+ *   waited for what the run alone does not see: calls of other runs holding a limit or lock, the
+ *   cluster refusing its permit, a timer firing late. Replay under the recording's own config does
+ *   not let it go before `toMs`; under another config (what-if) it recomputes the wait.
+ * - `permit` (PostgreSQL, DESIGN §12): its cluster permit, asked at `fromMs`, granted at `toMs` (the
+ *   start). Replay grants it that long after it asks, under any config: the cluster's latency.
+ *
+ * More kinds may come (a paused tool, say); a reader that does not know one ignores it.
+ */
+export interface RecordedWait {
+  kind: (typeof OUTSIDE_WAITS)[number];
+  fromMs: number;
+  toMs: number;
+}
+
 export interface RecordedAttempt {
   callId: string;
   attempt: number;
@@ -34,6 +56,13 @@ export interface RecordedAttempt {
   retryAtMs?: number;
   /** A compensation's attempt rather than the call's own. */
   compensation?: boolean;
+  /** What this start waited for outside its run, in order (absent: nothing; older recordings). */
+  waits?: RecordedWait[];
+  /**
+   * The attempt was lost with the replica that ran it (killed, or its lease lapsed): `endMs` is when
+   * another replica (or a restart) took the run back (DESIGN §8, §12). It has no outcome.
+   */
+  lost?: boolean;
 }
 
 /** One hook's decision (DESIGN §14): replay applies it instead of calling the hook. */
@@ -45,6 +74,13 @@ export interface RecordedHook {
   /** When the hook was called, and how long it took. */
   atMs: number;
   durationMs: number;
+  /**
+   * When the scheduler asked for the call's hooks, and when it applied their decisions (the run's
+   * clock; the same for every hook of one request). Replay applies them that long after it asks.
+   * Absent in older recordings.
+   */
+  askedMs?: number;
+  appliedMs?: number;
   decision: HookDecisionKind;
   reason?: string;
   args?: Record<string, unknown>;
@@ -69,6 +105,10 @@ export interface Recording {
   config: { tools: ToolManifest[]; policy: Policy; limits: Limits; defaults?: Defaults; hooks?: HookMatcher[] };
   calls: (CallInput & { atMs?: number })[];
   sealedAtMs?: number;
+  /** A run held behind an earlier run of its concurrency key (DESIGN §4): when it was let go. */
+  releasedAtMs?: number;
+  /** When the run was taken back from its events (a takeover by another replica, or a restart). */
+  resumes?: { atMs: number }[];
   /** Mean duration per tool that ranked the ready calls when the run started. */
   estimates?: Record<string, number>;
   replans: { atMs: number; calls: CallInput[] }[];
@@ -170,6 +210,8 @@ const attempt = z.strictObject({
   retryAfterMs: ms.optional(),
   retryAtMs: ms.optional(),
   compensation: z.boolean().optional(),
+  waits: z.array(z.strictObject({ kind: z.string().min(1), fromMs: ms, toMs: ms })).optional(),
+  lost: z.boolean().optional(),
 });
 
 const match = z.strictObject({
@@ -184,6 +226,8 @@ const hook = z.strictObject({
   hook: z.string().min(1),
   atMs: ms,
   durationMs: ms,
+  askedMs: ms.optional(),
+  appliedMs: ms.optional(),
   decision: z.enum(HOOK_DECISIONS),
   reason: z.string().optional(),
   args: obj.optional(),
@@ -216,6 +260,8 @@ export const RecordingSchema = z.strictObject({
   }),
   calls: z.array(CallSchema.extend({ atMs: ms.optional(), invalid: z.string().optional() })),
   sealedAtMs: ms.optional(),
+  releasedAtMs: ms.optional(),
+  resumes: z.array(z.strictObject({ atMs: ms })).optional(),
   estimates: z.record(z.string(), z.number().min(0)).optional(),
   replans: z.array(z.strictObject({ atMs: ms, calls: z.array(CallSchema.extend({ invalid: z.string().optional() })) })).default([]),
   reviews: z

@@ -63,7 +63,12 @@ export const EVENT_PAYLOAD_SCHEMAS = {
   }),
   'run.started': z.object({ ...step, generations, released: z.literal(true).optional() }),
   'call.ready': z.record(z.string(), z.never()),
-  'call.started': z.object({ attempt: int1, args, dispatch: z.object({ token: z.string().min(1) }).optional() }),
+  'call.started': z.object({
+    attempt: int1,
+    args,
+    dispatch: z.object({ token: z.string().min(1) }).optional(),
+    waited: z.object({ since: ms, asked: ms.optional(), outside: z.literal(true).optional() }).optional(),
+  }),
   'call.retry_scheduled': z.object({ attempt: int1, at: ms, delayMs: ms, error: callError, durationMs: ms, retryAfterMs: ms.optional() }),
   'call.succeeded': z.object({ attempt: int1, output: z.unknown(), durationMs: ms }),
   'call.failed': z.object({ error: callError, attempt: int1.optional(), retryable: z.boolean().optional(), durationMs: ms.optional() }),

@@ -18,6 +18,24 @@ export interface ReplanContext {
   sideEffects: string[];
 }
 
+/**
+ * How a start waited for what lay outside its run (DESIGN §8: a recording holds every outside delay),
+ * on `call.started` when it waited for any: replay under the recording's own config holds the start
+ * back as long (outside.ts).
+ */
+export interface StartWait {
+  /** When the attempt joined its run's ready set. */
+  since: number;
+  /** Gated (DESIGN §12): when the cluster was asked for its permit (the start is the grant). */
+  asked?: number;
+  /**
+   * From `since` to when its local limits let it go (`asked`, else the start), it may have waited for
+   * what it could not see alone: calls of other runs, a cluster that refused its permit, a timer that
+   * fired late. Without it, that wait was its own run's (replay recomputes it).
+   */
+  outside?: true;
+}
+
 /** Edges and diagnostics a planning step added (a batch, a replan, a streamed step). */
 export interface PlanStepData {
   edges: Edge[];
@@ -53,7 +71,7 @@ export interface EventPayloads {
    * `dispatch`: a call of a `client` tool (DESIGN §17): the token the agent answers this attempt with
    * (set by the engine, which makes it; the core never does).
    */
-  'call.started': { attempt: number; args: Record<string, unknown>; dispatch?: { token: string } };
+  'call.started': { attempt: number; args: Record<string, unknown>; dispatch?: { token: string }; waited?: StartWait };
   'call.retry_scheduled': {
     /** The attempt the retry will be. */
     attempt: number;

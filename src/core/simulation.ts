@@ -11,7 +11,7 @@
 import type { CoreEvent } from './events.js';
 import { MinHeap } from './heap.js';
 import type { HookDecision, HookRequest } from './hooks.js';
-import type { AttemptResult, Output, Scheduler, StartAttempt } from './scheduler.js';
+import type { AttemptResult, Output, PermitRequest, Scheduler, StartAttempt } from './scheduler.js';
 
 export interface SimulatedAttempt {
   durationMs: number;
@@ -26,6 +26,11 @@ export interface SimulationHooks {
    * with none (the call goes on as if no hook matched).
    */
   hook?(request: HookRequest, now: number): { at: number; decisions: HookDecision[] };
+  /**
+   * A gated scheduler (DESIGN §12): when the cluster grants the permit a call asks for (replay: after
+   * the wait the recording shows). Default: at once. Never refused.
+   */
+  permit?(request: PermitRequest, now: number): number;
   /** Sees every event as it is emitted (to schedule a review decision, say). */
   onEvent?(event: CoreEvent, sim: Simulation): void;
   /**
@@ -127,6 +132,10 @@ export class Simulation {
         this.scheduler.hookDecided(t, { on: h.on, runId: h.runId, callId: h.callId, index: h.index, decisions: a.decisions }),
       );
     }
+    for (const p of out.permits ?? []) {
+      const at = this.hooks.permit?.(p, this.now) ?? this.now;
+      this.at(at, (t) => this.scheduler.permitGranted(t, p.runId, p.callId) ?? NOTHING);
+    }
     for (const a of out.aborts) {
       const due = this.inFlight.get(a.callId);
       const p = (Array.isArray(due) ? due : due ? [due] : []).find((x) => isAttempt(x.start as StartAttempt, 'call', a.runId, a.attempt));
@@ -172,6 +181,9 @@ export class Simulation {
 function isAttempt(s: StartAttempt, kind: StartAttempt['kind'], runId: string, attempt: number): boolean {
   return s.kind === kind && s.runId === runId && s.attempt === attempt;
 }
+
+/** What a grant does for a call that no longer waits for it. */
+const NOTHING: Output = Object.freeze({ events: [], starts: [], aborts: [] }) as unknown as Output;
 
 function kindRank(p: Pending): number {
   return p.kind === 'end' ? 0 : 1;

@@ -9,10 +9,10 @@
  */
 import type { CallInput } from '../core/calls.js';
 import type { CallError } from '../core/errors.js';
-import type { CoreEvent, EventPayloads } from '../core/events.js';
+import type { CoreEvent, EventPayloads, StartWait } from '../core/events.js';
 import type { Catalog, Defaults, Limits, Policy, ToolManifest } from '../core/tool.js';
 import { RunProjection } from '../core/view.js';
-import { RECORDING_FORMAT, type RecordedAttempt, type RecordedHook, type Recording } from '../contract/recording.js';
+import { RECORDING_FORMAT, type RecordedAttempt, type RecordedHook, type RecordedWait, type Recording } from '../contract/recording.js';
 import type { HookMatcher } from '../core/hooks.js';
 
 /** What a recording needs from a config (a loaded `Config` is one). */
@@ -52,13 +52,20 @@ function hooksOf(config: RecordingConfig): { hooks?: HookMatcher[] } {
   return { hooks: config.hooks.map((h) => ({ on: h.on, name: h.name, match: { ...h.match } })) };
 }
 
-function recordedHook(callId: string, d: EventPayloads['call.hook'], atMs: number): RecordedHook {
+function recordedHook(
+  callId: string,
+  d: EventPayloads['call.hook'],
+  atMs: number,
+  asked: { askedMs?: number; appliedMs: number },
+): RecordedHook {
   return {
     callId,
     on: d.on,
     hook: d.hook,
     atMs,
     durationMs: d.durationMs,
+    ...(asked.askedMs !== undefined ? { askedMs: asked.askedMs } : {}),
+    appliedMs: asked.appliedMs,
     decision: d.decision,
     ...(d.reason !== undefined ? { reason: d.reason } : {}),
     ...(d.args !== undefined ? { args: d.args } : {}),
@@ -114,6 +121,7 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
         break;
       case 'call.started': {
         const readyMs = ready.get(e.callId as string);
+        const waits = waitsOf(e.data.waited, ms(e.at), ms);
         const a = {
           callId: e.callId as string,
           attempt: e.data.attempt,
@@ -121,6 +129,7 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
           startMs: ms(e.at),
           endMs: ms(e.at),
           ok: false,
+          ...(waits ? { waits } : {}),
           open: true,
         };
         started.push(a);
@@ -164,8 +173,13 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
         break;
       }
       case 'call.hook': {
-        const h = recordedHook(e.callId as string, e.data, ms(e.data.startedAt));
-        if (h.on === 'after_call' && open.has(h.callId) && !hooked.has(h.callId)) hooked.set(h.callId, h.atMs);
+        const callId = e.callId as string;
+        // The scheduler asked for before_call hooks as the call became ready, and for after_call hooks
+        // as its attempt ended: when the first of them was called, which is the attempt's recorded end.
+        const startedMs = ms(e.data.startedAt);
+        if (e.data.on === 'after_call' && open.has(callId) && !hooked.has(callId)) hooked.set(callId, startedMs);
+        const askedMs = e.data.on === 'before_call' ? ready.get(callId) : hooked.get(callId);
+        const h = recordedHook(callId, e.data, startedMs, { ...(askedMs !== undefined ? { askedMs } : {}), appliedMs: ms(e.at) });
         (rec.hooks ??= []).push(h);
         break;
       }
@@ -193,6 +207,9 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
       case 'run.sealed':
         rec.sealedAtMs = ms(e.at);
         break;
+      case 'run.started':
+        if (e.data.released) rec.releasedAtMs = ms(e.at);
+        break;
       case 'run.replanned':
         rec.replans.push({ atMs: ms(e.at), calls: e.data.calls });
         allCalls.push(...e.data.calls);
@@ -213,6 +230,16 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
     ...(c.compensation ? { compensation: c.compensation } : {}),
   }));
   return rec;
+}
+
+/** A start's outside waits (`call.started`'s `waited`), on the recording's clock. */
+function waitsOf(w: StartWait | undefined, startMs: number, ms: (at: number) => number): RecordedWait[] | undefined {
+  if (w === undefined) return undefined;
+  const out: RecordedWait[] = [];
+  const asked = w.asked !== undefined ? ms(w.asked) : undefined;
+  if (w.outside) out.push({ kind: 'turn', fromMs: ms(w.since), toMs: asked ?? startMs });
+  if (asked !== undefined) out.push({ kind: 'permit', fromMs: asked, toMs: startMs });
+  return out.length > 0 ? out : undefined;
 }
 
 /** The limits that decide a run, for its recording: `hooksInFlight` bounds this process's hook requests, not the run. */

@@ -72,14 +72,25 @@ export function configOfRecording(rec: Recording, ajv: Ajv = createAjv()): Recor
   };
 }
 
-/** The recorded decisions of one call's hooks of one event, as the scheduler takes them, due no earlier than `now`. */
+/**
+ * The recorded decisions of one call's hooks of one event, as the scheduler takes them, asked at `now`:
+ * applied as long after the ask as they were (`askedMs` → `appliedMs`, the run's clock). An older
+ * recording has neither: its decisions come no earlier than the first hook's call, after the hooks'
+ * durations.
+ */
 function recordedDecisions(list: readonly RecordedHook[], now: number): { at: number; decisions: HookDecision[] } {
-  const first = (list[0] as RecordedHook).atMs;
-  const start = Math.max(now, first);
-  let at = start;
+  const head = list[0] as RecordedHook;
+  const first = head.atMs;
+  const timed = head.appliedMs !== undefined;
+  const start = timed && head.askedMs !== undefined ? now + Math.max(0, first - head.askedMs) : Math.max(now, first);
+  let at = timed
+    ? head.askedMs !== undefined
+      ? now + Math.max(0, (head.appliedMs as number) - head.askedMs)
+      : Math.max(now, head.appliedMs as number)
+    : start;
   const decisions = list.map((h): HookDecision => {
     const startedAt = start + (h.atMs - first);
-    at = Math.max(at, startedAt + h.durationMs);
+    if (!timed) at = Math.max(at, startedAt + h.durationMs);
     return {
       hook: h.hook,
       decision: h.decision,
@@ -135,9 +146,36 @@ function keyOf(kind: 'call' | 'compensation', callId: string, attempt: number): 
   return `${kind}/${callId}/${attempt}`;
 }
 
+/** What replay takes from the recorded outside waits (`RecordedWait`), by attempt key. */
+interface OutsideWaits {
+  /** Whether the run was gated (some start waited for a cluster permit): replay is gated too. */
+  gated: boolean;
+  /** Permit waits (ms from ask to grant): kept under any config, as the cluster's latency. */
+  permits: Map<string, number>;
+  /** Under the recording's own config: when each held start may go at the earliest (`turn`). */
+  holds: Map<string, number>;
+}
+
+function outsideWaits(rec: Recording, own: boolean): OutsideWaits {
+  const out: OutsideWaits = { gated: false, permits: new Map(), holds: new Map() };
+  for (const a of rec.attempts) {
+    if (!a.waits || a.compensation) continue;
+    const key = keyOf('call', a.callId, a.attempt);
+    for (const w of a.waits) {
+      if (w.kind === 'permit') {
+        out.gated = true;
+        out.permits.set(key, Math.max(0, w.toMs - w.fromMs));
+      } else if (w.kind === 'turn' && own) out.holds.set(key, Math.max(out.holds.get(key) ?? 0, w.toMs));
+      // A kind this version does not know changes nothing.
+    }
+  }
+  return out;
+}
+
 /** Replays a recording on a virtual clock. Never throws for anything a recording can contain. */
 export function replayRecording(rec: Recording, opts: ReplayOptions = {}): ReplayRun {
   const config = opts.config ?? configOfRecording(rec, opts.ajv);
+  const outside = outsideWaits(rec, opts.config === undefined);
   const slack = Math.max(1, opts.tolerance ?? 5);
   const runId = rec.run.id;
   const byKey = new Map<string, RecordedAttempt>();
@@ -155,7 +193,11 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
     limits: config.limits,
     defaults: config.defaults,
     ...(config.hooks ? { hooks: config.hooks } : {}),
+    ...(outside.gated ? { gated: true, localRates: true } : {}),
+    ...(outside.holds.size > 0 ? { holds: (_run: string, callId: string, n: number) => outside.holds.get(keyOf('call', callId, n)) } : {}),
   });
+  // Starts seen per call: a permit asked for now is for the next attempt.
+  const startsSeen = new Map<string, number>();
   const hooks = new Map<string, RecordedHook[]>();
   for (const h of rec.hooks ?? []) hooks.set(`${h.on}/${h.callId}`, [...(hooks.get(`${h.on}/${h.callId}`) ?? []), h]);
 
@@ -225,6 +267,10 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
 
   const sim = new Simulation(scheduler, {
     attempt,
+    permit(req, now) {
+      const n = (startsSeen.get(req.callId) ?? 0) + 1;
+      return now + (outside.permits.get(keyOf('call', req.callId, n)) ?? 0);
+    },
     hook(req, now) {
       const list = hooks.get(`${req.on}/${req.callId}`);
       if (list) return recordedDecisions(list, now);
@@ -232,6 +278,7 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
       return { at: now, decisions: [] };
     },
     onEvent(e, s) {
+      if (e.type === 'call.started' && e.callId !== undefined) startsSeen.set(e.callId, e.data.attempt);
       if (e.type === 'call.retry_scheduled' && e.callId !== undefined) {
         const failed = byKey.get(keyOf('call', e.callId, e.data.attempt - 1));
         const next = byKey.get(keyOf('call', e.callId, e.data.attempt));
@@ -264,9 +311,16 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
         tags: rec.run.tags,
         estimates: rec.estimates ?? {},
         ...(streamed ? { open: true } : {}),
+        // Held behind an earlier run of its concurrency key (DESIGN §4), until its recorded release.
+        ...(rec.releasedAtMs !== undefined && !streamed ? { held: true } : {}),
       }),
     ),
   );
+  if (rec.releasedAtMs !== undefined && !streamed)
+    sim.at(
+      rec.releasedAtMs,
+      safely('the release', (now) => scheduler.release(now, runId)),
+    );
   if (streamed) {
     const arrivals = new Map<number, Recording['calls']>();
     for (const c of rec.calls) arrivals.set(c.atMs ?? 0, [...(arrivals.get(c.atMs ?? 0) ?? []), c]);

@@ -28,6 +28,13 @@ export interface SchedulerOptions {
    * `permitRefused`. Off, calls start at once, as always.
    */
   gated?: boolean;
+  /** Gated, yet rate limits are counted here too (replay: the cluster's buckets are not there). */
+  localRates?: boolean;
+  /**
+   * Replay (DESIGN §8): the time before which a call's attempt may not start, when the recording shows
+   * it waited that long for something outside its run (outside.ts); undefined: not held.
+   */
+  holds?: (runId: string, callId: string, attempt: number) => number | undefined;
 }
 
 /** A call that asks for a cluster-wide permit: what every shared limit and lock counts of it. */

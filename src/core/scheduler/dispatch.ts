@@ -9,6 +9,7 @@ import { transition } from '../state.js';
 import type { WaitReason } from '../waiting.js';
 import { refusedFor } from './cluster-waits.js';
 import { askHooks } from './hook-requests.js';
+import { acquired, heldBack, queued, startWait, waitedOutside } from './outside.js';
 import { byPriority, emit, markDirty, readySet, type ScheduledCall, type ScheduledRun, type SchedulerState } from './records.js';
 
 /** The data of events that carry none (shared, so frozen). */
@@ -41,6 +42,7 @@ export function enqueueReady(s: SchedulerState, run: ScheduledRun, c: ScheduledC
   }
   heap.push(c);
   run.readyCount++;
+  queued(s, run, c);
   markDirty(s, run);
   const book = s.waits;
   if (book !== undefined) book.fresh[book.freshCount++] = c;
@@ -97,6 +99,11 @@ function pick(s: SchedulerState, run: ScheduledRun): ScheduledCall | undefined |
         heap.pop();
         continue;
       }
+      if (s.opts.holds !== undefined && heldBack(s, run, c)) {
+        // Replay: the recording shows it waited this long for something outside its run.
+        (skipped ??= []).push(heap.pop() as ScheduledCall);
+        continue;
+      }
       if (c.permitRefusedIn === s.permitEpoch) {
         // The cluster refused it since permits last freed: asking again now would be refused again.
         (skipped ??= []).push(heap.pop() as ScheduledCall);
@@ -137,10 +144,14 @@ function takeReady(run: ScheduledRun, c: ScheduledCall): void {
 }
 
 function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
+  const outside = waitedOutside(s, run, c);
   s.limiter.acquire(c, s.now);
+  acquired(s, run);
   if (s.opts.gated && s.limiter.shared(c)) {
     // Held here (so local limits count it) while the cluster is asked (DESIGN §12); `permitted` starts it.
     c.permitPending = true;
+    c.permitAskedAt = s.now;
+    c.askedOutside = outside;
     (s.out.permits ??= []).push({
       runId: run.id,
       callId: c.id,
@@ -152,7 +163,7 @@ function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
     });
     return;
   }
-  begin(s, run, c);
+  begin(s, run, c, false, outside);
 }
 
 /** Gated: the cluster granted the call's permit; false when it no longer waits for one (ended, cancelled). */
@@ -161,7 +172,7 @@ export function permitted(s: SchedulerState, run: ScheduledRun, c: ScheduledCall
   c.permitPending = false;
   // What it waited for is told no more (cluster-waits.ts: a refusal in its next wait is news).
   c.waitReasons = undefined;
-  begin(s, run, c, true);
+  begin(s, run, c, true, c.askedOutside === true, c.permitAskedAt);
   return true;
 }
 
@@ -180,14 +191,18 @@ export function permitRefused(s: SchedulerState, run: ScheduledRun, c: Scheduled
   if (reasons !== undefined) refusedFor(s, run, c, reasons);
 }
 
-/** `permit`: it holds a cluster-wide permit, to give back when its attempt ends. */
-function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, permit = false): void {
+/**
+ * `permit`: it holds a cluster-wide permit, to give back when its attempt ends. `outside`, `asked`:
+ * what it waited for outside its run (outside.ts), for its `call.started`.
+ */
+function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, permit: boolean, outside: boolean, asked?: number): void {
   transition(c, 'running');
   run.running++;
   c.attempts++;
   c.attemptStartedAt = s.now;
   const args = c.resolved as Record<string, unknown>;
-  emit(s, 'call.started', run, c, { attempt: c.attempts, args });
+  const waited = startWait(s, c, outside, asked);
+  emit(s, 'call.started', run, c, waited === undefined ? { attempt: c.attempts, args } : { attempt: c.attempts, args, waited });
   const m = c.manifest as NonNullable<ScheduledCall['manifest']>;
   // Two literals, not one with `...(permit ? { permit } : {})`: that spread made an empty object and
   // copied it for every start.

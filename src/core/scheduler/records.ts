@@ -72,6 +72,13 @@ export interface ScheduledCall extends Holder {
   permitPending?: boolean;
   /** Gated: the `permitEpoch` in which the cluster refused it (it waits for the next one). */
   permitRefusedIn?: number;
+  /** Gated: when it asked for its permit, and whether it had waited outside its run before (outside.ts). */
+  permitAskedAt?: number;
+  askedOutside?: boolean;
+  /** When it last joined its run's ready set (outside.ts). */
+  queuedAt: number;
+  /** Other runs held something when it joined the ready set (outside.ts). */
+  crowded: boolean;
   /**
    * Why it waits (waits.ts, with `explainWaits`): what refused it when it was last explained; current
    * while it is `ready`. Kept on the call, not in an object of its own: a big run has tens of
@@ -231,6 +238,11 @@ export interface SchedulerState {
   readonly waits: WaitBook | undefined;
   /** Gated: grows when cluster-wide permits may have freed, so refused calls are asked for again. */
   permitEpoch: number;
+  /** The run that last took its limits, and when; and when another run last did before it (outside.ts). */
+  readonly lastAcquire: { runId: string | undefined; at: number };
+  otherAcquireAt: number;
+  /** In a `tick` whose first timer was due before its `now` (it fired late; outside.ts). */
+  timerLate: boolean;
 }
 
 export function createState(opts: SchedulerOptions): SchedulerState {
@@ -241,7 +253,7 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     tenantRuns: new Map(),
     rr: 0,
     arrivals: 0,
-    limiter: new Limiter(opts.limits, !opts.gated),
+    limiter: new Limiter(opts.limits, !opts.gated || opts.localRates === true),
     timers: new MinHeap<Timer>((a, b) => a.at - b.at || a.seq - b.seq),
     timerSeq: 0,
     wakes: new Set(),
@@ -254,6 +266,9 @@ export function createState(opts: SchedulerOptions): SchedulerState {
       ? { fresh: [], freshCount: 0, released: [], releasedCount: 0, groups: new Map(), list: [], locks: [], refused: [] }
       : undefined,
     permitEpoch: 0,
+    lastAcquire: { runId: undefined, at: Number.NEGATIVE_INFINITY },
+    otherAcquireAt: Number.NEGATIVE_INFINITY,
+    timerLate: false,
   };
 }
 
@@ -393,6 +408,8 @@ export function newCall(run: ScheduledRun, p: PlannedCall): ScheduledCall {
     hooked: false,
     waitReasons: undefined,
     waitSince: 0,
+    queuedAt: 0,
+    crowded: false,
     waitGroup: undefined,
     waitSeq: 0,
     heldAs: undefined,

@@ -280,6 +280,8 @@ export class Scheduler {
   tick(now: number): Output {
     const s = this.state;
     s.now = now;
+    // Fired late (a loaded engine): what it lets start waited longer than the run alone explains (outside.ts).
+    s.timerLate = (s.timers.peek()?.at ?? now) < now;
     for (let t = s.timers.peek(); t && t.at <= now; t = s.timers.peek()) {
       s.timers.pop();
       if (t.runId === undefined) {
@@ -296,7 +298,9 @@ export class Scheduler {
       c.retrying = false;
       maybeReady(s, run, c);
     }
-    return this.flush();
+    const out = this.flush();
+    s.timerLate = false;
+    return out;
   }
 
   /**
