@@ -201,7 +201,7 @@ function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, permit: b
   c.attempts++;
   c.attemptStartedAt = s.now;
   const args = c.resolved as Record<string, unknown>;
-  const waited = startWait(s, c, outside, asked);
+  const waited = startWait(c, outside, asked);
   emit(s, 'call.started', run, c, waited === undefined ? { attempt: c.attempts, args } : { attempt: c.attempts, args, waited });
   const m = c.manifest as NonNullable<ScheduledCall['manifest']>;
   // Two literals, not one with `...(permit ? { permit } : {})`: that spread made an empty object and

@@ -51,8 +51,8 @@ export function waitedOutside(s: SchedulerState, run: ScheduledRun, c: Scheduled
   return c.crowded || s.timerLate || othersAcquiredAt(s, run.id) >= c.queuedAt;
 }
 
-/** The `waited` of a start at `s.now`: undefined when it waited for nothing outside (the usual start). */
-export function startWait(s: SchedulerState, c: ScheduledCall, outside: boolean, asked: number | undefined): StartWait | undefined {
+/** The `waited` of a start: undefined when it waited for nothing outside (the usual start). */
+export function startWait(c: ScheduledCall, outside: boolean, asked: number | undefined): StartWait | undefined {
   if (asked === undefined && !outside) return undefined;
   const w: StartWait = { since: c.queuedAt };
   if (asked !== undefined) w.asked = asked;
