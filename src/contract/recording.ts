@@ -107,8 +107,11 @@ export interface Recording {
   sealedAtMs?: number;
   /** A run held behind an earlier run of its concurrency key (DESIGN §4): when it was let go. */
   releasedAtMs?: number;
-  /** When the run was taken back from its events (a takeover by another replica, or a restart). */
-  resumes?: { atMs: number }[];
+  /**
+   * When the run was taken back from its events (a takeover by another replica, or a restart), and the
+   * time of the last thing its previous owner recorded (nothing happened in between: the lease gap).
+   */
+  resumes?: { atMs: number; lastMs: number }[];
   /** Mean duration per tool that ranked the ready calls when the run started. */
   estimates?: Record<string, number>;
   replans: { atMs: number; calls: CallInput[] }[];
@@ -261,7 +264,7 @@ export const RecordingSchema = z.strictObject({
   calls: z.array(CallSchema.extend({ atMs: ms.optional(), invalid: z.string().optional() })),
   sealedAtMs: ms.optional(),
   releasedAtMs: ms.optional(),
-  resumes: z.array(z.strictObject({ atMs: ms })).optional(),
+  resumes: z.array(z.strictObject({ atMs: ms, lastMs: ms })).optional(),
   estimates: z.record(z.string(), z.number().min(0)).optional(),
   replans: z.array(z.strictObject({ atMs: ms, calls: z.array(CallSchema.extend({ invalid: z.string().optional() })) })).default([]),
   reviews: z

@@ -63,6 +63,7 @@ export const EVENT_PAYLOAD_SCHEMAS = {
   }),
   'run.started': z.object({ ...step, generations, released: z.literal(true).optional() }),
   'call.ready': z.record(z.string(), z.never()),
+  'run.resumed': z.record(z.string(), z.never()),
   'call.started': z.object({
     attempt: int1,
     args,

@@ -102,6 +102,12 @@ export interface EventPayloads {
   'run.completed': { status: RunStatus; cancelledAt?: number; diagnostics?: Diagnostic[] };
   'run.calls_added': PlanStepData & { calls: CallInput[] };
   'run.sealed': PlanStepData & { generations: string[][]; reason?: 'openRunTimeoutMs' };
+  /**
+   * The run was taken back from its events (DESIGN §8, §12): by another replica once its owner's lease
+   * lapsed, or after a restart. What ran when the owner stopped was lost with it; what follows is the
+   * new owner's. A recording keeps the time, so replay resumes the run where the recording did.
+   */
+  'run.resumed': Record<string, never>;
 }
 
 export type EventType = keyof EventPayloads;
@@ -127,6 +133,7 @@ export const EVENT_TYPES = [
   'run.completed',
   'run.calls_added',
   'run.sealed',
+  'run.resumed',
 ] as const satisfies readonly EventType[];
 
 // Every type is listed: a type missing from EVENT_TYPES makes this `false`, which fails to compile.

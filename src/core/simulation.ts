@@ -32,7 +32,7 @@ export interface SimulationHooks {
    */
   permit?(request: PermitRequest, now: number): number;
   /** Sees every event as it is emitted (to schedule a review decision, say). */
-  onEvent?(event: CoreEvent, sim: Simulation): void;
+  onEvent?(event: CoreEvent, sim: Simulation<Simulated>): void;
   /**
    * false: `events` and `starts` stay empty (`onEvent` still sees every event). For long runs whose
    * events are only counted, as the scheduler benchmark's 100k calls: keeping 300k events alive is
@@ -50,12 +50,15 @@ interface Pending {
   action?: (now: number) => Output;
 }
 
+/** What the simulation drives: a `Scheduler`, or a front that stands for one (replay's). */
+export type Simulated = Pick<Scheduler, 'nextWakeAt' | 'tick' | 'attemptEnded' | 'hookDecided' | 'permitGranted'>;
+
 export interface StartRecord {
   at: number;
   start: StartAttempt;
 }
 
-export class Simulation {
+export class Simulation<S extends Simulated = Scheduler> {
   now = 0;
   readonly events: CoreEvent[] = [];
   readonly starts: StartRecord[] = [];
@@ -70,7 +73,7 @@ export class Simulation {
   private readonly inFlight = new Map<string, Pending | Pending[]>();
 
   constructor(
-    readonly scheduler: Scheduler,
+    readonly scheduler: S,
     private readonly hooks: SimulationHooks,
   ) {}
 

@@ -114,8 +114,19 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
     Object.assign(a, { endMs: hooked.get(a.callId) ?? ms(e.at) }, fields);
     hooked.delete(a.callId);
   };
+  let lastAt = t0;
   for (const e of events) {
+    const prevAt = lastAt;
+    lastAt = e.at;
     switch (e.type) {
+      case 'run.resumed':
+        // What ran when the owner stopped was lost with it: no outcome, ended when the run was taken back.
+        for (const a of open.values()) Object.assign(a, { endMs: ms(e.at), lost: true });
+        for (const a of open.values()) delete a.open;
+        open.clear();
+        hooked.clear();
+        (rec.resumes ??= []).push({ atMs: ms(e.at), lastMs: ms(prevAt) });
+        break;
       case 'call.ready':
         ready.set(e.callId as string, ms(e.at));
         break;

@@ -26,12 +26,19 @@
 import type { Ajv } from 'ajv';
 import type { CoreEvent } from '../core/events.js';
 import { callError, type CallError } from '../core/errors.js';
-import { Scheduler, type AttemptResult, type Output, type StartAttempt } from '../core/scheduler.js';
-import { Simulation, type SimulatedAttempt } from '../core/simulation.js';
+import {
+  Scheduler,
+  type AttemptEnded,
+  type AttemptResult,
+  type Output,
+  type SchedulerOptions,
+  type StartAttempt,
+} from '../core/scheduler.js';
+import { Simulation, type Simulated, type SimulatedAttempt } from '../core/simulation.js';
 import type { Defaults } from '../core/tool.js';
 import { createAjv, createCatalog } from '../config/catalog.js';
 import type { RecordedAttempt, RecordedHook, Recording } from '../contract/recording.js';
-import type { HookDecision } from '../core/hooks.js';
+import type { HookAnswer, HookDecision } from '../core/hooks.js';
 import { recordingOf, type RecordingConfig } from './recording.js';
 import { internInputs } from './schema.js';
 
@@ -118,27 +125,76 @@ function notRecorded(s: StartAttempt, why: string): AttemptResult {
 }
 
 /**
- * The scheduler with its timers firing as late as the recording shows (a retry became ready after its
- * backoff by the lag of the live engine's timer). The engine has one timer: when it fires, everything
- * due by then is handled at that moment, as here.
+ * The scheduler as replay drives it. Its timers fire as late as the recording shows (a retry became
+ * ready after its backoff by the lag of the live engine's timer; the engine has one timer: when it
+ * fires, everything due by then is handled at that moment, as here). And a run taken back from its
+ * events (`resumes`: another replica took it over, or a restart) is taken back here too: from the last
+ * thing the old owner recorded until the resume nothing reaches the old scheduler (it had stopped),
+ * then a new scheduler restores the run from the replay's own events, as the new owner did.
  */
-class LaggedTimers extends Scheduler {
+class ReplayScheduler implements Simulated {
+  private inner: Scheduler;
   /** Due time of a timer → when it fired in the recording. */
   private readonly fired = new Map<number, number>();
+  /** The resumes still to come, in order: the scheduler is stopped after the first one's `lastMs`. */
+  private readonly resumes: { atMs: number; lastMs: number }[];
+  private now = 0;
+
+  constructor(
+    private readonly opts: SchedulerOptions,
+    resumes: readonly { atMs: number; lastMs: number }[],
+  ) {
+    this.inner = new Scheduler(opts);
+    this.resumes = [...resumes].sort((a, b) => a.atMs - b.atMs);
+  }
 
   /** A timer due at `at` fired `lagMs` late in the recording. */
   lag(at: number, lagMs: number): void {
     if (lagMs > 0) this.fired.set(at, Math.max(at + lagMs, this.fired.get(at) ?? 0));
   }
 
-  override nextWakeAt(): number | undefined {
-    const at = super.nextWakeAt();
+  /** Whether the owner had stopped at `now` (between its last record and the resume). */
+  private stopped(now: number): boolean {
+    this.now = Math.max(this.now, now);
+    const next = this.resumes[0];
+    return next !== undefined && this.now > next.lastMs;
+  }
+
+  /** The run taken back at `now` from `events` (its own so far) by a new scheduler. */
+  resume(now: number, events: readonly CoreEvent[]): Output {
+    this.resumes.shift();
+    this.inner = new Scheduler(this.opts);
+    this.now = now;
+    return this.inner.restore(now, events);
+  }
+
+  nextWakeAt(): number | undefined {
+    if (this.stopped(this.now)) return undefined;
+    const at = this.inner.nextWakeAt();
     return at === undefined ? undefined : (this.fired.get(at) ?? at);
   }
 
-  override tick(now: number): Output {
+  tick(now: number): Output {
+    if (this.stopped(now)) return EMPTY;
     for (const at of this.fired.keys()) if (at <= now) this.fired.delete(at);
-    return super.tick(now);
+    return this.inner.tick(now);
+  }
+
+  attemptEnded(now: number, e: AttemptEnded): Output {
+    return this.stopped(now) ? EMPTY : this.inner.attemptEnded(now, e);
+  }
+
+  hookDecided(now: number, a: HookAnswer): Output {
+    return this.stopped(now) ? EMPTY : this.inner.hookDecided(now, a);
+  }
+
+  permitGranted(now: number, runId: string, callId: string): Output | undefined {
+    return this.stopped(now) ? undefined : this.inner.permitGranted(now, runId, callId);
+  }
+
+  /** The recorded inputs (a batch, reviews, replans, a cancel…) go to the scheduler of the moment. */
+  get current(): Scheduler {
+    return this.inner;
   }
 }
 
@@ -187,15 +243,20 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
   }
   const recordedTimeouts = new Map(rec.config.tools.map((t) => [t.name, t.timeoutMs]));
   const notes: string[] = [];
-  const scheduler = new LaggedTimers({
-    catalog: config.catalog,
-    policy: config.policy,
-    limits: config.limits,
-    defaults: config.defaults,
-    ...(config.hooks ? { hooks: config.hooks } : {}),
-    ...(outside.gated ? { gated: true, localRates: true } : {}),
-    ...(outside.holds.size > 0 ? { holds: (_run: string, callId: string, n: number) => outside.holds.get(keyOf('call', callId, n)) } : {}),
-  });
+  const front = new ReplayScheduler(
+    {
+      catalog: config.catalog,
+      policy: config.policy,
+      limits: config.limits,
+      defaults: config.defaults,
+      ...(config.hooks ? { hooks: config.hooks } : {}),
+      ...(outside.gated ? { gated: true, localRates: true } : {}),
+      ...(outside.holds.size > 0
+        ? { holds: (_run: string, callId: string, n: number) => outside.holds.get(keyOf('call', callId, n)) }
+        : {}),
+    },
+    rec.resumes ?? [],
+  );
   // Starts seen per call: a permit asked for now is for the next attempt.
   const startsSeen = new Map<string, number>();
   const hooks = new Map<string, RecordedHook[]>();
@@ -209,7 +270,10 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
     }
     const took = a.endMs - a.startMs;
     let sim: SimulatedAttempt;
-    if (!a.ok && a.error?.code === 'cancelled') {
+    if (a.lost) {
+      // Lost with its owner: it runs until the run is taken back (then its end is nobody's business).
+      sim = { durationMs: took + slack, result: notRecorded(s, `it was lost when the run was taken back at ${a.endMs} ms`) };
+    } else if (!a.ok && a.error?.code === 'cancelled') {
       sim = { durationMs: took + slack, result: notRecorded(s, `the recording aborted it after ${took} ms`) };
     } else {
       const result: AttemptResult = a.ok
@@ -247,7 +311,7 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
   const decide = (r: Recording['reviews'][number]) =>
     safely(`the ${r.decision} review of ${r.callId}`, (now) => {
       reviewDue.delete(r.callId);
-      return scheduler.decideReview(now, {
+      return front.current.decideReview(now, {
         runId,
         callId: r.callId,
         decision: r.decision,
@@ -260,12 +324,12 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
   const due = new Set<Recording['replans'][number]>();
   const replanIfDue = safely('a replan', (now) => {
     const next = replans[0];
-    if (!next || !due.has(next) || scheduler.runStatus(runId) !== 'needs_replan') return EMPTY;
+    if (!next || !due.has(next) || front.current.runStatus(runId) !== 'needs_replan') return EMPTY;
     replans.shift();
-    return scheduler.replan(now, runId, next.calls);
+    return front.current.replan(now, runId, next.calls);
   });
 
-  const sim = new Simulation(scheduler, {
+  const sim = new Simulation(front, {
     attempt,
     permit(req, now) {
       const n = (startsSeen.get(req.callId) ?? 0) + 1;
@@ -282,7 +346,7 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
       if (e.type === 'call.retry_scheduled' && e.callId !== undefined) {
         const failed = byKey.get(keyOf('call', e.callId, e.data.attempt - 1));
         const next = byKey.get(keyOf('call', e.callId, e.data.attempt));
-        if (failed?.retryAtMs !== undefined && next?.readyMs !== undefined) scheduler.lag(e.data.at, next.readyMs - failed.retryAtMs);
+        if (failed?.retryAtMs !== undefined && next?.readyMs !== undefined) front.lag(e.data.at, next.readyMs - failed.retryAtMs);
       }
       if (e.type === 'call.awaiting_review' && e.callId !== undefined) {
         awaiting.add(e.callId);
@@ -303,7 +367,7 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
   sim.at(
     0,
     safely('the batch', (now) =>
-      scheduler.submit(now, {
+      front.current.submit(now, {
         runId,
         tenant: rec.run.tenant,
         calls: streamed ? [] : rec.calls.map(callInput),
@@ -316,10 +380,16 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
       }),
     ),
   );
+  // Taken back at its recorded time, before any other input of that instant (the new owner's).
+  for (const r of rec.resumes ?? [])
+    sim.at(
+      r.atMs,
+      safely('the resume', (now) => front.resume(now, sim.events)),
+    );
   if (rec.releasedAtMs !== undefined && !streamed)
     sim.at(
       rec.releasedAtMs,
-      safely('the release', (now) => scheduler.release(now, runId)),
+      safely('the release', (now) => front.current.release(now, runId)),
     );
   if (streamed) {
     const arrivals = new Map<number, Recording['calls']>();
@@ -327,13 +397,13 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
     for (const [atMs, calls] of [...arrivals].sort(([a], [b]) => a - b)) {
       sim.at(
         atMs,
-        safely('appended calls', (now) => scheduler.append(now, runId, calls.map(callInput))),
+        safely('appended calls', (now) => front.current.append(now, runId, calls.map(callInput))),
       );
     }
     if (rec.sealedAtMs !== undefined)
       sim.at(
         rec.sealedAtMs,
-        safely('the seal', (now) => scheduler.seal(now, runId)),
+        safely('the seal', (now) => front.current.seal(now, runId)),
       );
   }
   for (const r of rec.reviews) {
@@ -352,7 +422,7 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
   if (rec.cancelledAtMs !== undefined)
     sim.at(
       rec.cancelledAtMs,
-      safely('the cancel', (now) => scheduler.cancel(now, runId)),
+      safely('the cancel', (now) => front.current.cancel(now, runId)),
     );
   sim.run();
 
@@ -362,7 +432,7 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
     );
   if (replans.length > 0) {
     notes.push(
-      `${replans.length} replan(s) (the first recorded at ${(replans[0] as { atMs: number }).atMs} ms) could not be applied: the run ended ${scheduler.runStatus(runId) ?? 'without starting'}, not needs_replan`,
+      `${replans.length} replan(s) (the first recorded at ${(replans[0] as { atMs: number }).atMs} ms) could not be applied: the run ended ${front.current.runStatus(runId) ?? 'without starting'}, not needs_replan`,
     );
   }
   const events = sim.events;

@@ -55,6 +55,20 @@ function sampleEvents(): CoreEvent[] {
   w.submit(1, { runId: 'r2', calls: [{ id: 'a', tool: 't', args: { a: 'x' } }] });
   w.run();
   out.push(...w.events);
+  // A run taken back from its events while a call ran (`run.resumed`: a takeover, a restart).
+  const k = rig({ tools: [tool('t', { idempotent: true })] });
+  k.submit(0, { calls: [{ id: 'a', tool: 't', args: { ms: 50 } }] });
+  k.run();
+  const before = k.events.filter((e) => e.type !== 'call.succeeded' && e.type !== 'run.completed');
+  const fresh = new Scheduler({
+    catalog: catalogOf([tool('t', { idempotent: true })]),
+    policy: { rules: [] },
+    limits: limits(),
+    defaults: DEFAULTS,
+  });
+  const resumed = fresh.restore(100, before).events;
+  expect(resumed.map((e) => e.type)).toEqual(['run.resumed', 'call.ready', 'call.started']);
+  out.push(...before, ...resumed);
   return out;
 }
 

@@ -18,7 +18,7 @@ import { compensationQueue, startNextCompensation } from './compensation.js';
 import { maybeReady } from './dispatch.js';
 import { wire } from './planning.js';
 import { applyFailureMode, arm, cancelCall, fail, failureModeOf, release, setResolved, stopRun } from './progress.js';
-import { markDirty, newRun, releasable, type ScheduledCall, type SchedulerState } from './records.js';
+import { emit, markDirty, newRun, releasable, type ScheduledCall, type SchedulerState } from './records.js';
 import { appendTo, sealRun } from './streamed.js';
 
 /** Rebuilds the run of `events` (its whole log, from `run.created`); the caller flushes. */
@@ -134,6 +134,8 @@ export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): voi
     transitionRun(run, over);
     return;
   }
+  // Taken back while it ran: what follows is this scheduler's (a recording resumes its replay here).
+  emit(s, 'run.resumed', run, undefined, {});
   // An open run that was not sealed is still sealed by the server at its open-run timeout, counted
   // from its creation (right away when that has passed).
   if (run.stream && !run.stream.sealed)
