@@ -150,9 +150,18 @@ export class Engine {
       },
       { clock: () => this.clock() },
     );
-    this.clock = opts.clock ?? Date.now;
+    // The scheduler's clock only goes on (DESIGN §8: a recording's times are one clock): a timer that
+    // fires a little early ticks at its due time, and what comes after is never given an earlier one.
+    const wall = opts.clock ?? Date.now;
+    let latest = Number.NEGATIVE_INFINITY;
+    this.clock = () => {
+      const t = wall();
+      if (t > latest) latest = t;
+      return latest;
+    };
     this.timer = new WakeTimer(this.clock, (at) => {
-      this.enqueue(this.scheduler.tick(Math.max(this.clock(), at)));
+      if (at > latest) latest = at;
+      this.enqueue(this.scheduler.tick(this.clock()));
       this.pipeline.send();
     });
     this.hooks = HookGate.of(opts.config, opts.hooks, this.clock, () => this.scheduleFlush());

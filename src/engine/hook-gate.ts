@@ -28,6 +28,8 @@ export class HookGate {
     private readonly wake: () => void,
     /** Whether `close` closes the runner (the one the gate made). */
     private readonly owns = false,
+    /** The engine's clock (a decision's `startedAt` is on the run's clock, DESIGN §8). */
+    private readonly clock: () => number = Date.now,
   ) {
     // Every running request listens to it: as many as run at once, by design.
     setMaxListeners(0, this.stop.signal);
@@ -35,10 +37,10 @@ export class HookGate {
 
   /** A gate over the config's hooks, or undefined when it has none (and no runner is given). */
   static of(config: Config, runner: HookRunner | undefined, clock: () => number, wake: () => void): HookGate | undefined {
-    if (runner) return new HookGate(runner, wake);
+    if (runner) return new HookGate(runner, wake, false, clock);
     if (!config.hooks || config.hooks.length === 0) return undefined;
     const maxInFlight = config.limits.hooksInFlight;
-    return new HookGate(createHookRunner(config.hooks, { clock, ...(maxInFlight !== undefined ? { maxInFlight } : {}) }), wake, true);
+    return new HookGate(createHookRunner(config.hooks, { clock, ...(maxInFlight !== undefined ? { maxInFlight } : {}) }), wake, true, clock);
   }
 
   /** The answers that came since the last call, in the order they came. */
@@ -64,7 +66,7 @@ export class HookGate {
     this.runner.run(req, this.stop.signal).then(done, (err: unknown) => {
       // The runner never throws; if it did, nothing it would have decided is known: as `onError: deny`.
       const error = `the hook runner failed: ${err instanceof Error ? err.message : String(err)}`;
-      const base = { hook: 'runner', startedAt: Date.now(), durationMs: 0, error };
+      const base = { hook: 'runner', startedAt: this.clock(), durationMs: 0, error };
       done([
         req.on === 'before_call' ? { ...base, decision: 'deny', reason: error } : { ...base, decision: 'fail', fail: { message: error } },
       ]);

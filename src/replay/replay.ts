@@ -192,6 +192,10 @@ class ReplayScheduler implements Simulated {
     return this.stopped(now) ? undefined : this.inner.permitGranted(now, runId, callId);
   }
 
+  wake(now: number): Output {
+    return this.stopped(now) ? EMPTY : this.inner.wake(now);
+  }
+
   /** The recorded inputs (a batch, reviews, replans, a cancel…) go to the scheduler of the moment. */
   get current(): Scheduler {
     return this.inner;
@@ -380,6 +384,8 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
       }),
     ),
   );
+  // A start held back until its recorded turn may go then: the scheduler is woken (no timer of its own).
+  for (const at of new Set(outside.holds.values())) sim.at(at, (now) => front.wake(now));
   // Taken back at its recorded time, before any other input of that instant (the new owner's).
   for (const r of rec.resumes ?? [])
     sim.at(

@@ -15,7 +15,7 @@
  * costs replay the chance to recompute it; an outside wait left unmarked would make replay diverge.
  *
  * Replay (replay/replay.ts) gives `SchedulerOptions.holds`: a held attempt is skipped by dispatch
- * until its time, with a wake-up then, as a rate's is.
+ * until its time, when replay wakes the scheduler (`Scheduler.wake`).
  */
 import type { StartWait } from '../events.js';
 import type { ScheduledCall, ScheduledRun, SchedulerState } from './records.js';
@@ -61,15 +61,10 @@ export function startWait(c: ScheduledCall, outside: boolean, asked: number | un
 }
 
 /**
- * Replay: whether `c`'s next attempt is held back now (`SchedulerOptions.holds`); if so, dispatch is
- * woken when the hold ends.
+ * Replay: whether `c`'s next attempt is held back now (`SchedulerOptions.holds`). No timer is set for
+ * the hold's end (the live engine had none): replay calls `Scheduler.wake` then.
  */
 export function heldBack(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): boolean {
   const until = s.opts.holds?.(run.id, c.id, c.attempts + 1);
-  if (until === undefined || until <= s.now) return false;
-  if (!s.wakes.has(until)) {
-    s.wakes.add(until);
-    s.timers.push({ at: until, seq: s.timerSeq++ });
-  }
-  return true;
+  return until !== undefined && until > s.now;
 }

@@ -304,6 +304,15 @@ export class Scheduler {
   }
 
   /**
+   * Starts what may start at `now`, and nothing else: replay wakes the scheduler when a start it held
+   * back (`SchedulerOptions.holds`) may go, a time no timer of the live engine stood for.
+   */
+  wake(now: number): Output {
+    this.state.now = now;
+    return this.flush();
+  }
+
+  /**
    * The time of the next timer, if any. A seal timer of a run that was sealed or has ended would do
    * nothing when it fires (see `tick`): it is dropped here, so no real timer waits for it (an engine
    * with nothing else to do then holds none, and its process may exit).
