@@ -40,7 +40,12 @@ export class HookGate {
     if (runner) return new HookGate(runner, wake, false, clock);
     if (!config.hooks || config.hooks.length === 0) return undefined;
     const maxInFlight = config.limits.hooksInFlight;
-    return new HookGate(createHookRunner(config.hooks, { clock, ...(maxInFlight !== undefined ? { maxInFlight } : {}) }), wake, true, clock);
+    return new HookGate(
+      createHookRunner(config.hooks, { clock, ...(maxInFlight !== undefined ? { maxInFlight } : {}) }),
+      wake,
+      true,
+      clock,
+    );
   }
 
   /** The answers that came since the last call, in the order they came. */
