@@ -90,7 +90,7 @@ function crossCheck(r: Parsed, ajv: Ajv): { path: Path; message: string; got?: u
       out.push({ path: ['attempts', i, 'readyMs'], message: `expected a number ≤ startMs (${a.startMs})`, got: a.readyMs });
     if (a.endMs < a.startMs)
       out.push({ path: ['attempts', i, 'endMs'], message: `expected a number ≥ startMs (${a.startMs})`, got: a.endMs });
-    if (!a.ok && a.error === undefined)
+    if (!a.ok && a.error === undefined && !a.lost)
       out.push({ path: ['attempts', i, 'error'], message: 'expected the error of a failed attempt (ok is false)', got: undefined });
     const key = `${a.compensation ? 'compensation' : 'call'}/${a.callId}/${a.attempt}`;
     if (seen.has(key))
