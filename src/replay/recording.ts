@@ -96,7 +96,7 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
   const rec: Recording = {
     format: RECORDING_FORMAT,
     run: { id: created.runId, tenant: cd.tenant, failure: cd.failure, tags: cd.tags },
-    config: { tools: [], policy: config.policy, limits: scheduled(config.limits), defaults: { ...config.defaults }, ...hooksOf(config) },
+    config: configSection(config, []),
     calls: [...cd.calls],
     ...(cd.estimates ? { estimates: cd.estimates } : {}),
     replans: [],
@@ -251,6 +251,17 @@ function waitsOf(w: StartWait | undefined, startMs: number, ms: (at: number) => 
   if (w.outside) out.push({ kind: 'turn', fromMs: ms(w.since), toMs: asked ?? startMs });
   if (asked !== undefined) out.push({ kind: 'permit', fromMs: asked, toMs: startMs });
   return out.length > 0 ? out : undefined;
+}
+
+/** The `config` section of a recording of a run of `calls` (its tools, and the tools that compensate them). */
+export function configSection(config: RecordingConfig, calls: readonly CallInput[]): Recording['config'] {
+  return {
+    tools: usedTools(config, calls),
+    policy: config.policy,
+    limits: scheduled(config.limits),
+    defaults: { ...config.defaults },
+    ...hooksOf(config),
+  };
 }
 
 /** The limits that decide a run, for its recording: `hooksInFlight` bounds this process's hook requests, not the run. */

@@ -23,6 +23,7 @@
  * The replay's events fold into a `Recording` through `recordingOf`, so compare.ts compares two
  * documents of one shape.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { Ajv } from 'ajv';
 import type { CoreEvent } from '../core/events.js';
 import { callError, type CallError } from '../core/errors.js';
@@ -37,9 +38,9 @@ import {
 import { Simulation, type Simulated, type SimulatedAttempt } from '../core/simulation.js';
 import type { Defaults } from '../core/tool.js';
 import { createAjv, createCatalog } from '../config/catalog.js';
-import type { RecordedAttempt, RecordedHook, Recording } from '../contract/recording.js';
+import { RecordingSchema, type RecordedAttempt, type RecordedHook, type Recording } from '../contract/recording.js';
 import type { HookAnswer, HookDecision } from '../core/hooks.js';
-import { recordingOf, type RecordingConfig } from './recording.js';
+import { configSection, recordingOf, type RecordingConfig } from './recording.js';
 import { internInputs } from './schema.js';
 
 /** The `details.replay` of an attempt that replay had to end because the recording lacks it. */
@@ -232,10 +233,29 @@ function outsideWaits(rec: Recording, own: boolean): OutsideWaits {
   return out;
 }
 
+/**
+ * Whether `config` decides the recorded run as the recording's own config did (the same manifests of
+ * its tools but for where they run, policy, limits, defaults and hooks): replaying under it is not a
+ * what-if (a CI job that replays a corpus under the config it was recorded with).
+ */
+export function sameConfig(rec: Recording, config: RecordingConfig): boolean {
+  const section = RecordingSchema.shape.config;
+  const calls = [...rec.calls, ...rec.replans.flatMap((p) => p.calls)];
+  const plain = (c: Recording['config']) => ({ ...c, tools: c.tools.map(({ executor: _, ...t }) => t) });
+  try {
+    return isDeepStrictEqual(plain(section.parse(rec.config)), plain(section.parse(configSection(config, calls))));
+  } catch {
+    return false;
+  }
+}
+
 /** Replays a recording on a virtual clock. Never throws for anything a recording can contain. */
 export function replayRecording(rec: Recording, opts: ReplayOptions = {}): ReplayRun {
   const config = opts.config ?? configOfRecording(rec, opts.ajv);
-  const outside = outsideWaits(rec, opts.config === undefined);
+  // Under its own config a replay reproduces every outside wait; under another (what-if), the run's
+  // own limits are recomputed and only the cluster's latency is kept.
+  const own = opts.config === undefined || sameConfig(rec, opts.config);
+  const outside = outsideWaits(rec, own);
   const slack = Math.max(1, opts.tolerance ?? 5);
   const runId = rec.run.id;
   const byKey = new Map<string, RecordedAttempt>();
@@ -406,6 +426,9 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
         safely('appended calls', (now) => front.current.append(now, runId, calls.map(callInput))),
       );
     }
+    // Sealed by its open-run timeout, when the engine's timer fired (late, on a loaded machine).
+    const timeout = config.defaults.openRunTimeoutMs;
+    if (own && rec.sealedAtMs !== undefined && rec.sealedAtMs > timeout) front.lag(timeout, rec.sealedAtMs - timeout);
     if (rec.sealedAtMs !== undefined)
       sim.at(
         rec.sealedAtMs,
