@@ -46,8 +46,10 @@ export interface CallView {
 export type WaitHolderView = Omit<WaitHolder, 'since'> & { since: string };
 
 /** A `WaitReason` as the run's view shows it: its times as ISO text. */
-export type WaitingView = Omit<WaitReason, 'retryAt' | 'holders' | 'queuedBehind'> & {
+export type WaitingView = Omit<WaitReason, 'retryAt' | 'until' | 'holders' | 'queuedBehind'> & {
   retryAt?: string;
+  /** `backoff`: when the pause ends. */
+  until?: string;
   holders: WaitHolderView[];
   queuedBehind?: WaitHolderView[];
 };
@@ -323,9 +325,10 @@ function applyCallEvent(c: CallView, e: CallEvent): void {
 }
 
 function waitingView(w: WaitReason): WaitingView {
-  const { retryAt, holders, queuedBehind, ...rest } = w;
+  const { retryAt, until, holders, queuedBehind, ...rest } = w;
   const v: WaitingView = { ...rest, holders: holders.map(holderView) };
   if (retryAt !== undefined) v.retryAt = iso(retryAt);
+  if (until !== undefined) v.until = iso(until);
   if (queuedBehind !== undefined) v.queuedBehind = queuedBehind.map(holderView);
   return v;
 }

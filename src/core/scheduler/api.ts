@@ -40,6 +40,8 @@ export interface PermitRequest {
   domain: string | null;
   reads: readonly string[];
   writes: readonly string[];
+  /** A tool with keyed concurrency (DESIGN §4): its `per` template expanded against the call's args. */
+  perKey?: string;
 }
 
 export interface SubmitOptions {

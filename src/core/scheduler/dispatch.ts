@@ -115,6 +115,13 @@ function pick(s: SchedulerState, run: ScheduledRun): ScheduledCall | undefined |
         wakeAt(s, check.wakeAt as number);
         break;
       }
+      if (check.reason === 'backoff') {
+        wakeAt(s, check.wakeAt as number);
+        // The whole tool is paused, or only this call's keyed group (others of the tool may start).
+        if (c.keyed === undefined) break;
+        (skipped ??= []).push(heap.pop() as ScheduledCall);
+        continue;
+      }
       if (check.reason === 'tool') break;
       (skipped ??= []).push(heap.pop() as ScheduledCall);
     }
@@ -149,6 +156,7 @@ function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
       domain: c.domain,
       reads: c.reads.map((k) => k.text),
       writes: c.writes.map((k) => k.text),
+      ...(c.perKey !== undefined ? { perKey: c.perKey } : {}),
     });
     return;
   }

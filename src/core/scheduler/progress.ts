@@ -11,7 +11,7 @@
 import { callError, type CallError } from '../errors.js';
 import { checkArgsSize, resolveValue } from '../references.js';
 import { DEFAULT_MAX_ARGS_BYTES } from '../size.js';
-import { accessOf } from '../resources.js';
+import { accessOf, expandLabel } from '../resources.js';
 import { backoffDelay } from '../retry.js';
 import { isTerminal, transition } from '../state.js';
 import type { FailureMode, ToolManifest } from '../tool.js';
@@ -76,9 +76,15 @@ export function setResolved(run: ScheduledRun, c: ScheduledCall, args: Record<st
   c.reads = access.reads;
   c.writes = access.writes;
   c.toolRate = m.rate;
+  const keyed = m.keyedConcurrency;
+  if (keyed !== undefined) {
+    c.keyed = keyed;
+    c.perKey = expandLabel(keyed.per, args);
+  }
   // What the limiter found these args to count against (found again for new args).
   c.resourceLimits = undefined;
   c.buckets = undefined;
+  c.groups = undefined;
 }
 
 /** `durationMs`: the attempt's, when it ended before now (its after_call hooks took the rest). */

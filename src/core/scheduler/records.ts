@@ -8,7 +8,7 @@ import type { CallError } from '../errors.js';
 import type { CoreEvent, EventOf, EventPayloads, EventType } from '../events.js';
 import type { HookOn } from '../hooks.js';
 import { KeyedHeap, MinHeap } from '../heap.js';
-import { Limiter, type Bucket, type Holder } from '../limits.js';
+import { Limiter, type Bucket, type Holder, type KeyGroup } from '../limits.js';
 import type { PlannedCall } from '../plan.js';
 import type { Access, Key } from '../resources.js';
 import type { StreamPlanner } from '../stream-plan.js';
@@ -119,6 +119,8 @@ export interface WaitGroup {
   compactAt: number;
   /** A rate bucket. */
   bucket: Readonly<Bucket> | undefined;
+  /** A keyed limit's group (`kind: 'key'`; `key` is its id). */
+  group: KeyGroup | undefined;
   /** A long queue: since when its limit has had room (it is explained again at a later time). */
   staleSince: number | undefined;
   /** The reasons last given to a member: the next one that would get the same shares them. */
@@ -385,6 +387,9 @@ export function newCall(run: ScheduledRun, p: PlannedCall): ScheduledCall {
     toolRate: undefined,
     resourceLimits: undefined,
     buckets: undefined,
+    keyed: undefined,
+    perKey: undefined,
+    groups: undefined,
     endedAt: undefined,
     attemptStartedAt: undefined,
     superseded: false,
