@@ -44,7 +44,9 @@ export function clusterLimits(input: ClusterLimitsInput): LimitInUse[] {
   const limiter = new Limiter(shared);
   const who = new Map<Holder, WaitHolder>();
   for (const p of row.permits) {
-    const rate: Rate | undefined = catalog.get(p.tool)?.rate;
+    const manifest = catalog.get(p.tool);
+    const rate: Rate | undefined = manifest?.rate;
+    const keyed = manifest?.keyedConcurrency;
     const reads = (JSON.parse(p.reads) as string[]).map(key);
     const writes = (JSON.parse(p.writes) as string[]).map(key);
     const h: Holder = {
@@ -55,6 +57,7 @@ export function clusterLimits(input: ClusterLimitsInput): LimitInUse[] {
       reads,
       writes,
       ...(rate ? { toolRate: rate } : {}),
+      ...(keyed !== undefined && typeof p.per_key === 'string' ? { keyed, perKey: p.per_key } : {}),
     };
     who.set(h, { runId: p.run_id, callId: p.call_id, tenant: p.tenant, since: Number(p.since) });
     limiter.hold(h);

@@ -317,7 +317,18 @@ export class ClusterPermits implements PermitGate {
         continue;
       }
       let why: WaitReason | undefined;
-      if (d.reason === 'tenant' || d.reason === 'tool' || d.reason === 'resource')
+      if (d.reason === 'key') {
+        const g = d.counter.group;
+        why = {
+          kind: 'key',
+          key: d.counter.name,
+          ...(g ? { pattern: g.pattern } : {}),
+          ...(g?.tool !== undefined ? { tool: g.tool } : {}),
+          limit: d.counter.cap,
+          inUse: d.inUse,
+          holders: await holdersOf(d.counter.key),
+        };
+      } else if (d.reason === 'tenant' || d.reason === 'tool' || d.reason === 'resource')
         why = { kind: d.reason, key: d.counter.name, limit: d.counter.cap, inUse: d.inUse, holders: await holdersOf(d.counter.key) };
       else if (d.reason === 'rate') {
         why = d.why;

@@ -41,6 +41,8 @@ export interface PermitRow {
   reads: string;
   writes: string;
   since: number;
+  /** A tool's keyed concurrency: the call's expanded `per` key. */
+  per_key?: string | null;
 }
 
 /** A granted permit to record: the call's ask, the counter keys and lock nodes it took. */
@@ -172,15 +174,16 @@ export class PermitTx {
       list.map((x) => JSON.stringify(x.writes)),
       list.map((x) => pgArray(x.keys)),
       list.map((x) => pgArray(x.locks)),
+      list.map((x) => x.perKey ?? null),
     ];
     // One statement: the permits, and the increments of rows this transaction locked already.
     const r = await this.client.query<{ inserted: [string, string][] }>(
       `WITH ins AS (${INSERT_PERMITS} ON CONFLICT (run_id, call_id) DO NOTHING RETURNING run_id, call_id),
-       c AS (UPDATE permit_counts p SET in_use = p.in_use + u.d FROM unnest($12::text[], $13::int[]) AS u(k, d) WHERE p.key = u.k RETURNING 1),
+       c AS (UPDATE permit_counts p SET in_use = p.in_use + u.d FROM unnest($13::text[], $14::int[]) AS u(k, d) WHERE p.key = u.k RETURNING 1),
        l AS (UPDATE permit_locks p SET r = p.r + u.r, w = p.w + u.w, ir = p.ir + u.ir, iw = p.iw + u.iw
-             FROM unnest($14::text[], $15::text[], $16::int[], $17::int[], $18::int[], $19::int[]) AS u(d, n, r, w, ir, iw)
+             FROM unnest($15::text[], $16::text[], $17::int[], $18::int[], $19::int[], $20::int[]) AS u(d, n, r, w, ir, iw)
              WHERE p.domain = u.d AND p.node = u.n RETURNING 1),
-       b AS (UPDATE rate_buckets b SET units = u.units, last = u.last FROM unnest($20::text[], $21::int8[], $22::int8[]) AS u(name, units, last)
+       b AS (UPDATE rate_buckets b SET units = u.units, last = u.last FROM unnest($21::text[], $22::int8[], $23::int8[]) AS u(name, units, last)
              WHERE b.name = u.name RETURNING 1)
        SELECT (SELECT count(*) FROM c) AS c, (SELECT count(*) FROM l) AS l, (SELECT count(*) FROM b) AS b,
          (SELECT coalesce(json_agg(json_build_array(run_id, call_id)), '[]'::json) FROM ins) AS inserted`,
@@ -215,10 +218,10 @@ export class PermitTx {
   }
 }
 
-const INSERT_PERMITS = `INSERT INTO permits (instance, run_id, call_id, tenant, tool, domain, reads, writes, since, keys, locks)
-  SELECT $1, u.run_id, u.call_id, u.tenant, u.tool, u.domain, u.reads, u.writes, $2, u.keys::text[], u.locks::text[]
-  FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
-    AS u(run_id, call_id, tenant, tool, domain, reads, writes, keys, locks)`;
+const INSERT_PERMITS = `INSERT INTO permits (instance, run_id, call_id, tenant, tool, domain, reads, writes, since, keys, locks, per_key)
+  SELECT $1, u.run_id, u.call_id, u.tenant, u.tool, u.domain, u.reads, u.writes, $2, u.keys::text[], u.locks::text[], u.per_key
+  FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+    AS u(run_id, call_id, tenant, tool, domain, reads, writes, keys, locks, per_key)`;
 
 /** Runs `fn` as one transaction, begun by `PermitTx.begin`; rolls back when it throws. */
 export async function withAsk<T>(pool: pg.Pool, fn: (tx: PermitTx) => Promise<T>): Promise<T> {
@@ -241,7 +244,7 @@ export async function withAsk<T>(pool: pg.Pool, fn: (tx: PermitTx) => Promise<T>
 export async function holdersOfKey(pool: pg.Pool, key: string, max: number): Promise<PermitRow[]> {
   return (
     await pool.query<PermitRow>(
-      `SELECT run_id, call_id, tenant, tool, domain, reads, writes, since FROM permits WHERE keys @> ARRAY[$1::text]
+      `SELECT run_id, call_id, tenant, tool, domain, reads, writes, since, per_key FROM permits WHERE keys @> ARRAY[$1::text]
        ORDER BY since, run_id, call_id LIMIT $2`,
       [key, max],
     )

@@ -1,0 +1,134 @@
+/**
+ * Flow control across replicas (DESIGN §4, §12): three `toolgraph serve` processes on one throwaway
+ * PostgreSQL, their http tools served by this test, which logs when each attempt really ran.
+ * - a tool's keyed concurrency (`concurrency: { limit: 1, per: "{repo}" }`) and `limits.each`
+ *   (`repo:*: 2`) hold cluster-wide: never exceeded for any key, and reached (two repos at once);
+ *   `GET /v1/limits` lists the busy keys of every replica, and a waiting call says which key holds it;
+ * - backpressure: after a 429 with `Retry-After: 1` no call of the tool starts on any replica for 1 s,
+ *   the waiting calls keep their attempt count, and the call that got it runs again (idempotent).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { maxOverlap, startCluster, type Attempt, type TestCluster } from '../helpers/replicas.js';
+import { until } from '../helpers/wait.js';
+
+function yaml(toolUrl: string): string {
+  return `
+tools:
+  - name: push
+    reads: []
+    writes: []
+    idempotent: true
+    concurrency: { limit: 1, per: "{repo}" }
+    executor: { kind: http, url: "${toolUrl}/push" }
+  - name: edit
+    reads: []
+    writes: ["repo:{repo}/{path}"]
+    scope: run
+    idempotent: true
+    executor: { kind: http, url: "${toolUrl}/edit" }
+  - name: api
+    reads: []
+    writes: []
+    idempotent: true
+    retry: { attempts: 3, backoffMs: 10, maxBackoffMs: 10 }
+    executor: { kind: http, url: "${toolUrl}/api" }
+limits:
+  each: { "repo:*": 2 }
+  tool: { api: 10 }
+defaults:
+  failure: partial
+`;
+}
+
+describe('flow control across replicas', () => {
+  let c: TestCluster;
+
+  beforeAll(async () => {
+    c = await startCluster(3, yaml, 3000);
+  }, 90_000);
+
+  afterAll(async () => {
+    await c?.close();
+  });
+
+  const repoOf = (a: Attempt) => String(a.args.repo);
+
+  it("a tool's keyed concurrency holds cluster-wide: never two calls of one repo, two repos at once", async () => {
+    const runs = await Promise.all(
+      [0, 1, 2].map(async (i) => {
+        const r = await c.request(i, 'POST', '/v1/runs', {
+          calls: ['web', 'api', 'web', 'api'].map((repo, k) => ({ id: `p${k}`, tool: 'push', args: { repo, ms: 400, i } })),
+        });
+        expect(r.status, JSON.stringify(r.body)).toBe(201);
+        return r.body.id as string;
+      }),
+    );
+    for (const [i, id] of runs.entries()) expect((await c.ended(i, id, 60_000)).status).toBe('succeeded');
+    const mine = c.tools.attempts.filter((a) => runs.includes(a.runId) && a.tool === 'push');
+    expect(mine).toHaveLength(12);
+    // Never exceeded, for either key.
+    expect(maxOverlap(mine.filter((a) => repoOf(a) === 'web'))).toBe(1);
+    expect(maxOverlap(mine.filter((a) => repoOf(a) === 'api'))).toBe(1);
+    // Reached: the two keys run at once.
+    expect(maxOverlap(mine)).toBe(2);
+  }, 90_000);
+
+  it('limits.each holds cluster-wide (2 per repo), is reached, and GET /v1/limits lists the busy keys', async () => {
+    const runs = await Promise.all(
+      [0, 1, 2].map(async (i) => {
+        const calls = ['a', 'a', 'b', 'b'].map((repo, k) => ({
+          id: `e${k}`,
+          tool: 'edit',
+          args: { repo, path: `f${i}${k}.ts`, hold: true },
+        }));
+        const r = await c.request(i, 'POST', '/v1/runs', { calls });
+        expect(r.status, JSON.stringify(r.body)).toBe(201);
+        return r.body.id as string;
+      }),
+    );
+    const held = () => c.tools.attempts.filter((a) => runs.includes(a.runId) && a.end === undefined);
+    // Reached: 2 of repo a and 2 of repo b are held by the tool, whichever replicas sent them.
+    await until('two calls of each repo to run', () => (held().length === 4 ? true : undefined), 30_000);
+    expect(held().filter((a) => repoOf(a) === 'a')).toHaveLength(2);
+    const limits = await c.request(1, 'GET', '/v1/limits');
+    expect(limits.status).toBe(200);
+    expect(limits.body.keys).toEqual(
+      expect.arrayContaining([
+        { pattern: 'repo:*', key: 'repo:a', limit: 2, inUse: 2 },
+        { pattern: 'repo:*', key: 'repo:b', limit: 2, inUse: 2 },
+      ]),
+    );
+    // A call that waits says which key holds it (as the cluster saw it when it refused the permit).
+    const waiting = await until(
+      'a waiting call to say which key it waits for',
+      async () => {
+        for (const [i, id] of runs.entries()) {
+          const v = (await c.request(i, 'GET', `/v1/runs/${id}`)).body;
+          for (const call of v.calls) if (call.waitingFor?.[0]?.kind === 'key') return call.waitingFor[0];
+        }
+        return undefined;
+      },
+      30_000,
+    );
+    expect(waiting).toMatchObject({ kind: 'key', pattern: 'repo:*', limit: 2, inUse: 2 });
+    expect(['repo:a', 'repo:b']).toContain(waiting.key);
+    // Let everything through, a couple at a time: never more than 2 of a repo at once.
+    while (c.tools.attempts.filter((a) => runs.includes(a.runId)).some((a) => a.end === undefined) || !(await allEnded(runs))) {
+      c.tools.release((a) => runs.includes(a.runId));
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const mine = c.tools.attempts.filter((a) => runs.includes(a.runId));
+    expect(mine).toHaveLength(12);
+    expect(maxOverlap(mine.filter((a) => repoOf(a) === 'a'))).toBe(2);
+    expect(maxOverlap(mine.filter((a) => repoOf(a) === 'b'))).toBe(2);
+    for (const [i, id] of runs.entries()) expect((await c.ended(i, id)).status).toBe('succeeded');
+  }, 120_000);
+
+  async function allEnded(ids: string[]): Promise<boolean> {
+    for (const id of ids) {
+      const v = (await c.request(0, 'GET', `/v1/runs/${id}`)).body;
+      if (!['succeeded', 'partial', 'failed', 'cancelled'].includes(v.status)) return false;
+    }
+    return true;
+  }
+});
