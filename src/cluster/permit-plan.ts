@@ -17,7 +17,7 @@
  * one of any replica (`queue`, permit-waits.ts), is served before the later calls of other runs that
  * conflict with it (first come, first served).
  */
-import { clash, eachPatterns, keyGroupsOf, own, type EachPattern, type Holder, type KeyGroup } from '../core/limits.js';
+import { clash, eachPatterns, keyGroupsOf, own, type EachPattern, type Holder, type KeyGroup, type Pause } from '../core/limits.js';
 import { overlaps, key as parsedKey, type Key } from '../core/resources.js';
 import type { PermitRequest } from '../core/scheduler.js';
 import type { Catalog, Limits, Rate } from '../core/tool.js';
@@ -70,7 +70,8 @@ export type Decision =
   | { granted: true }
   | { granted: false; reason: 'tenant' | 'tool' | 'resource' | 'key'; counter: Counter; inUse: number }
   | { granted: false; reason: 'rate'; wakeAt?: number; why?: WaitReason }
-  | { granted: false; reason: 'lock'; behindWaiter: boolean; behind?: Mark };
+  | { granted: false; reason: 'lock'; behindWaiter: boolean; behind?: Mark }
+  | { granted: false; reason: 'backoff'; pause: Pause };
 
 /** Rate limits, kept by the caller (a core `Limiter` seeded with the buckets the ask locked). */
 export interface Rates {
@@ -200,6 +201,7 @@ export function decide(
   rates: Rates,
   mine: ReadonlyMap<string, readonly string[]> = new Map(),
   queue?: WaitQueue,
+  paused?: (c: Claim) => Pause | undefined,
 ): Decided {
   const decisions: Decision[] = [];
   const counterDelta = new Map<string, number>();
@@ -239,6 +241,9 @@ export function decide(
   return { decisions, counterDelta, nodeDelta, needMine };
 
   function decideOne(c: Claim): Decision {
+    // Backpressure (DESIGN §4): a paused tool, or keyed group, gets no permit until the pause ends.
+    const pause = paused?.(c);
+    if (pause) return { granted: false, reason: 'backoff', pause };
     for (const k of c.counters) {
       const inUse = rows.counters.get(k.key) ?? 0;
       if (inUse + 1 > k.cap) return { granted: false, reason: k.kind, counter: k, inUse };

@@ -63,10 +63,15 @@ export interface EventPayloads {
     error: CallError;
     durationMs: number;
     retryAfterMs?: number;
+    /** Backpressure (DESIGN §4): the failed attempt's answer paused its tool this long (ms). */
+    pauseMs?: number;
+    /** The HTTP status that asked for the pause. */
+    pauseStatus?: number;
   };
   'call.succeeded': { attempt: number; output: unknown; durationMs: number };
   /** The attempt fields are there when an attempt ended this way (not a plan-time or review failure). */
-  'call.failed': { error: CallError; attempt?: number; retryable?: boolean; durationMs?: number };
+  /** `pauseMs`, `pauseStatus`: the attempt's answer paused its tool (backpressure, DESIGN §4). */
+  'call.failed': { error: CallError; attempt?: number; retryable?: boolean; durationMs?: number; pauseMs?: number; pauseStatus?: number };
   'call.blocked': { blockedBy: CallError };
   'call.cancelled': { reason: CallError };
   'call.awaiting_review': { reason: string; args: Record<string, unknown> };

@@ -86,7 +86,9 @@ function measure(value: unknown, budget: number, used: number): number {
   }
 }
 
-type AttemptOutcome = { ok: true; output: unknown } | { ok: false; error: CallError; retryable?: boolean; retryAfterMs?: number };
+type AttemptOutcome =
+  | { ok: true; output: unknown }
+  | { ok: false; error: CallError; retryable?: boolean; retryAfterMs?: number; pauseMs?: number; pauseStatus?: number };
 
 /**
  * An attempt's result with its output held to the cap (DESIGN §4): the tool's own `maxOutputBytes`,

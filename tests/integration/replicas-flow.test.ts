@@ -124,6 +124,47 @@ describe('flow control across replicas', () => {
     for (const [i, id] of runs.entries()) expect((await c.ended(i, id)).status).toBe('succeeded');
   }, 120_000);
 
+  it('after a 429 with Retry-After: 1, no call of the tool starts on any replica for 1 s; waiting calls keep their attempt count', async () => {
+    const first = await c.request(0, 'POST', '/v1/runs', {
+      calls: [{ id: 'x1', tool: 'api', args: { status: 429, retryAfter: '1', ms: 20 } }],
+    });
+    expect(first.status).toBe(201);
+    const a = await until('the 429 to be answered', () => c.tools.of(first.body.id, 'x1').find((x) => x.end !== undefined), 30_000);
+    const pausedAt = a.end as number;
+    // Calls submitted on the other replicas meanwhile wait: none reaches the tool before the pause ends.
+    const others = await Promise.all(
+      [1, 2].map(async (i) => {
+        const r = await c.request(i, 'POST', '/v1/runs', { calls: [0, 1].map((k) => ({ id: `y${k}`, tool: 'api', args: { ms: 20 } })) });
+        expect(r.status).toBe(201);
+        return r.body.id as string;
+      }),
+    );
+    // GET /v1/limits on any replica lists the paused tool while it waits.
+    const paused = await until(
+      'replica 2 to list the pause',
+      async () => {
+        const l = (await c.request(2, 'GET', '/v1/limits')).body;
+        return l.paused?.length > 0 ? l.paused : undefined;
+      },
+      5000,
+    );
+    expect(paused).toEqual([{ tool: 'api', until: expect.any(String), status: 429 }]);
+    const waiting = await until('a call on replica 1 to say it waits for the pause', async () => {
+      const v = (await c.request(1, 'GET', `/v1/runs/${others[0]}`)).body;
+      return v.calls.find((x: { waitingFor?: { kind: string }[] }) => x.waitingFor?.[0]?.kind === 'backoff')?.waitingFor[0];
+    });
+    expect(waiting).toMatchObject({ kind: 'backoff', tool: 'api', status: 429 });
+    for (const [k, id] of others.entries()) expect((await c.ended(k + 1, id, 30_000)).status).toBe('succeeded');
+    expect((await c.ended(0, first.body.id, 30_000)).status).toBe('succeeded');
+    const later = c.tools.attempts.filter((x) => x.tool === 'api' && x !== a && (others.includes(x.runId) || x.runId === first.body.id));
+    expect(later).toHaveLength(5);
+    // No call of the tool started within the second (the 429 was answered at `pausedAt`).
+    for (const x of later) expect(x.start - pausedAt, `${x.runId}/${x.callId}`).toBeGreaterThanOrEqual(995);
+    // The waiting calls kept their attempt count (each ran once, as attempt 1); the one that got the 429 ran again.
+    expect(later.filter((x) => x.runId !== first.body.id).map((x) => x.attempt)).toEqual([1, 1, 1, 1]);
+    expect(c.tools.of(first.body.id, 'x1').map((x) => x.attempt)).toEqual([1, 2]);
+  }, 90_000);
+
   async function allEnded(ids: string[]): Promise<boolean> {
     for (const id of ids) {
       const v = (await c.request(0, 'GET', `/v1/runs/${id}`)).body;

@@ -8,6 +8,7 @@ import type { CallError } from '../errors.js';
 import type { CoreEvent, EventPayloads } from '../events.js';
 import type { HookMatcher, HookRequest } from '../hooks.js';
 import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from '../tool.js';
+import type { Pause } from '../limits.js';
 
 export interface SchedulerOptions {
   catalog: Catalog;
@@ -94,6 +95,11 @@ export interface Output {
   hooks?: HookRequest[];
   /** Gated only (`SchedulerOptions.gated`): calls that wait for a cluster-wide permit. */
   permits?: PermitRequest[];
+  /**
+   * Backpressure (DESIGN §4): tools (or keyed groups) that this step paused, for the shell to share
+   * with other replicas (which tell their schedulers with `Scheduler.paused`).
+   */
+  pauses?: Pause[];
 }
 
 export type AttemptResult = { ok: true; output: unknown } | AttemptFailure;

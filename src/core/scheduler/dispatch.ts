@@ -5,6 +5,7 @@
  * original index. A loop over the ready sets, as p-queue's `while (this.#tryToStartAnother()) {}`.
  */
 import type { KeyedHeap } from '../heap.js';
+import type { Pause } from '../limits.js';
 import { transition } from '../state.js';
 import type { WaitReason } from '../waiting.js';
 import { refusedFor } from './cluster-waits.js';
@@ -185,7 +186,16 @@ export function permitRefused(s: SchedulerState, run: ScheduledRun, c: Scheduled
   c.permitRefusedIn = s.permitEpoch;
   (run.ready.get(c.tool) as KeyedHeap<ScheduledCall>).push(c);
   run.readyCount++;
-  if (reasons !== undefined) refusedFor(s, run, c, reasons);
+  if (reasons === undefined) return;
+  // Paused on another replica (backpressure): the tool, or this call's keyed group, waits here too.
+  for (const r of reasons) {
+    if (r.kind !== 'backoff' || r.until === undefined || r.until <= s.now) continue;
+    const p: Pause = { tool: c.tool, until: r.until };
+    if (c.keyed !== undefined && c.perKey !== undefined) p.key = c.perKey;
+    if (r.status !== undefined) p.status = r.status;
+    if (s.limiter.pause(p)) wakeAt(s, p.until);
+  }
+  refusedFor(s, run, c, reasons);
 }
 
 /** `permit`: it holds a cluster-wide permit, to give back when its attempt ends. */
@@ -206,8 +216,8 @@ function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, permit = 
   );
 }
 
-/** A timer for when a rate limit has a token again (one per instant). */
-function wakeAt(s: SchedulerState, at: number): void {
+/** A timer for when a rate limit has a token again, or a pause ends (one per instant). */
+export function wakeAt(s: SchedulerState, at: number): void {
   if (s.wakes.has(at)) return;
   s.wakes.add(at);
   s.timers.push({ at, seq: s.timerSeq++ });

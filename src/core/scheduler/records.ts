@@ -58,6 +58,8 @@ export interface ScheduledCall extends Holder {
   planAccess?: Access;
   /** Whether the last failed attempt was retryable (recorded, so replay decides the same way). */
   lastRetryable?: boolean;
+  /** The last failed attempt's answer paused its tool (backpressure, DESIGN §4): recorded with its failure. */
+  lastPause?: { pauseMs: number; pauseStatus?: number };
   /** In a streamed run: arrived, but a later call may still give it a predecessor. */
   held?: boolean;
   /** Hooks (DESIGN §14, hooking.ts): the event whose hooks the call waits for. */

@@ -31,7 +31,7 @@
 import type { CallInput, RunStatus } from '../calls.js';
 import { callError } from '../errors.js';
 import type { CoreEvent } from '../events.js';
-import type { LimitUsage } from '../limits.js';
+import type { LimitUsage, Pause } from '../limits.js';
 import { isRunEnded, transition, transitionRun } from '../state.js';
 import { StreamPlanner } from '../stream-plan.js';
 import {
@@ -44,10 +44,10 @@ import {
   type SubmitOptions,
 } from './api.js';
 import { compensationEnded } from './compensation.js';
-import { dispatch, maybeReady, permitRefused, permitted } from './dispatch.js';
+import { dispatch, maybeReady, permitRefused, permitted, wakeAt } from './dispatch.js';
 import { finishRuns } from './ending.js';
 import { addCalls } from './planning.js';
-import { cancelCall, fail, mayRetry, scheduleRetry, setResolved, stopRun } from './progress.js';
+import { cancelCall, fail, mayRetry, pauseFor, scheduleRetry, setResolved, stopRun } from './progress.js';
 import { attemptSettled, hookDecided } from './hooking.js';
 import type { HookAnswer } from '../hooks.js';
 import {
@@ -214,6 +214,7 @@ export class Scheduler {
     this.learn(c.tool, now - (c.attemptStartedAt as number));
     const checked = outputChecked(e.result, c, s.opts.limits.maxOutputBytes);
     const r = checked.ok ? checked : attemptOutcome(checked, c.manifest?.idempotent === true, c.id);
+    if (!r.ok && r.pauseMs !== undefined) pauseFor(s, c, r);
     // `run.running` counts the call until it settles: its after_call hooks (hooking.ts) may hold it.
     if (r.ok) attemptSettled(s, run, c, r, true);
     else if (run.cancelRequested || run.failFastBy !== undefined) {
@@ -265,6 +266,18 @@ export class Scheduler {
     const idx = run?.byId.get(callId);
     const c = idx === undefined ? undefined : run?.calls[idx];
     if (run && c) permitRefused(s, run, c, waitingFor);
+    return this.flush();
+  }
+
+  /**
+   * Backpressure told from outside (DESIGN §4): another replica's call got a 429 (or a 503 with
+   * Retry-After), so the tool, or one keyed group of it (`key`), starts nothing here until `until`.
+   * Also the hook for replay: a pause recorded from another replica is an outside wait, like a permit.
+   */
+  paused(now: number, p: Pause): Output {
+    const s = this.state;
+    s.now = now;
+    if (p.until > now && s.limiter.pause({ ...p })) wakeAt(s, p.until);
     return this.flush();
   }
 

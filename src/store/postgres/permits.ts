@@ -45,6 +45,44 @@ export interface PermitRow {
   per_key?: string | null;
 }
 
+/** A tool paused by backpressure (DESIGN §4; migration 0005): `key` '' for the whole tool. */
+export interface PauseRow {
+  tool: string;
+  key: string;
+  /** The database's clock (ms). */
+  until: number;
+  status: number | null;
+}
+
+/**
+ * Records a pause (a later `until` wins) and tells every replica (`toolgraph_pauses`, payload
+ * `{ tool, key, ms, status }`: how long it still holds, so that clocks need not agree).
+ */
+export async function writePause(pool: pg.Pool, p: { tool: string; key: string; ms: number; status: number | null }): Promise<void> {
+  await pool.query(
+    `WITH w AS (
+       INSERT INTO tool_pauses AS t (tool, key, until, status) VALUES ($1, $2, toolgraph_now() + $3, $4)
+       ON CONFLICT (tool, key) DO UPDATE SET until = GREATEST(t.until, excluded.until),
+         status = CASE WHEN excluded.until > t.until THEN excluded.status ELSE t.status END
+       RETURNING until - toolgraph_now() AS ms, status)
+     SELECT pg_notify('toolgraph_pauses', json_build_object('tool', $1::text, 'key', $2::text, 'ms', w.ms, 'status', w.status)::text) FROM w`,
+    [p.tool, p.key, Math.max(0, Math.round(p.ms)), p.status],
+  );
+}
+
+/** The pauses in force, with how long each still holds (ms). */
+export async function pausesNow(pool: pg.Pool): Promise<{ tool: string; key: string; ms: number; status: number | null }[]> {
+  const r = await pool.query<{ tool: string; key: string; ms: string; status: number | null }>(
+    `SELECT tool, key, until - toolgraph_now() AS ms, status FROM tool_pauses WHERE until > toolgraph_now() ORDER BY tool, key LIMIT 10000`,
+  );
+  return r.rows.map((x) => ({ tool: x.tool, key: x.key, ms: Number(x.ms), status: x.status }));
+}
+
+/** Deletes pauses that ended. */
+export async function sweepPauses(pool: pg.Pool): Promise<number> {
+  return (await pool.query(`DELETE FROM tool_pauses WHERE until <= toolgraph_now()`)).rowCount ?? 0;
+}
+
 /** A granted permit to record: the call's ask, the counter keys and lock nodes it took. */
 export interface NewPermit extends PermitRequest {
   keys: readonly string[];
@@ -72,14 +110,21 @@ export class PermitTx {
    * Begins the transaction, and says the database's clock and whether `instance`'s lease holds (its
    * row held `FOR KEY SHARE` until commit, so that it is not freed meanwhile): one round trip.
    */
-  async begin(instance: string): Promise<{ now: number; alive: boolean }> {
+  async begin(instance: string, tools: readonly string[] = []): Promise<{ now: number; alive: boolean; pauses: PauseRow[] }> {
+    const list = tools.length > 0 ? tools.map((t) => this.client.escapeLiteral(t)).join(', ') : 'NULL';
     const results = (await this.client.query(
       `BEGIN; SELECT toolgraph_now() AS now,
          (SELECT lease_until > toolgraph_now() FROM replicas WHERE instance = ${this.client.escapeLiteral(instance)} AND NOT permits_freed
-          FOR KEY SHARE) AS alive`,
-    )) as unknown as pg.QueryResult<{ now: string; alive: boolean | null }>[];
+          FOR KEY SHARE) AS alive,
+         (SELECT coalesce(json_agg(json_build_object('tool', tool, 'key', key, 'until', until, 'status', status)), '[]'::json)
+          FROM tool_pauses WHERE tool IN (${list}) AND until > toolgraph_now()) AS pauses`,
+    )) as unknown as pg.QueryResult<{ now: string; alive: boolean | null; pauses: PauseRow[] }>[];
     const row = results[1]?.rows[0];
-    return { now: Number(row?.now), alive: row?.alive === true };
+    return {
+      now: Number(row?.now),
+      alive: row?.alive === true,
+      pauses: (row?.pauses ?? []).map((p) => ({ ...p, until: Number(p.until) })),
+    };
   }
 
   /** Locks the counters (sorted), creating those not there yet; their use now. */
