@@ -117,6 +117,7 @@ export const RunSchema = z.object({
   endedAt: z.string().nullable(),
   calls: z.array(CallViewSchema),
   diagnostics: z.array(DiagnosticSchema),
+  priority: z.int().min(1).max(5).optional().describe('1 (most urgent) to 5, when the submission gave one; none means 3'),
   replanContext: z
     .object({
       failed: z.array(z.object({ callId: z.string(), error: CallErrorSchema })),

@@ -63,6 +63,7 @@ export const EVENT_PAYLOAD_SCHEMAS = {
     idempotencyKey: z.string().optional(),
     concurrencyKey: z.string().optional(),
     held: z.literal(true).optional(),
+    priority: z.int().min(1).max(5).optional(),
     traceparent: z.string().optional(),
   }),
   'run.started': z.object({ ...step, generations, released: z.literal(true).optional() }),

@@ -40,6 +40,8 @@ export interface EventPayloads {
     concurrencyKey?: string;
     /** The run waits `queued` behind an earlier run of its concurrency key; `run.started` releases it. */
     held?: true;
+    /** 1 (most urgent) to 5, when the submission gave one (DESIGN §4); none: 3. */
+    priority?: number;
     /**
      * From `SubmitOptions.meta`, with tracing on: the W3C `traceparent` the run's trace continues, so
      * that a run resumed elsewhere (a takeover, a restart) goes on in the same trace (DESIGN §15).

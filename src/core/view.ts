@@ -67,6 +67,8 @@ export interface RunView {
   replanContext?: ReplanContext;
   /** A streamed run: `open` until it is sealed. */
   stream?: 'open' | 'sealed';
+  /** 1 (most urgent) to 5, when the submission gave one (DESIGN §4); none means 3. */
+  priority?: number;
 }
 
 /** A call that waits for its agent's result (DESIGN §17): an item of `GET /v1/runs/{id}/work`. */
@@ -125,6 +127,7 @@ export class RunProjection {
       calls: [],
       diagnostics: [],
       ...(d.open ? { stream: 'open' as const } : {}),
+      ...(d.priority !== undefined ? { priority: d.priority } : {}),
     };
     this.addCalls(d.calls);
   }

@@ -216,6 +216,7 @@ export class Engine {
           : {}),
         ...(req.open ? { open: true } : {}),
         ...(req.held ? { held: true } : {}),
+        ...(req.priority !== undefined ? { priority: req.priority } : {}),
       });
   }
 

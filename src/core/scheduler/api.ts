@@ -57,6 +57,8 @@ export interface SubmitOptions {
   meta?: Pick<EventPayloads['run.created'], 'idempotencyKey' | 'traceparent' | 'concurrencyKey'>;
   /** A streamed run (DESIGN §10): more calls come with `append`, until `seal` or the open-run timeout. */
   open?: boolean;
+  /** 1 (most urgent) to 5; default 3 (DESIGN §4, dispatch.ts). */
+  priority?: number;
   /** One run per key (DESIGN §4): the run waits `queued`, its calls not planned, until `release`. */
   held?: boolean;
 }

@@ -5,7 +5,7 @@
  * original index. A loop over the ready sets, as p-queue's `while (this.#tryToStartAnother()) {}`.
  */
 import type { KeyedHeap } from '../heap.js';
-import type { Pause } from '../limits.js';
+import { own, type Pause } from '../limits.js';
 import { transition } from '../state.js';
 import type { WaitReason } from '../waiting.js';
 import { refusedFor } from './cluster-waits.js';
@@ -41,41 +41,100 @@ export function enqueueReady(s: SchedulerState, run: ScheduledRun, c: ScheduledC
     run.readySets.push([c.tool, heap]);
   }
   heap.push(c);
-  run.readyCount++;
+  if (run.readyCount++ === 0) run.readySince = s.now;
   markDirty(s, run);
   const book = s.waits;
   if (book !== undefined) book.fresh[book.freshCount++] = c;
 }
 
-/** Starts ready calls, best first, until no limit has room for any. */
+/**
+ * Starts ready calls, best first, until no limit has room for any. The order (DESIGN §4): the more
+ * urgent run first (its `priority`, less one level per `priorityAgingMs` its calls have waited, at
+ * least 1); within a level, tenants by weighted round robin (`limits.weights`: a tenant of weight w
+ * gets w turns in a row), then runs by arrival, then longest remaining path, then original index.
+ */
 export function dispatch(s: SchedulerState): void {
   const limiter = s.limiter;
-  for (;;) {
-    if (limiter.globalFull()) return;
-    let started = false;
-    const n = s.tenants.length;
-    for (let k = 0; k < n && !started; k++) {
-      const ti = (s.rr + k) % n;
-      const tenant = s.tenants[ti] as string;
-      if (limiter.globalFull()) return;
-      if (limiter.tenantFull(tenant)) continue;
-      for (const run of s.tenantRuns.get(tenant) as ScheduledRun[]) {
-        if (run.readyCount === 0) continue;
-        if (limiter.runFull(run.id)) continue;
-        const c = pick(s, run);
-        if (c === 'stop') break;
-        if (!c) continue;
-        takeReady(run, c);
-        start(s, run, c);
-        // Not modulo n: a tenant that arrives later is appended after the one just served, and
-        // must be the next in turn (a pointer wrapped to 0 would serve this tenant again first).
-        s.rr = ti + 1;
-        started = true;
-        break;
-      }
-    }
-    if (!started) return;
+  if (limiter.globalFull()) return;
+  // The levels that runs with ready calls are at now, as a bit mask (bit L for level L). Computed once
+  // per step: starting calls only empties levels, and a level with nothing to start is passed.
+  const levels = levelsNow(s);
+  if (levels === 0) return;
+  // One level (the usual case: every run at the default priority): the tenants' round robin alone.
+  if ((levels & (levels - 1)) === 0) {
+    while (startOne(s, -1)) if (limiter.globalFull()) return;
+    return;
   }
+  for (;;) {
+    let started = false;
+    for (let level = 1; level <= 5 && !started; level++) if ((levels & (1 << level)) !== 0) started = startOne(s, level);
+    if (!started || limiter.globalFull()) return;
+  }
+}
+
+/** Starts the best ready call of the runs at `level` (-1: at any level); false when none can start. */
+function startOne(s: SchedulerState, level: number): boolean {
+  const limiter = s.limiter;
+  const n = s.tenants.length;
+  for (let k = 0; k < n; k++) {
+    const ti = (s.rr + k) % n;
+    const tenant = s.tenants[ti] as string;
+    if (limiter.globalFull()) return false;
+    if (limiter.tenantFull(tenant)) continue;
+    for (const run of s.tenantRuns.get(tenant) as ScheduledRun[]) {
+      if (run.readyCount === 0) continue;
+      if (level !== -1 && levelOf(s, run) !== level) continue;
+      if (limiter.runFull(run.id)) continue;
+      const c = pick(s, run);
+      if (c === 'stop') break;
+      if (!c) continue;
+      takeReady(run, c);
+      start(s, run, c);
+      turnTaken(s, tenant, ti);
+      return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * The tenant at `ti` was served: the next turn is the next tenant's, unless this one has turns left
+ * (`limits.weights`). Not modulo n: a tenant that arrives later is appended after the one just served,
+ * and must be the next in turn (a pointer wrapped to 0 would serve this tenant again first).
+ */
+function turnTaken(s: SchedulerState, tenant: string, ti: number): void {
+  const weight = s.weights === undefined ? 1 : (own(s.weights, tenant) ?? 1);
+  if (weight > 1) {
+    if (s.rr % Math.max(1, s.tenants.length) === ti) s.rrTurns++;
+    else s.rrTurns = 1;
+    if (s.rrTurns < weight) {
+      s.rr = ti;
+      return;
+    }
+  }
+  s.rrTurns = 0;
+  s.rr = ti + 1;
+}
+
+/** A run's level now: its priority, one more urgent per `agingMs` its calls have waited, at least 1. */
+function levelOf(s: SchedulerState, run: ScheduledRun): number {
+  if (run.priority === 1) return 1;
+  const aged = Math.floor((s.now - run.readySince) / s.agingMs);
+  return aged <= 0 ? run.priority : Math.max(1, run.priority - aged);
+}
+
+/** The levels of the runs with ready calls, as bits. */
+function levelsNow(s: SchedulerState): number {
+  let mask = 0;
+  const tenants = s.tenants;
+  for (let t = 0; t < tenants.length; t++) {
+    const runs = s.tenantRuns.get(tenants[t] as string) as ScheduledRun[];
+    for (let i = 0; i < runs.length; i++) {
+      const run = runs[i] as ScheduledRun;
+      if (run.readyCount > 0) mask |= 1 << levelOf(s, run);
+    }
+  }
+  return mask;
 }
 
 /** The best ready call of the run that every limit lets start, or 'stop' when its tenant is full. */
@@ -185,7 +244,7 @@ export function permitRefused(s: SchedulerState, run: ScheduledRun, c: Scheduled
   if (c.status !== 'ready') return;
   c.permitRefusedIn = s.permitEpoch;
   (run.ready.get(c.tool) as KeyedHeap<ScheduledCall>).push(c);
-  run.readyCount++;
+  if (run.readyCount++ === 0) run.readySince = s.now;
   if (reasons === undefined) return;
   // Paused on another replica (backpressure): the tool, or this call's keyed group, waits here too.
   for (const r of reasons) {

@@ -154,6 +154,10 @@ export interface WaitBook {
 
 export interface ScheduledRun {
   id: string;
+  /** 1 (most urgent) to 5 (DESIGN §4); 3 unless the submission said. */
+  priority: number;
+  /** Since when the run has had ready calls waiting without a pause (its waiting calls' age, for priority aging). */
+  readySince: number;
   /** In the scheduler's list of runs that may have ended. */
   dirty: boolean;
   tenant: string;
@@ -215,6 +219,12 @@ export interface SchedulerState {
   readonly tenantRuns: Map<string, ScheduledRun[]>;
   /** The tenant whose turn is next (round robin). */
   rr: number;
+  /** Weighted round robin: how many turns in a row the tenant at `rr - 1`… has had (see dispatch.ts). */
+  rrTurns: number;
+  /** `limits.weights` (tenant → turns in a row), or undefined when none is set. */
+  readonly weights: Readonly<Record<string, number>> | undefined;
+  /** `limits.priorityAgingMs` (default 10000). */
+  readonly agingMs: number;
   arrivals: number;
   readonly limiter: Limiter;
   readonly timers: MinHeap<Timer>;
@@ -237,6 +247,12 @@ export interface SchedulerState {
   permitEpoch: number;
 }
 
+/** A run's priority when its submission gives none (DESIGN §4): 1 is the most urgent, 5 the least. */
+export const DEFAULT_PRIORITY = 3;
+
+/** A waiting run gains one priority level per this many ms (`limits.priorityAgingMs`). */
+export const DEFAULT_PRIORITY_AGING_MS = 10_000;
+
 export function createState(opts: SchedulerOptions): SchedulerState {
   return {
     opts,
@@ -244,6 +260,9 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     tenants: [],
     tenantRuns: new Map(),
     rr: 0,
+    rrTurns: 0,
+    weights: opts.limits.weights !== undefined && Object.keys(opts.limits.weights).length > 0 ? opts.limits.weights : undefined,
+    agingMs: opts.limits.priorityAgingMs ?? DEFAULT_PRIORITY_AGING_MS,
     arrivals: 0,
     limiter: new Limiter(opts.limits, !opts.gated),
     timers: new MinHeap<Timer>((a, b) => a.at - b.at || a.seq - b.seq),
@@ -306,6 +325,8 @@ export function newRun(
 ): ScheduledRun {
   const run: ScheduledRun = {
     id,
+    priority: DEFAULT_PRIORITY,
+    readySince: 0,
     tenant,
     tenantDomain: `tenant:${tenant}`,
     failure,

@@ -90,6 +90,8 @@ export class Scheduler {
     const estimates = o.estimates ?? this.estimates();
     const run = newRun(s, o.runId, o.tenant, failure, estimates);
     if (o.meta?.concurrencyKey !== undefined) run.concurrencyKey = o.meta.concurrencyKey;
+    if (o.priority !== undefined) run.priority = o.priority;
+    const priority = o.priority !== undefined ? { priority: o.priority } : {};
     const calls = o.calls.map(normalized);
     if (o.open) {
       run.stream = new StreamPlanner(run.tenant, s.opts.catalog, s.opts.policy);
@@ -101,6 +103,7 @@ export class Scheduler {
         calls: [],
         estimates,
         open: true,
+        ...priority,
       });
       emit(s, 'run.started', run, undefined, { edges: [], generations: [], diagnostics: [] });
       s.timers.push({ at: now + s.opts.defaults.openRunTimeoutMs, seq: s.timerSeq++, runId: run.id, seal: true });
@@ -115,6 +118,7 @@ export class Scheduler {
       calls,
       estimates,
       ...(o.held ? { held: true as const } : {}),
+      ...priority,
     });
     if (o.held) {
       // Queued behind an earlier run of its concurrency key (DESIGN §4) until `release`.
