@@ -43,6 +43,9 @@ export function enqueueReady(s: SchedulerState, run: ScheduledRun, c: ScheduledC
   heap.push(c);
   if (run.readyCount++ === 0) run.readySince = s.now;
   markDirty(s, run);
+  // A call ready but not started within its queue timeout fails `queue_timeout` (DESIGN §4, `tick`).
+  const queueMs = c.manifest?.queueTimeoutMs ?? s.opts.defaults.queueTimeoutMs;
+  if (queueMs !== undefined) s.timers.push({ at: s.now + queueMs, seq: s.timerSeq++, runId: run.id, index: c.index, queued: c.attempts });
   const book = s.waits;
   if (book !== undefined) book.fresh[book.freshCount++] = c;
 }
@@ -146,7 +149,10 @@ function pick(s: SchedulerState, run: ScheduledRun): ScheduledCall | undefined |
     const set = sets[i] as [string, KeyedHeap<ScheduledCall>];
     const tool = set[0];
     const heap = set[1];
-    while (heap.size > 0 && (heap.peek() as ScheduledCall).status !== 'ready') heap.pop();
+    while (heap.size > 0 && (heap.peek() as ScheduledCall).status !== 'ready') {
+      heap.pop();
+      run.readyCount--;
+    }
     if (heap.size === 0 || s.limiter.toolFull(tool)) continue;
     if (best && byPriority(heap.peek() as ScheduledCall, best) > 0) continue;
     let skipped: ScheduledCall[] | undefined;
@@ -155,6 +161,7 @@ function pick(s: SchedulerState, run: ScheduledRun): ScheduledCall | undefined |
       const c = heap.peek() as ScheduledCall;
       if (c.status !== 'ready') {
         heap.pop();
+        run.readyCount--;
         continue;
       }
       if (c.permitRefusedIn === s.permitEpoch) {

@@ -260,6 +260,26 @@ export function release(s: SchedulerState, run: ScheduledRun, first: ScheduledCa
   }
 }
 
+/**
+ * A call ready but not started within its queue timeout (its tool's `queueTimeoutMs`, else
+ * `defaults.queueTimeoutMs`) fails `queue_timeout` (DESIGN §4): it never reaches the tool, so the
+ * model may simply ask again. The run's failure mode applies as to any failure.
+ */
+export function queueTimedOut(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
+  const ms = (c.manifest?.queueTimeoutMs ?? s.opts.defaults.queueTimeoutMs) as number;
+  const waited = c.attempts === 0 ? 'did not start' : `did not start attempt ${c.attempts + 1}`;
+  fail(
+    s,
+    run,
+    c,
+    callError('queue_timeout', `${c.id} was ready for ${ms} ms and ${waited} (queueTimeoutMs); nothing ran`, {
+      details: { queueTimeoutMs: ms },
+    }),
+    true,
+  );
+  markDirty(s, run);
+}
+
 /** How many attempts in all an idempotent tool without `retry` gets when its answers pause it (DESIGN §4). */
 export const PAUSED_ATTEMPTS = 3;
 

@@ -209,6 +209,8 @@ export interface Timer {
   index?: number;
   /** The open-run timeout of a streamed run. */
   seal?: boolean;
+  /** A queue timeout (DESIGN §4): the call's `attempts` when it became ready (a later readiness has its own timer). */
+  queued?: number;
 }
 
 /** Everything the scheduler knows, shared by its concerns; the `Scheduler` front owns it. */

@@ -47,7 +47,7 @@ import { compensationEnded } from './compensation.js';
 import { dispatch, maybeReady, permitRefused, permitted, wakeAt } from './dispatch.js';
 import { finishRuns } from './ending.js';
 import { addCalls } from './planning.js';
-import { cancelCall, fail, mayRetry, pauseFor, scheduleRetry, setResolved, stopRun } from './progress.js';
+import { cancelCall, fail, mayRetry, pauseFor, queueTimedOut, scheduleRetry, setResolved, stopRun } from './progress.js';
 import { attemptSettled, hookDecided } from './hooking.js';
 import type { HookAnswer } from '../hooks.js';
 import {
@@ -309,6 +309,10 @@ export class Scheduler {
         continue;
       }
       const c = run?.calls[t.index as number];
+      if (t.queued !== undefined) {
+        if (run && c && c.status === 'ready' && c.attempts === t.queued) queueTimedOut(s, run, c);
+        continue;
+      }
       if (!run || !c?.retrying) continue;
       c.retrying = false;
       maybeReady(s, run, c);
