@@ -47,6 +47,8 @@ export interface EachPattern {
   limit: number;
 }
 
+const NO_PATTERNS: readonly EachPattern[] = Object.freeze([]);
+
 /** The `limits.each` patterns of `limits`, parsed. */
 export function eachPatterns(limits: Limits): EachPattern[] {
   return Object.entries(limits.each ?? {}).map(([text, limit]) => ({ text, segs: parseKey(text), limit }));
@@ -186,6 +188,10 @@ export class Limiter {
   private readonly waiters: Holder[] = [];
   private readonly each: EachPattern[];
   private readonly keyUse = new Map<string, { group: KeyGroup; used: number }>();
+  /** The groups of calls without a tool's keyed concurrency, by their (shared) writes and reads lists. */
+  private readonly groupCache = new WeakMap<readonly Key[], WeakMap<readonly Key[], KeyGroup[]>>();
+  /** The groups of calls of a tool with keyed concurrency, by tool and key, with the `each` groups they were made with (bounded). */
+  private readonly perGroups = new Map<string, { keyed: KeyedConcurrency; each: KeyGroup[]; groups: KeyGroup[] }>();
   private readonly pauses = new Map<string, Pause>();
   private state: LimiterState | undefined;
   private seeds: Map<string, { units: number; last: number }> | undefined;
@@ -418,7 +424,26 @@ export class Limiter {
 
   private groupsOf(h: Holder): KeyGroup[] {
     if (h.groups) return h.groups;
-    return (h.groups = keyGroupsOf(h, this.each));
+    if (h.keyed === undefined && this.each.length === 0) return (h.groups = NOTHING);
+    // Calls with the same keys (shared, memoized lists: resources.ts) share their `each` groups: found once.
+    let each: KeyGroup[] = NOTHING;
+    if (this.each.length > 0) {
+      let byReads = this.groupCache.get(h.writes);
+      if (!byReads) this.groupCache.set(h.writes, (byReads = new WeakMap()));
+      let g = byReads.get(h.reads);
+      if (!g) byReads.set(h.reads, (g = keyGroupsOf({ ...h, keyed: undefined }, this.each)));
+      each = g;
+    }
+    if (h.keyed === undefined || h.perKey === undefined) return (h.groups = each);
+    // A tool's keyed group, with the `each` groups of the call's keys: made once per key and keys.
+    const id = `${h.tool}${GROUP_SEP}${h.perKey}`;
+    const known = this.perGroups.get(id);
+    if (known && known.each === each && known.keyed === h.keyed) return (h.groups = known.groups);
+    const own = keyGroupsOf(h, NO_PATTERNS);
+    const groups = each.length === 0 ? own : [...own, ...each];
+    if (this.perGroups.size >= 10_000) this.perGroups.clear();
+    this.perGroups.set(id, { keyed: h.keyed, each, groups });
+    return (h.groups = groups);
   }
 
   private resourceLimitsOf(h: Holder): number[] {

@@ -141,8 +141,16 @@ function levelsNow(s: SchedulerState): number {
 }
 
 /** The best ready call of the run that every limit lets start, or 'stop' when its tenant is full. */
+/**
+ * The call `pick` chose when it had to take calls off the top of its heap to reach it (they wait for a
+ * key, a resource, a lock): it is out of its heap already, so `takeReady` does not search the heap for it.
+ */
+let detached: ScheduledCall | undefined;
+
 function pick(s: SchedulerState, run: ScheduledRun): ScheduledCall | undefined | 'stop' {
   let best: ScheduledCall | undefined;
+  /** `best`, when it is out of its heap (see `detached`). */
+  let bestOut: ScheduledCall | undefined;
   // Indexed, and no destructuring (which goes through the iterator): this runs per dispatch.
   const sets = run.readySets;
   for (let i = 0; i < sets.length; i++) {
@@ -176,6 +184,7 @@ function pick(s: SchedulerState, run: ScheduledRun): ScheduledCall | undefined |
       }
       if (check.reason === 'global' || check.reason === 'tenant') {
         if (skipped) for (const x of skipped) heap.push(x);
+        if (bestOut) (run.ready.get(bestOut.tool) as KeyedHeap<ScheduledCall>).push(bestOut);
         return 'stop';
       }
       if (check.reason === 'rate') {
@@ -192,15 +201,25 @@ function pick(s: SchedulerState, run: ScheduledRun): ScheduledCall | undefined |
       if (check.reason === 'tool') break;
       (skipped ??= []).push(heap.pop() as ScheduledCall);
     }
-    if (skipped) for (const x of skipped) heap.push(x);
-    if (found && (!best || byPriority(found, best) < 0)) best = found;
+    if (skipped) {
+      // `found` is the top now: out before the skipped go back above it (else a search of the heap).
+      if (found) heap.pop();
+      for (const x of skipped) heap.push(x);
+    }
+    if (found && (!best || byPriority(found, best) < 0)) {
+      if (bestOut) (run.ready.get(bestOut.tool) as KeyedHeap<ScheduledCall>).push(bestOut);
+      best = found;
+      bestOut = skipped ? found : undefined;
+    } else if (found && skipped) heap.push(found);
   }
+  detached = bestOut;
   return best;
 }
 
 function takeReady(run: ScheduledRun, c: ScheduledCall): void {
   const heap = run.ready.get(c.tool) as KeyedHeap<ScheduledCall>;
-  if (heap.peek() === c) heap.pop();
+  if (c === detached) detached = undefined;
+  else if (heap.peek() === c) heap.pop();
   else heap.removeWhere((x) => x === c);
   run.readyCount--;
   // It waits no more: its queue (waits.ts) is shorter by one.
