@@ -276,7 +276,10 @@ export class Limiter {
     )
       return true;
     if (h.domain !== null && (h.reads.length > 0 || h.writes.length > 0)) return true;
-    if (this.groupsOf(h).length > 0 || this.pauses.size > 0) return true;
+    if (this.groupsOf(h).length > 0) return true;
+    // A tool paused here (it may be no more by the time the cluster is asked: the ask says).
+    if (this.pauses.size > 0 && (this.pauses.has(h.tool) || (h.perKey !== undefined && this.pauses.has(pauseId(h.tool, h.perKey)))))
+      return true;
     return this.resourceLimitsOf(h).length > 0;
   }
 
