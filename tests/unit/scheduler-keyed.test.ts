@@ -3,7 +3,9 @@
 // (two keys run at once), with the exact start order the limit implies; `waitingFor` names the key.
 import { describe, expect, it } from 'vitest';
 import type { CoreEvent, EventOf } from '../../src/core/events.js';
-import { PURE, concurrency, illegalMoves, rig, runStatus, starts, tool } from '../helpers/sched.js';
+import { limitsBody } from '../../src/api/waiting.js';
+import { Scheduler } from '../../src/core/scheduler.js';
+import { DEFAULTS, PURE, catalogOf, concurrency, illegalMoves, limits, rig, runStatus, starts, tool } from '../helpers/sched.js';
 
 /** Most calls running at once whose started args satisfy `pred`. */
 function most(events: CoreEvent[], pred: (args: Record<string, unknown>) => boolean): number {
@@ -121,5 +123,44 @@ describe('limits.each', () => {
     });
     r.run();
     expect(starts(r.events)).toEqual(['0 a', '0 b']);
+  });
+});
+
+describe('GET /v1/limits on one process', () => {
+  it('lists each busy key (with its waiters) and each paused tool', () => {
+    const push = tool('push', { ...PURE, keyedConcurrency: { limit: 1, per: '{repo}' } });
+    const s = new Scheduler({
+      catalog: catalogOf([push, tool('api', PURE)]),
+      policy: { rules: [] },
+      limits: limits({ each: { 'repo:*': 2 } }),
+      defaults: DEFAULTS,
+      explainWaits: true,
+    });
+    s.submit(0, {
+      runId: 'r1',
+      tenant: 'acme',
+      calls: [
+        { id: 'a', tool: 'push', args: { repo: 'web' } },
+        { id: 'b', tool: 'push', args: { repo: 'web' } },
+      ],
+    });
+    s.paused(5, { tool: 'api', until: 2000, status: 429 });
+    const items = s.limitsInUse(10);
+    expect(items.filter((i) => i.kind === 'key')).toEqual([
+      {
+        kind: 'key',
+        key: 'web',
+        pattern: '{repo}',
+        tool: 'push',
+        limit: 1,
+        inUse: 1,
+        waiting: 1,
+        longestWaitMs: 10,
+        holders: [{ runId: 'r1', callId: 'a', tenant: 'acme', since: 0 }],
+      },
+    ]);
+    const body = limitsBody(items);
+    expect(body.keys).toEqual([{ pattern: '{repo}', tool: 'push', key: 'web', limit: 1, inUse: 1 }]);
+    expect(body.paused).toEqual([{ tool: 'api', until: new Date(2000).toISOString(), status: 429 }]);
   });
 });
