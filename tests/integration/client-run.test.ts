@@ -181,7 +181,8 @@ describe('client.run', () => {
         });
       });
     const timedOut = await tg.run({ calls: [{ id: 's', tool: 'slow', args: {} }] }, { handlers: { slow: waitForAbort } });
-    expect(timedOut.calls[0]).toMatchObject({ status: 'failed', error: { code: 'timeout' } });
+    // Not idempotent: whether the agent acted is unknown (DESIGN §4), its cause the timeout.
+    expect(timedOut.calls[0]).toMatchObject({ status: 'failed', error: { code: 'outcome_unknown', details: { cause: 'timeout' } } });
     expect(aborted).toEqual(['s']);
 
     const controller = new AbortController();

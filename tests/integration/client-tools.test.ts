@@ -212,7 +212,8 @@ describe('client tools', () => {
     const runId = (await api.post('/v1/runs', { calls: [{ id: 's', tool: 'slow', args: {} }] })).body.id as string;
     const item = await waitingFor(api, runId, 's');
     const run = await api.settled(runId);
-    expect(run.calls[0]).toMatchObject({ status: 'failed', error: { code: 'timeout' } });
+    // Not idempotent: the agent may have acted on it, so the outcome is unknown (DESIGN §4), its cause the timeout.
+    expect(run.calls[0]).toMatchObject({ status: 'failed', error: { code: 'outcome_unknown', details: { cause: 'timeout' } } });
     expectApiError(await post(api, item, { token: item.token, output: 'late' }), 409, 'stale_token');
     expect((await api.get(`/v1/runs/${runId}`)).body.calls[0].status).toBe('failed');
   });

@@ -92,7 +92,7 @@ describe('client tools across replica processes', () => {
       const ended = await c.ended(1, run.id);
       expect(ended.calls.map((x: any) => [x.id, x.status, x.attempts, x.output, x.error?.code ?? null])).toEqual([
         ['r', 'succeeded', 2, 'new', null],
-        ['w', 'failed', 1, null, 'interrupted'],
+        ['w', 'failed', 1, null, 'outcome_unknown'],
       ]);
     } finally {
       await c.start(0);

@@ -144,6 +144,8 @@ function levelsNow(s: SchedulerState): number {
 /**
  * The call `pick` chose when it had to take calls off the top of its heap to reach it (they wait for a
  * key, a resource, a lock): it is out of its heap already, so `takeReady` does not search the heap for it.
+ * Process-wide scratch like waits.ts's: set by `pick` and cleared by the `takeReady` that follows it in
+ * the same synchronous call, so two schedulers never see each other's.
  */
 let detached: ScheduledCall | undefined;
 

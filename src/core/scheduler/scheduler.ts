@@ -320,9 +320,22 @@ export class Scheduler {
     return this.flush();
   }
 
-  /** The time of the next timer, if any. */
+  /**
+   * The time of the next timer, if any. A seal timer of a run that was sealed or has ended would do
+   * nothing when it fires (see `tick`): it is dropped here, so no real timer waits for it (an engine
+   * with nothing else to do then holds none, and its process may exit).
+   */
   nextWakeAt(): number | undefined {
-    return this.state.timers.peek()?.at;
+    const s = this.state;
+    for (let t = s.timers.peek(); (t?.seal || t?.queued !== undefined) && t.runId !== undefined; t = s.timers.peek()) {
+      const run = s.runs.get(t.runId);
+      if (t.seal && run?.stream && !run.stream.sealed && !isRunEnded(run.status)) break;
+      // A queue timeout (DESIGN §4) of a call that started, or ended, since: it would do nothing.
+      const c = t.queued !== undefined ? run?.calls[t.index as number] : undefined;
+      if (c && c.status === 'ready' && c.attempts === t.queued) break;
+      s.timers.pop();
+    }
+    return s.timers.peek()?.at;
   }
 
   decideReview(now: number, d: ReviewDecision): Output {

@@ -56,6 +56,14 @@ interface Found {
   watch: ScheduledCall[] | undefined;
 }
 
+/*
+ * FOUND, HOLDERS and staleGroups are process-wide scratch, shared by every Scheduler in the process on
+ * purpose (no allocation per explanation on the hot path). That is safe because the core is
+ * synchronous: each is filled and read within one call of `explain` or one step, never across a
+ * yield, so two schedulers cannot interleave in them; and each is bounded (one Found, at most
+ * MAX_HOLDERS holders, stale groups emptied before the step returns). tests/unit/core-process-state
+ * steps two schedulers in lockstep, waits included, and checks each gives the events it gives alone.
+ */
 const FOUND: Found = {
   kind: 'global',
   key: '',
