@@ -63,7 +63,19 @@ const NOTES: Record<string, { d: string; e?: unknown }> = {
   'tools[].retry.attempts': { d: 'Attempts in all, the first included.', e: 3 },
   'tools[].retry.backoffMs': { d: 'The wait before the second attempt; doubled after each failure.', e: 200 },
   'tools[].retry.maxBackoffMs': { d: 'The longest wait between attempts (≥ `backoffMs`).', e: 5000 },
-  'tools[].concurrency': { d: "At most this many of the tool's calls run at once (same as `limits.tool.<name>`).", e: 2 },
+  'tools[].concurrency': {
+    d: "At most this many of the tool's calls run at once (same as `limits.tool.<name>`); or `{ limit, per }`, a keyed limit: at most `limit` at once for each value of `per` (DESIGN §4).",
+    e: 2,
+  },
+  'tools[].concurrency.limit': { d: 'A keyed limit: calls of the tool running at once for one value of `per`.', e: 1 },
+  'tools[].concurrency.per': {
+    d: "A keyed limit's key: a template over the call's args, like a resource template (a missing arg expands to the empty string). An arg a closed input schema (`additionalProperties: false`) does not take is an error.",
+    e: '{owner}/{repo}',
+  },
+  'tools[].queueTimeoutMs': {
+    d: 'A ready call not started within this many ms fails `queue_timeout` and never reaches the tool (overrides `defaults.queueTimeoutMs`).',
+    e: 5000,
+  },
   'tools[].rate': { d: 'At most this many starts per second, minute or hour (`N/s`, `N/min`, `N/h`), a token bucket.', e: '5/s' },
   'tools[].failure': {
     d: "`fail_fast`: a failure of this tool cancels the rest of the run whatever the run's failure mode.",
@@ -142,8 +154,24 @@ const NOTES: Record<string, { d: string; e?: unknown }> = {
     e: { default: '50/s' },
   },
   'limits.rate.tenant.<name>': { d: "A tenant's start rate.", e: '50/s' },
+  'limits.each': {
+    d: "Keyed limits: pattern → for each key K under it (a running call's read or write key cut to the pattern's length: `repo:acme/web/a.ts` under `repo:*` is `repo:acme`), at most this many running calls touch K.",
+    e: { 'repo:*': 2 },
+  },
+  'limits.priorityAgingMs': {
+    d: 'A run whose calls have waited this long gains one priority level (1 is the most urgent), again each period, so nothing starves; default 10000.',
+    e: 10000,
+  },
+  'limits.weights': {
+    d: 'Tenant → weight (default 1): within a priority, a tenant of weight w gets w turns in a row (weighted round robin).',
+    e: { acme: 3 },
+  },
   defaults: { d: 'Defaults for runs and tools.' },
   'defaults.timeoutMs': { d: "An attempt's deadline when its tool sets none.", e: 60000 },
+  'defaults.queueTimeoutMs': {
+    d: "A ready call not started within this many ms fails `queue_timeout` (a tool's `queueTimeoutMs` overrides it); none when unset.",
+    e: 60000,
+  },
   'defaults.failure': {
     d: "A run's failure mode when the submission sets none: `fail_fast` (cancel the rest), `partial` (run what does not depend on the failure) or `replan` (pause for the agent to append calls).",
     e: 'partial',
@@ -159,6 +187,10 @@ const NOTES: Record<string, { d: string; e?: unknown }> = {
   'auth.keys[].role': {
     d: "`agent` submits and reads its own tenant's runs; `operator` sees every tenant, decides reviews and reads `/metrics`.",
     e: 'agent',
+  },
+  'auth.keys[].maxPriority': {
+    d: 'The most urgent run `priority` the key may submit (1 most urgent … 5); a more urgent one is `403 priority_not_allowed`.',
+    e: 2,
   },
   // Keys other branches add (size limits, store, mcp, hooks): used once the schema has them.
   'limits.maxArgsBytes': {

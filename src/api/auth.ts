@@ -10,6 +10,8 @@ export interface Principal {
   /** The key's tenant; undefined in open mode (the request names its tenant). */
   tenant?: string;
   role: Role;
+  /** The most urgent run `priority` the key may submit (DESIGN §4); none: any. */
+  maxPriority?: number;
 }
 
 function sameSecret(a: string, b: string): boolean {
@@ -30,7 +32,9 @@ export function authenticate(keys: readonly AuthKey[], header: string | undefine
     );
   const found = keys.find((k) => sameSecret(k.key, m[1] as string));
   if (!found) throw new ApiError('unauthorized', 'unknown API key', undefined, { 'www-authenticate': 'Bearer' });
-  return { tenant: found.tenant, role: found.role };
+  return found.maxPriority !== undefined
+    ? { tenant: found.tenant, role: found.role, maxPriority: found.maxPriority }
+    : { tenant: found.tenant, role: found.role };
 }
 
 /** Whether the principal may see a run or review of `tenant`. Agents see only their own tenant. */
@@ -47,6 +51,17 @@ export function tenantFor(p: Principal, requested: string | undefined): string {
     return p.tenant as string;
   }
   return requested ?? p.tenant ?? 'default';
+}
+
+/** The run priority a submission may have (DESIGN §4): `403 priority_not_allowed` when more urgent than the key's cap. */
+export function priorityFor(p: Principal, requested: number | undefined): number | undefined {
+  if (requested !== undefined && p.maxPriority !== undefined && requested < p.maxPriority)
+    throw new ApiError(
+      'priority_not_allowed',
+      `this key may submit runs of priority ${p.maxPriority} to 5 (1 is the most urgent); got priority ${requested}`,
+      { maxPriority: p.maxPriority, priority: requested },
+    );
+  return requested;
 }
 
 export function requireOperator(p: Principal): void {

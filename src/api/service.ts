@@ -24,7 +24,7 @@ import type { Tracing } from '../telemetry/index.js';
 import { admit } from './admission.js';
 import { canSee, requireOperator, tenantFor, type Principal } from './auth.js';
 import { ApiError, httpErrorOf, STORE_RETRY_AFTER, type ApiErrorCode } from './errors.js';
-import { limitJson } from './waiting.js';
+import { limitsBody, type LimitsBody } from './waiting.js';
 import { submitKeyed } from './run-keys.js';
 import { HeldRuns } from './held-runs.js';
 import type { ClientAnswer } from '../executors/client.js';
@@ -362,11 +362,11 @@ export class Service {
    * `GET /v1/limits` (operator only): every limit and lock in use, with its holders and waiters. With
    * several replicas, cluster-wide (cluster/limits-view.ts), but for `global` and `perRun`: this one's.
    */
-  async limits(p: Principal): Promise<{ items: ReturnType<typeof limitJson>[] }> {
+  async limits(p: Principal): Promise<LimitsBody> {
     requireOperator(p);
     const local = this.engine.limitsInUse();
     const items = this.cluster ? await this.cluster.limits(local, this.engine.waitCounts()) : local;
-    return { items: items.map(limitJson) };
+    return limitsBody(items);
   }
 
   /** `wait` for a run another replica runs: its events are followed through the store (cluster/feed.ts). */

@@ -7,7 +7,7 @@ import type { CallInput } from '../core/calls.js';
 import { CallsSchema } from '../contract/batch.js';
 import type { SubmitBody } from '../contract/requests.js';
 import type { SubmitRequest } from '../contract/submission.js';
-import { tenantFor, type Principal } from './auth.js';
+import { priorityFor, tenantFor, type Principal } from './auth.js';
 import { callsFromAnthropic, callsFromOpenAi } from './formats.js';
 import { parseRequestPart } from './request-part.js';
 import type { ModelNames } from '../contract/model-names.js';
@@ -44,6 +44,7 @@ export function submissionOf(
     ...(body.tags ? { tags: body.tags } : {}),
     ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
     ...(body.open ? { open: true } : {}),
+    ...(body.priority !== undefined ? { priority: priorityFor(p, body.priority) as number } : {}),
     ...(body.concurrencyKey !== undefined ? { concurrencyKey: body.concurrencyKey } : {}),
     ...(body.onConcurrent !== undefined ? { onConcurrent: body.onConcurrent } : {}),
   };

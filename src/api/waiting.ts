@@ -37,10 +37,38 @@ function own<W extends WaitReason | WaitingView>(p: Principal, w: W): W {
 
 /** An item of `GET /v1/limits`: times as ISO text. */
 export function limitJson(l: LimitInUse) {
-  const { retryAt, holders, ...rest } = l;
+  const { retryAt, until, holders, ...rest } = l;
   return {
     ...rest,
     ...(retryAt !== undefined ? { retryAt: iso(retryAt) } : {}),
+    ...(until !== undefined ? { until: iso(until) } : {}),
     holders: holders.map((h) => ({ runId: h.runId, callId: h.callId, tenant: h.tenant, since: iso(h.since) })),
   };
+}
+
+/** `GET /v1/limits`: every limit and lock in use, and of flow control (DESIGN §4) the busy keys and the paused tools. */
+export interface LimitsBody {
+  items: ReturnType<typeof limitJson>[];
+  keys: { pattern: string; tool?: string; key: string; limit: number; inUse: number }[];
+  paused: { tool: string; key?: string; until: string; status?: number }[];
+}
+
+/** The body of `GET /v1/limits` from the limits in use. */
+export function limitsBody(items: readonly LimitInUse[]): LimitsBody {
+  const keys: LimitsBody['keys'] = [];
+  const paused: LimitsBody['paused'] = [];
+  for (const l of items) {
+    if (l.kind === 'key' && l.pattern !== undefined && l.key !== undefined && l.inUse > 0)
+      keys.push({ pattern: l.pattern, ...(l.tool !== undefined ? { tool: l.tool } : {}), key: l.key, limit: l.limit ?? 0, inUse: l.inUse });
+    if (l.kind === 'backoff' && l.tool !== undefined && l.until !== undefined) {
+      const group = l.key !== undefined && l.key !== l.tool ? l.key.slice(l.tool.length + 1) : undefined;
+      paused.push({
+        tool: l.tool,
+        ...(group !== undefined ? { key: group } : {}),
+        until: iso(l.until),
+        ...(l.status !== undefined ? { status: l.status } : {}),
+      });
+    }
+  }
+  return { items: items.map(limitJson), keys, paused };
 }

@@ -4,6 +4,11 @@
  *   referencing one of the 50 calls before it) scheduled to the end on the virtual clock under a
  *   per-run and tool limits: `submit` (which plans the batch) plus every start and end. Baseline: a bare
  *   list scheduler (FIFO ready queue, one width limit) over the same DAG.
+ * - Flow control (DESIGN §4): 100k calls as four runs in two tenants under a global limit of the same
+ *   width, scheduled twice: with priorities 1, 2, 3 and 5, weights 2 and 1, a keyed concurrency on
+ *   `write` (1 per path) and `limits.each` on the 50 folders (4 each); and, the baseline, the same runs
+ *   without any of it (today's scheduler on the same work). The ratio is what flow control costs per
+ *   node (the goal: under 1.10).
  * - Graph build: `buildPlan` at 1k, 10k and 100k calls. Baseline: a graphology graph of the same calls
  *   with only their data edges, known in advance (no references to parse, no hazards, no checks).
  * - Engine overhead per call, with the no-op `echo`: one run of 1000 calls, and 500 runs of 5 calls
@@ -26,7 +31,8 @@ import type { Executor } from '../executors/types.js';
 import { intIn, rng } from './random.js';
 import { median } from './stats.js';
 import { cost, costAsync, settle, type Cost } from './timing.js';
-import { benchConfig, MAX_MS, MIN_MS } from './workloads.js';
+import { benchConfig, benchConfigYaml, MAX_MS, MIN_MS } from './workloads.js';
+import { parseConfig } from '../config/load.js';
 
 export interface CoreOptions {
   /** Nodes in the scheduler measurement (100k). */
@@ -43,6 +49,11 @@ export interface CoreOptions {
 export interface CoreResult {
   /** CPU µs per node, planning included; `…Wall` the same in wall time. */
   usPerNode: number;
+  /** Four runs with keyed limits, priorities and weights on (flow control, DESIGN §4). */
+  flowUsPerNode: number;
+  /** The same four runs with none of it; `flowRatio` is `flowUsPerNode` over it. */
+  flowOffUsPerNode: number;
+  flowRatio: number;
   usPerNodeWall: number;
   /** Of which `submit` (planning the batch, first dispatch). */
   planUsPerNode: number;
@@ -79,6 +90,68 @@ export function bigBatch(n: number, seed: number): { calls: CallInput[]; refs: n
     refs.push(ref);
   }
   return { calls, refs };
+}
+
+/** The bench config with flow control on (DESIGN §4): keyed limits, weights, priority aging. */
+export function flowConfig(): Config {
+  const yaml = benchConfigYaml({ ...SCHED_LIMITS, tool: { ...SCHED_LIMITS.tool } });
+  const at = yaml.indexOf('executor', yaml.indexOf('- name: write'));
+  const keyed = `concurrency: { limit: 1, per: "{path}" }\n    `;
+  const flow = `${yaml.slice(0, at)}${keyed}${yaml.slice(at)}  global: ${SCHED_LIMITS.perRun}
+  each: { "file:/repo/*": 4 }
+  weights: { a: 2 }
+  priorityAgingMs: 10000
+`;
+  return parseConfig(flow, 'builtin:bench-flow');
+}
+
+/** The runs of the flow measurement: `n` calls as four runs of priorities 1, 2, 3 and 5 in tenants a and b. */
+const FLOW_RUNS = [
+  { tenant: 'a', priority: 1 },
+  { tenant: 'b', priority: 2 },
+  { tenant: 'a', priority: 3 },
+  { tenant: 'b', priority: 5 },
+] as const;
+
+export function flowBatches(n: number, seed: number): CallInput[][] {
+  return FLOW_RUNS.map((_, k) => bigBatch(Math.floor(n / FLOW_RUNS.length), seed + k).calls);
+}
+
+/** The baseline of the flow measurement: the bench limits under the same global width, nothing more. */
+export function flowOffConfig(): Config {
+  return parseConfig(
+    `${benchConfigYaml({ ...SCHED_LIMITS, tool: { ...SCHED_LIMITS.tool } })}  global: ${SCHED_LIMITS.perRun}\n`,
+    'builtin:bench-flow-off',
+  );
+}
+
+/** `on`: with the runs' priorities (their config has the keyed limits and weights, or not). */
+export function flowOnce(batches: CallInput[][], config: Config, on: boolean): Cost {
+  const scheduler = new Scheduler({
+    catalog: config.catalog,
+    policy: config.policy,
+    limits: config.limits,
+    defaults: config.defaults,
+    explainWaits: true,
+  });
+  let ended = 0;
+  const sim = new Simulation(scheduler, {
+    attempt: (s) => ({ durationMs: (s.args as { ms: number }).ms, result: { ok: true, output: { ms: (s.args as { ms: number }).ms } } }),
+    record: false,
+    onEvent: (e) => {
+      if (e.type === 'call.succeeded') ended++;
+    },
+  });
+  const all = batches.reduce((n, b) => n + b.length, 0);
+  const t = cost(() => {
+    batches.forEach((calls, k) => {
+      const r = FLOW_RUNS[k] as (typeof FLOW_RUNS)[number];
+      sim.apply(scheduler.submit(0, { runId: `flow${k}`, tenant: r.tenant, ...(on ? { priority: r.priority } : {}), calls }));
+    });
+    sim.run();
+  });
+  if (ended !== all) throw new Error(`scheduler bench (flow): ${ended} of ${all} calls succeeded`);
+  return t;
 }
 
 function schedulerOnce(calls: CallInput[], config: Config): { total: Cost; plan: Cost } {
@@ -141,16 +214,30 @@ function bareSchedule(calls: CallInput[], succ: number[][], width: number): numb
 
 export function measureScheduler(
   o: CoreOptions,
-): Pick<CoreResult, 'usPerNode' | 'usPerNodeWall' | 'planUsPerNode' | 'bareUsPerNode' | 'schedulerNodes'> {
+): Pick<
+  CoreResult,
+  'usPerNode' | 'usPerNodeWall' | 'planUsPerNode' | 'bareUsPerNode' | 'schedulerNodes' | 'flowUsPerNode' | 'flowOffUsPerNode' | 'flowRatio'
+> {
   const config = benchConfig(SCHED_LIMITS);
+  const flow = flowConfig();
+  const flowOff = flowOffConfig();
   schedulerOnce(bigBatch(Math.min(2_000, o.schedulerNodes), 7).calls, config); // warm-up
+  flowOnce(flowBatches(Math.min(2_000, o.schedulerNodes), 7), flow, true);
+  flowOnce(flowBatches(Math.min(2_000, o.schedulerNodes), 7), flowOff, false);
   const { calls } = bigBatch(o.schedulerNodes, o.schedulerNodes);
+  const batches = flowBatches(o.schedulerNodes, o.schedulerNodes);
+  const flowNodes = batches.reduce((n, b) => n + b.length, 0);
   const totals: Cost[] = [];
   const plans: Cost[] = [];
+  const flows: Cost[] = [];
+  const flowsOff: Cost[] = [];
+  // Interleaved, so that whatever else the machine does weighs on both alike.
   for (let k = 0; k < o.schedulerRepeats; k++) {
     const r = schedulerOnce(calls, config);
     totals.push(r.total);
     plans.push(r.plan);
+    flows.push(flowOnce(batches, flow, true));
+    flowsOff.push(flowOnce(batches, flowOff, false));
   }
   // The baseline's successor lists are made after: 100k arrays kept alive would tax the scheduler's
   // garbage collections with work that is not its own.
@@ -158,7 +245,12 @@ export function measureScheduler(
   const bares: Cost[] = [];
   for (let k = 0; k < o.schedulerRepeats; k++) bares.push(bareOnce(calls, succ, SCHED_LIMITS.perRun));
   const per = (xs: Cost[], k: keyof Cost = 'cpuMs') => (median(xs.map((x) => x[k])) * 1000) / calls.length;
+  const flowUsPerNode = (median(flows.map((x) => x.cpuMs)) * 1000) / flowNodes;
+  const flowOffUsPerNode = (median(flowsOff.map((x) => x.cpuMs)) * 1000) / flowNodes;
   return {
+    flowUsPerNode,
+    flowOffUsPerNode,
+    flowRatio: flowUsPerNode / flowOffUsPerNode,
     usPerNode: per(totals),
     usPerNodeWall: per(totals, 'wallMs'),
     planUsPerNode: per(plans),
@@ -302,6 +394,9 @@ export async function runCore(o: CoreOptions, executor: Executor): Promise<CoreR
   const build = measureBuild(o);
   o.log?.(
     `  scheduler: ${sched.usPerNode.toFixed(2)} µs/node CPU (${sched.usPerNodeWall.toFixed(2)} wall) over ${sched.schedulerNodes} nodes, of which submit ${sched.planUsPerNode.toFixed(2)}; bare ${sched.bareUsPerNode.toFixed(2)}`,
+  );
+  o.log?.(
+    `  scheduler with flow control (4 runs: keyed limits, priorities, weights): ${sched.flowUsPerNode.toFixed(2)} µs/node CPU; without: ${sched.flowOffUsPerNode.toFixed(2)}; ratio ${sched.flowRatio.toFixed(3)} (goal ≤ 1.10)`,
   );
   await settle();
   const engine = await measureEngine(o, executor);

@@ -30,6 +30,8 @@ export interface Attempt {
   start: number;
   end: number | undefined;
   aborted: boolean;
+  /** The status it was answered with, when not 200 (`args.status`). */
+  status?: number;
 }
 
 export class ClusterTools {
@@ -72,12 +74,23 @@ export class ClusterTools {
     };
     this.attempts.push(a);
     let timer: NodeJS.Timeout | undefined;
+    // `args.status` (with `args.retryAfter`, the header's text): the first `args.statusAttempts` (1)
+    // attempts answer that status, as a backend that pushes back (DESIGN §4 Backpressure).
+    const status = typeof body.args.status === 'number' && body.attempt <= Number(body.args.statusAttempts ?? 1) ? body.args.status : 200;
     const answer = () => {
       clearTimeout(timer);
       this.held.delete(a);
       if (a.end !== undefined) return;
       a.end = performance.now();
       if (res.destroyed) return;
+      if (status !== 200) {
+        a.status = status;
+        const retryAfter = typeof body.args.retryAfter === 'string' ? { 'retry-after': body.args.retryAfter } : {};
+        res.writeHead(status, { 'content-type': 'application/json', ...retryAfter });
+        res.end('{"error":"busy"}');
+        for (const l of this.answered) l(a);
+        return;
+      }
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ tool: a.tool, callId: a.callId, attempt: a.attempt }));
       for (const l of this.answered) l(a);

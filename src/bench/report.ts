@@ -232,6 +232,12 @@ ${table(
       `${fmt(c.bareUsPerNode, 2)} µs/node (FIFO list scheduler)`,
       x(c.usPerNode / c.bareUsPerNode, 0),
     ],
+    [
+      `scheduler with flow control (DESIGN §4): ${c.schedulerNodes} nodes in 4 runs, keyed limits, priorities, weights`,
+      `${fmt(c.flowUsPerNode, 1)} µs/node`,
+      `${fmt(c.flowOffUsPerNode, 1)} µs/node (the same 4 runs without them; goal: ratio ≤ 1.10)`,
+      x(c.flowRatio, 2),
+    ],
     ...sizes.map((n) => [
       `graph build, ${n} calls`,
       `${fmt(c.buildMs[n] as number, 1)} ms (wall ${fmt(c.buildMsWall[n] as number, 1)}; ${fmt(((c.buildMs[n] as number) * 1000) / Number(n), 1)} µs/call)`,

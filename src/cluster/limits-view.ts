@@ -8,7 +8,8 @@
  * `longestWaitMs` summed over replicas.
  *
  * `global` and `perRun` stay per replica (`global` protects each replica's host; a run's calls all run
- * where the run is): those items are this replica's own. Times are on the database's clock.
+ * where the run is): those items are this replica's own, as are the pauses (`backoff`), which every
+ * replica hears of. Times are on the database's clock.
  */
 import { Limiter, own, type Bucket, type Holder } from '../core/limits.js';
 import { key } from '../core/resources.js';
@@ -44,7 +45,9 @@ export function clusterLimits(input: ClusterLimitsInput): LimitInUse[] {
   const limiter = new Limiter(shared);
   const who = new Map<Holder, WaitHolder>();
   for (const p of row.permits) {
-    const rate: Rate | undefined = catalog.get(p.tool)?.rate;
+    const manifest = catalog.get(p.tool);
+    const rate: Rate | undefined = manifest?.rate;
+    const keyed = manifest?.keyedConcurrency;
     const reads = (JSON.parse(p.reads) as string[]).map(key);
     const writes = (JSON.parse(p.writes) as string[]).map(key);
     const h: Holder = {
@@ -55,6 +58,7 @@ export function clusterLimits(input: ClusterLimitsInput): LimitInUse[] {
       reads,
       writes,
       ...(rate ? { toolRate: rate } : {}),
+      ...(keyed !== undefined && typeof p.per_key === 'string' ? { keyed, perKey: p.per_key } : {}),
     };
     who.set(h, { runId: p.run_id, callId: p.call_id, tenant: p.tenant, since: Number(p.since) });
     limiter.hold(h);
@@ -66,7 +70,8 @@ export function clusterLimits(input: ClusterLimitsInput): LimitInUse[] {
     holderOf: (h) => who.get(h) as WaitHolder,
     buckets: bucketsOf(input),
   });
-  const local = input.local.filter((i) => i.kind === 'global' || i.kind === 'perRun');
+  // Pauses (backpressure) are told to every replica: this one's list has them all.
+  const local = input.local.filter((i) => i.kind === 'global' || i.kind === 'perRun' || i.kind === 'backoff');
   const rank = (i: LimitInUse) => WAIT_KINDS.indexOf(i.kind);
   // Stable: within a kind, each list keeps its order (by key).
   return [...local, ...items].sort((a, b) => rank(a) - rank(b)).slice(0, MAX_LIMIT_ITEMS);

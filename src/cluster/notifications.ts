@@ -5,7 +5,8 @@
  * - `toolgraph_events`: `runId:seq,…`, runs that have new events (sent by every append);
  * - `toolgraph_commands`: an instance that has a command to apply;
  * - `toolgraph_command_done`: the id of a command that has its answer;
- * - `toolgraph_permits`: permits were given back.
+ * - `toolgraph_permits`: permits were given back;
+ * - `toolgraph_pauses`: a tool (or keyed group) was paused by backpressure (DESIGN §4).
  *
  * A lost connection is opened again (the pause grows to 2 s); `resync` listeners are told each time it
  * is back, since what was sent meanwhile was missed, and they read what they need again. Nothing here
@@ -15,7 +16,13 @@
 import pg from 'pg';
 import { PG_BOUNDS } from '../store/pg-pool.js';
 
-export const CHANNELS = ['toolgraph_events', 'toolgraph_commands', 'toolgraph_command_done', 'toolgraph_permits'] as const;
+export const CHANNELS = [
+  'toolgraph_events',
+  'toolgraph_commands',
+  'toolgraph_command_done',
+  'toolgraph_permits',
+  'toolgraph_pauses',
+] as const;
 export type Channel = (typeof CHANNELS)[number];
 
 type Listener = (payload: string) => void;

@@ -17,7 +17,7 @@
  * one of any replica (`queue`, permit-waits.ts), is served before the later calls of other runs that
  * conflict with it (first come, first served).
  */
-import { clash, own, type Holder } from '../core/limits.js';
+import { clash, eachPatterns, keyGroupsOf, own, type EachPattern, type Holder, type KeyGroup, type Pause } from '../core/limits.js';
 import { overlaps, key as parsedKey, type Key } from '../core/resources.js';
 import type { PermitRequest } from '../core/scheduler.js';
 import type { Catalog, Limits, Rate } from '../core/tool.js';
@@ -30,12 +30,14 @@ export type LockMode = 'r' | 'w' | 'ir' | 'iw';
 export const SEP = '\u001f';
 
 export interface Counter {
-  /** `tenant:<t>`, `tool:<t>` or `resource:<key>`. */
+  /** `tenant:<t>`, `tool:<t>`, `resource:<key>`, or a keyed group's id (`key:…`, `each:…`). */
   key: string;
-  kind: 'tenant' | 'tool' | 'resource';
-  /** The tenant, the tool, or the resource limit's key, as `waitingFor` names it. */
+  kind: 'tenant' | 'tool' | 'resource' | 'key';
+  /** The tenant, the tool, the resource limit's key, or a keyed group's K, as `waitingFor` names it. */
   name: string;
   cap: number;
+  /** A keyed limit (DESIGN §4): its group (pattern, tool, K). */
+  group?: KeyGroup;
 }
 
 export interface LockTarget {
@@ -66,9 +68,10 @@ export interface NodeCounts {
 
 export type Decision =
   | { granted: true }
-  | { granted: false; reason: 'tenant' | 'tool' | 'resource'; counter: Counter; inUse: number }
+  | { granted: false; reason: 'tenant' | 'tool' | 'resource' | 'key'; counter: Counter; inUse: number }
   | { granted: false; reason: 'rate'; wakeAt?: number; why?: WaitReason }
-  | { granted: false; reason: 'lock'; behindWaiter: boolean; behind?: Mark };
+  | { granted: false; reason: 'lock'; behindWaiter: boolean; behind?: Mark }
+  | { granted: false; reason: 'backoff'; pause: Pause };
 
 /** Rate limits, kept by the caller (a core `Limiter` seeded with the buckets the ask locked). */
 export interface Rates {
@@ -104,7 +107,9 @@ export function sharedLimits(limits: Limits): Limits {
 
 /** The counters, locks and rates that a request takes under `limits` (already `sharedLimits`). */
 export function claimOf(r: PermitRequest, limits: Limits, catalog: Catalog): Claim {
-  const rate: Rate | undefined = catalog.get(r.tool)?.rate;
+  const manifest = catalog.get(r.tool);
+  const rate: Rate | undefined = manifest?.rate;
+  const keyed = manifest?.keyedConcurrency;
   const holder: Holder = {
     runId: r.runId,
     tenant: r.tenant,
@@ -113,6 +118,7 @@ export function claimOf(r: PermitRequest, limits: Limits, catalog: Catalog): Cla
     reads: r.reads.map(parsedKey),
     writes: r.writes.map(parsedKey),
     ...(rate ? { toolRate: rate } : {}),
+    ...(keyed !== undefined && r.perKey !== undefined ? { keyed, perKey: r.perKey } : {}),
   };
   const counters: Counter[] = [];
   const tenantCap = own(limits.tenant, r.tenant) ?? own(limits.tenant, 'default');
@@ -124,6 +130,7 @@ export function claimOf(r: PermitRequest, limits: Limits, catalog: Catalog): Cla
     const hits = (k: Key) => overlaps(k.segs, segs);
     if (holder.reads.some(hits) || holder.writes.some(hits)) counters.push({ key: `resource:${text}`, kind: 'resource', name: text, cap });
   }
+  for (const g of keyGroupsOf(holder, patternsOf(limits))) counters.push({ key: g.id, kind: 'key', name: g.key, cap: g.limit, group: g });
   const locks: LockTarget[] = [];
   const lockEntries: string[] = [];
   if (r.domain !== null) {
@@ -141,6 +148,15 @@ export function claimOf(r: PermitRequest, limits: Limits, catalog: Catalog): Cla
   }
   const rated = rate !== undefined || own(limits.rate.tenant, r.tenant) !== undefined || own(limits.rate.tenant, 'default') !== undefined;
   return { request: r, holder, counters, locks, lockEntries, rated };
+}
+
+/** `limits.each`, parsed once per limits object. */
+const PATTERNS = new WeakMap<Limits, EachPattern[]>();
+
+function patternsOf(limits: Limits): EachPattern[] {
+  let p = PATTERNS.get(limits);
+  if (!p) PATTERNS.set(limits, (p = eachPatterns(limits)));
+  return p;
 }
 
 /**
@@ -185,6 +201,7 @@ export function decide(
   rates: Rates,
   mine: ReadonlyMap<string, readonly string[]> = new Map(),
   queue?: WaitQueue,
+  paused?: (c: Claim) => Pause | undefined,
 ): Decided {
   const decisions: Decision[] = [];
   const counterDelta = new Map<string, number>();
@@ -224,6 +241,9 @@ export function decide(
   return { decisions, counterDelta, nodeDelta, needMine };
 
   function decideOne(c: Claim): Decision {
+    // Backpressure (DESIGN §4): a paused tool, or keyed group, gets no permit until the pause ends.
+    const pause = paused?.(c);
+    if (pause) return { granted: false, reason: 'backoff', pause };
     for (const k of c.counters) {
       const inUse = rows.counters.get(k.key) ?? 0;
       if (inUse + 1 > k.cap) return { granted: false, reason: k.kind, counter: k, inUse };

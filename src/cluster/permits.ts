@@ -21,7 +21,7 @@
  * lease ended are given back by whichever replica's scan notices first (`freeDead`, store/postgres/permits-free.ts), once.
  */
 import type pg from 'pg';
-import { Limiter, type Holder } from '../core/limits.js';
+import { Limiter, type Holder, type Pause } from '../core/limits.js';
 import { key } from '../core/resources.js';
 import type { PermitRequest } from '../core/scheduler.js';
 import type { Limits } from '../core/tool.js';
@@ -92,6 +92,23 @@ class ClusterRates implements Rates {
   }
 }
 
+/**
+ * The pause (if any) that holds a claim back: its tool's, or, for a tool with keyed concurrency, its
+ * keyed group's (times on the database's clock).
+ */
+function pausedIn(rows: readonly sql.PauseRow[]): ((c: Claim) => Pause | undefined) | undefined {
+  if (rows.length === 0) return undefined;
+  return (c) => {
+    const keyed = c.holder.keyed !== undefined && c.holder.perKey !== undefined;
+    const row = rows.find((p) => p.tool === c.request.tool && (keyed ? p.key === c.holder.perKey : p.key === ''));
+    if (!row) return undefined;
+    const out: Pause = { tool: row.tool, until: row.until };
+    if (row.key !== '') out.key = row.key;
+    if (row.status !== null) out.status = row.status;
+    return out;
+  };
+}
+
 /** The rate buckets that rated calls take a token from (`tool:<t>`, `tenant:<t>`). */
 function bucketNames(rated: readonly Claim[], limits: Limits): string[] {
   const names = new Set<string>();
@@ -141,6 +158,7 @@ export class ClusterPermits implements PermitGate {
   private readonly ops: Op[] = [];
   private running = false;
   private readonly freed = new Set<() => void>();
+  private readonly paused = new Set<(p: Pause) => void>();
   private retry: NodeJS.Timeout | undefined;
   private retryAt = 0;
   private sweptAt = 0;
@@ -158,7 +176,58 @@ export class ClusterPermits implements PermitGate {
   ) {
     this.limits = sharedLimits(limits);
     notifications.on('toolgraph_permits', () => this.tellFreed());
-    notifications.on('resync', () => this.tellFreed());
+    notifications.on('resync', () => {
+      this.tellFreed();
+      void this.readPauses();
+    });
+    notifications.on('toolgraph_pauses', (payload) => this.heardPause(payload));
+  }
+
+  /** Backpressure (DESIGN §4): records a pause this replica's call got, and tells every replica. */
+  pause(p: Pause): void {
+    const ms = p.until - Date.now();
+    if (ms <= 0) return;
+    sql.writePause(this.pool, { tool: p.tool, key: p.key ?? '', ms, status: p.status ?? null }).catch(() => {
+      // The database is away: this replica keeps the pause itself; asks are refused meanwhile anyway.
+    });
+  }
+
+  /** `listener` is told of every pause in force: those other replicas got, and those there when it (re)connects. */
+  onPaused(listener: (p: Pause) => void): void {
+    this.paused.add(listener);
+    void this.readPauses();
+  }
+
+  private heardPause(payload: string): void {
+    try {
+      const x = JSON.parse(payload) as { tool?: unknown; key?: unknown; ms?: unknown; status?: unknown };
+      if (typeof x.tool !== 'string' || typeof x.ms !== 'number') return;
+      this.tellPaused({
+        tool: x.tool,
+        key: typeof x.key === 'string' ? x.key : '',
+        ms: x.ms,
+        status: typeof x.status === 'number' ? x.status : null,
+      });
+    } catch {
+      // Not ours.
+    }
+  }
+
+  private async readPauses(): Promise<void> {
+    if (this.paused.size === 0) return;
+    try {
+      for (const p of await sql.pausesNow(this.pool)) this.tellPaused(p);
+    } catch {
+      // The database is away: the next resync reads them again.
+    }
+  }
+
+  private tellPaused(p: { tool: string; key: string; ms: number; status: number | null }): void {
+    if (p.ms <= 0) return;
+    const pause: Pause = { tool: p.tool, until: Date.now() + p.ms };
+    if (p.key !== '') pause.key = p.key;
+    if (p.status !== null) pause.status = p.status;
+    for (const l of this.paused) l(pause);
   }
 
   onFreed(listener: () => void): void {
@@ -193,6 +262,7 @@ export class ClusterPermits implements PermitGate {
     if (performance.now() - this.sweptAt >= sweepMs) {
       this.sweptAt = performance.now();
       await free.sweepIdle(this.pool);
+      await sql.sweepPauses(this.pool);
     }
     return freed;
   }
@@ -201,6 +271,7 @@ export class ClusterPermits implements PermitGate {
     if (this.retry) clearTimeout(this.retry);
     this.retry = undefined;
     this.freed.clear();
+    this.paused.clear();
   }
 
   private async run(): Promise<void> {
@@ -257,7 +328,7 @@ export class ClusterPermits implements PermitGate {
     const claims = requests.map((r) => claimOf(r, this.limits, this.catalog));
     const toLock = rowsToLock(claims);
     const ask = await sql.withAsk(this.pool, async (tx) => {
-      const clock = await tx.begin(instance);
+      const clock = await tx.begin(instance, [...new Set(requests.map((r) => r.tool))]);
       // An instance whose lease ended may not know it yet: its permits are free again, so it gets none
       // (its lease watchdog ends its runs).
       if (!clock.alive) return undefined;
@@ -270,7 +341,7 @@ export class ClusterPermits implements PermitGate {
         const since = new Map(this.waitingSince);
         const queue = new LockQueue(marksOf(nodes.marks), clock.now, this.retryMs * 3, since);
         const rows = { counters: new Map(counters), nodes: copyNodes(nodes.counts) };
-        const decided = decide(claims, rows, rates ?? NO_RATES, mine, queue);
+        const decided = decide(claims, rows, rates ?? NO_RATES, mine, queue, pausedIn(clock.pauses));
         return { rates, decided, queue, since };
       };
       let { rates, decided, queue, since } = run();
@@ -317,7 +388,30 @@ export class ClusterPermits implements PermitGate {
         continue;
       }
       let why: WaitReason | undefined;
-      if (d.reason === 'tenant' || d.reason === 'tool' || d.reason === 'resource')
+      if (d.reason === 'backoff') {
+        const p = d.pause;
+        why = {
+          kind: 'backoff',
+          key: p.key === undefined ? p.tool : `${p.tool} ${p.key}`,
+          tool: p.tool,
+          // On this replica's clock (the pause's is the database's).
+          until: Date.now() + Math.max(0, p.until - now),
+          ...(p.status !== undefined ? { status: p.status } : {}),
+          holders: [],
+        };
+        tokenAt = Math.min(tokenAt ?? Infinity, p.until);
+      } else if (d.reason === 'key') {
+        const g = d.counter.group;
+        why = {
+          kind: 'key',
+          key: d.counter.name,
+          ...(g ? { pattern: g.pattern } : {}),
+          ...(g?.tool !== undefined ? { tool: g.tool } : {}),
+          limit: d.counter.cap,
+          inUse: d.inUse,
+          holders: await holdersOf(d.counter.key),
+        };
+      } else if (d.reason === 'tenant' || d.reason === 'tool' || d.reason === 'resource')
         why = { kind: d.reason, key: d.counter.name, limit: d.counter.cap, inUse: d.inUse, holders: await holdersOf(d.counter.key) };
       else if (d.reason === 'rate') {
         why = d.why;

@@ -29,13 +29,18 @@ export function is2020(schema: Record<string, unknown>): boolean {
  * Ajv2020 with the same options, anything else on `ajv` (draft-07). Throws Ajv's error.
  */
 export function compileSchema(ajv: Ajv, schema: Record<string, unknown>): ValidateFunction {
-  if (!is2020(schema)) return ajv.compile(schema);
+  return ajvFor(ajv, schema).compile(schema);
+}
+
+/** The Ajv that compiles `schema`: `ajv` (draft-07), or its 2020-12 sibling when the schema declares that draft. */
+export function ajvFor(ajv: Ajv, schema: Record<string, unknown>): Ajv {
+  if (!is2020(schema)) return ajv;
   let other = ajv2020s.get(ajv);
   if (!other) {
     other = new Ajv2020({ allErrors: true, strict: false, validateFormats: false });
     ajv2020s.set(ajv, other);
   }
-  return other.compile(schema);
+  return other;
 }
 
 /** How many Ajv errors one message lists at most. */

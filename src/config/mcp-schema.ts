@@ -23,10 +23,14 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { isHttpUrl, secretText, strict, text, type SchemaCtx as Ctx } from './schema-parts.js';
-import type { ToolManifest } from '../core/tool.js';
+import type { KeyedConcurrency, ToolManifest } from '../core/tool.js';
 
 /** Fields of a tool that an override may set: everything but name, input and executor, plus the output cap. */
-export type ToolOverride = Partial<Omit<ToolManifest, 'name' | 'input' | 'executor'>> & { maxOutputBytes?: number };
+export type ToolOverride = Partial<Omit<ToolManifest, 'name' | 'input' | 'executor' | 'concurrency' | 'keyedConcurrency'>> & {
+  maxOutputBytes?: number;
+  /** A count, or a keyed limit `{ limit, per }` (DESIGN §4). */
+  concurrency?: number | KeyedConcurrency;
+};
 
 /** One server, validated (env:NAME values already read). */
 export interface McpServerConfig {

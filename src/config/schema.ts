@@ -15,7 +15,8 @@ import { strict, text } from './schema-parts.js';
 import type { AuthKey } from './types.js';
 import { DEFAULT_MAX_ARGS_BYTES, DEFAULT_MAX_OUTPUT_BYTES } from '../core/size.js';
 import { DEFAULT_HOOKS_IN_FLIGHT } from '../core/hooks.js';
-import { compileSchema } from './catalog.js';
+import { schemaProblem } from './input-schema.js';
+import { parseKey, templateArgs } from '../core/resources.js';
 import { mcpSchema, type McpSection } from './mcp-schema.js';
 import { hooksSchema, type HookConfig } from './hooks-schema.js';
 
@@ -48,6 +49,8 @@ export const TOOL_NAME_RE = /^[A-Za-z0-9_.-]{1,64}$/;
 export const TOOL_GLOB_RE = /^[A-Za-z0-9_.*?-]{1,64}$/;
 const RESOURCE_TEMPLATE_RE = /^(?:[^{}]|\{[A-Za-z0-9_.[\]-]+\})+$/;
 const RATE_RE = /^([1-9][0-9]*)\/(s|min|h)$/;
+/** A keyed limit's `per` template: text with `{arg}` placeholders (an arg path: `{repo.name}`). */
+const PER_TEMPLATE_RE = /^(?:[^{}]|\{[A-Za-z0-9_.-]+\})+$/;
 const ENV_KEY_RE = /^env:([A-Za-z_][A-Za-z0-9_]*)$/;
 const RATE_UNIT_MS: Record<string, number> = { s: 1000, min: 60_000, h: 3_600_000 };
 
@@ -144,11 +147,20 @@ export function toolShape(ctx: SchemaContext) {
     }
   });
   const input = plainObject('expected a JSON Schema (a mapping)').superRefine((schema, c) => {
-    try {
-      compileSchema(ctx.ajv, schema);
-    } catch (err) {
-      c.addIssue({ code: 'custom', message: `expected a JSON Schema that compiles, got an error: ${(err as Error).message}` });
-    }
+    // Which keyword and value are wrong (`input.type: "dict" is not a JSON Schema type`), not the
+    // meta-schema validator's list of everything it tried.
+    const problem = schemaProblem(ctx.ajv, schema);
+    if (problem) c.addIssue({ code: 'custom', path: problem.path, input: undefined, message: problem.message });
+  });
+  const keyed = strict({
+    limit: posInt(),
+    per: z
+      .string({ error: 'expected a template like "{owner}/{repo}"' })
+      .regex(PER_TEMPLATE_RE, { error: 'expected a non-empty template like "{owner}/{repo}"' }),
+  });
+  const concurrency = z.union([posInt(), keyed], {
+    error: (iss) =>
+      iss.code === 'invalid_union' && isRecord(iss.input) ? undefined : 'expected an integer ≥ 1, or { limit, per } (a keyed limit)',
   });
   return {
     name: toolName(),
@@ -161,7 +173,8 @@ export function toolShape(ctx: SchemaContext) {
     idempotent: bool().default(false),
     timeoutMs: posInt().optional(),
     retry: retry.optional(),
-    concurrency: posInt().optional(),
+    concurrency: concurrency.optional(),
+    queueTimeoutMs: posInt().optional(),
     rate: rate().optional(),
     failure: oneOf(['fail_fast']).optional(),
     maxOutputBytes: posInt().optional(),
@@ -223,11 +236,39 @@ const limitsSchema = () =>
     tool: map(posInt()).default({}),
     resource: map(posInt()).default({}),
     rate: strict({ tenant: map(rate()).default({}) }).prefault({}),
+    each: map(posInt())
+      .superRefine((each, c) => {
+        for (const pattern of Object.keys(each)) {
+          const problem = eachPatternProblem(pattern);
+          if (problem)
+            c.addIssue({
+              code: 'custom',
+              path: [pattern],
+              input: undefined,
+              message: `${JSON.stringify(pattern)} is not a key pattern like "repo:*": ${problem}`,
+            });
+        }
+      })
+      .optional(),
+    priorityAgingMs: posInt().optional(),
+    weights: map(int(1, 1000)).optional(),
   });
+
+/** What is wrong with a `limits.each` pattern, if anything (DESIGN §4: `repo:*`, `file:/repos/*`). */
+export function eachPatternProblem(pattern: string): string | undefined {
+  if (pattern.includes('{') || pattern.includes('}')) return 'a pattern has no {placeholders}';
+  const segs = parseKey(pattern);
+  if (segs.length < 2) return 'it needs a namespace or a segment before the *';
+  if (segs.some((s) => s !== '*' && s.includes('*'))) return 'a * stands for a whole segment';
+  if (segs[0] === '*') return 'its first segment cannot be *';
+  if (segs[segs.length - 1] !== '*') return 'it must end in a * segment';
+  return undefined;
+}
 
 const defaultsSchema = () =>
   strict({
     timeoutMs: posInt().default(60_000),
+    queueTimeoutMs: posInt().optional(),
     failure: oneOf(['fail_fast', 'partial', 'replan']).default('partial'),
     openRunTimeoutMs: posInt().default(30_000),
   });
@@ -244,7 +285,7 @@ function authSchema(ctx: SchemaContext) {
     }
     return value;
   });
-  const keys = list(strict({ key, tenant: text(), role: oneOf(['agent', 'operator']) })).superRefine(
+  const keys = list(strict({ key, tenant: text(), role: oneOf(['agent', 'operator']), maxPriority: int(1, 5).optional() })).superRefine(
     (ks, c) => {
       const seen = new Map<string, number>();
       ks.forEach((k, i) => {
@@ -365,6 +406,9 @@ function checkNames(file: ParsedFile, c: z.RefinementCtx): void {
         });
     }
   });
+  (file.tools ?? []).forEach((tool, i) => {
+    checkPerArgs(tool, i, c);
+  });
   const rules = isRecord(file.policy) && Array.isArray(file.policy.rules) ? file.policy.rules : [];
   rules.forEach((rule, i) => {
     if (!isRecord(rule)) return;
@@ -381,6 +425,28 @@ function checkNames(file: ParsedFile, c: z.RefinementCtx): void {
         message: 'expected the name of a tool of the catalog as the key',
       });
     }
+  }
+}
+
+/**
+ * A keyed limit's `per` names args of the tool: one its input schema certainly rejects (a closed object,
+ * `additionalProperties: false`, without that property) is an error, `tools[3].concurrency.per: unknown
+ * arg {repo}`. An open schema, or none, may get any arg: nothing is certain there.
+ */
+function checkPerArgs(tool: unknown, i: number, c: z.RefinementCtx): void {
+  if (!isRecord(tool) || !isRecord(tool.concurrency) || typeof tool.concurrency.per !== 'string') return;
+  const input = tool.input;
+  if (!isRecord(input) || input.additionalProperties !== false) return;
+  const props = isRecord(input.properties) ? input.properties : {};
+  for (const arg of templateArgs(tool.concurrency.per)) {
+    if (Object.hasOwn(props, arg)) continue;
+    const known = Object.keys(props);
+    c.addIssue({
+      code: 'custom',
+      path: ['tools', i, 'concurrency', 'per'],
+      input: undefined,
+      message: `unknown arg {${arg}}: the tool's input takes ${known.length > 0 ? known.join(', ') : 'no args'}`,
+    });
   }
 }
 
@@ -402,7 +468,9 @@ function toConfigFile(file: ParsedFile): ConfigFile {
       idempotent: t.idempotent,
       timeoutMs: t.timeoutMs ?? file.defaults.timeoutMs,
       retry: t.retry,
-      concurrency: t.concurrency,
+      concurrency: typeof t.concurrency === 'number' ? t.concurrency : undefined,
+      keyedConcurrency: typeof t.concurrency === 'object' ? t.concurrency : undefined,
+      queueTimeoutMs: t.queueTimeoutMs,
       rate: t.rate,
       failure: t.failure,
       maxOutputBytes: t.maxOutputBytes,

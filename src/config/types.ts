@@ -9,6 +9,8 @@ export interface AuthKey {
   key: string;
   tenant: string;
   role: Role;
+  /** The most urgent run `priority` this key may submit (1 most urgent … 5; DESIGN §4); none: any. */
+  maxPriority?: number;
 }
 
 /** The whole validated configuration, deep-frozen. */

@@ -12,6 +12,8 @@ export const API_ERRORS = {
   unauthorized: 401,
   forbidden: 403,
   forbidden_host: 403,
+  /** A run `priority` more urgent than the key's `auth.keys[].maxPriority` (DESIGN §4). */
+  priority_not_allowed: 403,
   not_found: 404,
   method_not_allowed: 405,
   request_timeout: 408,

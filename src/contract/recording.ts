@@ -52,6 +52,10 @@ export interface RecordedAttempt {
   /** Whether the failure was retryable (decides whether replay retries it). */
   retryable?: boolean;
   retryAfterMs?: number;
+  /** Backpressure (DESIGN §4): the tool asked to be left alone this long (a 429, a 503 with Retry-After). */
+  pauseMs?: number;
+  /** The HTTP status that asked for the pause. */
+  pauseStatus?: number;
   /** When the retry after this failed attempt was due (its backoff ended); the retry may start later. */
   retryAtMs?: number;
   /** A compensation's attempt rather than the call's own. */
@@ -153,6 +157,8 @@ const manifest = z.strictObject({
   timeoutMs: int1,
   retry: z.strictObject({ attempts: int1, backoffMs: int0, maxBackoffMs: int0 }).optional(),
   concurrency: int1.optional(),
+  keyedConcurrency: z.strictObject({ limit: int1, per: z.string().min(1) }).optional(),
+  queueTimeoutMs: int1.optional(),
   rate: rate.optional(),
   failure: z.literal('fail_fast').optional(),
   maxOutputBytes: int1.optional(),
@@ -192,10 +198,14 @@ const limits = z.strictObject({
   tool: z.record(z.string(), int1).default({}),
   resource: z.record(z.string(), int1).default({}),
   rate: z.strictObject({ tenant: z.record(z.string(), rate).default({}) }).prefault({}),
+  each: z.record(z.string(), int1).optional(),
+  priorityAgingMs: int1.optional(),
+  weights: z.record(z.string(), int1).optional(),
 });
 
 const defaults = z.strictObject({
   timeoutMs: int1.default(60_000),
+  queueTimeoutMs: int1.optional(),
   failure: FailureSchema.default('partial'),
   openRunTimeoutMs: int1.default(30_000),
 });
@@ -211,6 +221,8 @@ const attempt = z.strictObject({
   error: CallErrorSchema.optional(),
   retryable: z.boolean().optional(),
   retryAfterMs: ms.optional(),
+  pauseMs: ms.optional(),
+  pauseStatus: int1.optional(),
   retryAtMs: ms.optional(),
   compensation: z.boolean().optional(),
   waits: z.array(z.strictObject({ kind: z.string().min(1), fromMs: ms, toMs: ms })).optional(),

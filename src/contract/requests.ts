@@ -35,6 +35,14 @@ export const SubmitBodySchema = BatchSchema.extend({
     .max(MAX_CONCURRENCY_KEY_CHARS)
     .optional()
     .describe("One run per key (per tenant): e.g. the conversation's id. See onConcurrent."),
+  priority: z
+    .int()
+    .min(1)
+    .max(5)
+    .optional()
+    .describe(
+      '1 (most urgent) to 5; default 3. Among ready calls the more urgent run goes first; a waiting call gains a level every limits.priorityAgingMs.',
+    ),
   onConcurrent: z
     .enum(ON_CONCURRENT)
     .optional()

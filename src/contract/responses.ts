@@ -37,6 +37,10 @@ const WaitingSchema = z
     perMs: z.number().optional(),
     retryAt: z.string().optional().describe('a rate: when its bucket has a token again'),
     domain: z.string().optional().describe('a lock: global or tenant:<t>'),
+    pattern: z.string().optional().describe("a keyed limit: the limits.each pattern (repo:*) or the tool's concurrency.per template"),
+    tool: z.string().optional().describe("a tool's keyed limit, or the paused tool (backoff)"),
+    until: z.string().optional().describe('backoff: when the pause ends'),
+    status: z.number().int().optional().describe('backoff: the HTTP status that asked for the pause (429, 503)'),
     holders: z.array(WaitHolderSchema).describe("up to 5, oldest first; none for perRun (the run's own running calls)"),
     queuedBehind: z.array(WaitHolderSchema).optional().describe('a lock with no holder in conflict: the waiters of other runs ahead'),
     otherHolders: z.number().int().optional().describe('holders of other tenants, not named to an agent'),
@@ -54,9 +58,34 @@ export const LimitsSchema = z.object({
       waiting: z.number().int(),
       longestWaitMs: z.number(),
       retryAt: z.string().optional(),
+      pattern: z.string().optional(),
+      tool: z.string().optional(),
+      until: z.string().optional(),
+      status: z.number().int().optional(),
       holders: z.array(WaitHolderSchema),
     }),
   ),
+  keys: z
+    .array(
+      z.object({
+        pattern: z.string().describe("the limits.each pattern, or the tool's concurrency.per template"),
+        tool: z.string().optional().describe("a tool's keyed concurrency"),
+        key: z.string().describe('the expanded key K (repo:acme, acme/web)'),
+        limit: z.number().int(),
+        inUse: z.number().int(),
+      }),
+    )
+    .describe('every busy key of a keyed limit (DESIGN §4)'),
+  paused: z
+    .array(
+      z.object({
+        tool: z.string(),
+        key: z.string().optional().describe('a keyed group of the tool, when only that is paused'),
+        until: z.string(),
+        status: z.number().int().optional().describe('the HTTP status that asked for it (429, 503)'),
+      }),
+    )
+    .describe('tools paused by backpressure (DESIGN §4), until when'),
 });
 const CallViewSchema = z.object({
   id: z.string(),
@@ -88,6 +117,7 @@ export const RunSchema = z.object({
   endedAt: z.string().nullable(),
   calls: z.array(CallViewSchema),
   diagnostics: z.array(DiagnosticSchema),
+  priority: z.int().min(1).max(5).optional().describe('1 (most urgent) to 5, when the submission gave one; none means 3'),
   replanContext: z
     .object({
       failed: z.array(z.object({ callId: z.string(), error: CallErrorSchema })),

@@ -20,6 +20,8 @@ export interface SubmitRequest {
   traceparent?: string;
   /** A streamed run: more calls come with `append` until `seal` (DESIGN §10). */
   open?: boolean;
+  /** 1 (most urgent) to 5; default 3 (DESIGN §4): among ready calls the more urgent run goes first. */
+  priority?: number;
   /**
    * One run per key (DESIGN §4): the tenant's runs that carry the same key do not run at once. Kept in
    * the run's `run.created`.

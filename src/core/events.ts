@@ -58,6 +58,8 @@ export interface EventPayloads {
     concurrencyKey?: string;
     /** The run waits `queued` behind an earlier run of its concurrency key; `run.started` releases it. */
     held?: true;
+    /** 1 (most urgent) to 5, when the submission gave one (DESIGN §4); none: 3. */
+    priority?: number;
     /**
      * From `SubmitOptions.meta`, with tracing on: the W3C `traceparent` the run's trace continues, so
      * that a run resumed elsewhere (a takeover, a restart) goes on in the same trace (DESIGN §15).
@@ -81,10 +83,15 @@ export interface EventPayloads {
     error: CallError;
     durationMs: number;
     retryAfterMs?: number;
+    /** Backpressure (DESIGN §4): the failed attempt's answer paused its tool this long (ms). */
+    pauseMs?: number;
+    /** The HTTP status that asked for the pause. */
+    pauseStatus?: number;
   };
   'call.succeeded': { attempt: number; output: unknown; durationMs: number };
   /** The attempt fields are there when an attempt ended this way (not a plan-time or review failure). */
-  'call.failed': { error: CallError; attempt?: number; retryable?: boolean; durationMs?: number };
+  /** `pauseMs`, `pauseStatus`: the attempt's answer paused its tool (backpressure, DESIGN §4). */
+  'call.failed': { error: CallError; attempt?: number; retryable?: boolean; durationMs?: number; pauseMs?: number; pauseStatus?: number };
   'call.blocked': { blockedBy: CallError };
   'call.cancelled': { reason: CallError };
   'call.awaiting_review': { reason: string; args: Record<string, unknown> };

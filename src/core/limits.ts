@@ -10,10 +10,85 @@
  * another run in the same domain when a write of one overlaps a read or write of the other. Waiters are
  * served first come, first served: a call that conflicts with an earlier waiter of another run waits
  * behind it, so a writer is never starved by a stream of readers.
+ *
+ * Keyed limits (DESIGN §4 Flow control): a tool's `concurrency: { limit, per }` counts its running calls
+ * per expanded key, and `limits.each` counts, for each key K under a pattern, the running calls whose
+ * reads or writes name K: each such key is a *group* (`KeyGroup`), counted while any call holds it.
+ * Pauses (backpressure): a tool, or one keyed group of it, that answered 429 (or 503 with Retry-After)
+ * starts no call until the time it gave.
  */
 import type { Key } from './resources.js';
-import { anyOverlap, overlaps, parseKey } from './resources.js';
-import type { Limits, Rate } from './tool.js';
+import { anyOverlap, keyUnder, overlaps, parseKey } from './resources.js';
+import type { KeyedConcurrency, Limits, Rate } from './tool.js';
+
+/** Separates the parts of a group's id and of a pause's: no tool name or pattern holds it. */
+export const GROUP_SEP = '\u001f';
+
+/**
+ * One key of a keyed limit that a call counts against (DESIGN §4): a tool's `concurrency.per` value
+ * (`tool` set, `pattern` the template) or a key K under a `limits.each` pattern.
+ */
+export interface KeyGroup {
+  /** `key:<tool><SEP><K>` or `each:<pattern><SEP><K>`: what is counted (one counter row in a cluster). */
+  id: string;
+  /** The `limits.each` pattern, or the tool's `per` template. */
+  pattern: string;
+  /** A tool's keyed concurrency: the tool. */
+  tool?: string;
+  /** The expanded key K (`repo:acme`, `acme/web`). */
+  key: string;
+  limit: number;
+}
+
+/** A `limits.each` pattern, parsed. */
+export interface EachPattern {
+  text: string;
+  segs: readonly string[];
+  limit: number;
+}
+
+const NO_PATTERNS: readonly EachPattern[] = Object.freeze([]);
+
+/** The `limits.each` patterns of `limits`, parsed. */
+export function eachPatterns(limits: Limits): EachPattern[] {
+  return Object.entries(limits.each ?? {}).map(([text, limit]) => ({ text, segs: parseKey(text), limit }));
+}
+
+/** The keyed groups a call counts against: its tool's `per` key, then each distinct K under each pattern. */
+export function keyGroupsOf(h: Holder, each: readonly EachPattern[]): KeyGroup[] {
+  const keyed = h.keyed;
+  if (keyed === undefined && each.length === 0) return NOTHING;
+  let out: KeyGroup[] | undefined;
+  if (keyed !== undefined && h.perKey !== undefined)
+    out = [{ id: `key:${h.tool}${GROUP_SEP}${h.perKey}`, pattern: keyed.per, tool: h.tool, key: h.perKey, limit: keyed.limit }];
+  for (let p = 0; p < each.length; p++) {
+    const pat = each[p] as EachPattern;
+    for (const list of [h.writes, h.reads]) {
+      for (let i = 0; i < list.length; i++) {
+        const k = keyUnder(list[i] as Key, pat.segs);
+        if (k === undefined) continue;
+        const id = `each:${pat.text}${GROUP_SEP}${k}`;
+        if (out?.some((g) => g.id === id)) continue;
+        (out ??= []).push({ id, pattern: pat.text, key: k, limit: pat.limit });
+      }
+    }
+  }
+  return out ?? NOTHING;
+}
+
+/** The id of a pause: the tool, or the tool and a keyed group's key. */
+export function pauseId(tool: string, key: string | undefined): string {
+  return key === undefined ? tool : `${tool}${GROUP_SEP}${key}`;
+}
+
+/** A tool (or a keyed group of it) paused by backpressure until `until`. */
+export interface Pause {
+  tool: string;
+  key?: string;
+  until: number;
+  /** The HTTP status that asked for it (429, 503), if any. */
+  status?: number;
+}
 
 export interface Holder {
   runId: string;
@@ -28,9 +103,15 @@ export interface Holder {
   resourceLimits?: number[] | undefined;
   /** The rate buckets this call takes a token from (filled by the limiter). */
   buckets?: Bucket[] | undefined;
+  /** Its tool's keyed concurrency, if it has one. */
+  keyed?: KeyedConcurrency | undefined;
+  /** With `keyed`: the `per` template expanded against the call's args. */
+  perKey?: string | undefined;
+  /** The keyed groups it counts against (filled by the limiter). */
+  groups?: KeyGroup[] | undefined;
 }
 
-export type Refusal = 'global' | 'tenant' | 'tool' | 'resource' | 'rate' | 'lock';
+export type Refusal = 'global' | 'tenant' | 'tool' | 'key' | 'resource' | 'rate' | 'backoff' | 'lock';
 
 export type Check = { ok: true } | { ok: false; reason: Refusal; wakeAt?: number };
 
@@ -46,11 +127,12 @@ const REFUSED = {
   global: refusal('global'),
   tenant: refusal('tenant'),
   tool: refusal('tool'),
+  key: refusal('key'),
   resource: refusal('resource'),
   lock: refusal('lock'),
 };
 
-function refusal(reason: Exclude<Refusal, 'rate'>): Check {
+function refusal(reason: Exclude<Refusal, 'rate' | 'backoff'>): Check {
   return Object.freeze({ ok: false, reason });
 }
 
@@ -79,6 +161,10 @@ export interface LimiterState {
   readonly byTool: ReadonlyMap<string, number>;
   readonly resourceKeys: readonly { text: string; limit: number; used: number }[];
   readonly buckets: ReadonlyMap<string, Readonly<Bucket>>;
+  /** The keyed groups held now, by id: the group and how many running calls count against it. */
+  readonly keyUse: ReadonlyMap<string, { group: KeyGroup; used: number }>;
+  /** Pauses, by `pauseId` (some may have ended: see `Pause.until`). */
+  readonly pauses: ReadonlyMap<string, Pause>;
   /** The running calls, in the order they started. */
   readonly running: ReadonlySet<Holder>;
   /** Lock waiters, first come first. */
@@ -86,6 +172,7 @@ export interface LimiterState {
   runningOf(runId: string): number;
   resourcesOf(h: Holder): readonly number[];
   bucketsOf(h: Holder): readonly Readonly<Bucket>[];
+  groupsOf(h: Holder): readonly KeyGroup[];
 }
 
 export class Limiter {
@@ -99,6 +186,13 @@ export class Limiter {
    *  that runs is of its own run (one big run, say) the lock check needs no scan of them. */
   private readonly runningPerRun = new Map<string, number>();
   private readonly waiters: Holder[] = [];
+  private readonly each: EachPattern[];
+  private readonly keyUse = new Map<string, { group: KeyGroup; used: number }>();
+  /** The groups of calls without a tool's keyed concurrency, by their (shared) writes and reads lists. */
+  private readonly groupCache = new WeakMap<readonly Key[], WeakMap<readonly Key[], KeyGroup[]>>();
+  /** The groups of calls of a tool with keyed concurrency, by tool and key, with the `each` groups they were made with (bounded). */
+  private readonly perGroups = new Map<string, { keyed: KeyedConcurrency; each: KeyGroup[]; groups: KeyGroup[] }>();
+  private readonly pauses = new Map<string, Pause>();
   private state: LimiterState | undefined;
   private seeds: Map<string, { units: number; last: number }> | undefined;
 
@@ -108,6 +202,41 @@ export class Limiter {
     private readonly rates = true,
   ) {
     this.resourceKeys = Object.entries(limits.resource).map(([text, limit]) => ({ text, segs: parseKey(text), limit, used: 0 }));
+    this.each = eachPatterns(limits);
+  }
+
+  /**
+   * Pauses a tool, or with `key` one keyed group of it, until `until` (backpressure, DESIGN §4): a later
+   * `until` wins. Returns whether this changed anything.
+   */
+  pause(p: Pause): boolean {
+    const id = pauseId(p.tool, p.key);
+    const old = this.pauses.get(id);
+    if (old && old.until >= p.until) return false;
+    this.pauses.set(id, p);
+    return true;
+  }
+
+  /** The pause that holds `h` back at `now`, if any (ended pauses are forgotten). */
+  pausedAt(h: Holder, now: number): Pause | undefined {
+    if (this.pauses.size === 0) return undefined;
+    const id = h.keyed !== undefined && h.perKey !== undefined ? pauseId(h.tool, h.perKey) : h.tool;
+    const p = this.pauses.get(id);
+    if (p === undefined) return undefined;
+    if (p.until > now) return p;
+    this.pauses.delete(id);
+    return undefined;
+  }
+
+  /** Whether a running call's keyed groups have room for `h`. */
+  keyFull(h: Holder): boolean {
+    const groups = this.groupsOf(h);
+    for (let k = 0; k < groups.length; k++) {
+      const g = groups[k] as KeyGroup;
+      const u = this.keyUse.get(g.id);
+      if (u !== undefined && u.used >= g.limit) return true;
+    }
+    return false;
   }
 
   tenantLimit(tenant: string): number | undefined {
@@ -147,6 +276,10 @@ export class Limiter {
     )
       return true;
     if (h.domain !== null && (h.reads.length > 0 || h.writes.length > 0)) return true;
+    if (this.groupsOf(h).length > 0) return true;
+    // A tool paused here (it may be no more by the time the cluster is asked: the ask says).
+    if (this.pauses.size > 0 && (this.pauses.has(h.tool) || (h.perKey !== undefined && this.pauses.has(pauseId(h.tool, h.perKey)))))
+      return true;
     return this.resourceLimitsOf(h).length > 0;
   }
 
@@ -155,6 +288,11 @@ export class Limiter {
     if (this.globalFull()) return REFUSED.global;
     if (this.tenantFull(h.tenant)) return REFUSED.tenant;
     if (this.toolFull(h.tool)) return REFUSED.tool;
+    if (this.pauses.size > 0) {
+      const p = this.pausedAt(h, now);
+      if (p) return { ok: false, reason: 'backoff', wakeAt: p.until };
+    }
+    if (this.keyFull(h)) return REFUSED.key;
     // Indexed loops over a holder's lists here: they are mostly the shared frozen empty list, which
     // for…of iterates through the generic (allocating) iterator path, several times slower.
     const limited = this.resourceLimitsOf(h);
@@ -186,6 +324,13 @@ export class Limiter {
     this.byTool.set(h.tool, (this.byTool.get(h.tool) ?? 0) + 1);
     const limited = this.resourceLimitsOf(h);
     for (let k = 0; k < limited.length; k++) (this.resourceKeys[limited[k] as number] as { used: number }).used++;
+    const groups = this.groupsOf(h);
+    for (let k = 0; k < groups.length; k++) {
+      const g = groups[k] as KeyGroup;
+      const u = this.keyUse.get(g.id);
+      if (u) u.used++;
+      else this.keyUse.set(g.id, { group: g, used: 1 });
+    }
     const buckets = this.bucketsOf(h);
     for (let k = 0; k < buckets.length; k++) {
       const b = buckets[k] as Bucket;
@@ -228,6 +373,13 @@ export class Limiter {
     this.byTool.set(h.tool, (this.byTool.get(h.tool) as number) - 1);
     const limited = this.resourceLimitsOf(h);
     for (let k = 0; k < limited.length; k++) (this.resourceKeys[limited[k] as number] as { used: number }).used--;
+    const groups = this.groupsOf(h);
+    for (let k = 0; k < groups.length; k++) {
+      const g = groups[k] as KeyGroup;
+      const u = this.keyUse.get(g.id);
+      if (u === undefined) continue;
+      if (--u.used <= 0) this.keyUse.delete(g.id);
+    }
   }
 
   /** A waiter that will not start after all (its call ended or was cancelled). */
@@ -262,12 +414,39 @@ export class Limiter {
       byTool: this.byTool,
       resourceKeys: this.resourceKeys,
       buckets: this.buckets,
+      keyUse: this.keyUse,
+      pauses: this.pauses,
       running: this.running,
       waiters: this.waiters,
       runningOf: (runId) => this.runningPerRun.get(runId) ?? 0,
       resourcesOf: (h) => this.resourceLimitsOf(h),
       bucketsOf: (h) => this.bucketsOf(h),
+      groupsOf: (h) => this.groupsOf(h),
     });
+  }
+
+  private groupsOf(h: Holder): KeyGroup[] {
+    if (h.groups) return h.groups;
+    if (h.keyed === undefined && this.each.length === 0) return (h.groups = NOTHING);
+    // Calls with the same keys (shared, memoized lists: resources.ts) share their `each` groups: found once.
+    let each: KeyGroup[] = NOTHING;
+    if (this.each.length > 0) {
+      let byReads = this.groupCache.get(h.writes);
+      if (!byReads) this.groupCache.set(h.writes, (byReads = new WeakMap()));
+      let g = byReads.get(h.reads);
+      if (!g) byReads.set(h.reads, (g = keyGroupsOf({ ...h, keyed: undefined }, this.each)));
+      each = g;
+    }
+    if (h.keyed === undefined || h.perKey === undefined) return (h.groups = each);
+    // A tool's keyed group, with the `each` groups of the call's keys: made once per key and keys.
+    const id = `${h.tool}${GROUP_SEP}${h.perKey}`;
+    const known = this.perGroups.get(id);
+    if (known && known.each === each && known.keyed === h.keyed) return (h.groups = known.groups);
+    const own = keyGroupsOf(h, NO_PATTERNS);
+    const groups = each.length === 0 ? own : [...own, ...each];
+    if (this.perGroups.size >= 10_000) this.perGroups.clear();
+    this.perGroups.set(id, { keyed: h.keyed, each, groups });
+    return (h.groups = groups);
   }
 
   private resourceLimitsOf(h: Holder): number[] {

@@ -16,6 +16,13 @@ export interface AttemptFailure {
   error: CallError;
   retryable?: boolean;
   retryAfterMs?: number;
+  /**
+   * Backpressure (DESIGN §4): the tool asked to be left alone this long (an HTTP 429, a 503 with
+   * Retry-After, an MCP error result with `_meta.retryAfterMs`): the tool, or its keyed group, pauses.
+   */
+  pauseMs?: number;
+  /** The HTTP status that asked for the pause (429, 503), if any. */
+  pauseStatus?: number;
   /** The request was sent and no answer came (the connection was lost after sending). A timeout says so by its code. */
   unanswered?: true;
 }

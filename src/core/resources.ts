@@ -216,3 +216,58 @@ function sameSegments(a: Segments, b: Segments): boolean {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
 }
+
+/**
+ * Expands a keyed limit's `per` template (DESIGN §4, a tool's `concurrency.per`) against a call's args:
+ * like a resource template, except that a placeholder whose arg is missing or not a scalar expands to
+ * the empty string (`{owner}/{repo}` with no `repo` → `acme/`), so such calls share one key.
+ */
+export function expandLabel(template: string, args: unknown): string {
+  const { literals, args: names } = compile(template);
+  if (names.length === 0) return template;
+  let out = literals[0] as string;
+  for (let i = 0; i < names.length; i++) {
+    const v = argAt(args, names[i] as string[]);
+    out += (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? String(v) : '') + (literals[i + 1] as string);
+  }
+  return out;
+}
+
+/** The arg names a template's placeholders read (their first path segment): `{owner}/{repo.name}` → owner, repo. */
+export function templateArgs(template: string): string[] {
+  return compile(template).args.map((a) => a[0] as string);
+}
+
+/**
+ * The key K under a `limits.each` pattern (DESIGN §4) that key `k` counts against: `k` cut to the
+ * pattern's length (`repo:acme/web/a.ts` under `repo:*` → `repo:acme`); undefined when `k` is not under
+ * the pattern (a literal segment differs, or `k` is shorter). A `*` of `k` where the pattern has one
+ * stays: such a key counts in a group of its own (`repo:*`).
+ */
+export function keyUnder(k: Key, pattern: Segments): string | undefined {
+  const segs = k.segs;
+  if (segs.length < pattern.length) return undefined;
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i] as string;
+    if (p !== '*' && segs[i] !== p) return undefined;
+  }
+  if (segs.length === pattern.length) return k.text;
+  return cutText(k.text, pattern.length) ?? segs.slice(0, pattern.length).join('/');
+}
+
+/** `text` up to the end of its `n`-th segment (as `parseKey` splits it), when that is plain (no `.` or `..` step). */
+function cutText(text: string, n: number): string | undefined {
+  let seen = 0;
+  let i = 0;
+  while (i < text.length) {
+    while (i < text.length && (text[i] === '/' || text[i] === ':')) i++;
+    if (i >= text.length) break;
+    let j = i;
+    while (j < text.length && text[j] !== '/' && text[j] !== ':') j++;
+    const seg = text.slice(i, j);
+    if (seg === '.' || seg === '..') return undefined;
+    if (++seen === n) return text.slice(0, j);
+    i = j;
+  }
+  return undefined;
+}

@@ -11,8 +11,24 @@ export const DEFAULT_MAX_ARGS_BYTES = 1024 * 1024;
 /** `limits.maxOutputBytes` when a config does not say: one output. */
 export const DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024;
 
-/** What `jsonBytes` answers for a value past its budget. */
+/** What `jsonBytes` answers for a value past its budget (or nested past `MAX_VALUE_DEPTH`). */
 export const OVER = Number.POSITIVE_INFINITY;
+
+/**
+ * How deep a value may nest (arrays and objects) to be measured, stored and sent: a tool's output
+ * deeper than this fails `output_too_large` (JSON.stringify and every recursive walk would overflow the
+ * stack some thousands of levels down, and a tool server is outside our control).
+ */
+export const MAX_VALUE_DEPTH = 256;
+
+/** What `measure` answers for a value nested past its depth limit. */
+const DEEP = -1;
+
+/**
+ * How deep `jsonBytes` walks: args built from references nest an output (up to `MAX_VALUE_DEPTH`) inside
+ * args (up to 64 levels), so this is looser than the output cap and still far from the stack's end.
+ */
+const MEASURE_DEPTH = 4 * MAX_VALUE_DEPTH;
 
 /**
  * The bytes of `value` as compact JSON, or `OVER` once they pass `budget` (the walk stops there).
@@ -20,8 +36,8 @@ export const OVER = Number.POSITIVE_INFINITY;
  * from objects, `null` in arrays.
  */
 export function jsonBytes(value: unknown, budget: number): number {
-  const n = measure(value, budget, 0);
-  return n > budget ? OVER : n;
+  const n = measure(value, budget, 0, MEASURE_DEPTH);
+  return n > budget || n === DEEP ? OVER : n;
 }
 
 /** The bytes of a string's contents once escaped for a JSON string (the quotes not counted). */
@@ -44,8 +60,11 @@ export function escapedBytes(s: string, budget = OVER): number {
   return n;
 }
 
-/** `used` bytes are spent already; returns the new total, or something past `budget`. */
-function measure(value: unknown, budget: number, used: number): number {
+/**
+ * `used` bytes are spent already, `levels` more levels of arrays and objects may open; returns the new
+ * total, something past `budget`, or `DEEP`.
+ */
+function measure(value: unknown, budget: number, used: number, levels: number): number {
   switch (typeof value) {
     case 'string':
       return used + 2 + escapedBytes(value, budget - used - 2);
@@ -58,12 +77,13 @@ function measure(value: unknown, budget: number, used: number): number {
     case 'object': {
       if (value === null) return used + 4;
       const toJSON = (value as { toJSON?: unknown }).toJSON;
-      if (typeof toJSON === 'function') return measure((value as { toJSON(): unknown }).toJSON(), budget, used);
+      if (typeof toJSON === 'function') return measure((value as { toJSON(): unknown }).toJSON(), budget, used, levels);
+      if (levels === 0) return DEEP;
       if (Array.isArray(value)) {
         let n = used + 2 + Math.max(0, value.length - 1);
-        for (let i = 0; i < value.length && n <= budget; i++) {
+        for (let i = 0; i < value.length && n <= budget && n !== DEEP; i++) {
           const v = value[i];
-          n = v === undefined || typeof v === 'function' || typeof v === 'symbol' ? n + 4 : measure(v, budget, n);
+          n = v === undefined || typeof v === 'function' || typeof v === 'symbol' ? n + 4 : measure(v, budget, n, levels - 1);
         }
         return n;
       }
@@ -76,8 +96,8 @@ function measure(value: unknown, budget: number, used: number): number {
         n += (first ? 0 : 1) + 3 + escapedBytes(k, budget - n);
         first = false;
         if (n > budget) return n;
-        n = measure(v, budget, n);
-        if (n > budget) return n;
+        n = measure(v, budget, n, levels - 1);
+        if (n > budget || n === DEEP) return n;
       }
       return n;
     }
@@ -86,7 +106,9 @@ function measure(value: unknown, budget: number, used: number): number {
   }
 }
 
-type AttemptOutcome = { ok: true; output: unknown } | { ok: false; error: CallError; retryable?: boolean; retryAfterMs?: number };
+type AttemptOutcome =
+  | { ok: true; output: unknown }
+  | { ok: false; error: CallError; retryable?: boolean; retryAfterMs?: number; pauseMs?: number; pauseStatus?: number };
 
 /**
  * An attempt's result with its output held to the cap (DESIGN §4): the tool's own `maxOutputBytes`,
@@ -100,7 +122,17 @@ export function outputChecked(
 ): AttemptOutcome {
   if (!r.ok) return r;
   const max = call.manifest?.maxOutputBytes ?? maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
-  if (jsonBytes(r.output, max) !== OVER) return r;
+  const n = measure(r.output, max, 0, MAX_VALUE_DEPTH);
+  if (n === DEEP) {
+    return {
+      ok: false,
+      error: callError('output_too_large', `${call.id}: the output nests deeper than ${MAX_VALUE_DEPTH} levels`, {
+        details: { maxDepth: MAX_VALUE_DEPTH },
+      }),
+      retryable: false,
+    };
+  }
+  if (n <= max) return r;
   const source = call.manifest?.maxOutputBytes !== undefined ? "the tool's maxOutputBytes" : 'limits.maxOutputBytes';
   return {
     ok: false,

@@ -42,6 +42,15 @@ export interface CompensateSpec {
   args: Record<string, unknown>;
 }
 
+/**
+ * A keyed limit of a tool (DESIGN §4): at most `limit` calls of the tool at once for each distinct value
+ * of `per`, a template expanded against the call's resolved args (a missing arg expands to `''`).
+ */
+export interface KeyedConcurrency {
+  limit: number;
+  per: string;
+}
+
 /** A tool of the catalog (DESIGN §2). */
 export interface ToolManifest {
   name: string;
@@ -57,6 +66,10 @@ export interface ToolManifest {
   timeoutMs: number;
   retry?: RetryPolicy;
   concurrency?: number;
+  /** `concurrency: { limit, per }`: at most `limit` running calls per expanded key (DESIGN §4). */
+  keyedConcurrency?: KeyedConcurrency;
+  /** A ready call not started within this many ms fails `queue_timeout` (overrides `defaults.queueTimeoutMs`). */
+  queueTimeoutMs?: number;
   rate?: Rate;
   failure?: 'fail_fast';
   /** The most bytes of compact JSON one output may take (overrides `limits.maxOutputBytes`). */
@@ -118,10 +131,21 @@ export interface Limits {
   maxOutputBytes?: number;
   /** Hook requests (DESIGN §14) running at once in a process; more wait their turn. Default 64. */
   hooksInFlight?: number;
+  /**
+   * Keyed limits (DESIGN §4): pattern (`repo:*`) → at most this many running calls whose reads or writes
+   * overlap each key K under it (K: a call's key cut to the pattern's length).
+   */
+  each?: Record<string, number>;
+  /** A waiting call's run gains one priority level per this many ms of waiting (DESIGN §4); default 10000. */
+  priorityAgingMs?: number;
+  /** Tenant → its weight in the round robin between tenants of one priority (default 1). */
+  weights?: Record<string, number>;
 }
 
 export interface Defaults {
   timeoutMs: number;
+  /** A ready call not started within this many ms fails `queue_timeout` (DESIGN §4); none when unset. */
+  queueTimeoutMs?: number;
   failure: FailureMode;
   openRunTimeoutMs: number;
 }

@@ -46,8 +46,10 @@ export interface CallView {
 export type WaitHolderView = Omit<WaitHolder, 'since'> & { since: string };
 
 /** A `WaitReason` as the run's view shows it: its times as ISO text. */
-export type WaitingView = Omit<WaitReason, 'retryAt' | 'holders' | 'queuedBehind'> & {
+export type WaitingView = Omit<WaitReason, 'retryAt' | 'until' | 'holders' | 'queuedBehind'> & {
   retryAt?: string;
+  /** `backoff`: when the pause ends. */
+  until?: string;
   holders: WaitHolderView[];
   queuedBehind?: WaitHolderView[];
 };
@@ -65,6 +67,8 @@ export interface RunView {
   replanContext?: ReplanContext;
   /** A streamed run: `open` until it is sealed. */
   stream?: 'open' | 'sealed';
+  /** 1 (most urgent) to 5, when the submission gave one (DESIGN §4); none means 3. */
+  priority?: number;
 }
 
 /** A call that waits for its agent's result (DESIGN §17): an item of `GET /v1/runs/{id}/work`. */
@@ -123,6 +127,7 @@ export class RunProjection {
       calls: [],
       diagnostics: [],
       ...(d.open ? { stream: 'open' as const } : {}),
+      ...(d.priority !== undefined ? { priority: d.priority } : {}),
     };
     this.addCalls(d.calls);
   }
@@ -323,9 +328,10 @@ function applyCallEvent(c: CallView, e: CallEvent): void {
 }
 
 function waitingView(w: WaitReason): WaitingView {
-  const { retryAt, holders, queuedBehind, ...rest } = w;
+  const { retryAt, until, holders, queuedBehind, ...rest } = w;
   const v: WaitingView = { ...rest, holders: holders.map(holderView) };
   if (retryAt !== undefined) v.retryAt = iso(retryAt);
+  if (until !== undefined) v.until = iso(until);
   if (queuedBehind !== undefined) v.queuedBehind = queuedBehind.map(holderView);
   return v;
 }

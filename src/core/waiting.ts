@@ -5,7 +5,7 @@
  */
 
 /** The kinds of wait, in the order the scheduler looks at them (DESIGN §4). */
-export const WAIT_KINDS = ['global', 'tenant', 'perRun', 'tool', 'resource', 'rate', 'lock'] as const;
+export const WAIT_KINDS = ['global', 'tenant', 'perRun', 'tool', 'backoff', 'key', 'resource', 'rate', 'lock'] as const;
 
 export type WaitKind = (typeof WAIT_KINDS)[number];
 
@@ -28,10 +28,19 @@ export interface WaitReason {
   kind: WaitKind;
   /**
    * What is limited: the tenant (`tenant`), the run id (`perRun`), the tool (`tool`), the resource
-   * limit's key (`resource`), the bucket, `tool:<name>` or `tenant:<t>` (`rate`), or the resource key
-   * the holder has (`lock`). None for `global`.
+   * limit's key (`resource`), the bucket, `tool:<name>` or `tenant:<t>` (`rate`), the resource key
+   * the holder has (`lock`), the expanded key K of a keyed limit (`key`: `repo:acme`, `acme/web`), or
+   * what is paused (`backoff`: the tool, or `<tool> <K>` for one keyed group of it). None for `global`.
    */
   key?: string;
+  /** `key`: the `limits.each` pattern (`repo:*`), or the tool's `concurrency.per` template. */
+  pattern?: string;
+  /** `key`: the tool, for a tool's keyed concurrency; `backoff`: the paused tool. */
+  tool?: string;
+  /** `backoff`: when the pause ends. */
+  until?: number;
+  /** `backoff`: the HTTP status that asked for it (429, 503), if any. */
+  status?: number;
   /** The ceiling: running calls, or tokens per period (`rate`). None for a lock. */
   limit?: number;
   /** Running calls counted against it. */
@@ -69,7 +78,10 @@ export function sameWait(a: readonly WaitReason[], b: readonly WaitReason[]): bo
       x.inUse !== y.inUse ||
       x.retryAt !== y.retryAt ||
       x.perMs !== y.perMs ||
-      x.domain !== y.domain
+      x.domain !== y.domain ||
+      x.pattern !== y.pattern ||
+      x.tool !== y.tool ||
+      x.until !== y.until
     )
       return false;
     if (!sameHolders(x.holders, y.holders) || !sameHolders(x.queuedBehind ?? [], y.queuedBehind ?? [])) return false;

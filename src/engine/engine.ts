@@ -66,6 +66,7 @@ export class Engine {
   private readonly makeScheduler: () => Scheduler;
   /** Several replicas: where calls take cluster-wide permits (permit-desk.ts). */
   private readonly desk: PermitDesk | undefined;
+  private readonly permits: EngineOptions['permits'];
   private readonly executor: Executor;
   private readonly ownsExecutor: boolean;
   /** The attempts of client tools that wait for their agent (DESIGN §17); see `EngineOptions.clients`. */
@@ -103,6 +104,13 @@ export class Engine {
         ...(opts.permits ? { gated: true } : {}),
       });
     this.scheduler = this.makeScheduler();
+    this.permits = opts.permits;
+    // Backpressure another replica got (DESIGN §4): its tool starts nothing here until the pause ends.
+    opts.permits?.onPaused?.((p) => {
+      if (this.closed) return;
+      this.enqueue(this.scheduler.paused(this.clock(), p));
+      this.scheduleFlush();
+    });
     this.desk =
       opts.permits &&
       gatedStarts(opts.permits, {
@@ -217,6 +225,7 @@ export class Engine {
           : {}),
         ...(req.open ? { open: true } : {}),
         ...(req.held ? { held: true } : {}),
+        ...(req.priority !== undefined ? { priority: req.priority } : {}),
       });
   }
 
@@ -490,6 +499,7 @@ export class Engine {
     this.pipeline.push(q);
     for (const s of q.early ?? []) this.inflight.launch(s, true);
     if (out.permits && out.permits.length > 0) this.desk?.ask(out.permits);
+    if (out.pauses && this.permits?.pause) for (const p of out.pauses) this.permits.pause(p);
   }
 
   /** One flush per turn of the event loop, after the I/O callbacks that queued work in it. */

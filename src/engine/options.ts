@@ -3,6 +3,7 @@ import type { CallInput } from '../core/calls.js';
 import type { PermitRequest } from '../core/scheduler.js';
 import type { RunView } from '../core/view.js';
 import type { WaitReason } from '../core/waiting.js';
+import type { Pause } from '../core/limits.js';
 import type { Config } from '../contract/config.js';
 import type { Executor } from '../executors/types.js';
 import type { HookRunner } from '../hooks/index.js';
@@ -64,6 +65,13 @@ export interface PermitGate {
   release(permits: readonly { runId: string; callId: string }[]): void;
   /** `listener` is told when permits may have freed somewhere (or after a while, to ask again). */
   onFreed(listener: () => void): void;
+  /**
+   * Backpressure (DESIGN §4): shares a pause this replica's call got (a 429, a 503 with Retry-After)
+   * with every replica; asks for the paused tool (or keyed group) are refused until it ends.
+   */
+  pause?(p: Pause): void;
+  /** `listener` is told of pauses other replicas got. */
+  onPaused?(listener: (p: Pause) => void): void;
 }
 
 /** A streamed run as the library offers it: add calls as the model writes them, then seal. */

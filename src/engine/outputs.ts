@@ -11,6 +11,7 @@ export function merge(into: Output, out: Output): void {
   into.aborts.push(...out.aborts);
   if (out.hooks) (into.hooks ??= []).push(...out.hooks);
   if (out.permits) (into.permits ??= []).push(...out.permits);
+  if (out.pauses) (into.pauses ??= []).push(...out.pauses);
 }
 
 /** Takes a run's events, starts, aborts and hooks out of an output; returns the starts taken (early ones too). */

@@ -80,9 +80,12 @@ export function lostAnswer(message: string, details?: unknown): ExecuteResult {
   };
 }
 
-export function toolError(message: string, retryable: boolean, details?: unknown, retryAfterMs?: number): ExecuteResult {
+export function toolError(message: string, retryable: boolean, details?: unknown, retryAfterMs?: number, pauseMs?: number): ExecuteResult {
   const error = callError('tool_error', message, details === undefined ? {} : { details });
-  return retryAfterMs === undefined ? { ok: false, error, retryable } : { ok: false, error, retryable, retryAfterMs };
+  const out: ExecuteResult = retryAfterMs === undefined ? { ok: false, error, retryable } : { ok: false, error, retryable, retryAfterMs };
+  // Backpressure (DESIGN §4): the tool asked to be left alone this long.
+  if (pauseMs !== undefined && !out.ok) out.pauseMs = pauseMs;
+  return out;
 }
 
 export function messageOf(err: unknown): string {

@@ -18,6 +18,22 @@ export function parseRetryAfter(value: string | null, now = Date.now()): number 
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
+/** How long a 429 pauses its tool when it gives no Retry-After (ms). */
+export const DEFAULT_PAUSE_MS = 1000;
+
+/** The most a Retry-After may pause a tool (ms): a server that says "a day" is taken at an hour. */
+export const MAX_PAUSE_MS = 3_600_000;
+
+/**
+ * Backpressure (DESIGN §4): how long an answer asks that the tool be left alone, if it does: a 429
+ * (its Retry-After, else `DEFAULT_PAUSE_MS`), or a 503 with a Retry-After.
+ */
+export function backpressure(status: number, retryAfterMs: number | undefined): number | undefined {
+  if (status === 429) return Math.min(MAX_PAUSE_MS, retryAfterMs ?? DEFAULT_PAUSE_MS);
+  if (status === 503 && retryAfterMs !== undefined) return Math.min(MAX_PAUSE_MS, retryAfterMs);
+  return undefined;
+}
+
 export function isRetryableStatus(status: number): boolean {
   return status === 408 || status === 429 || status >= 500;
 }
@@ -76,7 +92,9 @@ async function post(request: ExecuteRequest, url: string, headers: Record<string
     const text = await readLimited(res, ERROR_BODY_LIMIT);
     const retryable = isRetryableStatus(res.status);
     const retryAfterMs = retryable ? parseRetryAfter(res.headers.get('retry-after')) : undefined;
-    return toolError(`HTTP ${res.status} from ${url}`, retryable, { status: res.status, body: text }, retryAfterMs);
+    const failed = toolError(`HTTP ${res.status} from ${url}`, retryable, { status: res.status, body: text }, retryAfterMs);
+    const pauseMs = backpressure(res.status, retryAfterMs);
+    return pauseMs === undefined || failed.ok ? failed : { ...failed, pauseMs, pauseStatus: res.status };
   } catch (err) {
     if (d.cause() !== null) return abortResult(d);
     const details = networkDetails(err);

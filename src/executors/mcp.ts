@@ -16,6 +16,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { callError } from '../core/errors.js';
 import { OUTPUT_TOO_LARGE_RPC } from '../contract/mcp-codes.js';
 import type { ExecuteRequest, ExecuteResult, Executor } from './types.js';
+import { MAX_PAUSE_MS } from './http.js';
 import { budgetOf, cancelledResult, lostAnswer, messageOf, timeoutResult, toolError } from './deadline.js';
 
 /** What the executor needs of a server: the `McpConnection` of src/mcp is one. */
@@ -51,7 +52,12 @@ function outputOf(result: CallToolResult): unknown {
 function resultOf(result: CallToolResult, server: string, tool: string): ExecuteResult {
   if (result.isError === true) {
     const text = textOf(result);
-    return toolError(text === '' ? `${tool} failed on mcp server "${server}"` : text, false, { content: result.content ?? [] });
+    // Backpressure (DESIGN §4): an error result whose `_meta.retryAfterMs` asks to be left alone.
+    const after = (result._meta as { retryAfterMs?: unknown } | undefined)?.retryAfterMs;
+    const pauseMs = typeof after === 'number' && Number.isFinite(after) && after > 0 ? Math.min(MAX_PAUSE_MS, Math.ceil(after)) : undefined;
+    const message = text === '' ? `${tool} failed on mcp server "${server}"` : text;
+    if (pauseMs !== undefined) return toolError(message, true, { content: result.content ?? [], retryAfterMs: pauseMs }, pauseMs, pauseMs);
+    return toolError(message, false, { content: result.content ?? [] });
   }
   return { ok: true, output: outputOf(result) };
 }

@@ -40,6 +40,13 @@ export type ExecuteResult =
       /** From a `Retry-After` header: the least time to wait before the next attempt. */
       retryAfterMs?: number;
       /**
+       * Backpressure (DESIGN §4): a 429, a 503 with Retry-After, or an MCP error result with
+       * `_meta.retryAfterMs` asks that the tool be left alone this long (ms): the scheduler pauses it.
+       */
+      pauseMs?: number;
+      /** The HTTP status that asked for the pause. */
+      pauseStatus?: number;
+      /**
        * The request was sent and no answer came (a connection lost mid-call): for a non-idempotent
        * tool the attempt fails `outcome_unknown` (core/outcome.ts). A timeout says so by its code.
        */

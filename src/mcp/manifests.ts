@@ -112,7 +112,9 @@ function manifestOf(server: McpServerConfig, tool: Tool, name: string, o: ToolOv
   const maxOutputBytes = o.maxOutputBytes ?? server.maxOutputBytes;
   if (maxOutputBytes !== undefined) m.maxOutputBytes = maxOutputBytes;
   if (o.retry !== undefined) m.retry = o.retry;
-  if (o.concurrency !== undefined) m.concurrency = o.concurrency;
+  if (typeof o.concurrency === 'number') m.concurrency = o.concurrency;
+  else if (o.concurrency !== undefined) m.keyedConcurrency = o.concurrency;
+  if (o.queueTimeoutMs !== undefined) m.queueTimeoutMs = o.queueTimeoutMs;
   if (o.rate !== undefined) m.rate = o.rate;
   if (o.failure !== undefined) m.failure = o.failure;
   if (o.compensate !== undefined) m.compensate = o.compensate;

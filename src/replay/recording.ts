@@ -151,7 +151,13 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
         close(e, { ok: true, output: e.data.output });
         break;
       case 'call.failed':
-        close(e, { ok: false, error: e.data.error, ...(e.data.retryable !== undefined ? { retryable: e.data.retryable } : {}) });
+        close(e, {
+          ok: false,
+          error: e.data.error,
+          ...(e.data.retryable !== undefined ? { retryable: e.data.retryable } : {}),
+          ...(e.data.pauseMs !== undefined ? { pauseMs: e.data.pauseMs } : {}),
+          ...(e.data.pauseStatus !== undefined ? { pauseStatus: e.data.pauseStatus } : {}),
+        });
         break;
       case 'call.retry_scheduled': {
         const d = e.data;
@@ -160,6 +166,8 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
           error: d.error,
           retryable: true,
           ...(d.retryAfterMs !== undefined ? { retryAfterMs: d.retryAfterMs } : {}),
+          ...(d.pauseMs !== undefined ? { pauseMs: d.pauseMs } : {}),
+          ...(d.pauseStatus !== undefined ? { pauseStatus: d.pauseStatus } : {}),
           ...(typeof d.at === 'number' ? { retryAtMs: ms(d.at) } : {}),
         });
         break;

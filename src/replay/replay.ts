@@ -307,6 +307,9 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
             error: a.error as CallError,
             ...(a.retryable !== undefined ? { retryable: a.retryable } : {}),
             ...(a.retryAfterMs !== undefined ? { retryAfterMs: a.retryAfterMs } : {}),
+            // Backpressure (DESIGN §4): the recorded answer paused its tool; replay pauses it the same.
+            ...(a.pauseMs !== undefined ? { pauseMs: a.pauseMs } : {}),
+            ...(a.pauseStatus !== undefined ? { pauseStatus: a.pauseStatus } : {}),
           };
       sim = { durationMs: took, result };
     }

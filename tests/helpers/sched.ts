@@ -51,6 +51,8 @@ export interface RigOptions {
   limits?: Partial<Limits>;
   policy?: Policy;
   defaultFailure?: FailureMode;
+  /** More of `defaults` (DESIGN §4: `queueTimeoutMs`). */
+  defaults?: Partial<Defaults>;
   script?: Script;
   onEvent?: (e: CoreEvent, sim: Simulation) => void;
   /** Hooks (DESIGN §14): which calls wait for them, and how the test answers them. */
@@ -76,7 +78,7 @@ export function rig(o: RigOptions): Rig {
     catalog: catalogOf(o.tools),
     policy: o.policy ?? { rules: [] },
     limits: limits(o.limits),
-    defaults: { ...DEFAULTS, failure: o.defaultFailure ?? 'partial' },
+    defaults: { ...DEFAULTS, failure: o.defaultFailure ?? 'partial', ...o.defaults },
     ...(o.hooks ? { hooks: o.hooks } : {}),
     ...(o.explainWaits ? { explainWaits: true } : {}),
   });

@@ -414,7 +414,7 @@ export interface CatalogOptions {
   /** YAML for `limits:` (a flow mapping), e.g. `{ maxActiveRunsPerTenant: 2 }`. */
   limits?: string;
   /** YAML lines for `auth:` (already indented under `auth:`), e.g. the keys list. */
-  auth?: { key: string; tenant: string; role: 'agent' | 'operator' }[];
+  auth?: { key: string; tenant: string; role: 'agent' | 'operator'; maxPriority?: number }[];
   /** Extra policy rules (YAML list items, indented 4). */
   rules?: string;
 }
@@ -430,7 +430,7 @@ export interface CatalogOptions {
 export function catalogYaml(ts: ToolServer, o: CatalogOptions = {}): string {
   const auth =
     o.auth && o.auth.length > 0
-      ? `auth:\n  keys:\n${o.auth.map((k) => `    - { key: "${k.key}", tenant: "${k.tenant}", role: ${k.role} }`).join('\n')}\n`
+      ? `auth:\n  keys:\n${o.auth.map((k) => `    - { key: "${k.key}", tenant: "${k.tenant}", role: ${k.role}${k.maxPriority !== undefined ? `, maxPriority: ${k.maxPriority}` : ''} }`).join('\n')}\n`
       : '';
   return `tools:
   - name: work

@@ -14,6 +14,7 @@ const KEYS = [
   { key: 'agent-acme-key', tenant: 'acme', role: 'agent' as const },
   { key: 'agent-globex-key', tenant: 'globex', role: 'agent' as const },
   { key: 'operator-key', tenant: 'ops', role: 'operator' as const },
+  { key: 'agent-capped-key', tenant: 'acme', role: 'agent' as const, maxPriority: 2 },
 ];
 const ACME = 'agent-acme-key';
 const GLOBEX = 'agent-globex-key';
@@ -272,6 +273,26 @@ describe('with keys', () => {
 
     it('a pending review of another tenant is not decidable through an operator-less path; an unknown review is a 404 for operators', async () => {
       expectError(await api.post('/v1/reviews/rev_nope', { decision: 'approve' }, { token: OPS }), 404, 'not_found');
+    });
+  });
+  describe('priority (DESIGN §4)', () => {
+    it('a key with maxPriority may not submit a more urgent run (403 priority_not_allowed); the run view shows its priority', async () => {
+      const capped = 'agent-capped-key';
+      const denied = await api.post('/v1/runs', { calls: [{ id: 'e', tool: 'echo' }], priority: 1 }, { token: capped });
+      expectError(denied, 403, 'priority_not_allowed');
+      expect(denied.body.error.details).toEqual({ maxPriority: 2, priority: 1 });
+      const ok = await api.post('/v1/runs', { calls: [{ id: 'e', tool: 'echo' }], priority: 2, waitMs: 10_000 }, { token: capped });
+      expect(ok.status).toBe(201);
+      expect(ok.body.priority).toBe(2);
+      expect((await api.get(`/v1/runs/${ok.body.id}`, { token: capped })).body.priority).toBe(2);
+      // A key without a cap may submit any priority; a priority out of 1..5 is a 400.
+      expect(
+        (await api.post('/v1/runs', { calls: [{ id: 'e', tool: 'echo' }], priority: 1, waitMs: 10_000 }, { token: ACME })).status,
+      ).toBe(201);
+      expectError(await api.post('/v1/runs', { calls: [{ id: 'e', tool: 'echo' }], priority: 6 }, { token: ACME }), 400, 'invalid_request');
+      // No priority given: the view says none (3).
+      const plain = await api.post('/v1/runs', { calls: [{ id: 'e', tool: 'echo' }], waitMs: 10_000 }, { token: capped });
+      expect(plain.body.priority).toBeUndefined();
     });
   });
 });

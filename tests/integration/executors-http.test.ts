@@ -140,6 +140,23 @@ describe('http executor', () => {
     });
   });
 
+  it('backpressure (DESIGN §4): a 429, or a 503 with Retry-After, asks to pause the tool; a 500 or a bare 503 does not', async () => {
+    handler = reply(429, '', { 'retry-after': '1' });
+    expect(await executor.execute(request(base))).toMatchObject({ retryAfterMs: 1000, pauseMs: 1000, pauseStatus: 429 });
+    handler = reply(429, '');
+    expect(await executor.execute(request(base))).toMatchObject({ pauseMs: 1000, pauseStatus: 429 });
+    handler = reply(503, '', { 'retry-after': '2' });
+    expect(await executor.execute(request(base))).toMatchObject({ retryAfterMs: 2000, pauseMs: 2000, pauseStatus: 503 });
+    for (const [status, headers] of [
+      [503, {}],
+      [500, { 'retry-after': '2' }],
+    ] as const) {
+      handler = reply(status, '', headers);
+      const r = await executor.execute(request(base));
+      expect(r.ok === false && r.pauseMs).toBe(undefined);
+    }
+  });
+
   it('Retry-After as an HTTP date', async () => {
     handler = reply(503, '', { 'retry-after': new Date(Date.now() + 10_000).toUTCString() });
     const result = await executor.execute(request(base));

@@ -4,9 +4,13 @@
  *   `args_too_large` instead of taking the server down, and the server stays healthy.
  * - A restart over a database holding a run the engine cannot take back comes up: that run ends
  *   `failed` with `unrecoverable`, its events kept, the log says why, and other runs resume.
+ * - A tool server answering JSON nested 20,000 levels deep (it once overflowed the stack and ended
+ *   the process) fails that call with `output_too_large`; the server stays up.
  */
 import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -90,6 +94,33 @@ describe('the doubling batch (issue #20, 1)', () => {
     expect(again.body.status).toBe('succeeded');
     expect(statSync(path.join(dir, 'doubling.db')).size).toBeLessThan(64 * 1024 * 1024);
     await s.stop();
+  }, 60_000);
+});
+
+describe('a tool answering deeply nested JSON', () => {
+  it('fails the call with output_too_large naming the depth; the server stays healthy', async () => {
+    const deep = `{"x":${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
+    const tools = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(deep));
+    });
+    await new Promise<void>((resolve) => tools.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(tools.address() as AddressInfo).port}/`;
+      const deepConfig = path.join(dir, 'deep.yaml');
+      writeFileSync(deepConfig, `tools:\n  - name: deep\n    idempotent: true\n    executor: { kind: http, url: "${url}" }\n`);
+      const s = await startServer({ config: deepConfig, db: path.join(dir, 'deep.db') });
+      children.push(s);
+      const res = await post(`${s.url}/v1/runs`, { calls: [{ id: 'a', tool: 'deep', args: {} }], waitMs: 20_000 });
+      expect(res.status).toBe(201);
+      expect(res.body.status).toBe('failed');
+      expect(res.body.calls[0].error).toMatchObject({ code: 'output_too_large', details: { maxDepth: 256 } });
+      expect((await json(`${s.url}/healthz`)).status).toBe(200);
+      await s.stop();
+    } finally {
+      tools.closeAllConnections();
+      await new Promise((resolve) => tools.close(resolve));
+    }
   }, 60_000);
 });
 

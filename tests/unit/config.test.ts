@@ -311,8 +311,16 @@ describe('errors name the path, the expectation and what was found', () => {
   });
 
   it('names a tool input schema that does not compile', () => {
-    const [line] = problems(echoTool('    input: { type: strin }\n'));
-    expect(line).toMatch(/^tools\[0\]\.input: expected a JSON Schema that compiles, got an error: .*type/);
+    // The keyword and value at fault, not the meta-schema validator's list of everything it tried.
+    expect(problems(echoTool('    input: { type: strin }\n'))).toEqual([
+      'tools[0].input.type: "strin" is not a JSON Schema type (expected one of string, number, integer, boolean, object, array, null)',
+    ]);
+    expect(problems(echoTool('    input: { type: object, properties: { a: { type: [string, dict] } } }\n'))).toEqual([
+      'tools[0].input.properties.a.type[1]: "dict" is not a JSON Schema type (expected one of string, number, integer, boolean, object, array, null)',
+    ]);
+    expect(problems(echoTool('    input: { type: object, required: name }\n'))).toEqual([
+      'tools[0].input.required: "name" is not valid for required: expected an array',
+    ]);
     expect(problems(echoTool('    input: [1]\n'))).toContain('tools[0].input: expected a JSON Schema (a mapping), got a list [1]');
   });
 
@@ -498,4 +506,58 @@ describe('formatPath', () => {
     [['tools', 2, 'retry'], 'tools[2].retry'],
     [['limits', 'tool', 'a.b'], 'limits.tool["a.b"]'],
   ])('%j → %s', (keys, out) => expect(formatPath(keys)).toBe(out));
+});
+
+describe('flow control (DESIGN §4)', () => {
+  it('takes a keyed concurrency, limits.each, weights, priority aging, queue timeouts and maxPriority', () => {
+    const c = parse(
+      `tools:
+  - name: push
+    concurrency: { limit: 2, per: "{owner}/{repo}" }
+    queueTimeoutMs: 500
+    executor: { kind: builtin, name: echo }
+  - name: plain
+    concurrency: 3
+    executor: { kind: builtin, name: echo }
+limits: { each: { "repo:*": 2 }, weights: { acme: 3 }, priorityAgingMs: 5000 }
+defaults: { queueTimeoutMs: 60000 }
+auth: { keys: [ { key: k1, tenant: acme, role: agent, maxPriority: 2 } ] }
+`,
+    );
+    expect(c.tools[0]?.keyedConcurrency).toEqual({ limit: 2, per: '{owner}/{repo}' });
+    expect(c.tools[0]?.concurrency).toBeUndefined();
+    expect(c.tools[0]?.queueTimeoutMs).toBe(500);
+    expect(c.tools[1]?.concurrency).toBe(3);
+    expect(c.limits.tool).toEqual({ plain: 3 });
+    expect(c.limits.each).toEqual({ 'repo:*': 2 });
+    expect(c.limits.weights).toEqual({ acme: 3 });
+    expect(c.limits.priorityAgingMs).toBe(5000);
+    expect(c.defaults.queueTimeoutMs).toBe(60000);
+    expect(c.auth.keys[0]?.maxPriority).toBe(2);
+  });
+
+  it('names the path of what is wrong', () => {
+    const closed = `    input: { type: object, additionalProperties: false, properties: { owner: { type: string } } }\n`;
+    expect(problems(echoTool(`${closed}    concurrency: { limit: 2, per: "{owner}/{repo}" }\n`))).toEqual([
+      "tools[0].concurrency.per: unknown arg {repo}: the tool's input takes owner",
+    ]);
+    // An open schema may get any arg: nothing is certain.
+    expect(() => parse(echoTool(`    input: { type: object }\n    concurrency: { limit: 2, per: "{repo}" }\n`))).not.toThrow();
+    expect(problems(echoTool('    concurrency: { limit: 0, per: "" }\n'))).toEqual([
+      'tools[0].concurrency.limit: expected an integer ≥ 1, got 0',
+      'tools[0].concurrency.per: expected a non-empty template like "{owner}/{repo}", got ""',
+    ]);
+    expect(problems(echoTool('    concurrency: two\n'))).toEqual([
+      'tools[0].concurrency: expected an integer ≥ 1, or { limit, per } (a keyed limit), got "two"',
+    ]);
+    expect(problems('limits: { each: { "repo": 2, "repo:a*": 1, "*:x": 1, "repo:*": 0 } }')).toEqual([
+      'limits.each["repo:*"]: expected an integer ≥ 1, got 0',
+      'limits.each.repo: "repo" is not a key pattern like "repo:*": it needs a namespace or a segment before the *',
+      'limits.each["repo:a*"]: "repo:a*" is not a key pattern like "repo:*": a * stands for a whole segment',
+      'limits.each["*:x"]: "*:x" is not a key pattern like "repo:*": its first segment cannot be *',
+    ]);
+    expect(problems('auth: { keys: [ { key: k1, tenant: t, role: agent, maxPriority: 0 } ] }')).toEqual([
+      'auth.keys[0].maxPriority: expected an integer from 1 to 5, got 0',
+    ]);
+  });
 });

@@ -50,6 +50,11 @@ describe('mcp executor', () => {
     expect(r).toMatchObject({ ok: false, retryable: false, error: { code: 'tool_error', message: 'no such file' } });
   });
 
+  it('backpressure (DESIGN §4): an error result with _meta.retryAfterMs pauses the tool that long, and is retryable', async () => {
+    const { r } = await run(async () => ({ content: [{ type: 'text', text: 'slow down' }], isError: true, _meta: { retryAfterMs: 1500 } }));
+    expect(r).toMatchObject({ ok: false, retryable: true, retryAfterMs: 1500, pauseMs: 1500, error: { message: 'slow down' } });
+  });
+
   it('does not measure the output: the engine holds it to maxOutputBytes, once (tests/integration/mcp-own-server)', async () => {
     const big = { content: [{ type: 'text' as const, text: 'x'.repeat(60) }] };
     const { r } = await run(async () => big);

@@ -308,3 +308,42 @@ describe('first come, first served across asks (permit-waits.ts)', () => {
     expect(a.ask(1, [claim(req('r', { callId: 'd', domain, reads: ['file:/x'] }))])).toEqual(['yes']);
   });
 });
+
+describe('keyed limits (DESIGN §4): one counter per key', () => {
+  const keyed = parseConfig(
+    `
+tools:
+  - name: push
+    concurrency: { limit: 1, per: "{owner}/{repo}" }
+    executor: { kind: builtin, name: echo }
+limits:
+  each: { "repo:*": 2 }
+`,
+    'test',
+  );
+  const kl = sharedLimits(keyed.limits);
+  const c = (runId: string, o: Partial<PermitRequest>) => claimOf(req(runId, o), kl, keyed.catalog);
+
+  it("claims its tool's per key and each K under a pattern, cut to the pattern's length", () => {
+    const a = c('r1', { tool: 'push', perKey: 'acme/web', writes: ['repo:acme/web/a.ts', 'repo:acme/api'], reads: ['repo:beta'] });
+    expect(a.counters.map((k) => [k.key, k.kind, k.name, k.cap])).toEqual([
+      ['key:push\u001facme/web', 'key', 'acme/web', 1],
+      ['each:repo:*\u001frepo:acme', 'key', 'repo:acme', 2],
+      ['each:repo:*\u001frepo:beta', 'key', 'repo:beta', 2],
+    ]);
+    // Without its expanded key (a request of an older replica), the tool's keyed limit is not claimed.
+    expect(c('r2', { tool: 'push' }).counters).toEqual([]);
+  });
+
+  it('grants up to the capacity of each key, in order; another key is not held back', () => {
+    const claims = [
+      c('r1', { tool: 'push', perKey: 'acme/web' }),
+      c('r2', { tool: 'push', perKey: 'acme/web' }),
+      c('r3', { tool: 'push', perKey: 'acme/api' }),
+    ];
+    const d = decide(claims, empty(), NO_RATES);
+    expect(d.decisions.map((x) => x.granted)).toEqual([true, false, true]);
+    const refused = d.decisions[1];
+    expect(refused).toMatchObject({ granted: false, reason: 'key', inUse: 1, counter: { name: 'acme/web', group: { tool: 'push' } } });
+  });
+});

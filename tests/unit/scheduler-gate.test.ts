@@ -175,3 +175,19 @@ describe('the permit gate', () => {
     expect(out.permits).toBeUndefined();
   });
 });
+
+describe('a pause told by the cluster (backpressure, DESIGN §4)', () => {
+  it("a refusal for a pause holds the tool's other calls back here until it ends, without asking", () => {
+    const s = gated(5);
+    const calls = ['a', 'b', 'c'].map((id) => ({ id, tool: 't', args: {} }));
+    expect(asked(s.submit(0, { runId: 'r', tenant: 'x', calls }))).toEqual(['a', 'b', 'c']);
+    const pause = [{ kind: 'backoff' as const, key: 't', tool: 't', until: 1000, status: 429, holders: [] }];
+    s.permitRefused(1, 'r', 'a', pause);
+    s.permitRefused(1, 'r', 'b', pause);
+    s.permitRefused(1, 'r', 'c', pause);
+    // Permits free meanwhile, but the tool is paused: nobody asks before 1000.
+    expect(asked(s.permitsFreed(500))).toEqual([]);
+    expect(s.nextWakeAt()).toBe(1000);
+    expect(asked(s.tick(1000))).toEqual(['a', 'b', 'c']);
+  });
+});

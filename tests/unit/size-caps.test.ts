@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { resolveValue, type Reference } from '../../src/core/references.js';
-import { escapedBytes, jsonBytes, OVER, outputChecked } from '../../src/core/size.js';
+import { escapedBytes, jsonBytes, MAX_VALUE_DEPTH, OVER, outputChecked } from '../../src/core/size.js';
 import type { ToolManifest } from '../../src/core/tool.js';
 
 const bytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v), 'utf8');
@@ -154,5 +154,21 @@ describe('outputChecked', () => {
   it("a tool's own maxOutputBytes overrides limits.maxOutputBytes", () => {
     const r = outputChecked({ ok: true, output: 'abcdef' }, { id: 'c', manifest: manifest(5) }, 1000);
     expect(r).toMatchObject({ ok: false, error: { code: 'output_too_large', message: expect.stringContaining("tool's maxOutputBytes") } });
+  });
+  it('an output nested deeper than MAX_VALUE_DEPTH fails output_too_large (a tool server once crashed the process this way)', () => {
+    const nest = (levels: number, inner: unknown = 1) => {
+      let v = inner;
+      for (let i = 0; i < levels; i++) v = i % 2 === 0 ? [v] : { k: v };
+      return v;
+    };
+    const atCap = nest(MAX_VALUE_DEPTH);
+    expect(outputChecked({ ok: true, output: atCap }, { id: 'c' })).toEqual({ ok: true, output: atCap });
+    for (const levels of [MAX_VALUE_DEPTH + 1, 100_000]) {
+      const r = outputChecked({ ok: true, output: nest(levels) }, { id: 'c' });
+      expect(r).toMatchObject({ ok: false, retryable: false, error: { code: 'output_too_large', details: { maxDepth: MAX_VALUE_DEPTH } } });
+    }
+    // jsonBytes walks deeper (args nest an output inside themselves) but stops before the stack's end.
+    expect(jsonBytes(nest(MAX_VALUE_DEPTH + 64), 1e9)).toBe(bytes(nest(MAX_VALUE_DEPTH + 64)));
+    expect(jsonBytes(nest(100_000), 1e9)).toBe(OVER);
   });
 });

@@ -8,6 +8,7 @@ import type { CallError } from '../errors.js';
 import type { CoreEvent, EventPayloads } from '../events.js';
 import type { HookMatcher, HookRequest } from '../hooks.js';
 import type { Catalog, Defaults, FailureMode, Limits, Policy, ToolManifest } from '../tool.js';
+import type { Pause } from '../limits.js';
 
 export interface SchedulerOptions {
   catalog: Catalog;
@@ -47,6 +48,8 @@ export interface PermitRequest {
   domain: string | null;
   reads: readonly string[];
   writes: readonly string[];
+  /** A tool with keyed concurrency (DESIGN §4): its `per` template expanded against the call's args. */
+  perKey?: string;
 }
 
 export interface SubmitOptions {
@@ -61,6 +64,8 @@ export interface SubmitOptions {
   meta?: Pick<EventPayloads['run.created'], 'idempotencyKey' | 'traceparent' | 'concurrencyKey'>;
   /** A streamed run (DESIGN §10): more calls come with `append`, until `seal` or the open-run timeout. */
   open?: boolean;
+  /** 1 (most urgent) to 5; default 3 (DESIGN §4, dispatch.ts). */
+  priority?: number;
   /** One run per key (DESIGN §4): the run waits `queued`, its calls not planned, until `release`. */
   held?: boolean;
 }
@@ -99,6 +104,11 @@ export interface Output {
   hooks?: HookRequest[];
   /** Gated only (`SchedulerOptions.gated`): calls that wait for a cluster-wide permit. */
   permits?: PermitRequest[];
+  /**
+   * Backpressure (DESIGN §4): tools (or keyed groups) that this step paused, for the shell to share
+   * with other replicas (which tell their schedulers with `Scheduler.paused`).
+   */
+  pauses?: Pause[];
 }
 
 export type AttemptResult = { ok: true; output: unknown } | AttemptFailure;

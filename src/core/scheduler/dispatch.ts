@@ -5,6 +5,7 @@
  * original index. A loop over the ready sets, as p-queue's `while (this.#tryToStartAnother()) {}`.
  */
 import type { KeyedHeap } from '../heap.js';
+import { own, type Pause } from '../limits.js';
 import { transition } from '../state.js';
 import type { WaitReason } from '../waiting.js';
 import { refusedFor } from './cluster-waits.js';
@@ -41,54 +42,129 @@ export function enqueueReady(s: SchedulerState, run: ScheduledRun, c: ScheduledC
     run.readySets.push([c.tool, heap]);
   }
   heap.push(c);
-  run.readyCount++;
+  if (run.readyCount++ === 0) run.readySince = s.now;
   queued(s, run, c);
   markDirty(s, run);
+  // A call ready but not started within its queue timeout fails `queue_timeout` (DESIGN §4, `tick`).
+  const queueMs = c.manifest?.queueTimeoutMs ?? s.opts.defaults.queueTimeoutMs;
+  if (queueMs !== undefined) s.timers.push({ at: s.now + queueMs, seq: s.timerSeq++, runId: run.id, index: c.index, queued: c.attempts });
   const book = s.waits;
   if (book !== undefined) book.fresh[book.freshCount++] = c;
 }
 
-/** Starts ready calls, best first, until no limit has room for any. */
+/**
+ * Starts ready calls, best first, until no limit has room for any. The order (DESIGN §4): the more
+ * urgent run first (its `priority`, less one level per `priorityAgingMs` its calls have waited, at
+ * least 1); within a level, tenants by weighted round robin (`limits.weights`: a tenant of weight w
+ * gets w turns in a row), then runs by arrival, then longest remaining path, then original index.
+ */
 export function dispatch(s: SchedulerState): void {
   const limiter = s.limiter;
+  if (limiter.globalFull()) return;
+  // The levels that runs with ready calls are at now, as a bit mask (bit L for level L). Computed once
+  // per step: starting calls only empties levels, and a level with nothing to start is passed.
+  const levels = levelsNow(s);
+  if (levels === 0) return;
+  // One level (the usual case: every run at the default priority): the tenants' round robin alone.
+  if ((levels & (levels - 1)) === 0) {
+    while (startOne(s, -1)) if (limiter.globalFull()) return;
+    return;
+  }
   for (;;) {
-    if (limiter.globalFull()) return;
     let started = false;
-    const n = s.tenants.length;
-    for (let k = 0; k < n && !started; k++) {
-      const ti = (s.rr + k) % n;
-      const tenant = s.tenants[ti] as string;
-      if (limiter.globalFull()) return;
-      if (limiter.tenantFull(tenant)) continue;
-      for (const run of s.tenantRuns.get(tenant) as ScheduledRun[]) {
-        if (run.readyCount === 0) continue;
-        if (limiter.runFull(run.id)) continue;
-        const c = pick(s, run);
-        if (c === 'stop') break;
-        if (!c) continue;
-        takeReady(run, c);
-        start(s, run, c);
-        // Not modulo n: a tenant that arrives later is appended after the one just served, and
-        // must be the next in turn (a pointer wrapped to 0 would serve this tenant again first).
-        s.rr = ti + 1;
-        started = true;
-        break;
-      }
-    }
-    if (!started) return;
+    for (let level = 1; level <= 5 && !started; level++) if ((levels & (1 << level)) !== 0) started = startOne(s, level);
+    if (!started || limiter.globalFull()) return;
   }
 }
 
+/** Starts the best ready call of the runs at `level` (-1: at any level); false when none can start. */
+function startOne(s: SchedulerState, level: number): boolean {
+  const limiter = s.limiter;
+  const n = s.tenants.length;
+  for (let k = 0; k < n; k++) {
+    const ti = (s.rr + k) % n;
+    const tenant = s.tenants[ti] as string;
+    if (limiter.globalFull()) return false;
+    if (limiter.tenantFull(tenant)) continue;
+    for (const run of s.tenantRuns.get(tenant) as ScheduledRun[]) {
+      if (run.readyCount === 0) continue;
+      if (level !== -1 && levelOf(s, run) !== level) continue;
+      if (limiter.runFull(run.id)) continue;
+      const c = pick(s, run);
+      if (c === 'stop') break;
+      if (!c) continue;
+      takeReady(run, c);
+      start(s, run, c);
+      turnTaken(s, tenant, ti);
+      return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * The tenant at `ti` was served: the next turn is the next tenant's, unless this one has turns left
+ * (`limits.weights`). Not modulo n: a tenant that arrives later is appended after the one just served,
+ * and must be the next in turn (a pointer wrapped to 0 would serve this tenant again first).
+ */
+function turnTaken(s: SchedulerState, tenant: string, ti: number): void {
+  const weight = s.weights === undefined ? 1 : (own(s.weights, tenant) ?? 1);
+  if (weight > 1) {
+    if (s.rr % Math.max(1, s.tenants.length) === ti) s.rrTurns++;
+    else s.rrTurns = 1;
+    if (s.rrTurns < weight) {
+      s.rr = ti;
+      return;
+    }
+  }
+  s.rrTurns = 0;
+  s.rr = ti + 1;
+}
+
+/** A run's level now: its priority, one more urgent per `agingMs` its calls have waited, at least 1. */
+function levelOf(s: SchedulerState, run: ScheduledRun): number {
+  if (run.priority === 1) return 1;
+  const aged = Math.floor((s.now - run.readySince) / s.agingMs);
+  return aged <= 0 ? run.priority : Math.max(1, run.priority - aged);
+}
+
+/** The levels of the runs with ready calls, as bits. */
+function levelsNow(s: SchedulerState): number {
+  let mask = 0;
+  const tenants = s.tenants;
+  for (let t = 0; t < tenants.length; t++) {
+    const runs = s.tenantRuns.get(tenants[t] as string) as ScheduledRun[];
+    for (let i = 0; i < runs.length; i++) {
+      const run = runs[i] as ScheduledRun;
+      if (run.readyCount > 0) mask |= 1 << levelOf(s, run);
+    }
+  }
+  return mask;
+}
+
 /** The best ready call of the run that every limit lets start, or 'stop' when its tenant is full. */
+/**
+ * The call `pick` chose when it had to take calls off the top of its heap to reach it (they wait for a
+ * key, a resource, a lock): it is out of its heap already, so `takeReady` does not search the heap for it.
+ * Process-wide scratch like waits.ts's: set by `pick` and cleared by the `takeReady` that follows it in
+ * the same synchronous call, so two schedulers never see each other's.
+ */
+let detached: ScheduledCall | undefined;
+
 function pick(s: SchedulerState, run: ScheduledRun): ScheduledCall | undefined | 'stop' {
   let best: ScheduledCall | undefined;
+  /** `best`, when it is out of its heap (see `detached`). */
+  let bestOut: ScheduledCall | undefined;
   // Indexed, and no destructuring (which goes through the iterator): this runs per dispatch.
   const sets = run.readySets;
   for (let i = 0; i < sets.length; i++) {
     const set = sets[i] as [string, KeyedHeap<ScheduledCall>];
     const tool = set[0];
     const heap = set[1];
-    while (heap.size > 0 && (heap.peek() as ScheduledCall).status !== 'ready') heap.pop();
+    while (heap.size > 0 && (heap.peek() as ScheduledCall).status !== 'ready') {
+      heap.pop();
+      run.readyCount--;
+    }
     if (heap.size === 0 || s.limiter.toolFull(tool)) continue;
     if (best && byPriority(heap.peek() as ScheduledCall, best) > 0) continue;
     let skipped: ScheduledCall[] | undefined;
@@ -97,6 +173,7 @@ function pick(s: SchedulerState, run: ScheduledRun): ScheduledCall | undefined |
       const c = heap.peek() as ScheduledCall;
       if (c.status !== 'ready') {
         heap.pop();
+        run.readyCount--;
         continue;
       }
       if (s.opts.holds !== undefined && heldBack(s, run, c)) {
@@ -116,24 +193,42 @@ function pick(s: SchedulerState, run: ScheduledRun): ScheduledCall | undefined |
       }
       if (check.reason === 'global' || check.reason === 'tenant') {
         if (skipped) for (const x of skipped) heap.push(x);
+        if (bestOut) (run.ready.get(bestOut.tool) as KeyedHeap<ScheduledCall>).push(bestOut);
         return 'stop';
       }
       if (check.reason === 'rate') {
         wakeAt(s, check.wakeAt as number);
         break;
       }
+      if (check.reason === 'backoff') {
+        wakeAt(s, check.wakeAt as number);
+        // The whole tool is paused, or only this call's keyed group (others of the tool may start).
+        if (c.keyed === undefined) break;
+        (skipped ??= []).push(heap.pop() as ScheduledCall);
+        continue;
+      }
       if (check.reason === 'tool') break;
       (skipped ??= []).push(heap.pop() as ScheduledCall);
     }
-    if (skipped) for (const x of skipped) heap.push(x);
-    if (found && (!best || byPriority(found, best) < 0)) best = found;
+    if (skipped) {
+      // `found` is the top now: out before the skipped go back above it (else a search of the heap).
+      if (found) heap.pop();
+      for (const x of skipped) heap.push(x);
+    }
+    if (found && (!best || byPriority(found, best) < 0)) {
+      if (bestOut) (run.ready.get(bestOut.tool) as KeyedHeap<ScheduledCall>).push(bestOut);
+      best = found;
+      bestOut = skipped ? found : undefined;
+    } else if (found && skipped) heap.push(found);
   }
+  detached = bestOut;
   return best;
 }
 
 function takeReady(run: ScheduledRun, c: ScheduledCall): void {
   const heap = run.ready.get(c.tool) as KeyedHeap<ScheduledCall>;
-  if (heap.peek() === c) heap.pop();
+  if (c === detached) detached = undefined;
+  else if (heap.peek() === c) heap.pop();
   else heap.removeWhere((x) => x === c);
   run.readyCount--;
   // It waits no more: its queue (waits.ts) is shorter by one.
@@ -160,6 +255,7 @@ function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
       domain: c.domain,
       reads: c.reads.map((k) => k.text),
       writes: c.writes.map((k) => k.text),
+      ...(c.perKey !== undefined ? { perKey: c.perKey } : {}),
     });
     return;
   }
@@ -187,8 +283,17 @@ export function permitRefused(s: SchedulerState, run: ScheduledRun, c: Scheduled
   if (c.status !== 'ready') return;
   c.permitRefusedIn = s.permitEpoch;
   (run.ready.get(c.tool) as KeyedHeap<ScheduledCall>).push(c);
-  run.readyCount++;
-  if (reasons !== undefined) refusedFor(s, run, c, reasons);
+  if (run.readyCount++ === 0) run.readySince = s.now;
+  if (reasons === undefined) return;
+  // Paused on another replica (backpressure): the tool, or this call's keyed group, waits here too.
+  for (const r of reasons) {
+    if (r.kind !== 'backoff' || r.until === undefined || r.until <= s.now) continue;
+    const p: Pause = { tool: c.tool, until: r.until };
+    if (c.keyed !== undefined && c.perKey !== undefined) p.key = c.perKey;
+    if (r.status !== undefined) p.status = r.status;
+    if (s.limiter.pause(p)) wakeAt(s, p.until);
+  }
+  refusedFor(s, run, c, reasons);
 }
 
 /**
@@ -213,8 +318,8 @@ function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, permit: b
   );
 }
 
-/** A timer for when a rate limit has a token again (one per instant). */
-function wakeAt(s: SchedulerState, at: number): void {
+/** A timer for when a rate limit has a token again, or a pause ends (one per instant). */
+export function wakeAt(s: SchedulerState, at: number): void {
   if (s.wakes.has(at)) return;
   s.wakes.add(at);
   s.timers.push({ at, seq: s.timerSeq++ });

@@ -6,7 +6,7 @@
  * `limitItems` makes the items of any limiter, so that several replicas (DESIGN §12) can make the
  * cluster's from the permits of every replica and the waiters each publishes (`waitCounts`).
  */
-import { own, type Bucket, type Holder, type Limiter } from '../limits.js';
+import { own, type Bucket, type Holder, type KeyGroup, type Limiter, type Pause } from '../limits.js';
 import { MAX_HOLDERS, type WaitHolder, type WaitKind } from '../waiting.js';
 import type { ScheduledCall, SchedulerState } from './records.js';
 import { unitsAt } from './waits.js';
@@ -17,6 +17,14 @@ export interface LimitInUse {
   key?: string;
   /** A lock's domain: `global` or `tenant:<t>`. */
   domain?: string;
+  /** A keyed limit (`key`): the `limits.each` pattern or the tool's `concurrency.per` template. */
+  pattern?: string;
+  /** A tool's keyed limit, or a paused tool (`backoff`). */
+  tool?: string;
+  /** A pause (`backoff`): when it ends. */
+  until?: number;
+  /** A pause: the HTTP status that asked for it. */
+  status?: number;
   /** Running calls (a rate: tokens per `perMs`); none for a lock. */
   limit?: number;
   perMs?: number;
@@ -97,6 +105,38 @@ export function limitItems(src: LimitSource): LimitInUse[] {
       limit: own(v.limits.tool, tool) as number,
       inUse: v.byTool.get(tool) ?? 0,
       holders: holdersOf((h) => h.tool === tool),
+    });
+  }
+  for (const id of sorted(v.keyUse.keys())) {
+    const u = v.keyUse.get(id) as { group: KeyGroup; used: number };
+    const g = u.group;
+    const w = waitOf(waitId('key', id));
+    out.push({
+      kind: 'key',
+      key: g.key,
+      pattern: g.pattern,
+      ...(g.tool !== undefined ? { tool: g.tool } : {}),
+      limit: g.limit,
+      inUse: u.used,
+      waiting: w.n,
+      longestWaitMs: Math.max(0, now - w.since),
+      holders: holdersOf((h) => h.groups?.some((x) => x.id === id) === true),
+    });
+  }
+  for (const id of sorted(v.pauses.keys())) {
+    const p = v.pauses.get(id) as Pause;
+    if (p.until <= now) continue;
+    const w = waitOf(waitId('backoff', id));
+    out.push({
+      kind: 'backoff',
+      key: p.key === undefined ? p.tool : `${p.tool} ${p.key}`,
+      tool: p.tool,
+      until: p.until,
+      ...(p.status !== undefined ? { status: p.status } : {}),
+      inUse: 0,
+      waiting: w.n,
+      longestWaitMs: Math.max(0, now - w.since),
+      holders: [],
     });
   }
   v.resourceKeys.forEach((r, i) => {

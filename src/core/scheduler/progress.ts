@@ -11,11 +11,12 @@
 import { callError, type CallError } from '../errors.js';
 import { checkArgsSize, resolveValue } from '../references.js';
 import { DEFAULT_MAX_ARGS_BYTES } from '../size.js';
-import { accessOf } from '../resources.js';
+import { accessOf, expandLabel } from '../resources.js';
 import { backoffDelay } from '../retry.js';
 import { isTerminal, transition } from '../state.js';
 import type { FailureMode, ToolManifest } from '../tool.js';
-import { maybeReady } from './dispatch.js';
+import { maybeReady, wakeAt } from './dispatch.js';
+import type { Pause } from '../limits.js';
 import { emit, isPending, markDirty, releasable, type ScheduledCall, type ScheduledRun, type SchedulerState } from './records.js';
 
 /** Data and policy predecessors have succeeded: resolve args, ask for review or wait for conflicts. */
@@ -76,9 +77,15 @@ export function setResolved(run: ScheduledRun, c: ScheduledCall, args: Record<st
   c.reads = access.reads;
   c.writes = access.writes;
   c.toolRate = m.rate;
+  const keyed = m.keyedConcurrency;
+  if (keyed !== undefined) {
+    c.keyed = keyed;
+    c.perKey = expandLabel(keyed.per, args);
+  }
   // What the limiter found these args to count against (found again for new args).
   c.resourceLimits = undefined;
   c.buckets = undefined;
+  c.groups = undefined;
 }
 
 /** `durationMs`: the attempt's, when it ended before now (its after_call hooks took the rest). */
@@ -123,7 +130,18 @@ export function fail(
   const wasRunning = c.status === 'running';
   transition(c, 'failed');
   c.error = error;
-  emit(s, 'call.failed', run, c, wasRunning ? { attempt: c.attempts, retryable: c.lastRetryable === true, durationMs, error } : { error });
+  const pause = c.lastPause;
+  emit(
+    s,
+    'call.failed',
+    run,
+    c,
+    wasRunning
+      ? pause
+        ? { attempt: c.attempts, retryable: c.lastRetryable === true, durationMs, error, ...pause }
+        : { attempt: c.attempts, retryable: c.lastRetryable === true, durationMs, error }
+      : { error },
+  );
   ended(s, run, c);
   if (propagate) applyFailureMode(s, run, c);
 }
@@ -242,19 +260,61 @@ export function release(s: SchedulerState, run: ScheduledRun, first: ScheduledCa
   }
 }
 
-export function mayRetry(c: ScheduledCall, r: { retryable?: boolean }): boolean {
+/**
+ * A call ready but not started within its queue timeout (its tool's `queueTimeoutMs`, else
+ * `defaults.queueTimeoutMs`) fails `queue_timeout` (DESIGN §4): it never reaches the tool, so the
+ * model may simply ask again. The run's failure mode applies as to any failure.
+ */
+export function queueTimedOut(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
+  const ms = (c.manifest?.queueTimeoutMs ?? s.opts.defaults.queueTimeoutMs) as number;
+  const waited = c.attempts === 0 ? 'did not start' : `did not start attempt ${c.attempts + 1}`;
+  fail(
+    s,
+    run,
+    c,
+    callError('queue_timeout', `${c.id} was ready for ${ms} ms and ${waited} (queueTimeoutMs); nothing ran`, {
+      details: { queueTimeoutMs: ms },
+    }),
+    true,
+  );
+  markDirty(s, run);
+}
+
+/** How many attempts in all an idempotent tool without `retry` gets when its answers pause it (DESIGN §4). */
+export const PAUSED_ATTEMPTS = 3;
+
+export function mayRetry(c: ScheduledCall, r: { retryable?: boolean; pauseMs?: number }): boolean {
   const m = c.manifest as ToolManifest;
+  // Backpressure: the call that got the pause is retried (after it) if its tool is idempotent.
+  if (r.pauseMs !== undefined && m.idempotent) return c.attempts < (m.retry?.attempts ?? PAUSED_ATTEMPTS);
   return r.retryable === true && m.idempotent && m.retry !== undefined && c.attempts < m.retry.attempts;
+}
+
+/**
+ * Backpressure (DESIGN §4): the attempt's answer asks that its tool be left alone for `pauseMs`: the
+ * tool (or, with keyed concurrency, the call's keyed group) is paused until then, cluster-wide (the
+ * shell shares `Output.pauses`); its waiting calls wait without spending attempts.
+ */
+export function pauseFor(s: SchedulerState, c: ScheduledCall, r: { pauseMs?: number; pauseStatus?: number }): void {
+  if (r.pauseMs === undefined) return;
+  c.lastPause = r.pauseStatus !== undefined ? { pauseMs: r.pauseMs, pauseStatus: r.pauseStatus } : { pauseMs: r.pauseMs };
+  const p: Pause = { tool: c.tool, until: s.now + r.pauseMs };
+  if (c.keyed !== undefined && c.perKey !== undefined) p.key = c.perKey;
+  if (r.pauseStatus !== undefined) p.status = r.pauseStatus;
+  if (!s.limiter.pause(p)) return;
+  (s.out.pauses ??= []).push(p);
+  wakeAt(s, p.until);
 }
 
 export function scheduleRetry(
   s: SchedulerState,
   run: ScheduledRun,
   c: ScheduledCall,
-  r: { error: CallError; retryAfterMs?: number },
+  r: { error: CallError; retryAfterMs?: number; pauseMs?: number; pauseStatus?: number },
 ): void {
   const m = c.manifest as ToolManifest;
-  const delay = Math.max(backoffDelay(m.retry!, run.id, c.id, c.attempts), r.retryAfterMs ?? 0);
+  const backoff = m.retry ? backoffDelay(m.retry, run.id, c.id, c.attempts) : 0;
+  const delay = Math.max(backoff, r.retryAfterMs ?? 0, r.pauseMs ?? 0);
   transition(c, 'pending');
   c.retrying = true;
   const at = s.now + delay;
@@ -265,6 +325,8 @@ export function scheduleRetry(
     error: r.error,
     durationMs: s.now - (c.attemptStartedAt as number),
     ...(r.retryAfterMs !== undefined ? { retryAfterMs: r.retryAfterMs } : {}),
+    ...(r.pauseMs !== undefined ? { pauseMs: r.pauseMs } : {}),
+    ...(r.pauseStatus !== undefined ? { pauseStatus: r.pauseStatus } : {}),
   });
   s.timers.push({ at, seq: s.timerSeq++, runId: run.id, index: c.index });
 }

@@ -8,7 +8,7 @@ import type { CallError } from '../errors.js';
 import type { CoreEvent, EventOf, EventPayloads, EventType } from '../events.js';
 import type { HookOn } from '../hooks.js';
 import { KeyedHeap, MinHeap } from '../heap.js';
-import { Limiter, type Bucket, type Holder } from '../limits.js';
+import { Limiter, type Bucket, type Holder, type KeyGroup } from '../limits.js';
 import type { PlannedCall } from '../plan.js';
 import type { Access, Key } from '../resources.js';
 import type { StreamPlanner } from '../stream-plan.js';
@@ -58,6 +58,8 @@ export interface ScheduledCall extends Holder {
   planAccess?: Access;
   /** Whether the last failed attempt was retryable (recorded, so replay decides the same way). */
   lastRetryable?: boolean;
+  /** The last failed attempt's answer paused its tool (backpressure, DESIGN §4): recorded with its failure. */
+  lastPause?: { pauseMs: number; pauseStatus?: number };
   /** In a streamed run: arrived, but a later call may still give it a predecessor. */
   held?: boolean;
   /** Hooks (DESIGN §14, hooking.ts): the event whose hooks the call waits for. */
@@ -126,6 +128,8 @@ export interface WaitGroup {
   compactAt: number;
   /** A rate bucket. */
   bucket: Readonly<Bucket> | undefined;
+  /** A keyed limit's group (`kind: 'key'`; `key` is its id). */
+  group: KeyGroup | undefined;
   /** A long queue: since when its limit has had room (it is explained again at a later time). */
   staleSince: number | undefined;
   /** The reasons last given to a member: the next one that would get the same shares them. */
@@ -157,6 +161,10 @@ export interface WaitBook {
 
 export interface ScheduledRun {
   id: string;
+  /** 1 (most urgent) to 5 (DESIGN §4); 3 unless the submission said. */
+  priority: number;
+  /** Since when the run has had ready calls waiting without a pause (its waiting calls' age, for priority aging). */
+  readySince: number;
   /** In the scheduler's list of runs that may have ended. */
   dirty: boolean;
   tenant: string;
@@ -208,6 +216,8 @@ export interface Timer {
   index?: number;
   /** The open-run timeout of a streamed run. */
   seal?: boolean;
+  /** A queue timeout (DESIGN §4): the call's `attempts` when it became ready (a later readiness has its own timer). */
+  queued?: number;
 }
 
 /** Everything the scheduler knows, shared by its concerns; the `Scheduler` front owns it. */
@@ -218,6 +228,12 @@ export interface SchedulerState {
   readonly tenantRuns: Map<string, ScheduledRun[]>;
   /** The tenant whose turn is next (round robin). */
   rr: number;
+  /** Weighted round robin: how many turns in a row the tenant at `rr - 1`… has had (see dispatch.ts). */
+  rrTurns: number;
+  /** `limits.weights` (tenant → turns in a row), or undefined when none is set. */
+  readonly weights: Readonly<Record<string, number>> | undefined;
+  /** `limits.priorityAgingMs` (default 10000). */
+  readonly agingMs: number;
   arrivals: number;
   readonly limiter: Limiter;
   readonly timers: MinHeap<Timer>;
@@ -245,6 +261,12 @@ export interface SchedulerState {
   timerLate: boolean;
 }
 
+/** A run's priority when its submission gives none (DESIGN §4): 1 is the most urgent, 5 the least. */
+export const DEFAULT_PRIORITY = 3;
+
+/** A waiting run gains one priority level per this many ms (`limits.priorityAgingMs`). */
+export const DEFAULT_PRIORITY_AGING_MS = 10_000;
+
 export function createState(opts: SchedulerOptions): SchedulerState {
   return {
     opts,
@@ -252,6 +274,9 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     tenants: [],
     tenantRuns: new Map(),
     rr: 0,
+    rrTurns: 0,
+    weights: opts.limits.weights !== undefined && Object.keys(opts.limits.weights).length > 0 ? opts.limits.weights : undefined,
+    agingMs: opts.limits.priorityAgingMs ?? DEFAULT_PRIORITY_AGING_MS,
     arrivals: 0,
     limiter: new Limiter(opts.limits, !opts.gated || opts.localRates === true),
     timers: new MinHeap<Timer>((a, b) => a.at - b.at || a.seq - b.seq),
@@ -317,6 +342,8 @@ export function newRun(
 ): ScheduledRun {
   const run: ScheduledRun = {
     id,
+    priority: DEFAULT_PRIORITY,
+    readySince: 0,
     tenant,
     tenantDomain: `tenant:${tenant}`,
     failure,
@@ -400,6 +427,9 @@ export function newCall(run: ScheduledRun, p: PlannedCall): ScheduledCall {
     toolRate: undefined,
     resourceLimits: undefined,
     buckets: undefined,
+    keyed: undefined,
+    perKey: undefined,
+    groups: undefined,
     endedAt: undefined,
     attemptStartedAt: undefined,
     superseded: false,

@@ -38,6 +38,7 @@ export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): voi
   const d = created.data;
   const run = newRun(s, created.runId, d.tenant, d.failure, d.estimates ?? {});
   if (d.concurrencyKey !== undefined) run.concurrencyKey = d.concurrencyKey;
+  if (d.priority !== undefined) run.priority = d.priority;
   if (d.held && !events.some((e) => e.type === 'run.started')) {
     // Still held behind an earlier run of its concurrency key (DESIGN §4): nothing of it is planned.
     run.status = 'queued';

@@ -31,7 +31,7 @@
 import type { CallInput, RunStatus } from '../calls.js';
 import { callError } from '../errors.js';
 import type { CoreEvent } from '../events.js';
-import type { LimitUsage } from '../limits.js';
+import type { LimitUsage, Pause } from '../limits.js';
 import { isRunEnded, transition, transitionRun } from '../state.js';
 import { StreamPlanner } from '../stream-plan.js';
 import {
@@ -44,10 +44,10 @@ import {
   type SubmitOptions,
 } from './api.js';
 import { compensationEnded } from './compensation.js';
-import { dispatch, maybeReady, permitRefused, permitted } from './dispatch.js';
+import { dispatch, maybeReady, permitRefused, permitted, wakeAt } from './dispatch.js';
 import { finishRuns } from './ending.js';
 import { addCalls } from './planning.js';
-import { cancelCall, fail, mayRetry, scheduleRetry, setResolved, stopRun } from './progress.js';
+import { cancelCall, fail, mayRetry, pauseFor, queueTimedOut, scheduleRetry, setResolved, stopRun } from './progress.js';
 import { attemptSettled, hookDecided } from './hooking.js';
 import type { HookAnswer } from '../hooks.js';
 import {
@@ -90,6 +90,8 @@ export class Scheduler {
     const estimates = o.estimates ?? this.estimates();
     const run = newRun(s, o.runId, o.tenant, failure, estimates);
     if (o.meta?.concurrencyKey !== undefined) run.concurrencyKey = o.meta.concurrencyKey;
+    if (o.priority !== undefined) run.priority = o.priority;
+    const priority = o.priority !== undefined ? { priority: o.priority } : {};
     const calls = o.calls.map(normalized);
     if (o.open) {
       run.stream = new StreamPlanner(run.tenant, s.opts.catalog, s.opts.policy);
@@ -101,6 +103,7 @@ export class Scheduler {
         calls: [],
         estimates,
         open: true,
+        ...priority,
       });
       emit(s, 'run.started', run, undefined, { edges: [], generations: [], diagnostics: [] });
       s.timers.push({ at: now + s.opts.defaults.openRunTimeoutMs, seq: s.timerSeq++, runId: run.id, seal: true });
@@ -115,6 +118,7 @@ export class Scheduler {
       calls,
       estimates,
       ...(o.held ? { held: true as const } : {}),
+      ...priority,
     });
     if (o.held) {
       // Queued behind an earlier run of its concurrency key (DESIGN §4) until `release`.
@@ -214,6 +218,7 @@ export class Scheduler {
     this.learn(c.tool, now - (c.attemptStartedAt as number));
     const checked = outputChecked(e.result, c, s.opts.limits.maxOutputBytes);
     const r = checked.ok ? checked : attemptOutcome(checked, c.manifest?.idempotent === true, c.id);
+    if (!r.ok && r.pauseMs !== undefined) pauseFor(s, c, r);
     // `run.running` counts the call until it settles: its after_call hooks (hooking.ts) may hold it.
     if (r.ok) attemptSettled(s, run, c, r, true);
     else if (run.cancelRequested || run.failFastBy !== undefined) {
@@ -268,6 +273,18 @@ export class Scheduler {
     return this.flush();
   }
 
+  /**
+   * Backpressure told from outside (DESIGN §4): another replica's call got a 429 (or a 503 with
+   * Retry-After), so the tool, or one keyed group of it (`key`), starts nothing here until `until`.
+   * Also the hook for replay: a pause recorded from another replica is an outside wait, like a permit.
+   */
+  paused(now: number, p: Pause): Output {
+    const s = this.state;
+    s.now = now;
+    if (p.until > now && s.limiter.pause({ ...p })) wakeAt(s, p.until);
+    return this.flush();
+  }
+
   /** Gated: permits may have freed somewhere in the cluster: refused calls may ask again. */
   permitsFreed(now: number): Output {
     const s = this.state;
@@ -294,6 +311,10 @@ export class Scheduler {
         continue;
       }
       const c = run?.calls[t.index as number];
+      if (t.queued !== undefined) {
+        if (run && c && c.status === 'ready' && c.attempts === t.queued) queueTimedOut(s, run, c);
+        continue;
+      }
       if (!run || !c?.retrying) continue;
       c.retrying = false;
       maybeReady(s, run, c);
@@ -319,9 +340,12 @@ export class Scheduler {
    */
   nextWakeAt(): number | undefined {
     const s = this.state;
-    for (let t = s.timers.peek(); t?.seal && t.runId !== undefined; t = s.timers.peek()) {
+    for (let t = s.timers.peek(); (t?.seal || t?.queued !== undefined) && t.runId !== undefined; t = s.timers.peek()) {
       const run = s.runs.get(t.runId);
-      if (run?.stream && !run.stream.sealed && !isRunEnded(run.status)) break;
+      if (t.seal && run?.stream && !run.stream.sealed && !isRunEnded(run.status)) break;
+      // A queue timeout (DESIGN §4) of a call that started, or ended, since: it would do nothing.
+      const c = t.queued !== undefined ? run?.calls[t.index as number] : undefined;
+      if (c && c.status === 'ready' && c.attempts === t.queued) break;
       s.timers.pop();
     }
     return s.timers.peek()?.at;

@@ -19,7 +19,7 @@
  * What the scheduler decides never depends on any of this: it reads the limiter, and changes nothing
  * (a lock waiter is queued by `Limiter.check` alone, as without it).
  */
-import { clash, own, type Bucket, type Holder, type LimiterState } from '../limits.js';
+import { clash, own, pauseId, type Bucket, type Holder, type KeyGroup, type LimiterState } from '../limits.js';
 import { overlaps, type Key } from '../resources.js';
 import { MAX_HOLDERS, sameWait, type WaitHolder, type WaitKind, type WaitReason } from '../waiting.js';
 import type { LockWait, ScheduledCall, SchedulerState, WaitBook, WaitGroup } from './records.js';
@@ -48,6 +48,8 @@ interface Found {
   inUse: number;
   index: number;
   bucket: Readonly<Bucket> | undefined;
+  /** A keyed limit: its group. */
+  group: KeyGroup | undefined;
   /** A rate or a lock: the reason, made whole. */
   reason: WaitReason | undefined;
   /** A lock: the calls it waits for. */
@@ -62,7 +64,17 @@ interface Found {
  * MAX_HOLDERS holders, stale groups emptied before the step returns). tests/unit/core-process-state
  * steps two schedulers in lockstep, waits included, and checks each gives the events it gives alone.
  */
-const FOUND: Found = { kind: 'global', key: '', limit: 0, inUse: 0, index: -1, bucket: undefined, reason: undefined, watch: undefined };
+const FOUND: Found = {
+  kind: 'global',
+  key: '',
+  limit: 0,
+  inUse: 0,
+  index: -1,
+  bucket: undefined,
+  group: undefined,
+  reason: undefined,
+  watch: undefined,
+};
 
 /**
  * The holders `explain` found for a count limit: the first `holderCount` (reused, likewise; never
@@ -181,6 +193,7 @@ function enter(book: WaitBook, c: ScheduledCall, found: Found): WaitReason[] {
       live: 0,
       compactAt: 64,
       bucket: found.bucket,
+      group: found.group,
       staleSince: undefined,
       last: undefined,
       lastData: undefined,
@@ -227,10 +240,15 @@ function reasonsIn(g: WaitGroup, f: Found): WaitReason[] {
   // A copy of the right length (`new Array(n)` went to the runtime), then each call as its holder.
   const holders = HOLDERS.slice(0, holderCount) as unknown as WaitHolder[];
   for (let i = 0; i < holderCount; i++) holders[i] = holderOf(HOLDERS[i] as ScheduledCall);
+  const kg = g.group;
   const reason: WaitReason =
-    g.key === undefined
-      ? { kind: g.kind, limit: f.limit, inUse: f.inUse, holders }
-      : { kind: g.kind, key: g.key, limit: f.limit, inUse: f.inUse, holders };
+    kg !== undefined
+      ? kg.tool !== undefined
+        ? { kind: 'key', key: kg.key, pattern: kg.pattern, tool: kg.tool, limit: f.limit, inUse: f.inUse, holders }
+        : { kind: 'key', key: kg.key, pattern: kg.pattern, limit: f.limit, inUse: f.inUse, holders }
+      : g.key === undefined
+        ? { kind: g.kind, limit: f.limit, inUse: f.inUse, holders }
+        : { kind: g.kind, key: g.key, limit: f.limit, inUse: f.inUse, holders };
   return newLast(g, [reason]);
 }
 
@@ -258,6 +276,14 @@ function isStale(s: SchedulerState, g: WaitGroup): boolean {
     }
     case 'rate':
       return g.bucket === undefined || unitsAt(g.bucket, s.now) >= g.bucket.perMs;
+    case 'key': {
+      const u = l.inspect().keyUse.get(g.key as string);
+      return u === undefined || u.used < u.group.limit;
+    }
+    case 'backoff': {
+      const p = l.inspect().pauses.get(g.key as string);
+      return p === undefined || p.until <= s.now;
+    }
     default:
       return true;
   }
@@ -297,6 +323,30 @@ export function explain(s: SchedulerState, c: ScheduledCall): Found | undefined 
   // The per-run limit names no holders: they are the run's own running calls, there in its view.
   if (l.runFull(c.runId)) return counted(v, 'perRun', c.runId, v.limits.perRun as number, v.runningOf(c.runId), -1);
   if (l.toolFull(c.tool)) return counted(v, 'tool', c.tool, own(v.limits.tool, c.tool) as number, v.byTool.get(c.tool) ?? 0, -1);
+  if (v.pauses.size > 0) {
+    const p = l.pausedAt(c, s.now);
+    if (p) {
+      const id = pauseId(p.tool, p.key);
+      const reason: WaitReason = {
+        kind: 'backoff',
+        key: p.key === undefined ? p.tool : `${p.tool} ${p.key}`,
+        tool: p.tool,
+        until: p.until,
+        ...(p.status !== undefined ? { status: p.status } : {}),
+        holders: [],
+      };
+      return found('backoff', id, 0, 0, undefined, reason, undefined);
+    }
+  }
+  const groups = v.groupsOf(c);
+  for (let k = 0; k < groups.length; k++) {
+    const g = groups[k] as KeyGroup;
+    const u = v.keyUse.get(g.id);
+    if (u === undefined || u.used < g.limit) continue;
+    const f = counted(v, 'key', g.id, g.limit, u.used, -1);
+    f.group = g;
+    return f;
+  }
   const resources = v.resourcesOf(c);
   for (let k = 0; k < resources.length; k++) {
     const i = resources[k] as number;
@@ -353,6 +403,8 @@ function holds(kind: WaitKind, key: string, index: number, h: Holder): boolean {
       return h.tool === key;
     case 'resource':
       return h.resourceLimits?.includes(index) === true;
+    case 'key':
+      return h.groups?.some((g) => g.id === key) === true;
     default:
       return false;
   }
@@ -374,6 +426,7 @@ function found(
   f.inUse = inUse;
   f.index = -1;
   f.bucket = bucket;
+  f.group = undefined;
   f.reason = reason;
   f.watch = watch;
   return f;

@@ -49,8 +49,10 @@ export type WaitHolderView = Omit<WaitHolder, 'since'> & {
     since: string;
 };
 /** A `WaitReason` as the run's view shows it: its times as ISO text. */
-export type WaitingView = Omit<WaitReason, 'retryAt' | 'holders' | 'queuedBehind'> & {
+export type WaitingView = Omit<WaitReason, 'retryAt' | 'until' | 'holders' | 'queuedBehind'> & {
     retryAt?: string;
+    /** `backoff`: when the pause ends. */
+    until?: string;
     holders: WaitHolderView[];
     queuedBehind?: WaitHolderView[];
 };
@@ -67,6 +69,8 @@ export interface RunView {
     replanContext?: ReplanContext;
     /** A streamed run: `open` until it is sealed. */
     stream?: 'open' | 'sealed';
+    /** 1 (most urgent) to 5, when the submission gave one (DESIGN §4); none means 3. */
+    priority?: number;
 }
 /** A call that waits for its agent's result (DESIGN §17): an item of `GET /v1/runs/{id}/work`. */
 export interface WorkItem {

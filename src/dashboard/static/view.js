@@ -34,6 +34,7 @@ export class RunProjection {
             calls: [],
             diagnostics: [],
             ...(d.open ? { stream: 'open' } : {}),
+            ...(d.priority !== undefined ? { priority: d.priority } : {}),
         };
         this.addCalls(d.calls);
     }
@@ -230,10 +231,12 @@ function applyCallEvent(c, e) {
     }
 }
 function waitingView(w) {
-    const { retryAt, holders, queuedBehind, ...rest } = w;
+    const { retryAt, until, holders, queuedBehind, ...rest } = w;
     const v = { ...rest, holders: holders.map(holderView) };
     if (retryAt !== undefined)
         v.retryAt = iso(retryAt);
+    if (until !== undefined)
+        v.until = iso(until);
     if (queuedBehind !== undefined)
         v.queuedBehind = queuedBehind.map(holderView);
     return v;

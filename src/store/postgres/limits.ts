@@ -13,7 +13,7 @@ export const LIMITS_SQL = `
   WITH now AS (SELECT toolgraph_now() AS t)
   SELECT (SELECT t FROM now) AS now,
     (SELECT coalesce(json_agg(x ORDER BY x.since, x.run_id, x.call_id), '[]'::json) FROM (
-       SELECT p.run_id, p.call_id, p.tenant, p.tool, p.domain, p.reads, p.writes, p.since FROM permits p
+       SELECT p.run_id, p.call_id, p.tenant, p.tool, p.domain, p.reads, p.writes, p.since, p.per_key FROM permits p
        JOIN replicas r ON r.instance = p.instance WHERE r.lease_until > (SELECT t FROM now)
        ORDER BY p.since, p.run_id, p.call_id LIMIT $2) x) AS permits,
     (SELECT coalesce(json_agg(b), '[]'::json) FROM rate_buckets b) AS buckets,

@@ -41,6 +41,46 @@ export interface PermitRow {
   reads: string;
   writes: string;
   since: number;
+  /** A tool's keyed concurrency: the call's expanded `per` key. */
+  per_key?: string | null;
+}
+
+/** A tool paused by backpressure (DESIGN §4; migration 0005): `key` '' for the whole tool. */
+export interface PauseRow {
+  tool: string;
+  key: string;
+  /** The database's clock (ms). */
+  until: number;
+  status: number | null;
+}
+
+/**
+ * Records a pause (a later `until` wins) and tells every replica (`toolgraph_pauses`, payload
+ * `{ tool, key, ms, status }`: how long it still holds, so that clocks need not agree).
+ */
+export async function writePause(pool: pg.Pool, p: { tool: string; key: string; ms: number; status: number | null }): Promise<void> {
+  await pool.query(
+    `WITH w AS (
+       INSERT INTO tool_pauses AS t (tool, key, until, status) VALUES ($1, $2, toolgraph_now() + $3, $4)
+       ON CONFLICT (tool, key) DO UPDATE SET until = GREATEST(t.until, excluded.until),
+         status = CASE WHEN excluded.until > t.until THEN excluded.status ELSE t.status END
+       RETURNING until - toolgraph_now() AS ms, status)
+     SELECT pg_notify('toolgraph_pauses', json_build_object('tool', $1::text, 'key', $2::text, 'ms', w.ms, 'status', w.status)::text) FROM w`,
+    [p.tool, p.key, Math.max(0, Math.round(p.ms)), p.status],
+  );
+}
+
+/** The pauses in force, with how long each still holds (ms). */
+export async function pausesNow(pool: pg.Pool): Promise<{ tool: string; key: string; ms: number; status: number | null }[]> {
+  const r = await pool.query<{ tool: string; key: string; ms: string; status: number | null }>(
+    `SELECT tool, key, until - toolgraph_now() AS ms, status FROM tool_pauses WHERE until > toolgraph_now() ORDER BY tool, key LIMIT 10000`,
+  );
+  return r.rows.map((x) => ({ tool: x.tool, key: x.key, ms: Number(x.ms), status: x.status }));
+}
+
+/** Deletes pauses that ended. */
+export async function sweepPauses(pool: pg.Pool): Promise<number> {
+  return (await pool.query(`DELETE FROM tool_pauses WHERE until <= toolgraph_now()`)).rowCount ?? 0;
 }
 
 /** A granted permit to record: the call's ask, the counter keys and lock nodes it took. */
@@ -70,14 +110,21 @@ export class PermitTx {
    * Begins the transaction, and says the database's clock and whether `instance`'s lease holds (its
    * row held `FOR KEY SHARE` until commit, so that it is not freed meanwhile): one round trip.
    */
-  async begin(instance: string): Promise<{ now: number; alive: boolean }> {
+  async begin(instance: string, tools: readonly string[] = []): Promise<{ now: number; alive: boolean; pauses: PauseRow[] }> {
+    const list = tools.length > 0 ? tools.map((t) => this.client.escapeLiteral(t)).join(', ') : 'NULL';
     const results = (await this.client.query(
       `BEGIN; SELECT toolgraph_now() AS now,
          (SELECT lease_until > toolgraph_now() FROM replicas WHERE instance = ${this.client.escapeLiteral(instance)} AND NOT permits_freed
-          FOR KEY SHARE) AS alive`,
-    )) as unknown as pg.QueryResult<{ now: string; alive: boolean | null }>[];
+          FOR KEY SHARE) AS alive,
+         (SELECT coalesce(json_agg(json_build_object('tool', tool, 'key', key, 'until', until, 'status', status)), '[]'::json)
+          FROM tool_pauses WHERE tool IN (${list}) AND until > toolgraph_now()) AS pauses`,
+    )) as unknown as pg.QueryResult<{ now: string; alive: boolean | null; pauses: PauseRow[] }>[];
     const row = results[1]?.rows[0];
-    return { now: Number(row?.now), alive: row?.alive === true };
+    return {
+      now: Number(row?.now),
+      alive: row?.alive === true,
+      pauses: (row?.pauses ?? []).map((p) => ({ ...p, until: Number(p.until) })),
+    };
   }
 
   /** Locks the counters (sorted), creating those not there yet; their use now. */
@@ -172,15 +219,16 @@ export class PermitTx {
       list.map((x) => JSON.stringify(x.writes)),
       list.map((x) => pgArray(x.keys)),
       list.map((x) => pgArray(x.locks)),
+      list.map((x) => x.perKey ?? null),
     ];
     // One statement: the permits, and the increments of rows this transaction locked already.
     const r = await this.client.query<{ inserted: [string, string][] }>(
       `WITH ins AS (${INSERT_PERMITS} ON CONFLICT (run_id, call_id) DO NOTHING RETURNING run_id, call_id),
-       c AS (UPDATE permit_counts p SET in_use = p.in_use + u.d FROM unnest($12::text[], $13::int[]) AS u(k, d) WHERE p.key = u.k RETURNING 1),
+       c AS (UPDATE permit_counts p SET in_use = p.in_use + u.d FROM unnest($13::text[], $14::int[]) AS u(k, d) WHERE p.key = u.k RETURNING 1),
        l AS (UPDATE permit_locks p SET r = p.r + u.r, w = p.w + u.w, ir = p.ir + u.ir, iw = p.iw + u.iw
-             FROM unnest($14::text[], $15::text[], $16::int[], $17::int[], $18::int[], $19::int[]) AS u(d, n, r, w, ir, iw)
+             FROM unnest($15::text[], $16::text[], $17::int[], $18::int[], $19::int[], $20::int[]) AS u(d, n, r, w, ir, iw)
              WHERE p.domain = u.d AND p.node = u.n RETURNING 1),
-       b AS (UPDATE rate_buckets b SET units = u.units, last = u.last FROM unnest($20::text[], $21::int8[], $22::int8[]) AS u(name, units, last)
+       b AS (UPDATE rate_buckets b SET units = u.units, last = u.last FROM unnest($21::text[], $22::int8[], $23::int8[]) AS u(name, units, last)
              WHERE b.name = u.name RETURNING 1)
        SELECT (SELECT count(*) FROM c) AS c, (SELECT count(*) FROM l) AS l, (SELECT count(*) FROM b) AS b,
          (SELECT coalesce(json_agg(json_build_array(run_id, call_id)), '[]'::json) FROM ins) AS inserted`,
@@ -215,10 +263,10 @@ export class PermitTx {
   }
 }
 
-const INSERT_PERMITS = `INSERT INTO permits (instance, run_id, call_id, tenant, tool, domain, reads, writes, since, keys, locks)
-  SELECT $1, u.run_id, u.call_id, u.tenant, u.tool, u.domain, u.reads, u.writes, $2, u.keys::text[], u.locks::text[]
-  FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[])
-    AS u(run_id, call_id, tenant, tool, domain, reads, writes, keys, locks)`;
+const INSERT_PERMITS = `INSERT INTO permits (instance, run_id, call_id, tenant, tool, domain, reads, writes, since, keys, locks, per_key)
+  SELECT $1, u.run_id, u.call_id, u.tenant, u.tool, u.domain, u.reads, u.writes, $2, u.keys::text[], u.locks::text[], u.per_key
+  FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[])
+    AS u(run_id, call_id, tenant, tool, domain, reads, writes, keys, locks, per_key)`;
 
 /** Runs `fn` as one transaction, begun by `PermitTx.begin`; rolls back when it throws. */
 export async function withAsk<T>(pool: pg.Pool, fn: (tx: PermitTx) => Promise<T>): Promise<T> {
@@ -241,7 +289,7 @@ export async function withAsk<T>(pool: pg.Pool, fn: (tx: PermitTx) => Promise<T>
 export async function holdersOfKey(pool: pg.Pool, key: string, max: number): Promise<PermitRow[]> {
   return (
     await pool.query<PermitRow>(
-      `SELECT run_id, call_id, tenant, tool, domain, reads, writes, since FROM permits WHERE keys @> ARRAY[$1::text]
+      `SELECT run_id, call_id, tenant, tool, domain, reads, writes, since, per_key FROM permits WHERE keys @> ARRAY[$1::text]
        ORDER BY since, run_id, call_id LIMIT $2`,
       [key, max],
     )
