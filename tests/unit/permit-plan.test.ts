@@ -6,6 +6,8 @@
  * for itself, and the ask's lock waiters served first come, first served. A property test checks the
  * lock decisions against the core limiter's (`clash`) on random keys. Across asks, a lock waiter's marks
  * keep later conflicting calls behind it (first come, first served), until it starts or stops asking.
+ * A counter's most urgent waiter (priority with aging, then readiness) keeps the counter's last place
+ * across asks (permit-priority.ts).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -22,6 +24,7 @@ import {
   type Claim,
   type Rates,
 } from '../../src/cluster/permit-plan.js';
+import { CounterQueue, type CounterMark } from '../../src/cluster/permit-priority.js';
 import { LockQueue, type NodeMarks } from '../../src/cluster/permit-waits.js';
 import { clash } from '../../src/core/limits.js';
 import { key } from '../../src/core/resources.js';
@@ -345,5 +348,83 @@ limits:
     expect(d.decisions.map((x) => x.granted)).toEqual([true, false, true]);
     const refused = d.decisions[1];
     expect(refused).toMatchObject({ granted: false, reason: 'key', inUse: 1, counter: { name: 'acme/web', group: { tool: 'push' } } });
+  });
+});
+
+describe('priority across asks (permit-priority.ts): a counter keeps places for its most urgent waiters', () => {
+  /** Asks of one "database": the counter rows and their marks persist between asks, on a virtual clock. */
+  function cluster(agingMs = 10_000) {
+    const rows = empty();
+    const marks = new Map<string, CounterMark[]>();
+    let now = 1_000_000;
+    return {
+      ask(rs: PermitRequest[]) {
+        const q = new CounterQueue(marks, now, 3000, agingMs);
+        const d = decide(rs.map(claim), rows, NO_RATES, undefined, undefined, undefined, q);
+        return d.decisions.map((x) => (x.granted ? 'yes' : 'behind' in x && x.behind ? `behind ${x.behind.run}` : x.reason));
+      },
+      release(key: string) {
+        rows.counters.set(key, (rows.counters.get(key) ?? 1) - 1);
+      },
+      tick(ms: number) {
+        now += ms;
+      },
+    };
+  }
+  // A tenant of its own per run: only the tool's counter (t: 2) is contended.
+  const t = (runId: string, o: Partial<PermitRequest> = {}) => req(runId, { tool: 't', tenant: runId, ...o });
+
+  it('an urgent call asked after less urgent ones wait gets the freed place first, whoever asks first', () => {
+    const c = cluster();
+    expect(c.ask([t('held1'), t('held2')])).toEqual(['yes', 'yes']); // tool t: 2, both places taken
+    expect(c.ask([t('bg', { priority: 5, readyMs: 500 })])).toEqual(['tool']); // replica A's background call
+    expect(c.ask([t('urgent', { priority: 1 })])).toEqual(['tool']); // replica B's urgent call, later
+    c.release('tool:t');
+    // A asks first when the place frees: its background call leaves it to the urgent one.
+    expect(c.ask([t('bg', { priority: 5, readyMs: 600 })])).toEqual(['behind urgent']);
+    expect(c.ask([t('urgent', { priority: 1, readyMs: 100 })])).toEqual(['yes']);
+    // The urgent one started: its mark went, and the background call is next.
+    c.release('tool:t');
+    expect(c.ask([t('newcomer', { priority: 5 })])).toEqual(['behind bg']); // as urgent, but ready later
+    expect(c.ask([t('bg', { priority: 5, readyMs: 700 })])).toEqual(['yes']);
+  });
+
+  it('never exceeded and reached: with room for two, a less urgent call takes one place and leaves the other', () => {
+    const c = cluster();
+    expect(c.ask([t('h1'), t('h2')])).toEqual(['yes', 'yes']);
+    expect(c.ask([t('urgent', { priority: 1 })])).toEqual(['tool']);
+    c.release('tool:t');
+    c.release('tool:t');
+    expect(c.ask([t('bg1', { priority: 5 }), t('bg2', { priority: 5 })])).toEqual(['yes', 'behind urgent']);
+    expect(c.ask([t('urgent', { priority: 1 })])).toEqual(['yes']);
+    expect(c.ask([t('bg2', { priority: 5 })])).toEqual(['tool']);
+  });
+
+  it('aging: a priority-5 call that has waited 4 aging periods goes before a priority-1 call that has just come', () => {
+    const c = cluster(1000);
+    expect(c.ask([t('h1'), t('h2')])).toEqual(['yes', 'yes']);
+    expect(c.ask([t('old', { priority: 5 })])).toEqual(['tool']);
+    c.tick(2000);
+    expect(c.ask([t('old', { priority: 5, readyMs: 2000 })])).toEqual(['tool']); // it asks again while it waits
+    c.tick(2000);
+    // Refused for the tool's capacity, and told that the old one is ahead of it.
+    expect(c.ask([t('fresh', { priority: 1 })])).toEqual(['behind old']);
+    c.release('tool:t');
+    expect(c.ask([t('fresh', { priority: 1 })])).toEqual(['behind old']);
+    expect(c.ask([t('old', { priority: 5, readyMs: 4000 })])).toEqual(['yes']);
+  });
+
+  it('a mark lapses when its waiter stops asking; equal levels go by when the run became ready', () => {
+    const c = cluster();
+    expect(c.ask([t('h1'), t('h2')])).toEqual(['yes', 'yes']);
+    expect(c.ask([t('gone', { priority: 1 })])).toEqual(['tool']);
+    c.release('tool:t');
+    expect(c.ask([t('bg', { priority: 5 })])).toEqual(['behind gone']);
+    c.tick(3001);
+    expect(c.ask([t('bg', { priority: 5 })])).toEqual(['yes']);
+    expect(c.ask([t('young', { readyMs: 10 })])).toEqual(['tool']);
+    expect(c.ask([t('older', { readyMs: 500 })])).toEqual(['tool']);
+    c.release('tool:t');
+    expect(c.ask([t('young', { readyMs: 20 })])).toEqual(['behind older']);
   });
 });

@@ -1,4 +1,4 @@
--- 0006 (PostgreSQL): one run per key across replicas (DESIGN §4, §12).
+-- 0006 (PostgreSQL): flow control across replicas, exact (DESIGN §4, §12): one run per key, and priority.
 --
 -- A submission with a `concurrencyKey` takes a claim of its (tenant, key) in one transaction under an
 -- advisory lock of the pair (store/postgres/run-keys.ts), after reading the claims before it; so two
@@ -15,3 +15,8 @@ CREATE TABLE run_key_claims (
   at       BIGINT NOT NULL  -- the database's clock, ms (toolgraph_now())
 );
 CREATE INDEX run_key_claims_key ON run_key_claims (tenant, key, seq);
+
+-- Priority across replicas (DESIGN §4, §12; cluster/permit-priority.ts): the most urgent call that waits
+-- for a counter, on any replica, as JSON (its run, call, priority, when its run became ready, until when
+-- the mark holds). A less urgent call is granted only if the counter has room for it and for this one.
+ALTER TABLE permit_counts ADD COLUMN waiter TEXT;
