@@ -52,7 +52,6 @@ describe('priority across replicas', () => {
   }
 
   /** The run's call's wait, once the cluster has refused it (its owner, replica `i`, says so). */
-  // biome-ignore lint/suspicious/noExplicitAny: a view read as JSON
   function waiting(i: number, runId: string): Promise<any> {
     return until(`${runId} to wait for the tool`, async () => {
       const v = (await c.request(i, 'GET', `/v1/runs/${runId}`)).body;
