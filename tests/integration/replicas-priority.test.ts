@@ -12,7 +12,8 @@
  *   priority-1 run that came after it on replica 1, though replica 1 asks first (the place it frees is
  *   handed to its own waiting call before replica 0 hears of it). Which waiter a refusal names
  *   (`queuedBehind`) is checked in tests/unit/permit-plan.test.ts.
- * Never exceeded (one at a time) and reached (every run ran) in both.
+ * Never exceeded (one at a time) and reached (every run ran) in both. And `queueTimeoutMs` holds when
+ * the place is held on another replica: the waiting call fails `queue_timeout`, never sent.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { maxOverlap, startCluster, type TestCluster } from '../helpers/replicas.js';
@@ -27,8 +28,13 @@ tools:
     reads: []
     writes: []
     executor: { kind: http, url: "${toolUrl}/one" }
+  - name: quick
+    reads: []
+    writes: []
+    queueTimeoutMs: 500
+    executor: { kind: http, url: "${toolUrl}/quick" }
 limits:
-  tool: { one: 1 }
+  tool: { one: 1, quick: 1 }
   priorityAgingMs: ${AGING_MS}
 defaults:
   failure: partial
@@ -106,4 +112,15 @@ describe('priority across replicas', () => {
     expect(f!.start).toBeGreaterThanOrEqual(o!.end as number);
     expect(maxOverlap([...c.tools.of(block), o!, f!])).toBe(1);
   }, 90_000);
+
+  it('queue_timeout across replicas: a call held back by a place another replica holds fails queue_timeout, never sent', async () => {
+    const held = await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'quick', args: { hold: true, t: 'qt-hold' } }] });
+    await until('the place to be taken', () => c.tools.of(held.body.id)[0]);
+    const late = await c.request(1, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'quick', args: { t: 'qt-late' } }] });
+    const ended = await c.ended(1, late.body.id);
+    expect(ended.calls[0]).toMatchObject({ status: 'failed', error: { code: 'queue_timeout' } });
+    expect(c.tools.of(late.body.id)).toHaveLength(0);
+    c.tools.release((a) => a.runId === held.body.id);
+    expect((await c.ended(0, held.body.id)).status).toBe('succeeded');
+  }, 60_000);
 });
