@@ -76,7 +76,7 @@ export type Decision =
       reason: 'tenant' | 'tool' | 'resource' | 'key';
       counter: Counter;
       inUse: number;
-      /** The most urgent waiter of another call that waits for the counter too (of any replica), if more urgent than this one. */
+      /** The counter had room, but it is kept for more urgent waiters (of any replica): the first of them. */
       behind?: CounterMark;
     }
   | { granted: false; reason: 'rate'; wakeAt?: number; why?: WaitReason }
@@ -262,12 +262,12 @@ export function decide(
     if (pause) return { granted: false, reason: 'backoff', pause };
     for (const k of c.counters) {
       const inUse = rows.counters.get(k.key) ?? 0;
-      // Places are kept for the more urgent waiters (of any replica); a refusal names the first of them.
-      const ahead = inUse + 1 > k.cap || counterQueue === undefined ? undefined : counterQueue.ahead(c.request, k.key);
-      if (inUse + 1 > k.cap || (ahead !== undefined && inUse + 1 + ahead.length > k.cap)) {
-        const first = (ahead ?? counterQueue?.ahead(c.request, k.key))?.[0];
-        return { granted: false, reason: k.kind, counter: k, inUse, ...(first ? { behind: first } : {}) };
-      }
+      if (inUse + 1 > k.cap) return { granted: false, reason: k.kind, counter: k, inUse };
+      // The places left are kept for the more urgent waiters (of any replica): a refusal for that names
+      // the first of them (one for a full counter names its holders, as always).
+      const ahead = counterQueue?.ahead(c.request, k.key);
+      if (ahead && ahead.length > 0 && inUse + 1 + ahead.length > k.cap)
+        return { granted: false, reason: k.kind, counter: k, inUse, behind: ahead[0] as CounterMark };
     }
     if (c.rated) {
       const r = rates.check(c.holder);

@@ -53,13 +53,13 @@ export class CounterQueue {
   ahead(r: PermitRequest, counter: string): CounterMark[] {
     const list = this.marks.get(counter);
     if (!list || list.length === 0) return [];
-    const mine = this.markOf(r);
+    const mine = this.markOf(r, list);
     return list.filter((m) => m.until > this.now && !(m.run === r.runId && m.call === r.callId) && this.before(m, mine));
   }
 
   /** `r` was refused by `counter`: it takes (or refreshes) its place among the counter's waiters. */
   waiting(r: PermitRequest, counter: string): void {
-    const mark = this.markOf(r);
+    const mark = this.markOf(r, this.marks.get(counter));
     const list = (this.marks.get(counter) ?? []).filter((m) => m.until > this.now && !(m.run === mark.run && m.call === mark.call));
     list.push(mark);
     list.sort((a, b) => (this.before(a, b) ? -1 : 1));
@@ -98,13 +98,17 @@ export class CounterQueue {
     return a.run + a.call < b.run + b.call;
   }
 
-  private markOf(r: PermitRequest): CounterMark {
+  /** `r`'s mark now; its place in line never moves back (a live mark of it on the counter keeps its `readyAt`). */
+  private markOf(r: PermitRequest, list?: readonly CounterMark[]): CounterMark {
+    let readyAt = this.now - Math.max(0, r.readyMs ?? 0);
+    const old = list?.find((m) => m.run === r.runId && m.call === r.callId && m.until > this.now);
+    if (old && old.readyAt < readyAt) readyAt = old.readyAt;
     return {
       run: r.runId,
       call: r.callId,
       tenant: r.tenant,
       priority: r.priority ?? DEFAULT_PRIORITY,
-      readyAt: this.now - Math.max(0, r.readyMs ?? 0),
+      readyAt,
       until: this.now + this.ttlMs,
     };
   }

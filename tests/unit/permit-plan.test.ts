@@ -407,8 +407,7 @@ describe('priority across asks (permit-priority.ts): a counter keeps places for 
     c.tick(2000);
     expect(c.ask([t('old', { priority: 5, readyMs: 2000 })])).toEqual(['tool']); // it asks again while it waits
     c.tick(2000);
-    // Refused for the tool's capacity, and told that the old one is ahead of it.
-    expect(c.ask([t('fresh', { priority: 1 })])).toEqual(['behind old']);
+    expect(c.ask([t('fresh', { priority: 1 })])).toEqual(['tool']); // full: it waits for the holders
     c.release('tool:t');
     expect(c.ask([t('fresh', { priority: 1 })])).toEqual(['behind old']);
     expect(c.ask([t('old', { priority: 5, readyMs: 4000 })])).toEqual(['yes']);
@@ -426,5 +425,16 @@ describe('priority across asks (permit-priority.ts): a counter keeps places for 
     expect(c.ask([t('older', { readyMs: 500 })])).toEqual(['tool']);
     c.release('tool:t');
     expect(c.ask([t('young', { readyMs: 20 })])).toEqual(['behind older']);
+  });
+
+  it('a waiter that asks again keeps its place in line, whatever readyMs it says', () => {
+    const c = cluster();
+    expect(c.ask([t('h1'), t('h2')])).toEqual(['yes', 'yes']);
+    expect(c.ask([t('first'), t('second')])).toEqual(['tool', 'tool']);
+    c.tick(1000);
+    expect(c.ask([t('first')])).toEqual(['tool']); // asks again, later, saying it has just become ready
+    c.release('tool:t');
+    expect(c.ask([t('second')])).toEqual(['behind first']);
+    expect(c.ask([t('first')])).toEqual(['yes']);
   });
 });
