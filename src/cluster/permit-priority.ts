@@ -8,8 +8,11 @@
  * priority less one per `agingMs` it has waited, at least 1; computed when compared, so it ages while it
  * waits), then the run that became ready first. Each row keeps its most urgent waiters
  * (`MAX_COUNTER_WAITERS`), in that order; a call is granted only if the counter has room for it and for
- * every live waiter of another call more urgent than it. So the most urgent waiter is only ever made to
- * wait by running calls: once one ends, it starts, whichever replica asks first.
+ * every live waiter of another call that precedes it: of a lower level, or of the same level and ready
+ * at least one aging period earlier (`precedes`). So the most urgent waiter is only ever made to wait by
+ * running calls and by calls as urgent as it: once one ends, it starts, whichever replica asks first. Within a level, calls
+ * that became ready about together take places as they ask (the order in which replicas ask), which costs
+ * no hand-off to one replica in particular; one that has waited a period longer goes first.
  *
  * Pure, like permit-waits.ts (the lock queue): the marks are those of the counter rows the ask locked,
  * and the changed ones are written back with it. An ask for a counter with no mark reads the mark with
@@ -54,7 +57,19 @@ export class CounterQueue {
     const list = this.marks.get(counter);
     if (!list || list.length === 0) return [];
     const mine = this.markOf(r, list);
-    return list.filter((m) => m.until > this.now && !(m.run === r.runId && m.call === r.callId) && this.before(m, mine));
+    return list.filter((m) => m.until > this.now && !(m.run === r.runId && m.call === r.callId) && this.precedes(m, mine));
+  }
+
+  /**
+   * Whether waiter `a` has a place kept before `b`: a lower level, or the same level and ready at least
+   * one aging period earlier. Calls of one level that became ready about together take free places as
+   * they ask (no hand-off waits for one replica in particular), and one that has waited a period longer
+   * than the others is not passed by them.
+   */
+  private precedes(a: CounterMark, b: CounterMark): boolean {
+    const la = this.levelOf(a);
+    const lb = this.levelOf(b);
+    return la !== lb ? la < lb : b.readyAt - a.readyAt >= this.agingMs;
   }
 
   /** `r` was refused by `counter`: it takes (or refreshes) its place among the counter's waiters. */

@@ -201,7 +201,7 @@ export class ClusterPermits implements PermitGate {
   private async run(): Promise<void> {
     if (this.running) return;
     this.running = true;
-    /** Permits were given back quietly: other replicas are told once this replica's next ask is done. */
+    /** Permits were given back quietly: other replicas are told once this replica's next ask holds its counters. */
     let untold = false;
     try {
       for (let op = this.ops.shift(); op; op = this.ops.shift()) {
@@ -219,7 +219,15 @@ export class ClusterPermits implements PermitGate {
         } else {
           const started = performance.now();
           try {
-            const { answers, tokenInMs } = await this.take(op.requests);
+            // Told once this ask holds its counters: the others' asks then queue behind it on those rows,
+            // their way here (the notification, their turn) overlapping with it.
+            const told = untold
+              ? () => {
+                  untold = false;
+                  void this.tell();
+                }
+              : undefined;
+            const { answers, tokenInMs } = await this.take(op.requests, told);
             const n = answers.filter((a) => a.granted).length;
             this.stats?.asked(performance.now() - started, n, answers.length - n);
             if (n < answers.length) this.askAgainLater(tokenInMs);
@@ -270,7 +278,7 @@ export class ClusterPermits implements PermitGate {
    * Grants what fits, and says what refused the rest (their `waitingFor`); `tokenInMs`: when a rate
    * limit that refused one has a token again.
    */
-  private async take(requests: readonly PermitRequest[]): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
+  private async take(requests: readonly PermitRequest[], locked?: () => void): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
     const instance = this.instance();
     if (instance === undefined) return { answers: requests.map(() => REFUSED) };
     const claims = requests.map((r) => claimOf(r, this.limits, this.catalog));
@@ -281,6 +289,7 @@ export class ClusterPermits implements PermitGate {
       // (its lease watchdog ends its runs).
       if (!clock.alive) return undefined;
       const counters = await tx.lockCounters(toLock.counters);
+      locked?.();
       const counterMarks = counterMarksOf(counters.marks);
       const nodes = await tx.lockNodes(toLock.nodes, SEP);
       const rated = claims.filter((c) => c.rated);

@@ -383,10 +383,17 @@ describe('priority across asks (permit-priority.ts): a counter keeps places for 
     // A asks first when the place frees: its background call leaves it to the urgent one.
     expect(c.ask([t('bg', { priority: 5, readyMs: 600 })])).toEqual(['behind urgent']);
     expect(c.ask([t('urgent', { priority: 1, readyMs: 100 })])).toEqual(['yes']);
-    // The urgent one started: its mark went, and the background call is next.
+    // The urgent one started: its mark went. A call as urgent as the background one, ready about as
+    // early, takes the place as it asks; one ready an aging period later leaves it to the background call.
     c.release('tool:t');
-    expect(c.ask([t('newcomer', { priority: 5 })])).toEqual(['behind bg']); // as urgent, but ready later
-    expect(c.ask([t('bg', { priority: 5, readyMs: 700 })])).toEqual(['yes']);
+    expect(c.ask([t('late', { priority: 5, readyMs: 0 })])).toEqual(['yes']);
+    c.tick(2500);
+    expect(c.ask([t('bg', { priority: 5, readyMs: 3_100 })])).toEqual(['tool']); // asks again while it waits
+    c.tick(7500);
+    expect(c.ask([t('bg', { priority: 5, readyMs: 10_600 })])).toEqual(['tool']);
+    c.release('tool:t');
+    expect(c.ask([t('newcomer', { priority: 4 })])).toEqual(['behind bg']); // level 4, like bg's aged one, but ready 10 s later
+    expect(c.ask([t('bg', { priority: 5, readyMs: 10_700 })])).toEqual(['yes']);
   });
 
   it('never exceeded and reached: with room for two, a less urgent call takes one place and leaves the other', () => {
@@ -421,16 +428,21 @@ describe('priority across asks (permit-priority.ts): a counter keeps places for 
     expect(c.ask([t('bg', { priority: 5 })])).toEqual(['behind gone']);
     c.tick(3001);
     expect(c.ask([t('bg', { priority: 5 })])).toEqual(['yes']);
-    expect(c.ask([t('young', { readyMs: 10 })])).toEqual(['tool']);
-    expect(c.ask([t('older', { readyMs: 500 })])).toEqual(['tool']);
+    expect(c.ask([t('young', { priority: 1, readyMs: 10 })])).toEqual(['tool']);
+    expect(c.ask([t('older', { priority: 1, readyMs: 10_500 })])).toEqual(['tool']);
+    expect(c.ask([t('near', { priority: 1, readyMs: 5_000 })])).toEqual(['tool']);
     c.release('tool:t');
-    expect(c.ask([t('young', { readyMs: 20 })])).toEqual(['behind older']);
+    // Same level: ready an aging period earlier goes first; ready less than a period earlier does not.
+    expect(c.ask([t('young', { priority: 1, readyMs: 20 })])).toEqual(['behind older']);
+    expect(c.ask([t('near', { priority: 1, readyMs: 5_010 })])).toEqual(['yes']);
+    c.release('tool:t');
+    expect(c.ask([t('older', { priority: 1, readyMs: 10_510 })])).toEqual(['yes']);
   });
 
   it('a waiter that asks again keeps its place in line, whatever readyMs it says', () => {
-    const c = cluster();
+    const c = cluster(500);
     expect(c.ask([t('h1'), t('h2')])).toEqual(['yes', 'yes']);
-    expect(c.ask([t('first'), t('second')])).toEqual(['tool', 'tool']);
+    expect(c.ask([t('first', { readyMs: 600 }), t('second')])).toEqual(['tool', 'tool']);
     c.tick(1000);
     expect(c.ask([t('first')])).toEqual(['tool']); // asks again, later, saying it has just become ready
     c.release('tool:t');
