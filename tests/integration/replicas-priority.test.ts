@@ -13,7 +13,8 @@
  *   handed to its own waiting call before replica 0 hears of it). Which waiter a refusal names
  *   (`queuedBehind`) is checked in tests/unit/permit-plan.test.ts.
  * Never exceeded (one at a time) and reached (every run ran) in both. And `queueTimeoutMs` holds when
- * the place is held on another replica: the waiting call fails `queue_timeout`, never sent.
+ * the place is held on another replica: the waiting call fails `queue_timeout`, never sent — also after
+ * a kill -9 of its run's owner (the replica that takes the run over times it out).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { maxOverlap, startCluster, type TestCluster } from '../helpers/replicas.js';
@@ -33,8 +34,13 @@ tools:
     writes: []
     queueTimeoutMs: 500
     executor: { kind: http, url: "${toolUrl}/quick" }
+  - name: patient
+    reads: []
+    writes: []
+    queueTimeoutMs: 6000
+    executor: { kind: http, url: "${toolUrl}/patient" }
 limits:
-  tool: { one: 1, quick: 1 }
+  tool: { one: 1, quick: 1, patient: 1 }
   priorityAgingMs: ${AGING_MS}
 defaults:
   failure: partial
@@ -123,4 +129,20 @@ describe('priority across replicas', () => {
     c.tools.release((a) => a.runId === held.body.id);
     expect((await c.ended(0, held.body.id)).status).toBe('succeeded');
   }, 60_000);
+
+  it('queue_timeout after kill -9 of the owner: the run taken over still times its waiting call out, never sent', async () => {
+    const held = await c.request(1, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'patient', args: { hold: true, t: 'kill-hold' } }] });
+    await until('the place to be taken', () => c.tools.of(held.body.id)[0]);
+    const run = await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'a', tool: 'patient', args: { t: 'kill-late' } }] });
+    await until('its call to wait', async () => {
+      const v = (await c.request(0, 'GET', `/v1/runs/${run.body.id}`)).body;
+      return v.calls[0]?.waitingFor?.length ? true : undefined;
+    });
+    await c.replicas[0]?.kill9();
+    const ended = await c.ended(1, run.body.id, 40_000);
+    expect(ended.calls[0]).toMatchObject({ status: 'failed', error: { code: 'queue_timeout' } });
+    expect(c.tools.of(run.body.id)).toHaveLength(0);
+    c.tools.release((a) => a.runId === held.body.id);
+    expect((await c.ended(1, held.body.id)).status).toBe('succeeded');
+  }, 90_000);
 });
