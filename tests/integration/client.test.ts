@@ -70,6 +70,9 @@ describe('ToolgraphClient', () => {
     expect(err).toMatchObject({ status: 403, code: 'priority_not_allowed', details: { maxPriority: 2, priority: 1 } });
     const run = await tg.submit({ calls: [{ id: 'e', tool: 'echo', args: {} }], priority: 2 }, { wait: true });
     expect(run).toMatchObject({ status: 'succeeded', priority: 2 });
+    // The same batch planned: what only a run has is left out of the plan's request.
+    const plan = await tg.plan({ calls: [{ id: 'e', tool: 'echo', args: {} }], priority: 2, concurrencyKey: 'k' });
+    expect(plan.generations).toEqual([['e']]);
   });
 
   it('resumes an event stream after the connection is cut: every event once, in order', async () => {
