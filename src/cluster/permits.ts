@@ -297,7 +297,7 @@ export class ClusterPermits implements PermitGate {
       const run = (mine?: ReadonlyMap<string, readonly string[]>) => {
         const rates = rated.length > 0 ? new ClusterRates(this.limits, buckets, clock.now) : undefined;
         const since = new Map(this.waitingSince);
-        const queue = new LockQueue(marksOf(nodes.marks), clock.now, this.retryMs * 3, since);
+        const queue = new LockQueue(marksOf(nodes.marks), clock.now, this.retryMs * 3, since, this.agingMs);
         const rows = { counters: new Map(counters.counts), nodes: copyNodes(nodes.counts) };
         const urgent = new CounterQueue(new Map([...counterMarks].map(([k, l]) => [k, [...l]])), clock.now, this.retryMs * 3, this.agingMs);
         const decided = decide(claims, rows, rates ?? NO_RATES, mine, queue, pausedIn(clock.pauses), urgent);

@@ -304,6 +304,22 @@ describe('first come, first served across asks (permit-waits.ts)', () => {
     expect(b.ask(3000, [reader])).toEqual(['yes']);
   });
 
+  it('a more urgent waiter goes before older ones of a less urgent run (priority), and waits behind more urgent ones', () => {
+    const a = asker();
+    const held = claim(req('h', { domain, writes: ['file:/x'] }));
+    a.hold(held);
+    const background = claim(req('bg', { domain, reads: ['file:/x'], priority: 5 }));
+    const urgent = claim(req('urgent', { domain, writes: ['file:/x/y'], priority: 1 }));
+    const later = claim(req('later', { domain, reads: ['file:/x'], priority: 3 }));
+    expect(a.ask(0, [background])).toEqual(['lock']);
+    expect(a.ask(5, [urgent])).toEqual(['lock']);
+    expect(a.ask(6, [later])).toEqual(['lock']);
+    a.free(held);
+    // The background reader asks first: it waits behind the urgent writer, though it waited longer.
+    expect(a.ask(10, [background, later])).toEqual(['behind urgent', 'behind urgent']);
+    expect(a.ask(11, [urgent])).toEqual(['yes']);
+  });
+
   it('a run never waits behind its own waiting call', () => {
     const a = asker();
     a.hold(claim(req('h', { domain, reads: ['file:/x'] })));
