@@ -13,9 +13,11 @@
  *   limits-view.ts    `GET /v1/limits` across the cluster: permits and every replica's waiters
  *
  * Ownership: the replica that accepts a run owns it (its `run.created` is written with it as owner).
- * Every `scanMs`, each replica takes over the runs whose owner's lease ended (`FOR UPDATE SKIP LOCKED`,
- * so two replicas never take the same run) and resumes them from the store exactly as a restart does
- * (DESIGN §8); their pending commands follow them. So a run is taken over within `leaseMs + scanMs`.
+ * Every `scanMs`, each replica takes over the runs whose owner's lease ended (takeover.ts: claimed in
+ * batches with `FOR UPDATE SKIP LOCKED`, so two replicas never take the same run and live replicas
+ * share the work; `store.takeoverConcurrency` resumes at once) and resumes them from the store exactly
+ * as a restart does (DESIGN §8); their pending commands follow them. So a run is taken over within
+ * `leaseMs + scanMs`, plus the time to resume the runs claimed before it.
  *
  * When this replica loses its lease (paused, cut off from the database), its engine drops every run
  * (the store's fence refuses anything more of them anyway), gives its permits up, and the replica joins
@@ -27,6 +29,7 @@ import type { LimitInUse, WaitCounts } from '../core/scheduler.js';
 import type { Engine } from '../engine/engine.js';
 import { isUnavailableError, StoreError } from '../store/errors.js';
 import type { PostgresStore } from '../store/postgres.js';
+import { claimOrphans, ownedUnfinished } from '../store/postgres/takeover.js';
 import { Admissions } from './admissions.js';
 import { Commands, type CommandHandler } from './commands.js';
 import { EventFeed } from './feed.js';
@@ -34,6 +37,7 @@ import { Lease } from './lease.js';
 import { Notifications } from './notifications.js';
 import { clusterLimits, LIMITS_SQL, MAX_PERMITS_READ, type LimitsRow } from './limits-view.js';
 import { ClusterPermits } from './permits.js';
+import { takeOver } from './takeover.js';
 import { WaitPublisher } from './wait-summary.js';
 
 export type { CommandAnswer, CommandHandler } from './commands.js';
@@ -91,6 +95,7 @@ export class Cluster {
   readonly waits: WaitPublisher;
   readonly stats: ClusterStats = { takeovers: 0, leaseLosses: 0, renewMs: [], permitAsks: 0, permitRefusals: 0, permitAskMs: [] };
   private readonly scanMs: number;
+  private readonly takeoverConcurrency: number;
   private host: ClusterHost | undefined;
   private scanTimer: NodeJS.Timeout | undefined;
   private scanning: Promise<number> | undefined;
@@ -107,6 +112,7 @@ export class Cluster {
     this.logger = opts.logger;
     this.leaseMs = opts.config.store.leaseMs;
     this.scanMs = Math.min(1000, Math.max(100, Math.floor(this.leaseMs / 4)));
+    this.takeoverConcurrency = opts.config.store.takeoverConcurrency;
     const pool = opts.store.pool;
     const instance = () => this.lease.instance;
     this.notifications = new Notifications(opts.store.url);
@@ -258,51 +264,33 @@ export class Cluster {
     const me = this.lease.instance;
     const host = this.host;
     if (me === undefined || host === undefined || this.closed) return 0;
-    let claimed: string[];
-    let mine: string[];
     // Permits of instances whose lease ended are free again: whoever notices first gives them back.
     await this.permits
       .freeDead()
       .catch((err) => this.logger?.warn({ err: (err as Error).message }, 'could not free the permits of ended leases now'));
+    let own: string[];
     try {
-      claimed = (
-        await this.store.pool.query<{ id: string }>(
-          `WITH orphans AS (
-             SELECT r.id FROM runs r LEFT JOIN replicas p ON p.instance = r.owner
-             WHERE r.status IN ('queued', 'running', 'needs_replan') AND (r.owner IS NULL OR p.instance IS NULL OR p.lease_until <= toolgraph_now())
-             ORDER BY r.created_seq LIMIT 200 FOR UPDATE OF r SKIP LOCKED)
-           UPDATE runs SET owner = $1 FROM orphans WHERE runs.id = orphans.id RETURNING runs.id, runs.created_seq`,
-          [me],
-        )
-      ).rows
-        .sort((a, b) => (a as unknown as { created_seq: number }).created_seq - (b as unknown as { created_seq: number }).created_seq)
-        .map((r) => r.id);
-      mine = (
-        await this.store.pool.query<{ id: string }>(
-          `SELECT id FROM runs WHERE owner = $1 AND status IN ('queued', 'running', 'needs_replan') ORDER BY created_seq`,
-          [me],
-        )
-      ).rows.map((r) => r.id);
+      own = (await ownedUnfinished(this.store.pool, me)).filter((id) => !host.engine.knows(id));
     } catch {
       return 0;
     }
-    if (claimed.length > 0) this.logger?.info({ replica: this.name, runs: claimed.length }, 'took over runs whose owner is gone');
-    const toResume = [...new Set([...claimed, ...mine])].filter((id) => !host.engine.knows(id));
-    let resumed = 0;
-    for (const id of toResume) {
-      if (this.lease.instance !== me || this.closed) break;
-      try {
-        await host.resume(id);
-        resumed++;
-        if (claimed.includes(id)) this.stats.takeovers++;
-      } catch (err) {
-        this.logger?.warn({ runId: id, err: (err as Error).message }, 'could not resume a run now; the next scan tries again');
-        break;
-      }
-    }
-    // Their commands follow them, once they run here.
-    if (claimed.length > 0) await this.commands.retarget(claimed).catch(() => {});
-    return resumed;
+    const pass = await takeOver(
+      {
+        claim: (limit) => claimOrphans(this.store.pool, me, limit),
+        resume: (id) => host.resume(id),
+        active: () => this.lease.instance === me && !this.closed,
+        // Their commands follow them.
+        claimed: (ids) => void this.commands.retarget(ids).catch(() => {}),
+      },
+      own,
+      { concurrency: this.takeoverConcurrency },
+    );
+    const claimed = new Set(pass.claimed);
+    this.stats.takeovers += pass.resumed.filter((id) => claimed.has(id)).length;
+    if (claimed.size > 0) this.logger?.info({ replica: this.name, runs: claimed.size }, 'took over runs whose owner is gone');
+    if (pass.error !== undefined)
+      this.logger?.warn({ err: (pass.error as Error).message }, 'could not take over or resume every run now; the next scan tries again');
+    return pass.resumed.length;
   }
 
   /** The lease is gone: drop every run, give up permits, and join again as a new instance. */
