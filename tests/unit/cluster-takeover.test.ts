@@ -42,6 +42,11 @@ function replica(runs: FakeRuns, name: string, log: string[]) {
   return { source, state, waiting };
 }
 
+/** Ends every resume that waits now. */
+function releaseAll(waiting: (() => void)[]): void {
+  for (const release of waiting.splice(0)) release();
+}
+
 /** Lets every pending promise settle. */
 const settle = async () => {
   for (let i = 0; i < 50; i++) await Promise.resolve();
@@ -60,7 +65,7 @@ describe('takeOver (cluster/takeover.ts)', () => {
       expect(r.state.running).toBeLessThanOrEqual(8);
       // Never more claimed and not resumed than the workers plus one batch.
       expect(r.state.held).toBeLessThanOrEqual(8 + 16);
-      r.waiting.splice(0).forEach((release) => release());
+      releaseAll(r.waiting);
     }
     const pass = await done;
     expect(r.state.most).toBe(8);
@@ -81,8 +86,8 @@ describe('takeOver (cluster/takeover.ts)', () => {
     void passes.then(() => (finished = true));
     while (!finished) {
       await settle();
-      a.waiting.splice(0).forEach((release) => release());
-      b.waiting.splice(0).forEach((release) => release());
+      releaseAll(a.waiting);
+      releaseAll(b.waiting);
     }
     const [pa, pb] = await passes;
     expect(pa.resumed.length).toBeGreaterThan(0);
@@ -103,8 +108,8 @@ describe('takeOver (cluster/takeover.ts)', () => {
     void passes.then(() => (finished = true));
     for (let turn = 0; !finished; turn++) {
       await settle();
-      fast.waiting.splice(0).forEach((release) => release());
-      if (turn % 4 === 0) slow.waiting.splice(0).forEach((release) => release());
+      releaseAll(fast.waiting);
+      if (turn % 4 === 0) releaseAll(slow.waiting);
     }
     const [pf, ps] = await passes;
     expect(pf.resumed.length + ps.resumed.length).toBe(400);
