@@ -29,13 +29,17 @@ import type { LimitInUse, WaitCounts } from '../core/scheduler.js';
 import type { Engine } from '../engine/engine.js';
 import { isUnavailableError, StoreError } from '../store/errors.js';
 import type { PostgresStore } from '../store/postgres.js';
-import { claimOrphans, ownedUnfinished } from '../store/postgres/takeover.js';
+import { commandsSql } from '../store/postgres/commands.js';
+import { leaseSql } from '../store/postgres/lease.js';
+import { type ReplicasSql, replicasSql } from '../store/postgres/replicas.js';
+import { type TakeoverSql, takeoverSql } from '../store/postgres/takeover.js';
+import { publishWaitsSql } from '../store/postgres/wait-summary.js';
 import { Admissions } from './admissions.js';
 import { Commands, type CommandHandler } from './commands.js';
 import { EventFeed } from './feed.js';
 import { Lease } from './lease.js';
 import { Notifications } from './notifications.js';
-import { clusterLimits, LIMITS_SQL, MAX_PERMITS_READ, type LimitsRow } from './limits-view.js';
+import { clusterLimits, MAX_PERMITS_READ } from './limits-view.js';
 import { ClusterPermits } from './permits.js';
 import { takeOver } from './takeover.js';
 import { WaitPublisher } from './wait-summary.js';
@@ -96,6 +100,8 @@ export class Cluster {
   readonly stats: ClusterStats = { takeovers: 0, leaseLosses: 0, renewMs: [], permitAsks: 0, permitRefusals: 0, permitAskMs: [] };
   private readonly scanMs: number;
   private readonly takeoverConcurrency: number;
+  private readonly takeoverSql: TakeoverSql;
+  private readonly replicasSql: ReplicasSql;
   private host: ClusterHost | undefined;
   private scanTimer: NodeJS.Timeout | undefined;
   private scanning: Promise<number> | undefined;
@@ -116,7 +122,9 @@ export class Cluster {
     const pool = opts.store.pool;
     const instance = () => this.lease.instance;
     this.notifications = new Notifications(opts.store.url);
-    this.lease = new Lease(pool, opts.name, this.leaseMs, {
+    this.takeoverSql = takeoverSql(pool);
+    this.replicasSql = replicasSql(pool);
+    this.lease = new Lease(leaseSql(pool), opts.name, this.leaseMs, {
       lost: (reason) => this.lost(reason),
       renewed: (ms) => keep(this.stats.renewMs, ms),
     });
@@ -127,10 +135,10 @@ export class Cluster {
         keep(this.stats.permitAskMs, ms);
       },
     });
-    this.commands = new Commands(pool, instance, this.notifications, this.leaseMs + 5000);
+    this.commands = new Commands(commandsSql(pool), instance, this.notifications, this.leaseMs + 5000);
     this.feed = new EventFeed(opts.store, this.notifications);
     this.admissions = new Admissions(pool, instance);
-    this.waits = new WaitPublisher(pool, instance);
+    this.waits = new WaitPublisher(publishWaitsSql(pool), instance);
   }
 
   /** The instance this replica writes as now; undefined while it has no lease. */
@@ -172,20 +180,7 @@ export class Cluster {
 
   /** Every replica that holds or held a lease lately (for `/healthz`, metrics and the dashboard). */
   async replicas(): Promise<ReplicaInfo[]> {
-    const rows = await this.read<{
-      instance: string;
-      name: string;
-      started_at: number;
-      lease_until: number;
-      renewed_at: number;
-      alive: boolean;
-      left: number;
-      owned: number;
-    }>(
-      `SELECT p.instance, p.name, p.started_at, p.lease_until, p.renewed_at, p.lease_until > toolgraph_now() AS alive, GREATEST(p.lease_until - toolgraph_now(), 0) AS left,
-         (SELECT count(*)::int FROM runs r WHERE r.owner = p.instance AND r.status IN ('queued', 'running', 'needs_replan')) AS owned
-       FROM replicas p WHERE p.lease_until > toolgraph_now() - 3600000 ORDER BY p.name, p.started_at`,
-    );
+    const rows = await this.read(() => this.replicasSql.replicas());
     return rows.map((r) => ({
       instance: r.instance,
       name: r.name,
@@ -205,11 +200,7 @@ export class Cluster {
    */
   async owners(runIds: readonly string[]): Promise<Map<string, string>> {
     if (runIds.length === 0) return new Map();
-    const rows = await this.read<{ id: string; owner: string; name: string | null }>(
-      `SELECT r.id, r.owner, p.name FROM runs r LEFT JOIN replicas p ON p.instance = r.owner
-       WHERE r.id = ANY($1::text[]) AND r.owner IS NOT NULL AND r.status IN ('queued', 'running', 'needs_replan')`,
-      [runIds],
-    );
+    const rows = await this.read(() => this.replicasSql.owners(runIds));
     // An instance is `name/random` (lease.ts): its name, should its row be gone.
     return new Map(rows.map((r) => [r.id, r.name ?? r.owner.slice(0, Math.max(0, r.owner.lastIndexOf('/')))]));
   }
@@ -220,14 +211,15 @@ export class Cluster {
    * now) are this replica's.
    */
   async limits(local: readonly LimitInUse[], mine: { counts: WaitCounts; now: number }): Promise<LimitInUse[]> {
-    const [row] = await this.read<LimitsRow>(LIMITS_SQL, [this.lease.instance ?? null, MAX_PERMITS_READ]);
-    return clusterLimits({ row: row as LimitsRow, limits: this.config.limits, catalog: this.config.catalog, local, mine });
+    const row = await this.read(() => this.replicasSql.limits(this.lease.instance ?? null, MAX_PERMITS_READ));
+    if (row === undefined) throw new StoreError('store_unavailable', `PostgreSQL at ${this.store.where} gave no answer`);
+    return clusterLimits({ row, limits: this.config.limits, catalog: this.config.catalog, local, mine });
   }
 
   /** A read for the API: `store_unavailable` (503) when the database does not answer. */
-  private async read<R extends object>(text: string, values: unknown[] = []): Promise<R[]> {
+  private async read<R>(statement: () => Promise<R>): Promise<R> {
     try {
-      return (await this.store.pool.query(text, values)).rows as R[];
+      return await statement();
     } catch (err) {
       // A statement's own error (a SQLSTATE outside the connection and server classes) is a bug: as it is.
       const code = (err as { code?: unknown }).code;
@@ -270,13 +262,13 @@ export class Cluster {
       .catch((err) => this.logger?.warn({ err: (err as Error).message }, 'could not free the permits of ended leases now'));
     let own: string[];
     try {
-      own = (await ownedUnfinished(this.store.pool, me)).filter((id) => !host.engine.knows(id));
+      own = (await this.takeoverSql.owned(me)).filter((id) => !host.engine.knows(id));
     } catch {
       return 0;
     }
     const pass = await takeOver(
       {
-        claim: (limit) => claimOrphans(this.store.pool, me, limit),
+        claim: (limit) => this.takeoverSql.claim(me, limit),
         resume: (id) => host.resume(id),
         active: () => this.lease.instance === me && !this.closed,
         // Their commands follow them.

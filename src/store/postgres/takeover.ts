@@ -5,6 +5,18 @@
  */
 import type pg from 'pg';
 
+/** What cluster/cluster.ts's scan asks of the database. */
+export interface TakeoverSql {
+  /** Makes `instance` the owner of up to `limit` runs whose owner is gone; their ids, oldest first. */
+  claim(instance: string, limit: number): Promise<string[]>;
+  /** The unfinished runs `instance` owns, oldest first. */
+  owned(instance: string): Promise<string[]>;
+}
+
+export function takeoverSql(pool: pg.Pool): TakeoverSql {
+  return { claim: (instance, limit) => claimOrphans(pool, instance, limit), owned: (instance) => ownedUnfinished(pool, instance) };
+}
+
 /** Makes `instance` the owner of up to `limit` runs whose owner is gone; their ids, oldest first. */
 export async function claimOrphans(pool: pg.Pool, instance: string, limit: number): Promise<string[]> {
   const r = await pool.query<{ id: string; created_seq: string | number }>(
