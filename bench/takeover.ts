@@ -3,13 +3,20 @@
  * throwaway PostgreSQL (`store.leaseMs` 2000); r0 owns N runs, one idempotent call each, held at the
  * tool; r0 is killed with -9; the time from the kill until each call runs again on r1 or r2. Once with
  * `store.takeoverConcurrency: 1` (one resume at a time, as before the parallel takeover: the baseline)
- * and once with the default (32), in one process (`npm run bench:takeover [-- --runs 2000]`).
+ * and once with the default (32), in one process (`npm run bench:takeover [-- --runs 2000] [--variants one,parallel]`).
  */
 import { parseArgs } from 'node:util';
 import { startPostgres } from '../src/bench/postgres-cluster.js';
 import { startCluster } from '../src/bench/replicas.js';
 
-const { values } = parseArgs({ options: { runs: { type: 'string', default: '2000' }, lease: { type: 'string', default: '2000' } } });
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '2000' },
+    lease: { type: 'string', default: '2000' },
+    /** `one`: one resume at a time; `parallel`: the default. */
+    variants: { type: 'string', default: 'one,parallel' },
+  },
+});
 const RUNS = Number(values.runs);
 const LEASE_MS = Number(values.lease);
 
@@ -108,10 +115,12 @@ async function once(
 const pgc = await startPostgres();
 try {
   const results: Result[] = [];
-  for (const [label, n] of [
-    ['one at a time (takeoverConcurrency 1)', 1],
-    ['parallel (default, 32)', undefined],
+  const variants = new Set(values.variants.split(','));
+  for (const [name, label, n] of [
+    ['one', 'one at a time (takeoverConcurrency 1)', 1],
+    ['parallel', 'parallel (default, 32)', undefined],
   ] as const) {
+    if (!variants.has(name)) continue;
     console.error(`${label}…`);
     results.push(await once(label, n, pgc));
   }
