@@ -19,12 +19,19 @@ export function takeoverSql(pool: pg.Pool): TakeoverSql {
 
 /** Makes `instance` the owner of up to `limit` runs whose owner is gone; their ids, oldest first. */
 export async function claimOrphans(pool: pg.Pool, instance: string, limit: number): Promise<string[]> {
+  // The owner's lease is read with a scalar subquery, not a join: under READ COMMITTED, a row that
+  // another replica claimed (and committed) after this statement's snapshot is locked here all the
+  // same and its condition rechecked on its new version. A recheck through an outer join sees the
+  // joined row null-extended and took the run again from its new, live owner (two writers: its
+  // appends fenced off, a lease dropped); a scalar subquery is evaluated again on the new owner.
+  // The UPDATE checks it once more on the row it changes.
+  const dead = (run: string) => `coalesce((SELECT p.lease_until FROM replicas p WHERE p.instance = ${run}.owner), 0) <= toolgraph_now()`;
   const r = await pool.query<{ id: string; created_seq: string | number }>(
     `WITH orphans AS (
-       SELECT r.id FROM runs r LEFT JOIN replicas p ON p.instance = r.owner
-       WHERE r.status IN ('queued', 'running', 'needs_replan') AND (r.owner IS NULL OR p.instance IS NULL OR p.lease_until <= toolgraph_now())
+       SELECT r.id FROM runs r
+       WHERE r.status IN ('queued', 'running', 'needs_replan') AND ${dead('r')}
        ORDER BY r.created_seq LIMIT $2 FOR UPDATE OF r SKIP LOCKED)
-     UPDATE runs SET owner = $1 FROM orphans WHERE runs.id = orphans.id RETURNING runs.id, runs.created_seq`,
+     UPDATE runs SET owner = $1 FROM orphans WHERE runs.id = orphans.id AND ${dead('runs')} RETURNING runs.id, runs.created_seq`,
     [instance, limit],
   );
   return r.rows.sort((a, b) => Number(a.created_seq) - Number(b.created_seq)).map((row) => row.id);
