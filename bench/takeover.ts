@@ -99,9 +99,6 @@ async function once(
       clearInterval(release);
     }
     const extra = ids.reduce((n, id) => n + Math.max(0, c.tools.of(id, 'h').length - 2), 0);
-    if (process.env.DEBUG_TAKEOVER)
-      for (const id of ids.filter((x) => c.tools.of(x, 'h').length > 2).slice(0, 3))
-        console.error(id, c.tools.of(id, 'h').map((a) => ({ r: a.replica, at: Math.round(a.start - killed), end: a.end && Math.round(a.end - killed), ab: a.aborted, n: a.attempt })));
     return {
       label,
       last: ms[ms.length - 1] ?? Number.NaN,
