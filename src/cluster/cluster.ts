@@ -11,6 +11,10 @@
  *   admissions.ts     maxActiveRunsPerTenant across replicas
  *   wait-summary.ts   what this replica's calls wait for, published for the others
  *   limits-view.ts    `GET /v1/limits` across the cluster: permits and every replica's waiters
+ *   takeover.ts       a scan's claims and bounded parallel resumes of a dead replica's runs
+ *
+ * Every statement is in src/store/postgres/ (one module per operation); this folder holds the logic
+ * over their small interfaces.
  *
  * Ownership: the replica that accepts a run owns it (its `run.created` is written with it as owner).
  * Every `scanMs`, each replica takes over the runs whose owner's lease ended (takeover.ts: claimed in
