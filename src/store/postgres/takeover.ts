@@ -19,19 +19,22 @@ export function takeoverSql(pool: pg.Pool): TakeoverSql {
 
 /** Makes `instance` the owner of up to `limit` runs whose owner is gone; their ids, oldest first. */
 export async function claimOrphans(pool: pg.Pool, instance: string, limit: number): Promise<string[]> {
-  // The owner's lease is read with a scalar subquery, not a join: under READ COMMITTED, a row that
-  // another replica claimed (and committed) after this statement's snapshot is locked here all the
-  // same and its condition rechecked on its new version. A recheck through an outer join sees the
-  // joined row null-extended and took the run again from its new, live owner (two writers: its
-  // appends fenced off, a lease dropped); a scalar subquery is evaluated again on the new owner.
-  // The UPDATE checks it once more on the row it changes.
-  const dead = (run: string) => `coalesce((SELECT p.lease_until FROM replicas p WHERE p.instance = ${run}.owner), 0) <= toolgraph_now()`;
+  // The live instances are read once (a hashed NOT IN, so the scan costs little with thousands of
+  // runs of live owners), never through an outer join: under READ COMMITTED a row that another replica
+  // claimed (and committed) after this statement's snapshot is locked here all the same and its
+  // condition rechecked on its new version; a recheck through a join saw the joined row
+  // null-extended and took the run again from its new, live owner (two writers: its appends fenced
+  // off, a lease dropped). The UPDATE checks each claimed row once more with a scalar subquery, which
+  // is evaluated again on the new version (so an owner that joined after the snapshot counts too).
   const r = await pool.query<{ id: string; created_seq: string | number }>(
-    `WITH orphans AS (
+    `WITH live AS MATERIALIZED (SELECT instance FROM replicas WHERE lease_until > toolgraph_now()),
+     orphans AS (
        SELECT r.id FROM runs r
-       WHERE r.status IN ('queued', 'running', 'needs_replan') AND ${dead('r')}
+       WHERE r.status IN ('queued', 'running', 'needs_replan') AND (r.owner IS NULL OR r.owner NOT IN (SELECT instance FROM live))
        ORDER BY r.created_seq LIMIT $2 FOR UPDATE OF r SKIP LOCKED)
-     UPDATE runs SET owner = $1 FROM orphans WHERE runs.id = orphans.id AND ${dead('runs')} RETURNING runs.id, runs.created_seq`,
+     UPDATE runs SET owner = $1 FROM orphans
+     WHERE runs.id = orphans.id AND coalesce((SELECT p.lease_until FROM replicas p WHERE p.instance = runs.owner), 0) <= toolgraph_now()
+     RETURNING runs.id, runs.created_seq`,
     [instance, limit],
   );
   return r.rows.sort((a, b) => Number(a.created_seq) - Number(b.created_seq)).map((row) => row.id);
