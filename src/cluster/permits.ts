@@ -20,7 +20,7 @@
  * attempt never asks before its last attempt's permit is given back. The permits of an instance whose
  * lease ended are given back by whichever replica's scan notices first (`freeDead`, store/postgres/permits-free.ts), once.
  */
-import type pg from 'pg';
+import type { PgPool } from '../store/pg-pool.js';
 import { Limiter, type Holder, type Pause } from '../core/limits.js';
 import { DEFAULT_PRIORITY_AGING_MS } from '../core/scheduler.js';
 import { key } from '../core/resources.js';
@@ -89,7 +89,7 @@ export class ClusterPermits implements PermitGate {
   private readonly agingMs: number;
 
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly pool: PgPool,
     private readonly instance: () => string | undefined,
     limits: Limits,
     private readonly catalog: Catalog,

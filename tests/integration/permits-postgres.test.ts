@@ -11,6 +11,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Lease } from '../../src/cluster/lease.js';
+import { leaseSql } from '../../src/store/postgres/lease.js';
 import { Notifications } from '../../src/cluster/notifications.js';
 import { ClusterPermits } from '../../src/cluster/permits.js';
 import { parseConfig } from '../../src/config/load.js';
@@ -59,7 +60,7 @@ describe('cluster permits on PostgreSQL', () => {
     pgc = await startPostgres();
     url = await pgc.createDatabase();
     store = (await openStore({ kind: 'postgres', url, from: 'test' }, { poolSize: 4 })) as PostgresStore;
-    lease = new Lease(store.pool, 'permits', 60_000, { lost: () => {} });
+    lease = new Lease(leaseSql(store.pool), 'permits', 60_000, { lost: () => {} });
     await lease.join();
     notifications = new Notifications(url);
     await notifications.start();
