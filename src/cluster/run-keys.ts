@@ -8,14 +8,14 @@
  * path, in a commit shared with other runs), and the claim is what the next submission sees until then.
  * The claims' order is the key's queue: a held run starts once every claim before its own has ended.
  */
-import type pg from 'pg';
+import type { PgPool } from '../store/pg-pool.js';
 import { StoreError } from '../store/errors.js';
 import { claimKey, dropClaim, keyHolders } from '../store/postgres/run-keys.js';
 
 /** A `KeyLedger` (api/run-keys.ts; the API layer sits above this one, so the shape is not imported). */
 export class RunKeyClaims {
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly pool: PgPool,
     private readonly instance: () => string | undefined,
   ) {}
 
