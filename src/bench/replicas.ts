@@ -149,6 +149,8 @@ export interface ClusterOptions {
   pg?: TestPostgres;
   /** A SQLite file instead of a PostgreSQL database (one replica only: a baseline). */
   sqlite?: boolean;
+  /** `store.takeoverConcurrency` (the default when absent). */
+  takeoverConcurrency?: number;
 }
 
 export interface TestCluster {
@@ -181,7 +183,10 @@ export async function startCluster(n: number, yaml: (toolUrl: string) => string,
   await tools.start();
   const configOf = (i: number) => {
     const file = path.join(dir, o.perReplicaUrls ? `toolgraph-r${i}.yaml` : 'toolgraph.yaml');
-    writeFileSync(file, `${yaml(o.perReplicaUrls ? `${tools.url}/r${i}` : tools.url)}\nstore:\n  leaseMs: ${leaseMs}\n`);
+    writeFileSync(
+      file,
+      `${yaml(o.perReplicaUrls ? `${tools.url}/r${i}` : tools.url)}\nstore:\n  leaseMs: ${leaseMs}\n${o.takeoverConcurrency ? `  takeoverConcurrency: ${o.takeoverConcurrency}\n` : ''}`,
+    );
     return file;
   };
   const config = configOf(0);

@@ -6,13 +6,13 @@
  * after the other, so the cap is never passed; other tenants are not touched. The ticket is given back
  * once the run is stored (it then counts as a run) or refused.
  */
-import type pg from 'pg';
+import type { PgPool } from '../store/pg-pool.js';
 import { StoreError } from '../store/errors.js';
 import { dropTicket, takeTicket } from '../store/postgres/admissions.js';
 
 export class Admissions {
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly pool: PgPool,
     private readonly instance: () => string | undefined,
   ) {}
 

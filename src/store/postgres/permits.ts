@@ -127,15 +127,36 @@ export class PermitTx {
     };
   }
 
-  /** Locks the counters (sorted), creating those not there yet; their use now. */
-  async lockCounters(counters: readonly { key: string; cap: number }[]): Promise<Map<string, number>> {
-    if (counters.length === 0) return new Map();
-    const r = await this.client.query<{ key: string; in_use: number }>(
+  /**
+   * Locks the counters (sorted), creating those not there yet; their use now, and the waiter marks of
+   * those that have one (JSON text; cluster/permit-priority.ts reads them; migration 0006).
+   */
+  async lockCounters(
+    counters: readonly { key: string; cap: number }[],
+  ): Promise<{ counts: Map<string, number>; marks: Map<string, string> }> {
+    const counts = new Map<string, number>();
+    const marks = new Map<string, string>();
+    if (counters.length === 0) return { counts, marks };
+    const r = await this.client.query<{ key: string; in_use: number; waiter: string | null }>(
       `INSERT INTO permit_counts (key, cap) SELECT k, c FROM unnest($1::text[], $2::int[]) AS u(k, c) ORDER BY k COLLATE "C"
-       ON CONFLICT (key) DO UPDATE SET cap = excluded.cap RETURNING key, in_use`,
+       ON CONFLICT (key) DO UPDATE SET cap = excluded.cap RETURNING key, in_use, waiter`,
       [counters.map((c) => c.key), counters.map((c) => c.cap)],
     );
-    return new Map(r.rows.map((row) => [row.key, row.in_use]));
+    for (const row of r.rows) {
+      counts.set(row.key, row.in_use);
+      if (row.waiter !== null) marks.set(row.key, row.waiter);
+    }
+    return { counts, marks };
+  }
+
+  /** Writes the waiter marks of counters this transaction locked (null: none). */
+  async writeCounterMarks(marks: ReadonlyMap<string, string | null>): Promise<void> {
+    if (marks.size === 0) return;
+    const list = [...marks];
+    await this.client.query(`UPDATE permit_counts p SET waiter = u.m FROM unnest($1::text[], $2::text[]) AS u(k, m) WHERE p.key = u.k`, [
+      list.map(([k]) => k),
+      list.map(([, m]) => m),
+    ]);
   }
 
   /** Locks lock nodes (rows `<domain> <node>`, sorted), creating those not there yet; their counts now. */
