@@ -190,4 +190,20 @@ describe('a pause told by the cluster (backpressure, DESIGN §4)', () => {
     expect(s.nextWakeAt()).toBe(1000);
     expect(asked(s.tick(1000))).toEqual(['a', 'b', 'c']);
   });
+
+  it('a call ready while a pause told from outside lasted says its start waited outside its run (replay holds it so)', () => {
+    const s = gated(5);
+    s.paused(100, { tool: 't', until: 1000, status: 429 });
+    // Ready at 200, within the pause: it asks only at 1000, and its start says it waited outside.
+    expect(asked(s.submit(200, { runId: 'r', tenant: 'x', calls: [{ id: 'a', tool: 't', args: {} }] }))).toEqual([]);
+    expect(asked(s.tick(1000))).toEqual(['a']);
+    const a = s.permitGranted(1005, 'r', 'a');
+    const e = a?.events.find((x) => x.type === 'call.started');
+    expect(e?.data).toMatchObject({ attempt: 1, waited: { since: 200, asked: 1000, outside: true } });
+    // A call ready after the pause ended waited for nothing outside: no such mark.
+    expect(asked(s.submit(2000, { runId: 'r2', tenant: 'x', calls: [{ id: 'b', tool: 't', args: {} }] }))).toEqual(['b']);
+    const b = s.permitGranted(2000, 'r2', 'b')?.events.find((x) => x.type === 'call.started');
+    expect(b?.data).toBeDefined();
+    expect(b?.data).not.toHaveProperty('waited.outside');
+  });
 });

@@ -48,7 +48,10 @@ function othersAcquiredAt(s: SchedulerState, runId: string): number {
 export function waitedOutside(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): boolean {
   if (c.permitRefusedIn !== undefined) return true;
   if (s.now <= c.queuedAt) return false;
-  return c.crowded || s.timerLate || othersAcquiredAt(s, run.id) >= c.queuedAt;
+  if (c.crowded || s.timerLate || othersAcquiredAt(s, run.id) >= c.queuedAt) return true;
+  // A pause another replica told (`Scheduler.paused`) lasted past the moment it became ready.
+  const paused = s.outsidePauses.get(c.tool);
+  return paused !== undefined && paused > c.queuedAt;
 }
 
 /** The `waited` of a start: undefined when it waited for nothing outside (the usual start). */

@@ -259,6 +259,12 @@ export interface SchedulerState {
   otherAcquireAt: number;
   /** In a `tick` whose first timer was due before its `now` (it fired late; outside.ts). */
   timerLate: boolean;
+  /**
+   * Per tool, the latest end of a pause told from outside (`Scheduler.paused`: another replica's
+   * backpressure): a call of the tool that was ready while it lasted waited for something outside its
+   * run (outside.ts). One entry per tool of the catalog at most.
+   */
+  readonly outsidePauses: Map<string, number>;
 }
 
 /** A run's priority when its submission gives none (DESIGN §4): 1 is the most urgent, 5 the least. */
@@ -294,6 +300,7 @@ export function createState(opts: SchedulerOptions): SchedulerState {
     lastAcquire: { runId: undefined, at: Number.NEGATIVE_INFINITY },
     otherAcquireAt: Number.NEGATIVE_INFINITY,
     timerLate: false,
+    outsidePauses: new Map(),
   };
 }
 

@@ -282,6 +282,8 @@ export class Scheduler {
     const s = this.state;
     s.now = now;
     if (p.until > now && s.limiter.pause({ ...p })) wakeAt(s, p.until);
+    // Its calls that wait for it wait for something outside their run: their starts say so (outside.ts).
+    if (p.until > now && (s.outsidePauses.get(p.tool) ?? 0) < p.until) s.outsidePauses.set(p.tool, p.until);
     return this.flush();
   }
 
