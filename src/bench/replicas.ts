@@ -149,6 +149,8 @@ export interface ClusterOptions {
   pg?: TestPostgres;
   /** A SQLite file instead of a PostgreSQL database (one replica only: a baseline). */
   sqlite?: boolean;
+  /** Options of node for each replica (`--cpu-prof`). */
+  nodeArgs?: string[];
 }
 
 export interface TestCluster {
@@ -198,6 +200,7 @@ export async function startCluster(n: number, yaml: (toolUrl: string) => string,
         db,
         args: ['--replica-id', `r${i}`],
         env: { LOG_LEVEL: o.logLevel ?? 'info' },
+        ...(o.nodeArgs ? { nodeArgs: o.nodeArgs } : {}),
       });
       c.replicas[i] = child;
       return child;
