@@ -160,6 +160,8 @@ export interface LoadOptions {
   /** Long calls started before the load, when `limit` is `held`. */
   held: number;
   nodeArgs?: string[];
+  /** The replicas reach PostgreSQL through its Unix socket. */
+  unixSocket?: boolean;
   /** Called before the cluster closes (a profile of its database). */
   inspect?: (c: TestCluster, r: LoadResult) => Promise<void>;
 }
@@ -200,6 +202,7 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
     logLevel: 'warn',
     leaseMs: 10_000,
     sqlite,
+    ...(o.unixSocket ? { unixSocket: true } : {}),
     ...(o.nodeArgs ? { nodeArgs: o.nodeArgs } : {}),
   });
   const res: LoadResult = {

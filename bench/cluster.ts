@@ -1,6 +1,6 @@
 /**
  * Does the cluster scale? (DESIGN §12 "It scales"; `npm run bench:cluster -- [--quick] [--seconds 6]
- * [--clients 16] [--held 2000] [--takeover 2000] [--profile] [--only load,takeover]`).
+ * [--clients 16] [--held 2000] [--takeover 2000] [--profile] [--unix-socket] [--only load,takeover]`).
  *
  * In one run, on one throwaway PostgreSQL (fsync on): runs per second of 16 closed-loop clients
  * submitting 5-call runs of builtin `echo` with `waitMs`, for one SQLite process, one PostgreSQL replica
@@ -29,6 +29,7 @@ const { values } = parseArgs({
     only: { type: 'string', default: 'load,takeover' },
     limits: { type: 'string', default: 'none,tenant,tool,held' },
     profile: { type: 'boolean', default: false },
+    'unix-socket': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
   },
 });
@@ -76,6 +77,7 @@ try {
           warmupSeconds: warmup,
           seconds,
           held,
+          unixSocket: values['unix-socket'] === true,
           ...(values['cpu-prof'] && replicas === 1 ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${values['cpu-prof']}`] } : {}),
           inspect: async (c, res) => {
             if (values.profile && replicas === 1 && res.runs > 0) {

@@ -24,6 +24,8 @@ export interface TestPostgres {
   port: number;
   /** The URL of a database of this cluster (default `postgres`). */
   url(db?: string): string;
+  /** The same database through the server's Unix socket instead of TCP on 127.0.0.1. */
+  socketUrl(url: string): string;
   /** Creates an empty database; returns its URL. */
   createDatabase(name?: string): Promise<string>;
   /**
@@ -111,6 +113,7 @@ export async function startPostgres(settings: readonly string[] = []): Promise<T
   return {
     port,
     url,
+    socketUrl: (u) => `postgres://postgres@localhost:${port}/${new URL(u).pathname.slice(1)}?host=${encodeURIComponent(dir)}`,
     async createDatabase(name = `tg_${randomBytes(6).toString('hex')}`) {
       const client = new pg.Client({ connectionString: url() });
       await client.connect();
