@@ -17,7 +17,8 @@ export async function takeTicket(pool: pg.Pool, t: { tenant: string; runId: stri
   return r.rows[0]?.ok === true;
 }
 
-/** Gives a ticket back (its commit does not wait for the flush: a lost drop is harmless). */
-export async function dropTicket(pool: pg.Pool, runId: string): Promise<void> {
-  await pool.query('SELECT toolgraph_drop_ticket($1)', [runId]);
+/** Gives tickets back (one round trip; its commit does not wait for the flush: a lost drop is harmless). */
+export async function dropTickets(pool: pg.Pool, runIds: readonly string[]): Promise<void> {
+  if (runIds.length === 0) return;
+  await pool.query('SELECT toolgraph_drop_tickets($1::text[])', [runIds]);
 }

@@ -26,10 +26,11 @@ BEGIN
   RETURN TRUE;
 END $$;
 
--- A ticket whose run is stored or refused: its loss in a crash is harmless (a ticket whose run exists
--- counts no more), so its commit does not wait for the flush either.
-CREATE FUNCTION toolgraph_drop_ticket(p_run_id TEXT) RETURNS VOID LANGUAGE plpgsql VOLATILE AS $$
+-- Tickets whose runs are stored or refused, several at once (a replica gives back those of an
+-- event-loop turn together): a lost drop is harmless (a ticket whose run exists counts no more, and one
+-- of an instance whose lease ended neither), so the commit does not wait for the flush either.
+CREATE FUNCTION toolgraph_drop_tickets(p_run_ids TEXT[]) RETURNS VOID LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
   PERFORM set_config('synchronous_commit', 'off', true);
-  DELETE FROM admissions WHERE run_id = p_run_id;
+  DELETE FROM admissions WHERE run_id = ANY(p_run_ids);
 END $$;
