@@ -330,11 +330,12 @@ export class ClusterPermits implements PermitGate {
     const claims = requests.map((r) => claimOf(r, this.limits, this.catalog));
     const toLock = rowsToLock(claims);
     const ask = await sql.withAsk(this.pool, async (tx) => {
-      const clock = await tx.begin(instance, [...new Set(requests.map((r) => r.tool))]);
+      // The counters are locked in the same round trip as the clock is read.
+      const clock = await tx.begin(instance, [...new Set(requests.map((r) => r.tool))], toLock.counters);
       // An instance whose lease ended may not know it yet: its permits are free again, so it gets none
       // (its lease watchdog ends its runs).
       if (!clock.alive) return undefined;
-      const counters = await tx.lockCounters(toLock.counters);
+      const counters = clock.counters;
       const nodes = await tx.lockNodes(toLock.nodes, SEP);
       const rated = claims.filter((c) => c.rated);
       const buckets = rated.length > 0 ? await tx.lockBuckets(bucketNames(rated, this.limits)) : [];
