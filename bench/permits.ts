@@ -10,6 +10,7 @@
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import { Lease } from '../src/cluster/lease.js';
+import { leaseSql } from '../src/store/postgres/lease.js';
 import { Notifications } from '../src/cluster/notifications.js';
 import { ClusterPermits } from '../src/cluster/permits.js';
 import { parseConfig } from '../src/config/load.js';
@@ -147,7 +148,7 @@ class OldPermits implements Gate {
 const pgc = await startPostgres();
 const url = await pgc.createDatabase();
 const store = (await openStore({ kind: 'postgres', url, from: 'bench' }, { poolSize: 12 })) as PostgresStore;
-const lease = new Lease(store.pool, 'bench', 600_000, { lost: () => {} });
+const lease = new Lease(leaseSql(store.pool), 'bench', 600_000, { lost: () => {} });
 await lease.join();
 const instance = lease.instance as string;
 const notifications = new Notifications(url);

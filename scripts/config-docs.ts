@@ -216,6 +216,10 @@ const NOTES: Record<string, { d: string; e?: unknown }> = {
     d: 'PostgreSQL (several replicas): how long a replica owns its runs without renewing its lease (it renews every third of it). When a replica dies, hangs or loses the database, another takes its runs over within this + 2 s.',
     e: 10000,
   },
+  'store.takeoverConcurrency': {
+    d: 'PostgreSQL (several replicas): the most runs of a dead replica this replica resumes at once. It claims them in batches of twice this, only as it resumes them, so live replicas share a takeover.',
+    e: 32,
+  },
   mcp: { d: 'Tools from MCP servers, added to the catalog at start.' },
   'mcp.servers': { d: 'The MCP servers.', e: [{ name: 'fs', command: 'node', args: ['server.js', '/srv/repo'] }] },
   'mcp.servers[].name': { d: "The server's name ([A-Za-z0-9_-]{1,32}).", e: 'fs' },

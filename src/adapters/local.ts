@@ -20,11 +20,13 @@ export class LocalBackend implements StepBackend {
   private readonly closeStore: (() => Promise<void>) | undefined;
   private readonly tenant: string;
   private readonly tags: Record<string, string> | undefined;
+  private readonly priority: number | undefined;
 
   constructor(toolNames: readonly string[], options: AdapterOptions, sink?: { sink: EventSink; close?: () => Promise<void> }) {
     const config = adapterConfig(toolNames, options);
     this.tenant = options.tenant ?? 'default';
     this.tags = options.tags;
+    this.priority = options.priority;
     this.engine = new Engine({ config, executor: this.executor, ...(sink ? { sink: sink.sink } : {}) });
     this.closeStore = sink?.close;
     this.engine.onEvent((e, _view, call) => this.heard(e, call));
@@ -39,6 +41,7 @@ export class LocalBackend implements StepBackend {
       tenant: this.tenant,
       calls: calls.map((c) => c.input),
       ...(this.tags ? { tags: this.tags } : {}),
+      ...(this.priority !== undefined ? { priority: this.priority } : {}),
     });
     run.done().then(
       () => this.runs.delete(id),

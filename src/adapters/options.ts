@@ -56,6 +56,12 @@ export interface AdapterOptions {
   /** Tags on every run (`{ agent: 'support' }`). */
   tags?: Record<string, string>;
   /**
+   * The runs' priority (DESIGN §4): 1 (most urgent) to 5. Under busy limits the more urgent run's calls
+   * go first. With `client`, the server caps it by the key's `maxPriority` (a step refused
+   * `priority_not_allowed`). @default 3
+   */
+  priority?: number;
+  /**
    * A durable record of the runs: a SQLite file path, a `postgres://` URL, or a store object (anything
    * with `append(events)`). Default: none (the runs live in memory).
    */
@@ -90,7 +96,7 @@ export interface RemoteEvent {
  */
 export interface RemoteClient {
   open(
-    batch: { tenant?: string; tags?: Record<string, string>; failure?: FailureMode; calls?: CallInput[] },
+    batch: { tenant?: string; tags?: Record<string, string>; failure?: FailureMode; priority?: number; calls?: CallInput[] },
     opts: { handlers: Record<string, (args: Record<string, unknown>, ctx: RemoteHandlerContext) => unknown> },
   ): Promise<{ id: string; add(...calls: CallInput[]): Promise<unknown>; seal(): Promise<unknown>; done(): Promise<unknown> }>;
   events(runId: string, opts?: { from?: number; signal?: AbortSignal }): AsyncIterable<RemoteEvent>;

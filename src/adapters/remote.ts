@@ -54,6 +54,7 @@ export class RemoteBackend implements StepBackend {
         failure: this.options.failure ?? 'partial',
         calls: calls.map((c) => c.input),
         ...(this.options.tags ? { tags: this.options.tags } : {}),
+        ...(this.options.priority !== undefined ? { priority: this.options.priority } : {}),
       },
       { handlers },
     );

@@ -20,7 +20,11 @@ export class AdapterRuntime {
   constructor(
     private readonly toolNames: readonly string[],
     private readonly options: AdapterOptions,
-  ) {}
+  ) {
+    const p = options.priority;
+    if (p !== undefined && !(Number.isInteger(p) && p >= 1 && p <= 5))
+      throw new RangeError(`options.priority: ${JSON.stringify(p)} is not an integer from 1 (most urgent) to 5`);
+  }
 
   /** The step runner (made on first use). */
   get runs(): StepRuns {

@@ -1,17 +1,19 @@
 /**
  * `onConcurrent: queue` (DESIGN §4): a run submitted while an earlier unfinished run of its tenant and
- * `concurrencyKey` exists is held `queued` by the engine; this starts it once it is the oldest
- * unfinished run of the key, as the store says (so an earlier run on another replica counts too).
+ * `concurrencyKey` exists is held `queued` by the engine; this starts it once it is the first run that
+ * holds the key, as the ledger says (run-keys.ts: the store, or the cluster's claims in their order, so
+ * an earlier run on another replica counts too).
  *
  * Woken when a run of this engine ends, and every `intervalMs` as a backstop (for an earlier run that
  * ends on another replica, and for runs held before a restart or a takeover). One look at a time.
  */
 import type { Engine } from '../engine/engine.js';
-import type { Store } from '../store/types.js';
+import type { KeyLedger } from './run-keys.js';
 
 export interface HeldRunsOptions {
   engine: Engine;
-  store: Store;
+  /** The runs holding each key (run-keys.ts). */
+  ledger: KeyLedger;
   /** @default 250 */
   intervalMs?: number;
   /** Told of a look that failed (the store away, say); the next look tries again. */
@@ -68,7 +70,7 @@ export class HeldRuns {
     const firsts = new Map<string, string | undefined>();
     for (const h of held) {
       const slot = `${h.tenant}\u0000${h.concurrencyKey}`;
-      if (!firsts.has(slot)) firsts.set(slot, (await this.o.store.runsHoldingKey(h.tenant, h.concurrencyKey))[0]);
+      if (!firsts.has(slot)) firsts.set(slot, (await this.o.ledger.holders(h.tenant, h.concurrencyKey))[0]);
       if (firsts.get(slot) === h.runId && !this.stopped) await this.o.engine.release(h.runId);
     }
   }

@@ -25,7 +25,8 @@ import { admit } from './admission.js';
 import { canSee, requireOperator, tenantFor, type Principal } from './auth.js';
 import { ApiError, httpErrorOf, STORE_RETRY_AFTER, type ApiErrorCode } from './errors.js';
 import { limitsBody, type LimitsBody } from './waiting.js';
-import { submitKeyed } from './run-keys.js';
+import { type KeyLedger, storeLedger, submitKeyed } from './run-keys.js';
+import { RunKeyClaims } from '../cluster/run-keys.js';
 import { HeldRuns } from './held-runs.js';
 import type { ClientAnswer } from '../executors/client.js';
 import { checkClientCall, staleToken, type ResultTaken } from './client-work.js';
@@ -75,6 +76,9 @@ type Command =
 /** What a wait waits for, besides the run's end: a test of its view (and its projection). */
 type Until = (view: RunView, projection: RunProjection) => boolean;
 
+/** How long a run that claimed a key on another replica may take to be stored before it counts as never submitted, ms. */
+const CLAIMED_RUN_WAIT_MS = 10_000;
+
 /** Ended runs read back from the store, most recent first out. */
 class EndedRunCache {
   private readonly map = new Map<string, RunProjection>();
@@ -110,6 +114,8 @@ export class Service {
   private readonly pendingKeys = new Map<string, Promise<{ run: RunView; created: boolean }>>();
   /** Starts runs held behind an earlier run of their concurrency key (held-runs.ts). */
   private readonly held: HeldRuns;
+  /** Where the runs holding each tenant's `concurrencyKey` are found: the store, or the cluster's claims (run-keys.ts). */
+  private readonly ledger: KeyLedger;
   /** The submissions under each tenant's `concurrencyKey` under way now (run-keys.ts). */
   private readonly pendingConcurrencyKeys = new Map<string, Promise<unknown>>();
   private readonly tracing: Tracing | undefined;
@@ -132,7 +138,8 @@ export class Service {
       ...(tracing ? { instrument: (e: Executor) => tracing.instrument(e) } : {}),
     });
     tracing?.attach(this.engine);
-    this.held = new HeldRuns({ engine: this.engine, store: this.store });
+    this.ledger = cluster ? new RunKeyClaims(cluster.store.pool, () => cluster.instance) : storeLedger(this.store);
+    this.held = new HeldRuns({ engine: this.engine, ledger: this.ledger });
   }
 
   /**
@@ -256,12 +263,33 @@ export class Service {
     submit: (s: SubmitRequest) => Promise<RunView>,
   ): Promise<RunView> {
     return submitKeyed({
-      store: this.store,
+      ledger: this.ledger,
       request: s,
       pending: this.pendingConcurrencyKeys,
-      cancel: async (runId, supersededBy) => this.owned(await this.view(p, runId), { kind: 'cancel', principal: p, runId, supersededBy }),
+      cancel: async (runId, supersededBy) => {
+        const view = await this.claimedView(p, runId);
+        if (view) await this.owned(view, { kind: 'cancel', principal: p, runId, supersededBy });
+      },
       submit: (r) => this.admitted(r, submit),
     });
+  }
+
+  /**
+   * The view of a run that holds a key: on several replicas its claim may come before its run is
+   * stored (its submission is under way on another replica), so a missing run is looked for again for
+   * a while; undefined if it never shows (its submission failed, and gave its claim back).
+   */
+  private async claimedView(p: Principal, runId: string): Promise<RunView | undefined> {
+    const deadline = this.clock() + CLAIMED_RUN_WAIT_MS;
+    for (;;) {
+      try {
+        return await this.view(p, runId);
+      } catch (err) {
+        if (!(err instanceof ApiError && err.code === 'not_found') || this.cluster === undefined) throw err;
+        if (this.clock() > deadline) return undefined;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
   }
 
   /** Admits `s` (across the cluster with several replicas) and submits it. */

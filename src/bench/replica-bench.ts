@@ -17,6 +17,7 @@
  */
 import pg from 'pg';
 import { Lease } from '../cluster/lease.js';
+import { leaseSql } from '../store/postgres/lease.js';
 import { Notifications } from '../cluster/notifications.js';
 import { ClusterPermits } from '../cluster/permits.js';
 import { parseConfig } from '../config/load.js';
@@ -284,7 +285,7 @@ export async function throughput(
 async function permitProbe(c: TestCluster, from: number, to: number, out: number[]): Promise<void> {
   const config = parseConfig(benchYaml('http://127.0.0.1:9'), 'bench');
   const pool = new pg.Pool({ connectionString: c.db, max: 2 });
-  const lease = new Lease(pool, 'permit-probe', 10_000, { lost: () => {} });
+  const lease = new Lease(leaseSql(pool), 'permit-probe', 10_000, { lost: () => {} });
   const permits = new ClusterPermits(pool, () => lease.instance, config.limits, config.catalog, new Notifications(c.db));
   try {
     await lease.join();

@@ -153,6 +153,8 @@ export interface ClusterOptions {
   unixSocket?: boolean;
   /** Options of node for each replica (`--cpu-prof`). */
   nodeArgs?: string[];
+  /** `store.takeoverConcurrency` (the default when absent). */
+  takeoverConcurrency?: number;
 }
 
 export interface TestCluster {
@@ -186,7 +188,10 @@ export async function startCluster(n: number, yaml: (toolUrl: string) => string,
   await tools.start();
   const configOf = (i: number) => {
     const file = path.join(dir, o.perReplicaUrls ? `toolgraph-r${i}.yaml` : 'toolgraph.yaml');
-    writeFileSync(file, `${yaml(o.perReplicaUrls ? `${tools.url}/r${i}` : tools.url)}\nstore:\n  leaseMs: ${leaseMs}\n`);
+    writeFileSync(
+      file,
+      `${yaml(o.perReplicaUrls ? `${tools.url}/r${i}` : tools.url)}\nstore:\n  leaseMs: ${leaseMs}\n${o.takeoverConcurrency ? `  takeoverConcurrency: ${o.takeoverConcurrency}\n` : ''}`,
+    );
     return file;
   };
   const config = configOf(0);

@@ -3,6 +3,7 @@
  * which the CLI prints as one message naming the file (exit 2), never a stack trace.
  */
 import { readFileSync } from 'node:fs';
+import { z } from 'zod';
 import { BatchSchema, type Batch } from '../contract/batch.js';
 import { formatIssues } from '../contract/issues.js';
 import { ConfigError, loadConfig } from '../config/load.js';
@@ -30,9 +31,15 @@ export function readJsonFile(file: string, what: string): unknown {
  * A batch file is the body of `POST /v1/runs` (DESIGN §9). A bare array is taken as that body's
  * `calls`, since a batch *is* an ordered list of calls (§1) and that is what people write first.
  */
-export function readBatch(file: string): Batch {
+/** A run's priority (DESIGN §4), in a batch file or `--priority`: 1 (most urgent) to 5. */
+export const PrioritySchema = z.int().min(1).max(5);
+
+/** A batch file: the batch, and the run's `priority` as `POST /v1/runs` takes it. */
+const BatchFileSchema = BatchSchema.extend({ priority: PrioritySchema.optional() });
+
+export function readBatch(file: string): Batch & { priority?: number } {
   const raw = readJsonFile(file, 'batch');
-  const parsed = BatchSchema.safeParse(Array.isArray(raw) ? { calls: raw } : raw);
+  const parsed = BatchFileSchema.safeParse(Array.isArray(raw) ? { calls: raw } : raw);
   if (!parsed.success) {
     const problems = formatIssues(parsed.error);
     throw new UsageError(`${file}: not a valid batch:\n${problems.map((p) => `  - ${p}`).join('\n')}`);

@@ -15,7 +15,7 @@ const USAGE = `toolgraph — run an LLM agent's tool calls safely in parallel
 Usage:
   toolgraph serve  [--config FILE] [--host H] [--port N] [--db FILE]
   toolgraph plan   BATCH.json [--config FILE] [--format json|mermaid|dot]
-  toolgraph run    BATCH.json [--config FILE] [--failure MODE] [--json] [--record OUT.json] [--approve]
+  toolgraph run    BATCH.json [--config FILE] [--failure MODE] [--priority N] [--json] [--record OUT.json] [--approve]
   toolgraph replay REC.json|DIR... [--config FILE] [--tolerance MS] [--json] [--junit OUT.xml]
   toolgraph bench  [--quick] [--out FILE]
   toolgraph tools  [--config FILE] [--format table|json|openai|anthropic]

@@ -110,8 +110,10 @@ export class ToolgraphClient {
     return endedRun(this, runId);
   }
 
+  /** The graph a batch would make; what only a run has (`concurrencyKey`, `onConcurrent`, `priority`) is left out. */
   plan(batch: Batch): Promise<{ nodes: unknown[]; edges: Edge[]; generations: string[][]; diagnostics: Diagnostic[] }> {
-    return this.request('POST', '/v1/plan', batch);
+    const { concurrencyKey: _key, onConcurrent: _on, priority: _priority, ...plain } = batch;
+    return this.request('POST', '/v1/plan', plain);
   }
 
   get(runId: string): Promise<Run> {

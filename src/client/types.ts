@@ -7,9 +7,11 @@ import type { RunSchema } from '../contract/responses.js';
 
 /**
  * A submission: the calls, and optionally one run per key (`concurrencyKey` with `onConcurrent`:
- * `queue` by default, `cancel_running` or `reject`, which answers 409 `concurrent_run`; DESIGN §4).
+ * `queue` by default, `cancel_running` or `reject`, which answers 409 `concurrent_run`), and a `priority`
+ * (1 most urgent to 5, default 3; more urgent than the key's `maxPriority` answers 403
+ * `priority_not_allowed`; DESIGN §4).
  */
-export type Batch = z.input<typeof BatchSchema> & Pick<z.input<typeof SubmitBodySchema>, 'concurrencyKey' | 'onConcurrent'>;
+export type Batch = z.input<typeof BatchSchema> & Pick<z.input<typeof SubmitBodySchema>, 'concurrencyKey' | 'onConcurrent' | 'priority'>;
 export type Run = z.infer<typeof RunSchema>;
 
 export interface RunEvent {

@@ -6,7 +6,7 @@
  * after the other, so the cap is never passed; other tenants are not touched. The ticket is given back
  * once the run is stored (it then counts as a run) or refused: those of one event-loop turn together.
  */
-import type pg from 'pg';
+import type { PgPool } from '../store/pg-pool.js';
 import { StoreError } from '../store/errors.js';
 import { dropTickets, takeTicket } from '../store/postgres/admissions.js';
 
@@ -17,7 +17,7 @@ export class Admissions {
   private dropping: string[] = [];
 
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly pool: PgPool,
     private readonly instance: () => string | undefined,
   ) {}
 

@@ -11,11 +11,17 @@
  *   admissions.ts     maxActiveRunsPerTenant across replicas
  *   wait-summary.ts   what this replica's calls wait for, published for the others
  *   limits-view.ts    `GET /v1/limits` across the cluster: permits and every replica's waiters
+ *   takeover.ts       a scan's claims and bounded parallel resumes of a dead replica's runs
+ *
+ * Every statement is in src/store/postgres/ (one module per operation); this folder holds the logic
+ * over their small interfaces.
  *
  * Ownership: the replica that accepts a run owns it (its `run.created` is written with it as owner).
- * Every `scanMs`, each replica takes over the runs whose owner's lease ended (`FOR UPDATE SKIP LOCKED`,
- * so two replicas never take the same run) and resumes them from the store exactly as a restart does
- * (DESIGN §8); their pending commands follow them. So a run is taken over within `leaseMs + scanMs`.
+ * Every `scanMs`, each replica takes over the runs whose owner's lease ended (takeover.ts: claimed in
+ * batches with `FOR UPDATE SKIP LOCKED`, so two replicas never take the same run and live replicas
+ * share the work; `store.takeoverConcurrency` resumes at once) and resumes them from the store exactly
+ * as a restart does (DESIGN §8); their pending commands follow them. So a run is taken over within
+ * `leaseMs + scanMs`, plus the time to resume the runs claimed before it.
  *
  * When this replica loses its lease (paused, cut off from the database), its engine drops every run
  * (the store's fence refuses anything more of them anyway), gives its permits up, and the replica joins
@@ -27,13 +33,19 @@ import type { LimitInUse, WaitCounts } from '../core/scheduler.js';
 import type { Engine } from '../engine/engine.js';
 import { isUnavailableError, StoreError } from '../store/errors.js';
 import type { PostgresStore } from '../store/postgres.js';
+import { commandsSql } from '../store/postgres/commands.js';
+import { leaseSql } from '../store/postgres/lease.js';
+import { type ReplicasSql, replicasSql } from '../store/postgres/replicas.js';
+import { type TakeoverSql, takeoverSql } from '../store/postgres/takeover.js';
+import { publishWaitsSql } from '../store/postgres/wait-summary.js';
 import { Admissions } from './admissions.js';
 import { Commands, type CommandHandler } from './commands.js';
 import { EventFeed } from './feed.js';
 import { Lease } from './lease.js';
 import { Notifications } from './notifications.js';
-import { clusterLimits, LIMITS_SQL, MAX_PERMITS_READ, type LimitsRow } from './limits-view.js';
+import { clusterLimits, MAX_PERMITS_READ } from './limits-view.js';
 import { ClusterPermits } from './permits.js';
+import { takeOver } from './takeover.js';
 import { WaitPublisher } from './wait-summary.js';
 
 export type { CommandAnswer, CommandHandler } from './commands.js';
@@ -91,6 +103,9 @@ export class Cluster {
   readonly waits: WaitPublisher;
   readonly stats: ClusterStats = { takeovers: 0, leaseLosses: 0, renewMs: [], permitAsks: 0, permitRefusals: 0, permitAskMs: [] };
   private readonly scanMs: number;
+  private readonly takeoverConcurrency: number;
+  private readonly takeoverSql: TakeoverSql;
+  private readonly replicasSql: ReplicasSql;
   private host: ClusterHost | undefined;
   private scanTimer: NodeJS.Timeout | undefined;
   private scanning: Promise<number> | undefined;
@@ -107,10 +122,13 @@ export class Cluster {
     this.logger = opts.logger;
     this.leaseMs = opts.config.store.leaseMs;
     this.scanMs = Math.min(1000, Math.max(100, Math.floor(this.leaseMs / 4)));
+    this.takeoverConcurrency = opts.config.store.takeoverConcurrency;
     const pool = opts.store.pool;
     const instance = () => this.lease.instance;
     this.notifications = new Notifications(opts.store.url);
-    this.lease = new Lease(pool, opts.name, this.leaseMs, {
+    this.takeoverSql = takeoverSql(pool);
+    this.replicasSql = replicasSql(pool);
+    this.lease = new Lease(leaseSql(pool), opts.name, this.leaseMs, {
       lost: (reason) => this.lost(reason),
       renewed: (ms) => keep(this.stats.renewMs, ms),
     });
@@ -121,10 +139,10 @@ export class Cluster {
         keep(this.stats.permitAskMs, ms);
       },
     });
-    this.commands = new Commands(pool, instance, this.notifications, this.leaseMs + 5000);
+    this.commands = new Commands(commandsSql(pool), instance, this.notifications, this.leaseMs + 5000);
     this.feed = new EventFeed(opts.store, this.notifications);
     this.admissions = new Admissions(pool, instance);
-    this.waits = new WaitPublisher(pool, instance);
+    this.waits = new WaitPublisher(publishWaitsSql(pool), instance);
   }
 
   /** The instance this replica writes as now; undefined while it has no lease. */
@@ -166,20 +184,7 @@ export class Cluster {
 
   /** Every replica that holds or held a lease lately (for `/healthz`, metrics and the dashboard). */
   async replicas(): Promise<ReplicaInfo[]> {
-    const rows = await this.read<{
-      instance: string;
-      name: string;
-      started_at: number;
-      lease_until: number;
-      renewed_at: number;
-      alive: boolean;
-      left: number;
-      owned: number;
-    }>(
-      `SELECT p.instance, p.name, p.started_at, p.lease_until, p.renewed_at, p.lease_until > toolgraph_now() AS alive, GREATEST(p.lease_until - toolgraph_now(), 0) AS left,
-         (SELECT count(*)::int FROM runs r WHERE r.owner = p.instance AND r.status IN ('queued', 'running', 'needs_replan')) AS owned
-       FROM replicas p WHERE p.lease_until > toolgraph_now() - 3600000 ORDER BY p.name, p.started_at`,
-    );
+    const rows = await this.read(() => this.replicasSql.replicas());
     return rows.map((r) => ({
       instance: r.instance,
       name: r.name,
@@ -199,11 +204,7 @@ export class Cluster {
    */
   async owners(runIds: readonly string[]): Promise<Map<string, string>> {
     if (runIds.length === 0) return new Map();
-    const rows = await this.read<{ id: string; owner: string; name: string | null }>(
-      `SELECT r.id, r.owner, p.name FROM runs r LEFT JOIN replicas p ON p.instance = r.owner
-       WHERE r.id = ANY($1::text[]) AND r.owner IS NOT NULL AND r.status IN ('queued', 'running', 'needs_replan')`,
-      [runIds],
-    );
+    const rows = await this.read(() => this.replicasSql.owners(runIds));
     // An instance is `name/random` (lease.ts): its name, should its row be gone.
     return new Map(rows.map((r) => [r.id, r.name ?? r.owner.slice(0, Math.max(0, r.owner.lastIndexOf('/')))]));
   }
@@ -214,14 +215,15 @@ export class Cluster {
    * now) are this replica's.
    */
   async limits(local: readonly LimitInUse[], mine: { counts: WaitCounts; now: number }): Promise<LimitInUse[]> {
-    const [row] = await this.read<LimitsRow>(LIMITS_SQL, [this.lease.instance ?? null, MAX_PERMITS_READ]);
-    return clusterLimits({ row: row as LimitsRow, limits: this.config.limits, catalog: this.config.catalog, local, mine });
+    const row = await this.read(() => this.replicasSql.limits(this.lease.instance ?? null, MAX_PERMITS_READ));
+    if (row === undefined) throw new StoreError('store_unavailable', `PostgreSQL at ${this.store.where} gave no answer`);
+    return clusterLimits({ row, limits: this.config.limits, catalog: this.config.catalog, local, mine });
   }
 
   /** A read for the API: `store_unavailable` (503) when the database does not answer. */
-  private async read<R extends object>(text: string, values: unknown[] = []): Promise<R[]> {
+  private async read<R>(statement: () => Promise<R>): Promise<R> {
     try {
-      return (await this.store.pool.query(text, values)).rows as R[];
+      return await statement();
     } catch (err) {
       // A statement's own error (a SQLSTATE outside the connection and server classes) is a bug: as it is.
       const code = (err as { code?: unknown }).code;
@@ -258,51 +260,33 @@ export class Cluster {
     const me = this.lease.instance;
     const host = this.host;
     if (me === undefined || host === undefined || this.closed) return 0;
-    let claimed: string[];
-    let mine: string[];
     // Permits of instances whose lease ended are free again: whoever notices first gives them back.
     await this.permits
       .freeDead()
       .catch((err) => this.logger?.warn({ err: (err as Error).message }, 'could not free the permits of ended leases now'));
+    let own: string[];
     try {
-      claimed = (
-        await this.store.pool.query<{ id: string }>(
-          `WITH orphans AS (
-             SELECT r.id FROM runs r LEFT JOIN replicas p ON p.instance = r.owner
-             WHERE r.status IN ('queued', 'running', 'needs_replan') AND (r.owner IS NULL OR p.instance IS NULL OR p.lease_until <= toolgraph_now())
-             ORDER BY r.created_seq LIMIT 200 FOR UPDATE OF r SKIP LOCKED)
-           UPDATE runs SET owner = $1 FROM orphans WHERE runs.id = orphans.id RETURNING runs.id, runs.created_seq`,
-          [me],
-        )
-      ).rows
-        .sort((a, b) => (a as unknown as { created_seq: number }).created_seq - (b as unknown as { created_seq: number }).created_seq)
-        .map((r) => r.id);
-      mine = (
-        await this.store.pool.query<{ id: string }>(
-          `SELECT id FROM runs WHERE owner = $1 AND status IN ('queued', 'running', 'needs_replan') ORDER BY created_seq`,
-          [me],
-        )
-      ).rows.map((r) => r.id);
+      own = (await this.takeoverSql.owned(me)).filter((id) => !host.engine.knows(id));
     } catch {
       return 0;
     }
-    if (claimed.length > 0) this.logger?.info({ replica: this.name, runs: claimed.length }, 'took over runs whose owner is gone');
-    const toResume = [...new Set([...claimed, ...mine])].filter((id) => !host.engine.knows(id));
-    let resumed = 0;
-    for (const id of toResume) {
-      if (this.lease.instance !== me || this.closed) break;
-      try {
-        await host.resume(id);
-        resumed++;
-        if (claimed.includes(id)) this.stats.takeovers++;
-      } catch (err) {
-        this.logger?.warn({ runId: id, err: (err as Error).message }, 'could not resume a run now; the next scan tries again');
-        break;
-      }
-    }
-    // Their commands follow them, once they run here.
-    if (claimed.length > 0) await this.commands.retarget(claimed).catch(() => {});
-    return resumed;
+    const pass = await takeOver(
+      {
+        claim: (limit) => this.takeoverSql.claim(me, limit),
+        resume: (id) => host.resume(id),
+        active: () => this.lease.instance === me && !this.closed,
+        // Their commands follow them.
+        claimed: (ids) => void this.commands.retarget(ids).catch(() => {}),
+      },
+      own,
+      { concurrency: this.takeoverConcurrency },
+    );
+    const claimed = new Set(pass.claimed);
+    this.stats.takeovers += pass.resumed.filter((id) => claimed.has(id)).length;
+    if (claimed.size > 0) this.logger?.info({ replica: this.name, runs: claimed.size }, 'took over runs whose owner is gone');
+    if (pass.error !== undefined)
+      this.logger?.warn({ err: (pass.error as Error).message }, 'could not take over or resume every run now; the next scan tries again');
+    return pass.resumed.length;
   }
 
   /** The lease is gone: drop every run, give up permits, and join again as a new instance. */

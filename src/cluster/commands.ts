@@ -11,7 +11,7 @@
  *   safe to repeat or answers 409).
  * - Notifications wake both sides; both also poll slowly, so a lost notification is a delay.
  */
-import type pg from 'pg';
+import type { CommandsSql } from '../store/postgres/commands.js';
 import type { Notifications } from './notifications.js';
 
 /** What the owner answers: the body of a success, or an error of the API's catalog. */
@@ -29,7 +29,7 @@ export class Commands {
   private handler: CommandHandler | undefined;
 
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly sql: CommandsSql,
     private readonly instance: () => string | undefined,
     notifications: Notifications,
     private readonly timeoutMs: number,
@@ -63,15 +63,8 @@ export class Commands {
 
   /** Sends a command to the owner of `runId` and waits for its answer. */
   async send(runId: string, body: unknown): Promise<CommandAnswer> {
-    const sent = await this.pool.query<{ id: number; target: string }>(
-      `WITH c AS (INSERT INTO commands (run_id, target, body, status, created_at)
-         SELECT id, coalesce(owner, ''), $2, 'pending', toolgraph_now() FROM runs WHERE id = $1 RETURNING id, target)
-       SELECT c.id, c.target, pg_notify('toolgraph_commands', c.target) FROM c`,
-      [runId, JSON.stringify(body)],
-    );
-    const row = sent.rows[0];
-    if (!row) return { ok: false, code: 'not_found', message: `no run ${runId}` };
-    const id = Number(row.id);
+    const id = await this.sql.send(runId, JSON.stringify(body));
+    if (id === undefined) return { ok: false, code: 'not_found', message: `no run ${runId}` };
     const deadline = Date.now() + this.timeoutMs;
     try {
       for (;;) {
@@ -85,15 +78,13 @@ export class Commands {
         const answer = await this.answer(id);
         if (answer) return answer;
         if (Date.now() < deadline) {
-          await this.followOwner(id);
+          // A pending command whose target is no longer the run's owner goes to the owner now.
+          await this.sql.followOwner(id);
           continue;
         }
         // Not taken in time: withdrawn, so it is never applied after its sender gave up.
-        const withdrawn = await this.pool.query(
-          `UPDATE commands SET status = 'done', result = 'null' WHERE id = $1 AND status = 'pending'`,
-          [id],
-        );
-        if (withdrawn.rowCount === 1) {
+        const withdrawn = await this.sql.withdraw(id);
+        if (withdrawn) {
           return {
             ok: false,
             code: 'owner_unavailable',
@@ -110,28 +101,12 @@ export class Commands {
   async retarget(runIds: readonly string[]): Promise<void> {
     const me = this.instance();
     if (me === undefined || runIds.length === 0) return;
-    await this.pool.query(
-      `WITH c AS (UPDATE commands SET target = $2, status = 'pending' WHERE run_id = ANY($1::text[]) AND status <> 'done' RETURNING 1)
-       SELECT pg_notify('toolgraph_commands', $2) WHERE EXISTS (SELECT 1 FROM c)`,
-      [runIds, me],
-    );
+    await this.sql.retarget(runIds, me);
   }
 
   private async answer(id: number): Promise<CommandAnswer | undefined> {
-    const r = await this.pool.query<{ status: string; result: string | null }>('SELECT status, result FROM commands WHERE id = $1', [id]);
-    const row = r.rows[0];
-    if (row?.status !== 'done' || row.result === null || row.result === 'null') return undefined;
-    return JSON.parse(row.result) as CommandAnswer;
-  }
-
-  /** A pending command whose target is no longer the run's owner goes to the owner now. */
-  private async followOwner(id: number): Promise<void> {
-    await this.pool.query(
-      `WITH c AS (UPDATE commands c SET target = r.owner FROM runs r
-         WHERE c.id = $1 AND c.status = 'pending' AND r.id = c.run_id AND r.owner IS NOT NULL AND r.owner <> c.target RETURNING c.target)
-       SELECT pg_notify('toolgraph_commands', c.target) FROM c`,
-      [id],
-    );
+    const result = await this.sql.answer(id);
+    return result === undefined ? undefined : (JSON.parse(result) as CommandAnswer);
   }
 
   /** Applies the commands sent to this replica, oldest first, one at a time. */
@@ -147,29 +122,16 @@ export class Commands {
         const me = this.instance();
         const handler = this.handler;
         if (me === undefined || handler === undefined) return;
-        const rows = (
-          await this.pool.query<{ id: number; body: string }>(
-            `SELECT id, body FROM commands WHERE target = $1 AND status = 'pending' ORDER BY id LIMIT 50`,
-            [me],
-          )
-        ).rows;
+        const rows = await this.sql.pending(me, 50);
         for (const row of rows) {
-          const taken = await this.pool.query(
-            `UPDATE commands SET status = 'running' WHERE id = $1 AND status = 'pending' AND target = $2`,
-            [row.id, me],
-          );
-          if (taken.rowCount !== 1) continue;
+          if (!(await this.sql.take(row.id, me))) continue;
           let answer: CommandAnswer;
           try {
             answer = await handler(JSON.parse(row.body));
           } catch (err) {
             answer = { ok: false, code: 'internal', message: (err as Error).message };
           }
-          await this.pool.query(
-            `WITH c AS (UPDATE commands SET status = 'done', result = $2 WHERE id = $1 AND target = $3 RETURNING id)
-             SELECT pg_notify('toolgraph_command_done', c.id::text) FROM c`,
-            [row.id, JSON.stringify(answer), me],
-          );
+          await this.sql.finish(row.id, me, JSON.stringify(answer));
         }
         if (rows.length === 50) this.again = true;
       } while (this.again);

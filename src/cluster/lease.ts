@@ -12,7 +12,7 @@
  * was restarted, so their runs can be taken over now, not after the lease. Names must be unique.
  */
 import { randomBytes } from 'node:crypto';
-import type pg from 'pg';
+import type { LeaseSql } from '../store/postgres/lease.js';
 
 export interface LeaseHooks {
   lost(reason: string): void;
@@ -30,7 +30,7 @@ export class Lease {
   private stopped = false;
 
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly sql: LeaseSql,
     readonly name: string,
     readonly leaseMs: number,
     private readonly hooks: LeaseHooks,
@@ -40,12 +40,7 @@ export class Lease {
   async join(): Promise<string> {
     const instance = `${this.name}/${randomBytes(4).toString('hex')}`;
     const sent = performance.now();
-    await this.pool.query(
-      `WITH me AS (INSERT INTO replicas (instance, name, started_at, lease_until, renewed_at)
-         VALUES ($1, $2, toolgraph_now(), toolgraph_now() + $3, toolgraph_now()) RETURNING started_at)
-       UPDATE replicas SET lease_until = 0 WHERE name = $2 AND instance <> $1 AND lease_until > 0`,
-      [instance, this.name, this.leaseMs],
-    );
+    await this.sql.join(instance, this.name, this.leaseMs);
     this.instance = instance;
     this.held(sent);
     this.schedule();
@@ -61,8 +56,7 @@ export class Lease {
   async stop(release: boolean): Promise<void> {
     this.stopped = true;
     this.clear();
-    if (release && this.instance)
-      await this.pool.query('UPDATE replicas SET lease_until = 0 WHERE instance = $1', [this.instance]).catch(() => {});
+    if (release && this.instance) await this.sql.end(this.instance).catch(() => {});
   }
 
   private schedule(): void {
@@ -78,12 +72,9 @@ export class Lease {
     this.renewing = true;
     const sent = performance.now();
     try {
-      const r = await this.pool.query(
-        'UPDATE replicas SET lease_until = toolgraph_now() + $2, renewed_at = toolgraph_now() WHERE instance = $1 AND lease_until > toolgraph_now()',
-        [instance, this.leaseMs],
-      );
+      const renewed = await this.sql.renew(instance, this.leaseMs);
       if (instance !== this.instance) return;
-      if (r.rowCount === 0) {
+      if (!renewed) {
         this.lose('the lease had ended when it was renewed (the process was paused or cut off for longer than the lease)');
         return;
       }

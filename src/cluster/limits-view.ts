@@ -19,7 +19,7 @@ import { WAIT_KINDS, type WaitHolder } from '../core/waiting.js';
 import type { LimitsRow } from '../store/postgres/limits.js';
 import type { PublishedWait } from './wait-summary.js';
 
-export { LIMITS_SQL, type LimitsRow } from '../store/postgres/limits.js';
+export type { LimitsRow } from '../store/postgres/limits.js';
 
 /** At most this many running calls are read (the oldest): each is a row of `permits`. */
 export const MAX_PERMITS_READ = 10_000;

@@ -13,8 +13,7 @@
  * is the only way to learn something: every user also polls slowly, so a notification lost is a delay,
  * not a loss.
  */
-import pg from 'pg';
-import { PG_BOUNDS } from '../store/pg-pool.js';
+import { type Listening, listen } from '../store/postgres/listen.js';
 
 export const CHANNELS = [
   'toolgraph_events',
@@ -28,7 +27,7 @@ export type Channel = (typeof CHANNELS)[number];
 type Listener = (payload: string) => void;
 
 export class Notifications {
-  private client: pg.Client | undefined;
+  private connection: Listening | undefined;
   private readonly listeners = new Map<Channel | 'resync', Set<Listener>>();
   private closed = false;
   private pause = 100;
@@ -53,47 +52,38 @@ export class Notifications {
   async close(): Promise<void> {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
-    const c = this.client;
-    this.client = undefined;
+    const c = this.connection;
+    this.connection = undefined;
     this.listening = false;
-    await c?.end().catch(() => {});
+    await c?.close();
   }
 
   private async connect(): Promise<void> {
     if (this.closed) return;
-    // Bounded as the pool's connections are (store/pg-pool.ts): a frozen server is a retry, not a hang.
-    const client = new pg.Client({
-      connectionString: this.url,
-      connectionTimeoutMillis: PG_BOUNDS.connectTimeoutMs,
-      query_timeout: PG_BOUNDS.statementTimeoutMs,
-      keepAlive: true,
-    });
-    client.on('error', () => this.lost(client));
-    client.on('end', () => this.lost(client));
-    client.on('notification', (n) => this.tell(n.channel as Channel, n.payload ?? ''));
+    let connection: Listening;
     try {
-      await client.connect();
-      for (const ch of CHANNELS) await client.query(`LISTEN ${ch}`);
+      connection = await listen(this.url, CHANNELS, {
+        notify: (channel, payload) => this.tell(channel as Channel, payload),
+        lost: () => this.lost(connection),
+      });
     } catch (err) {
-      await client.end().catch(() => {});
       this.retry();
       throw err;
     }
     if (this.closed) {
-      await client.end().catch(() => {});
+      await connection.close();
       return;
     }
-    this.client = client;
+    this.connection = connection;
     this.listening = true;
     this.pause = 100;
     this.tell('resync', '');
   }
 
-  private lost(client: pg.Client): void {
-    if (this.client !== client) return;
-    this.client = undefined;
+  private lost(connection: Listening): void {
+    if (this.connection !== connection) return;
+    this.connection = undefined;
     this.listening = false;
-    client.end().catch(() => {});
     this.retry();
   }
 

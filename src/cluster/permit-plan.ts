@@ -15,13 +15,16 @@
  * `decide` grants calls in the order asked, all or nothing per call, checking in the order one
  * replica's limiter does (tenant, tool, resource, rate, lock); a lock waiter of the ask, or an older
  * one of any replica (`queue`, permit-waits.ts), is served before the later calls of other runs that
- * conflict with it (first come, first served).
+ * conflict with it (first come, first served). A counter's most urgent waiter of any replica
+ * (`counterQueue`, permit-priority.ts) have places kept for them: a less urgent call is granted only if
+ * the counter has room for it and for them.
  */
 import { clash, eachPatterns, keyGroupsOf, own, type EachPattern, type Holder, type KeyGroup, type Pause } from '../core/limits.js';
 import { overlaps, key as parsedKey, type Key } from '../core/resources.js';
 import type { PermitRequest } from '../core/scheduler.js';
 import type { Catalog, Limits, Rate } from '../core/tool.js';
 import type { WaitReason } from '../core/waiting.js';
+import type { CounterMark, CounterQueue } from './permit-priority.js';
 import type { Mark, WaitQueue } from './permit-waits.js';
 
 export type LockMode = 'r' | 'w' | 'ir' | 'iw';
@@ -68,7 +71,14 @@ export interface NodeCounts {
 
 export type Decision =
   | { granted: true }
-  | { granted: false; reason: 'tenant' | 'tool' | 'resource' | 'key'; counter: Counter; inUse: number }
+  | {
+      granted: false;
+      reason: 'tenant' | 'tool' | 'resource' | 'key';
+      counter: Counter;
+      inUse: number;
+      /** The counter had room, but it is kept for more urgent waiters (of any replica): the first of them. */
+      behind?: CounterMark;
+    }
   | { granted: false; reason: 'rate'; wakeAt?: number; why?: WaitReason }
   | { granted: false; reason: 'lock'; behindWaiter: boolean; behind?: Mark }
   | { granted: false; reason: 'backoff'; pause: Pause };
@@ -202,6 +212,7 @@ export function decide(
   mine: ReadonlyMap<string, readonly string[]> = new Map(),
   queue?: WaitQueue,
   paused?: (c: Claim) => Pause | undefined,
+  counterQueue?: CounterQueue,
 ): Decided {
   const decisions: Decision[] = [];
   const counterDelta = new Map<string, number>();
@@ -219,6 +230,11 @@ export function decide(
   for (const c of claims) {
     const d = decideOne(c);
     decisions.push(d);
+    if (counterQueue)
+      for (const k of c.counters) {
+        if (!d.granted && 'counter' in d && d.counter === k) counterQueue.waiting(c.request, k.key);
+        else counterQueue.passed(c.request, k.key);
+      }
     if (!d.granted) {
       if (d.reason === 'lock') {
         queue?.waiting(c);
@@ -247,6 +263,11 @@ export function decide(
     for (const k of c.counters) {
       const inUse = rows.counters.get(k.key) ?? 0;
       if (inUse + 1 > k.cap) return { granted: false, reason: k.kind, counter: k, inUse };
+      // The places left are kept for the more urgent waiters (of any replica): a refusal for that names
+      // the first of them (one for a full counter names its holders, as always).
+      const ahead = counterQueue?.ahead(c.request, k.key);
+      if (ahead && ahead.length > 0 && inUse + 1 + ahead.length > k.cap)
+        return { granted: false, reason: k.kind, counter: k, inUse, behind: ahead[0] as CounterMark };
     }
     if (c.rated) {
       const r = rates.check(c.holder);

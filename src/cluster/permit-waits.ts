@@ -5,9 +5,11 @@
  * time of its first refusal) and until when the mark holds (refreshed at each ask again; it lapses
  * `ttlMs` after the last, so a waiter that went away frees the way by itself). A call that is younger
  * than a live mark of another run that conflicts with it waits behind that waiter, as one replica's
- * limiter makes a call wait behind an earlier conflicting waiter. Each row keeps one mark per place,
- * the oldest waiter's (a younger writer makes it a write), so the oldest waiter of a key is only ever
- * made to wait by running calls: once they end, it starts. That is what keeps a writer from being
+ * limiter makes a call wait behind an earlier conflicting waiter — unless it is more urgent (a lower
+ * level: its run's priority with aging, as for counters, permit-priority.ts): a more urgent call goes
+ * before less urgent waiters, and waits behind more urgent ones whatever their age. Each row keeps one
+ * mark per place, the first waiter's in that order (a younger writer makes it a write), so the first
+ * waiter of a key is only ever made to wait by running calls: once they end, it starts. That is what keeps a writer from being
  * starved by a stream of readers on other replicas (and readers by writers). Pure: the rows are the
  * ones the ask locked, and the changed marks are written back with it.
  */
@@ -28,6 +30,9 @@ export interface Mark {
   mode: 'r' | 'w';
   since: number;
   until: number;
+  /** The run's priority (absent: 3) and when it became ready (absent: `since`): its level, as for counters (permit-priority.ts). */
+  priority?: number;
+  readyAt?: number;
 }
 
 /** The marks of a lock row: of a waiter of its own node, and of one below it. */
@@ -60,7 +65,25 @@ export class LockQueue implements WaitQueue {
     private readonly now: number,
     private readonly ttlMs: number,
     private readonly since: Map<string, number>,
+    /** `limits.priorityAgingMs`: a waiter's level drops one per this many ms (none given: no aging). */
+    private readonly agingMs = Number.POSITIVE_INFINITY,
   ) {}
+
+  /** A waiter's level now: its priority less one per `agingMs` since it became ready, at least 1. */
+  private levelOf(priority: number | undefined, readyAt: number): number {
+    const p = priority ?? 3;
+    if (p <= 1) return 1;
+    const aged = Math.floor((this.now - readyAt) / this.agingMs);
+    return aged <= 0 ? p : Math.max(1, p - aged);
+  }
+
+  private markLevel(m: Mark): number {
+    return this.levelOf(m.priority, m.readyAt ?? m.since);
+  }
+
+  private claimLevel(c: Claim): number {
+    return this.levelOf(c.request.priority, this.now - Math.max(0, c.request.readyMs ?? 0));
+  }
 
   sinceOf(c: Claim): number {
     return this.since.get(callKey(c)) ?? Number.POSITIVE_INFINITY;
@@ -68,12 +91,15 @@ export class LockQueue implements WaitQueue {
 
   ahead(c: Claim): Mark | undefined {
     const mine = this.sinceOf(c);
+    const level = this.claimLevel(c);
+    // A more urgent waiter (a lower level) goes first; within a level, the one that asked first.
+    const before = (m: Mark) => {
+      const lm = this.markLevel(m);
+      if (lm !== level) return lm < level;
+      return m.since < mine || (m.since === mine && m.call + m.run < c.request.callId + c.request.runId);
+    };
     const blocks = (m: Mark | null | undefined, mode: 'r' | 'w'): m is Mark =>
-      !!m &&
-      m.until > this.now &&
-      m.run !== c.request.runId &&
-      (m.since < mine || (m.since === mine && m.call + m.run < c.request.callId + c.request.runId)) &&
-      (mode === 'w' || m.mode === 'w');
+      !!m && m.until > this.now && m.run !== c.request.runId && before(m) && (mode === 'w' || m.mode === 'w');
     for (const l of c.locks) {
       const here = this.marks.get(l.row);
       if (blocks(here?.at, l.mode)) return here?.at as Mark;
@@ -99,6 +125,8 @@ export class LockQueue implements WaitQueue {
         mode: l.mode,
         since,
         until: this.now + this.ttlMs,
+        ...(c.request.priority !== undefined ? { priority: c.request.priority } : {}),
+        ...(c.request.readyMs !== undefined ? { readyAt: this.now - Math.max(0, c.request.readyMs) } : {}),
       };
       this.put(l.row, 'at', mark);
       for (const a of l.ancestors) this.put(a, 'below', mark);
@@ -121,6 +149,13 @@ export class LockQueue implements WaitQueue {
     }
   }
 
+  /** Whether mark `a` goes before `b`: a lower level, or the same level and asked first. */
+  private precedes(a: Mark, b: Mark): boolean {
+    const la = this.markLevel(a);
+    const lb = this.markLevel(b);
+    return la !== lb ? la < lb : a.since < b.since;
+  }
+
   /** The rows whose marks changed, with their marks now. */
   changed(): Map<string, NodeMarks> {
     return new Map([...this.changedRows].map((row) => [row, this.marks.get(row) as NodeMarks]));
@@ -132,7 +167,7 @@ export class LockQueue implements WaitQueue {
     const cur = m[place];
     const live = !!cur && cur.until > this.now;
     const same = !!cur && cur.run === mark.run && cur.call === mark.call;
-    if (!live || same || mark.since < (cur as Mark).since) {
+    if (!live || same || this.precedes(mark, cur as Mark)) {
       const mode = live && !same && (cur as Mark).mode === 'w' ? 'w' : mark.mode;
       m[place] = { ...mark, mode: same && (cur as Mark).mode === 'w' ? 'w' : mode };
     } else if (mark.mode === 'w' && (cur as Mark).mode === 'r') m[place] = { ...(cur as Mark), mode: 'w' };

@@ -20,8 +20,9 @@
  * attempt never asks before its last attempt's permit is given back. The permits of an instance whose
  * lease ended are given back by whichever replica's scan notices first (`freeDead`, store/postgres/permits-free.ts), once.
  */
-import type pg from 'pg';
+import type { PgPool } from '../store/pg-pool.js';
 import { Limiter, type Holder, type Pause } from '../core/limits.js';
+import { DEFAULT_PRIORITY_AGING_MS } from '../core/scheduler.js';
 import { key } from '../core/resources.js';
 import type { PermitRequest } from '../core/scheduler.js';
 import type { Limits } from '../core/tool.js';
@@ -32,7 +33,19 @@ import * as free from '../store/postgres/permits-free.js';
 import * as sql from '../store/postgres/permits.js';
 import type { Notifications } from './notifications.js';
 import { claimOf, decide, rowsToLock, SEP, sharedLimits, type Claim, type Decided, type Rates } from './permit-plan.js';
-import { LockQueue, type Mark, type NodeMarks } from './permit-waits.js';
+import { CounterQueue } from './permit-priority.js';
+import {
+  behindOf,
+  bucketNames,
+  ClusterRates,
+  copyNodes,
+  counterMarksOf,
+  holderOfRow,
+  marksOf,
+  marksText,
+  pausedIn,
+} from './permit-rows.js';
+import { LockQueue } from './permit-waits.js';
 import { refusalOf } from './refusals.js';
 
 const GRANTED: PermitAnswer = Object.freeze({ granted: true });
@@ -41,109 +54,17 @@ const REFUSED: PermitAnswer = Object.freeze({ granted: false });
 /** At most this many lock holders of a domain are read to explain a refusal (the oldest). */
 const MAX_LOCK_HOLDERS_READ = 10_000;
 
+/**
+ * A give-back waits up to this many turns of the event loop for the asks it makes possible on this
+ * replica (an attempt's end reaches the scheduler in one turn, its next asks the gate in the next).
+ */
+const HANDOFF_HOPS = 3;
+
 /** At most this many waiting calls' places in line are kept (past it, they start again). */
 const MAX_WAITING_KEPT = 100_000;
 
 /** No rated call in the ask. */
 const NO_RATES: Rates = { check: () => ({ ok: true }), take: () => {} };
-
-/**
- * The rate buckets an ask locked, kept by a core `Limiter` of the rate limits only (its holders are
- * copies without a lock domain: it checks rates and nothing else).
- */
-class ClusterRates implements Rates {
-  private readonly limiter: Limiter;
-  private readonly copies = new Map<Holder, Holder>();
-
-  constructor(
-    limits: Limits,
-    seeds: readonly sql.BucketRow[],
-    private readonly now: number,
-  ) {
-    this.limiter = new Limiter({ tenant: {}, tool: {}, resource: {}, rate: limits.rate, maxCallsPerRun: Infinity });
-    for (const b of seeds) this.limiter.seedBucket(b.name, b.units, b.last);
-  }
-
-  check(h: Holder) {
-    const copy = this.copyOf(h);
-    const check = this.limiter.check(copy, this.now);
-    if (check.ok) return check;
-    const why = refusalOf(this.limiter, copy, check, new Map());
-    return { ok: false as const, ...(check.wakeAt === undefined ? {} : { wakeAt: check.wakeAt }), ...(why ? { why } : {}) };
-  }
-
-  take(h: Holder): void {
-    this.limiter.acquire(this.copyOf(h), this.now);
-  }
-
-  buckets(): sql.BucketRow[] {
-    return [...this.limiter.rateBuckets()]
-      .filter(([, b]) => Number.isFinite(b.last))
-      .map(([name, b]) => ({ name, units: b.units, last: b.last }));
-  }
-
-  private copyOf(h: Holder): Holder {
-    let c = this.copies.get(h);
-    if (!c) {
-      c = { runId: h.runId, tenant: h.tenant, tool: h.tool, domain: null, reads: [], writes: [], toolRate: h.toolRate };
-      this.copies.set(h, c);
-    }
-    return c;
-  }
-}
-
-/**
- * The pause (if any) that holds a claim back: its tool's, or, for a tool with keyed concurrency, its
- * keyed group's (times on the database's clock).
- */
-function pausedIn(rows: readonly sql.PauseRow[]): ((c: Claim) => Pause | undefined) | undefined {
-  if (rows.length === 0) return undefined;
-  return (c) => {
-    const keyed = c.holder.keyed !== undefined && c.holder.perKey !== undefined;
-    const row = rows.find((p) => p.tool === c.request.tool && (keyed ? p.key === c.holder.perKey : p.key === ''));
-    if (!row) return undefined;
-    const out: Pause = { tool: row.tool, until: row.until };
-    if (row.key !== '') out.key = row.key;
-    if (row.status !== null) out.status = row.status;
-    return out;
-  };
-}
-
-/** The rate buckets that rated calls take a token from (`tool:<t>`, `tenant:<t>`). */
-function bucketNames(rated: readonly Claim[], limits: Limits): string[] {
-  const names = new Set<string>();
-  for (const c of rated) {
-    if (c.holder.toolRate) names.add(`tool:${c.request.tool}`);
-    if (Object.hasOwn(limits.rate.tenant, c.request.tenant) || Object.hasOwn(limits.rate.tenant, 'default'))
-      names.add(`tenant:${c.request.tenant}`);
-  }
-  return [...names].sort();
-}
-
-function marksOf(rows: ReadonlyMap<string, sql.MarkRow>): Map<string, NodeMarks> {
-  const parse = (text: string | null): Mark | null => {
-    if (text === null) return null;
-    try {
-      return JSON.parse(text) as Mark;
-    } catch {
-      return null;
-    }
-  };
-  return new Map([...rows].map(([row, m]) => [row, { at: parse(m.at), below: parse(m.below) }]));
-}
-
-function marksText(marks: ReadonlyMap<string, NodeMarks>): Map<string, sql.MarkRow> {
-  const text = (m: Mark | null | undefined) => (m ? JSON.stringify(m) : null);
-  return new Map([...marks].map(([row, m]) => [row, { at: text(m.at), below: text(m.below) }]));
-}
-
-function copyNodes(nodes: ReadonlyMap<string, sql.NodeRow>): Map<string, sql.NodeRow> {
-  return new Map([...nodes].map(([k, v]) => [k, { ...v }]));
-}
-
-function holderOfRow(row: sql.PermitRow): WaitHolder {
-  return { runId: row.run_id, callId: row.call_id, tenant: row.tenant, since: Number(row.since) };
-}
 
 type Op =
   | { kind: 'acquire'; requests: readonly PermitRequest[]; resolve: (answers: PermitAnswer[]) => void; reject: (err: unknown) => void }
@@ -164,9 +85,11 @@ export class ClusterPermits implements PermitGate {
   private sweptAt = 0;
   private waitingSince = new Map<string, number>();
   private readonly limits: Limits;
+  /** `limits.priorityAgingMs`: a waiting call's level drops one per this many ms (permit-priority.ts). */
+  private readonly agingMs: number;
 
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly pool: PgPool,
     private readonly instance: () => string | undefined,
     limits: Limits,
     private readonly catalog: Catalog,
@@ -175,6 +98,7 @@ export class ClusterPermits implements PermitGate {
     private readonly stats?: PermitStats,
   ) {
     this.limits = sharedLimits(limits);
+    this.agingMs = limits.priorityAgingMs ?? DEFAULT_PRIORITY_AGING_MS;
     notifications.on('toolgraph_permits', () => this.tellFreed());
     notifications.on('resync', () => {
       this.tellFreed();
@@ -279,13 +203,33 @@ export class ClusterPermits implements PermitGate {
   private async run(): Promise<void> {
     if (this.running) return;
     this.running = true;
+    /** Permits were given back quietly: other replicas are told once this replica's next ask holds its counters. */
+    let untold = false;
     try {
       for (let op = this.ops.shift(); op; op = this.ops.shift()) {
-        if (op.kind === 'release') await this.give(op.permits).catch(() => this.giveLater(op.permits));
-        else {
+        if (op.kind === 'release') {
+          // Hand-off (DESIGN §12): the calls that waited here behind these (not marked in the cluster: this
+          // replica's own limits held them) ask before other replicas hear that places freed; the marked
+          // waiters of every replica still go first (permit-priority.ts).
+          for (let i = 0; i < HANDOFF_HOPS && !this.ops.some((o) => o.kind === 'acquire'); i++) await new Promise((r) => setImmediate(r));
+          const quiet = this.ops.some((o) => o.kind === 'acquire');
+          const permits = op.permits;
+          await this.give(permits, !quiet).then(
+            () => (untold ||= quiet),
+            () => this.giveLater(permits),
+          );
+        } else {
           const started = performance.now();
           try {
-            const { answers, tokenInMs } = await this.take(op.requests);
+            // Told once this ask holds its counters: the others' asks then queue behind it on those rows,
+            // their way here (the notification, their turn) overlapping with it.
+            const told = untold
+              ? () => {
+                  untold = false;
+                  void this.tell();
+                }
+              : undefined;
+            const { answers, tokenInMs } = await this.take(op.requests, told);
             const n = answers.filter((a) => a.granted).length;
             this.stats?.asked(performance.now() - started, n, answers.length - n);
             if (n < answers.length) this.askAgainLater(tokenInMs);
@@ -294,11 +238,23 @@ export class ClusterPermits implements PermitGate {
             this.askAgainLater();
             op.reject(err);
           }
+          if (untold) untold = !(await this.tell());
         }
       }
+      if (untold) await this.tell();
     } finally {
       this.running = false;
     }
+  }
+
+  /** Tells every replica that permits of this one freed; false when it could not (the database away). */
+  private async tell(): Promise<boolean> {
+    const instance = this.instance();
+    if (instance === undefined) return true;
+    return free.tellFreed(this.pool, instance).then(
+      () => true,
+      () => false,
+    );
   }
 
   /** A give-back that failed (the database away) is tried again; the lease ends them anyway. */
@@ -313,44 +269,47 @@ export class ClusterPermits implements PermitGate {
     this.waitingSince = since;
   }
 
-  private async give(permits: readonly { runId: string; callId: string }[]): Promise<void> {
+  private async give(permits: readonly { runId: string; callId: string }[], notify = true): Promise<void> {
     for (const p of permits) this.waitingSince.delete(`${p.runId}\u0000${p.callId}`);
     const instance = this.instance();
     if (instance === undefined || permits.length === 0) return;
-    await free.giveBack(this.pool, instance, permits, SEP);
+    await free.giveBack(this.pool, instance, permits, SEP, notify);
   }
 
   /**
    * Grants what fits, and says what refused the rest (their `waitingFor`); `tokenInMs`: when a rate
    * limit that refused one has a token again.
    */
-  private async take(requests: readonly PermitRequest[]): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
+  private async take(requests: readonly PermitRequest[], locked?: () => void): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
     const instance = this.instance();
     if (instance === undefined) return { answers: requests.map(() => REFUSED) };
     const claims = requests.map((r) => claimOf(r, this.limits, this.catalog));
     const toLock = rowsToLock(claims);
     const ask = await sql.withAsk(this.pool, async (tx) => {
-      // The counters are locked in the same round trip as the clock is read.
-      const clock = await tx.begin(instance, [...new Set(requests.map((r) => r.tool))], toLock.counters);
+      const clock = await tx.begin(instance, [...new Set(requests.map((r) => r.tool))]);
       // An instance whose lease ended may not know it yet: its permits are free again, so it gets none
       // (its lease watchdog ends its runs).
       if (!clock.alive) return undefined;
-      const counters = clock.counters;
+      const counters = await tx.lockCounters(toLock.counters);
+      locked?.();
+      const counterMarks = counterMarksOf(counters.marks);
       const nodes = await tx.lockNodes(toLock.nodes, SEP);
       const rated = claims.filter((c) => c.rated);
       const buckets = rated.length > 0 ? await tx.lockBuckets(bucketNames(rated, this.limits)) : [];
       const run = (mine?: ReadonlyMap<string, readonly string[]>) => {
         const rates = rated.length > 0 ? new ClusterRates(this.limits, buckets, clock.now) : undefined;
         const since = new Map(this.waitingSince);
-        const queue = new LockQueue(marksOf(nodes.marks), clock.now, this.retryMs * 3, since);
-        const rows = { counters: new Map(counters), nodes: copyNodes(nodes.counts) };
-        const decided = decide(claims, rows, rates ?? NO_RATES, mine, queue, pausedIn(clock.pauses));
-        return { rates, decided, queue, since };
+        const queue = new LockQueue(marksOf(nodes.marks), clock.now, this.retryMs * 3, since, this.agingMs);
+        const rows = { counters: new Map(counters.counts), nodes: copyNodes(nodes.counts) };
+        const urgent = new CounterQueue(new Map([...counterMarks].map(([k, l]) => [k, [...l]])), clock.now, this.retryMs * 3, this.agingMs);
+        const decided = decide(claims, rows, rates ?? NO_RATES, mine, queue, pausedIn(clock.pauses), urgent);
+        return { rates, decided, queue, since, urgent };
       };
-      let { rates, decided, queue, since } = run();
+      let { rates, decided, queue, since, urgent } = run();
       // A lock looked taken: maybe by the asking run itself, which never waits for its own calls.
-      if (decided.needMine.size > 0) ({ rates, decided, queue, since } = run(await tx.heldLocks([...decided.needMine])));
+      if (decided.needMine.size > 0) ({ rates, decided, queue, since, urgent } = run(await tx.heldLocks([...decided.needMine])));
       await tx.writeMarks(marksText(queue.changed()), SEP);
+      await tx.writeCounterMarks(new Map([...urgent.changed()].map(([k, l]) => [k, l.length > 0 ? JSON.stringify(l) : null])));
       const permits = claims
         .filter((_, i) => decided.decisions[i]?.granted)
         .map((c) => ({ ...c.request, keys: c.counters.map((k) => k.key), locks: c.lockEntries }));
@@ -413,9 +372,17 @@ export class ClusterPermits implements PermitGate {
           limit: d.counter.cap,
           inUse: d.inUse,
           holders: await holdersOf(d.counter.key),
+          ...behindOf(d.behind, now),
         };
       } else if (d.reason === 'tenant' || d.reason === 'tool' || d.reason === 'resource')
-        why = { kind: d.reason, key: d.counter.name, limit: d.counter.cap, inUse: d.inUse, holders: await holdersOf(d.counter.key) };
+        why = {
+          kind: d.reason,
+          key: d.counter.name,
+          limit: d.counter.cap,
+          inUse: d.inUse,
+          holders: await holdersOf(d.counter.key),
+          ...behindOf(d.behind, now),
+        };
       else if (d.reason === 'rate') {
         why = d.why;
         if (d.wakeAt !== undefined) tokenAt = Math.min(tokenAt ?? Infinity, d.wakeAt);

@@ -9,9 +9,9 @@
  * for the same limits it stays the same, since it carries when they began waiting, on this replica's
  * clock, with the database's time of the write to turn them into ages (so replicas' clocks may differ).
  */
-import type pg from 'pg';
 import type { WaitCounts } from '../core/scheduler.js';
 import { WAIT_KINDS, type WaitKind } from '../core/waiting.js';
+import type { PublishWaits } from '../store/postgres/wait-summary.js';
 
 /** At most this many limits per replica are published (those waited for longest). */
 export const MAX_PUBLISHED = 500;
@@ -50,7 +50,7 @@ export class WaitPublisher {
   private busy = false;
 
   constructor(
-    private readonly pool: pg.Pool,
+    private readonly write: PublishWaits,
     private readonly instance: () => string | undefined,
     private readonly everyMs = 250,
   ) {}
@@ -93,11 +93,7 @@ export class WaitPublisher {
     if (this.last?.instance === instance && this.last.text === text) return tookMs;
     this.busy = true;
     try {
-      await this.pool.query('UPDATE replicas SET waits = $2, waits_clock = $3, waits_at = toolgraph_now() WHERE instance = $1', [
-        instance,
-        text,
-        Math.round(now),
-      ]);
+      await this.write(instance, text, Math.round(now));
       this.last = { instance, text };
     } catch {
       // The database is away: the next look tries again.

@@ -39,7 +39,7 @@ export interface ConfigFile {
   auth: { keys: AuthKey[] };
   server: { host: string; port: number; db: string };
   mcp: McpSection;
-  store: { url?: string; poolSize: number; leaseMs: number };
+  store: { url?: string; poolSize: number; leaseMs: number; takeoverConcurrency: number };
   hooks: HookConfig[];
 }
 
@@ -323,7 +323,12 @@ function storeSchema(ctx: SchemaContext) {
     }
     return value;
   });
-  return strict({ url: url.optional(), poolSize: int(1, 1000).default(10), leaseMs: int(500, 600_000).default(10_000) });
+  return strict({
+    url: url.optional(),
+    poolSize: int(1, 1000).default(10),
+    leaseMs: int(500, 600_000).default(10_000),
+    takeoverConcurrency: int(1, 1000).default(32),
+  });
 }
 
 const serverSchema = () =>

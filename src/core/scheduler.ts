@@ -18,3 +18,4 @@ export {
 } from './scheduler/api.js';
 export type { HookAnswer, HookDecision, HookMatcher, HookOn, HookRequest } from './hooks.js';
 export { limitItems, waitId, type LimitInUse, type LimitSource, type WaitCount, type WaitCounts } from './scheduler/limits-in-use.js';
+export { DEFAULT_PRIORITY_AGING_MS } from './scheduler/records.js';

@@ -13,7 +13,7 @@
 import type { CallToolResult, ProgressNotification } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import type { Principal } from '../api/auth.js';
+import { priorityFor, type Principal } from '../api/auth.js';
 import { httpErrorOf } from '../api/errors.js';
 import type { Service } from '../api/service.js';
 import type { CallInput } from '../core/calls.js';
@@ -57,7 +57,11 @@ export interface CallRequest {
   submitted?: () => void;
 }
 
-const BatchArgsSchema = z.strictObject({ calls: CallsSchema.min(1), failure: FailureSchema.optional() });
+const BatchArgsSchema = z.strictObject({
+  calls: CallsSchema.min(1),
+  failure: FailureSchema.optional(),
+  priority: z.int().min(1).max(5).optional(),
+});
 
 /** The call id of a one-call run: `mcp-<request id>` when that is a valid id, else `call`. */
 export function callIdOf(requestId: string | number): string {
@@ -99,7 +103,13 @@ function submissionOf(s: McpSession, r: CallRequest): Submission {
     if (!parsed.success) return invalid(`the arguments of ${BATCH_TOOL} are not a batch: ${issuesText(parsed.error)}`);
     return {
       ok: true,
-      request: { calls: parsed.data.calls, ...(parsed.data.failure ? { failure: parsed.data.failure } : {}), tags },
+      request: {
+        calls: parsed.data.calls,
+        ...(parsed.data.failure ? { failure: parsed.data.failure } : {}),
+        // Capped by the key's auth.keys[].maxPriority: a refusal priority_not_allowed (DESIGN §4).
+        ...(parsed.data.priority !== undefined ? { priority: priorityFor(s.principal, parsed.data.priority) as number } : {}),
+        tags,
+      },
     };
   }
   const call: CallInput = { id: callIdOf(r.requestId), tool: r.name, args };

@@ -58,7 +58,7 @@ const CALL_RESULT_SCHEMA = {
   required: ['id', 'tool', 'status'],
 };
 
-/** `toolgraph_batch`: the body of `POST /v1/runs` (`calls`, `failure`) in, the calls' results in call order out. */
+/** `toolgraph_batch`: the body of `POST /v1/runs` (`calls`, `failure`, `priority`) in, the calls' results in call order out. */
 export function batchTool(maxCalls: number): Tool {
   return {
     name: BATCH_TOOL,
@@ -90,6 +90,12 @@ export function batchTool(maxCalls: number): Tool {
           type: 'string',
           enum: [...FAILURE_MODES],
           description: 'fail_fast: the first failure cancels the rest; partial (default): calls that do not depend on it go on',
+        },
+        priority: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 5,
+          description: '1 (most urgent) to 5; default 3. Under busy limits the more urgent run goes first; a key may be capped.',
         },
       },
       required: ['calls'],

@@ -16,6 +16,12 @@
  */
 import pg from 'pg';
 
+/**
+ * The pool as the rest of the service holds it: a handle it passes to the statements of
+ * store/postgres/*, without touching the driver itself.
+ */
+export type PgPool = pg.Pool;
+
 /** The bounds of every wait on PostgreSQL (ms). */
 export const PG_BOUNDS = {
   /** A new connection, or a free one of the pool. */

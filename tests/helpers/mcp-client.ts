@@ -229,7 +229,7 @@ policy:
       deny: nothing is removed here
 auth:
   keys:
-    - { key: ${AGENT}, tenant: acme, role: agent }
+    - { key: ${AGENT}, tenant: acme, role: agent, maxPriority: 2 }
     - { key: ${OPERATOR}, tenant: ops, role: operator }
 defaults: { timeoutMs: 20000 }
 `;

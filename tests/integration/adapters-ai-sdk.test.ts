@@ -260,4 +260,16 @@ describe('toolgraph/ai-sdk', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('options.priority: each step run has it (run.created); a priority outside 1..5 is refused when wrapping', async () => {
+    const tools = withToolgraph(aiTools(fileTools()), { tools: FILE_TOOL_FIELDS, priority: 1 });
+    const created: unknown[] = [];
+    toolgraphOf(tools)?.onEvent((e) => {
+      if (e.type === 'run.created') created.push(e.data.priority);
+    });
+    await generateText({ model: model(), tools, prompt: 'x', stopWhen: stepCountIs(3) });
+    await toolgraphOf(tools)?.close();
+    expect(created).toEqual([1]);
+    expect(() => withToolgraph(aiTools(fileTools()), { priority: 9 })).toThrow(/options\.priority: 9 is not an integer from 1/);
+  });
 });

@@ -97,4 +97,48 @@ describe('options.client', () => {
     const view = await api.get(`/v1/runs/${run.id}`);
     expect((view.body.calls as { id: string }[]).map((c) => c.id)).toEqual(['call_w', 'call_rx', 'call_ry']);
   });
+
+  it.skipIf(!hasClientTools)(
+    'options.priority: the step run has it; one more urgent than the key may ask fails the step priority_not_allowed',
+    async () => {
+      const api = await startApi({
+        yaml: `${YAML}auth:\n  keys:\n    - { key: capped-agent-key, tenant: acme, role: agent, maxPriority: 2 }\n    - { key: ops-key-12345678, tenant: ops, role: operator }\n`,
+      });
+      const client = new ToolgraphClient({ baseUrl: api.url, apiKey: 'capped-agent-key' }) as unknown as RemoteClient;
+      const files = fileTools();
+      const step = async (priority: number) => {
+        const tools = withToolgraph(
+          { read_file: tool({ inputSchema: jsonSchema<{ path: string }>({ type: 'object' }), execute: (args) => files.read_file(args) }) },
+          { client, priority, tenant: 'acme' },
+        );
+        const model = new MockLanguageModelV3({
+          doGenerate: async ({ prompt }) =>
+            prompt.some((m) => m.role === 'tool')
+              ? { content: [{ type: 'text', text: 'done' }], finishReason: { unified: 'stop', raw: 'stop' }, usage, warnings: [] }
+              : {
+                  content: [{ type: 'tool-call', toolCallId: 'call_ry', toolName: 'read_file', input: JSON.stringify({ path: '/y' }) }],
+                  finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
+                  usage,
+                  warnings: [],
+                },
+        });
+        return generateText({ model, tools, prompt: 'x', stopWhen: stepCountIs(3) });
+      };
+      const denied = await step(1);
+      const error = denied.steps[0]?.content.find((p) => p.type === 'tool-error');
+      expect(String((error as { error?: unknown } | undefined)?.error)).toMatch(/priority_not_allowed/);
+      const ok = await step(2);
+      expect(ok.steps[0]?.toolResults.map((r) => r.output)).toEqual([{ path: '/y', content: 'why' }]);
+      const run = await until('the step run ended', async () => {
+        const [r] = (await api.get('/v1/runs', { token: 'ops-key-12345678' })).body.items as {
+          id: string;
+          status: string;
+          priority?: number;
+        }[];
+        return r && r.status !== 'running' && r.status !== 'queued' ? r : undefined;
+      });
+      expect(run.status).toBe('succeeded');
+      expect((await api.get(`/v1/runs/${run.id}`, { token: 'ops-key-12345678' })).body).toMatchObject({ priority: 2 });
+    },
+  );
 });

@@ -142,6 +142,19 @@ describe('toolgraph run', () => {
     expect(bad.err).toMatch(/--failure must be fail_fast, partial or replan/);
   });
 
+  it("--priority (or the batch file's priority) is the run's; out of 1..5 is exit 2", async () => {
+    expect(JSON.parse((await cli('run', FAILING, '--json', '--priority', '1')).out).priority).toBe(1);
+    const prioritized = file('prioritized.json', JSON.stringify({ calls: [{ id: 'e', tool: 'echo', args: {} }], priority: 5 }));
+    expect(JSON.parse((await cli('run', prioritized, '--json')).out).priority).toBe(5);
+    expect(JSON.parse((await cli('run', prioritized, '--json', '--priority', '2')).out).priority).toBe(2);
+    const bad = await cli('run', FAILING, '--priority', '0');
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/--priority must be 1 \(most urgent\) to 5, got "0"/);
+    const badFile = await cli('run', file('bad-priority.json', JSON.stringify({ calls: [], priority: 7 })));
+    expect(badFile.code).toBe(2);
+    expect(badFile.err).toMatch(/bad-priority\.json: not a valid batch:[\s\S]*priority/);
+  });
+
   it('rejects reviews without --approve and approves them with it', async () => {
     const deploy = file(
       'deploy.json',

@@ -60,6 +60,21 @@ describe('ToolgraphClient', () => {
     await api.service.cancel({ role: 'operator', tenant: 'default' } as never, first.id);
   });
 
+  it('submits with a priority: the run carries it; one more urgent than the key may ask is a ToolgraphError priority_not_allowed', async () => {
+    const api = await startApi({
+      yaml: `${YAML}auth:\n  keys:\n    - { key: capped-agent-key, tenant: acme, role: agent, maxPriority: 2 }\n`,
+    });
+    const tg = new ToolgraphClient({ baseUrl: api.url, apiKey: 'capped-agent-key' });
+    const err = await tg.submit({ calls: [{ id: 'e', tool: 'echo', args: {} }], priority: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ToolgraphError);
+    expect(err).toMatchObject({ status: 403, code: 'priority_not_allowed', details: { maxPriority: 2, priority: 1 } });
+    const run = await tg.submit({ calls: [{ id: 'e', tool: 'echo', args: {} }], priority: 2 }, { wait: true });
+    expect(run).toMatchObject({ status: 'succeeded', priority: 2 });
+    // The same batch planned: what only a run has is left out of the plan's request.
+    const plan = await tg.plan({ calls: [{ id: 'e', tool: 'echo', args: {} }], priority: 2, concurrencyKey: 'k' });
+    expect(plan.generations).toEqual([['e']]);
+  });
+
   it('resumes an event stream after the connection is cut: every event once, in order', async () => {
     // The calls are held at a ToolServer and released one by one from the loop, so the run is still
     // going when the stream is cut: the cut hits the live stream, never a connection that already

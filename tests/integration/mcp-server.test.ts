@@ -4,7 +4,7 @@
  * catalog with an imported MCP server's tools (server-filesystem), paged; a write and a read of one
  * document in flight at once run one after the other; a tool limit is never exceeded and reached across
  * concurrent calls; a denied call, a review approved through REST while the call waits,
- * toolgraph_batch with a reference, the client's cancel, and every call a run of the key's tenant
+ * toolgraph_batch with a reference and with a priority (capped by the key), the client's cancel, and every call a run of the key's tenant
  * listed under the session's tag. The filesystem server's calls are runs with their graph. The key
  * rules (401 without a key) are in mcp-server-endpoint.test.ts.
  */
@@ -217,6 +217,19 @@ describe.each<TransportKind>(['http', 'stdio'])('toolgraph as an MCP server over
     expect(bad.isError).toBe(true);
     expect(text(bad)).toMatch(/^invalid_request: /);
     calls--; // refused before it became a run
+  });
+
+  it('toolgraph_batch takes a priority, capped by the key (maxPriority 2): 1 is refused priority_not_allowed, 2 is the run’s', async () => {
+    const denied = await call('toolgraph_batch', { calls: [{ id: 'a', tool: 'echo', args: { v: 1 } }], priority: 1 });
+    expect(denied.isError).toBe(true);
+    expect(text(denied)).toMatch(/^priority_not_allowed: /);
+    calls--; // refused before it became a run
+    const ok = await call('toolgraph_batch', { calls: [{ id: 'a', tool: 'echo', args: { v: 2 } }], priority: 2 });
+    expect(ok.isError).toBeFalsy();
+    expect(await run(runIdOf(ok))).toMatchObject({ priority: 2, status: 'succeeded' });
+    const bad = await call('toolgraph_batch', { calls: [{ id: 'a', tool: 'echo' }], priority: 9 });
+    expect(text(bad)).toMatch(/^invalid_request: .*priority/);
+    calls--;
   });
 
   it('cancels the run when the client cancels the call', async () => {

@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterPermits } from '../../src/cluster/permits.js';
 import { Lease } from '../../src/cluster/lease.js';
+import { leaseSql } from '../../src/store/postgres/lease.js';
 import { Notifications } from '../../src/cluster/notifications.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { PermitRequest } from '../../src/core/scheduler.js';
@@ -49,7 +50,7 @@ describe('refusals of cluster-wide permits', () => {
     const db = await pg.createDatabase();
     store = (await openStore({ kind: 'postgres', url: db, from: 'test' }, { poolSize: 2 })) as PostgresStore;
     const config = parseConfig(YAML, 'test');
-    lease = new Lease(store.pool, 'refusals', 10_000, { lost: () => {} });
+    lease = new Lease(leaseSql(store.pool), 'refusals', 10_000, { lost: () => {} });
     await lease.join();
     notifications = new Notifications(db);
     await notifications.start();

@@ -64,6 +64,26 @@ describe('waiting words', () => {
     );
   });
 
+  it('a limit with room kept for a more urgent waiter (queuedBehind on a counted limit) says for whom', () => {
+    const kept = {
+      kind: 'tool',
+      key: 'one',
+      limit: 2,
+      inUse: 1,
+      holders: [{ runId: 'run_1', callId: 'a', tenant: 't', since: new Date(at(12, 0, 0)).toISOString() }],
+      queuedBehind: [{ runId: 'run_9', callId: 'u', tenant: 't', since: new Date(at(12, 0, 1)).toISOString() }],
+    };
+    const html = waiting.waitsHtml([kept], at(12, 0, 3));
+    expect(strip(html)).toBe(
+      'waiting for tool limit one (1 of 2 in use) held by run run_1 / call a for 3.00 s; the free place is kept for run run_9 / call u, more urgent',
+    );
+    expect(html).toContain('href="#/runs/run_9?call=u"');
+    const lock = { kind: 'lock', key: 'file:/x', holders: [], queuedBehind: kept.queuedBehind };
+    expect(strip(waiting.waitsHtml([lock], at(12, 0, 3)))).toBe(
+      'waiting for lock file:/x, queued behind run run_9 / call u, which asked first',
+    );
+  });
+
   it('the kinds of before read as before', () => {
     expect(waiting.waitsText([{ kind: 'lock', key: 'file:/x', holders: [] }])).toBe('waiting for lock file:/x');
   });

@@ -6,6 +6,8 @@
  * for itself, and the ask's lock waiters served first come, first served. A property test checks the
  * lock decisions against the core limiter's (`clash`) on random keys. Across asks, a lock waiter's marks
  * keep later conflicting calls behind it (first come, first served), until it starts or stops asking.
+ * A counter's most urgent waiter (priority with aging, then readiness) keeps the counter's last place
+ * across asks (permit-priority.ts).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -22,6 +24,7 @@ import {
   type Claim,
   type Rates,
 } from '../../src/cluster/permit-plan.js';
+import { CounterQueue, type CounterMark } from '../../src/cluster/permit-priority.js';
 import { LockQueue, type NodeMarks } from '../../src/cluster/permit-waits.js';
 import { clash } from '../../src/core/limits.js';
 import { key } from '../../src/core/resources.js';
@@ -301,6 +304,22 @@ describe('first come, first served across asks (permit-waits.ts)', () => {
     expect(b.ask(3000, [reader])).toEqual(['yes']);
   });
 
+  it('a more urgent waiter goes before older ones of a less urgent run (priority), and waits behind more urgent ones', () => {
+    const a = asker();
+    const held = claim(req('h', { domain, writes: ['file:/x'] }));
+    a.hold(held);
+    const background = claim(req('bg', { domain, reads: ['file:/x'], priority: 5 }));
+    const urgent = claim(req('urgent', { domain, writes: ['file:/x/y'], priority: 1 }));
+    const later = claim(req('later', { domain, reads: ['file:/x'], priority: 3 }));
+    expect(a.ask(0, [background])).toEqual(['lock']);
+    expect(a.ask(5, [urgent])).toEqual(['lock']);
+    expect(a.ask(6, [later])).toEqual(['lock']);
+    a.free(held);
+    // The background reader asks first: it waits behind the urgent writer, though it waited longer.
+    expect(a.ask(10, [background, later])).toEqual(['behind urgent', 'behind urgent']);
+    expect(a.ask(11, [urgent])).toEqual(['yes']);
+  });
+
   it('a run never waits behind its own waiting call', () => {
     const a = asker();
     a.hold(claim(req('h', { domain, reads: ['file:/x'] })));
@@ -345,5 +364,105 @@ limits:
     expect(d.decisions.map((x) => x.granted)).toEqual([true, false, true]);
     const refused = d.decisions[1];
     expect(refused).toMatchObject({ granted: false, reason: 'key', inUse: 1, counter: { name: 'acme/web', group: { tool: 'push' } } });
+  });
+});
+
+describe('priority across asks (permit-priority.ts): a counter keeps places for its most urgent waiters', () => {
+  /** Asks of one "database": the counter rows and their marks persist between asks, on a virtual clock. */
+  function cluster(agingMs = 10_000) {
+    const rows = empty();
+    const marks = new Map<string, CounterMark[]>();
+    let now = 1_000_000;
+    return {
+      ask(rs: PermitRequest[]) {
+        const q = new CounterQueue(marks, now, 3000, agingMs);
+        const d = decide(rs.map(claim), rows, NO_RATES, undefined, undefined, undefined, q);
+        return d.decisions.map((x) => (x.granted ? 'yes' : 'behind' in x && x.behind ? `behind ${x.behind.run}` : x.reason));
+      },
+      release(key: string) {
+        rows.counters.set(key, (rows.counters.get(key) ?? 1) - 1);
+      },
+      tick(ms: number) {
+        now += ms;
+      },
+    };
+  }
+  // A tenant of its own per run: only the tool's counter (t: 2) is contended.
+  const t = (runId: string, o: Partial<PermitRequest> = {}) => req(runId, { tool: 't', tenant: runId, ...o });
+
+  it('an urgent call asked after less urgent ones wait gets the freed place first, whoever asks first', () => {
+    const c = cluster();
+    expect(c.ask([t('held1'), t('held2')])).toEqual(['yes', 'yes']); // tool t: 2, both places taken
+    expect(c.ask([t('bg', { priority: 5, readyMs: 500 })])).toEqual(['tool']); // replica A's background call
+    expect(c.ask([t('urgent', { priority: 1 })])).toEqual(['tool']); // replica B's urgent call, later
+    c.release('tool:t');
+    // A asks first when the place frees: its background call leaves it to the urgent one.
+    expect(c.ask([t('bg', { priority: 5, readyMs: 600 })])).toEqual(['behind urgent']);
+    expect(c.ask([t('urgent', { priority: 1, readyMs: 100 })])).toEqual(['yes']);
+    // The urgent one started: its mark went. A call as urgent as the background one, ready about as
+    // early, takes the place as it asks; one ready an aging period later leaves it to the background call.
+    c.release('tool:t');
+    expect(c.ask([t('late', { priority: 5, readyMs: 0 })])).toEqual(['yes']);
+    c.tick(2500);
+    expect(c.ask([t('bg', { priority: 5, readyMs: 3_100 })])).toEqual(['tool']); // asks again while it waits
+    c.tick(7500);
+    expect(c.ask([t('bg', { priority: 5, readyMs: 10_600 })])).toEqual(['tool']);
+    c.release('tool:t');
+    expect(c.ask([t('newcomer', { priority: 4 })])).toEqual(['behind bg']); // level 4, like bg's aged one, but ready 10 s later
+    expect(c.ask([t('bg', { priority: 5, readyMs: 10_700 })])).toEqual(['yes']);
+  });
+
+  it('never exceeded and reached: with room for two, a less urgent call takes one place and leaves the other', () => {
+    const c = cluster();
+    expect(c.ask([t('h1'), t('h2')])).toEqual(['yes', 'yes']);
+    expect(c.ask([t('urgent', { priority: 1 })])).toEqual(['tool']);
+    c.release('tool:t');
+    c.release('tool:t');
+    expect(c.ask([t('bg1', { priority: 5 }), t('bg2', { priority: 5 })])).toEqual(['yes', 'behind urgent']);
+    expect(c.ask([t('urgent', { priority: 1 })])).toEqual(['yes']);
+    expect(c.ask([t('bg2', { priority: 5 })])).toEqual(['tool']);
+  });
+
+  it('aging: a priority-5 call that has waited 4 aging periods goes before a priority-1 call that has just come', () => {
+    const c = cluster(1000);
+    expect(c.ask([t('h1'), t('h2')])).toEqual(['yes', 'yes']);
+    expect(c.ask([t('old', { priority: 5 })])).toEqual(['tool']);
+    c.tick(2000);
+    expect(c.ask([t('old', { priority: 5, readyMs: 2000 })])).toEqual(['tool']); // it asks again while it waits
+    c.tick(2000);
+    expect(c.ask([t('fresh', { priority: 1 })])).toEqual(['tool']); // full: it waits for the holders
+    c.release('tool:t');
+    expect(c.ask([t('fresh', { priority: 1 })])).toEqual(['behind old']);
+    expect(c.ask([t('old', { priority: 5, readyMs: 4000 })])).toEqual(['yes']);
+  });
+
+  it('a mark lapses when its waiter stops asking; equal levels go by when the run became ready', () => {
+    const c = cluster();
+    expect(c.ask([t('h1'), t('h2')])).toEqual(['yes', 'yes']);
+    expect(c.ask([t('gone', { priority: 1 })])).toEqual(['tool']);
+    c.release('tool:t');
+    expect(c.ask([t('bg', { priority: 5 })])).toEqual(['behind gone']);
+    c.tick(3001);
+    expect(c.ask([t('bg', { priority: 5 })])).toEqual(['yes']);
+    expect(c.ask([t('young', { priority: 1, readyMs: 10 })])).toEqual(['tool']);
+    expect(c.ask([t('older', { priority: 1, readyMs: 10_500 })])).toEqual(['tool']);
+    expect(c.ask([t('near', { priority: 1, readyMs: 5_000 })])).toEqual(['tool']);
+    c.release('tool:t');
+    // Same level: ready an aging period earlier goes first; ready less than a period earlier does not.
+    expect(c.ask([t('young', { priority: 1, readyMs: 20 })])).toEqual(['behind older']);
+    expect(c.ask([t('near', { priority: 1, readyMs: 5_010 })])).toEqual(['yes']);
+    c.release('tool:t');
+    expect(c.ask([t('older', { priority: 1, readyMs: 10_510 })])).toEqual(['yes']);
+  });
+
+  it('a waiter that asks again keeps its place in line, whatever readyMs it says', () => {
+    const c = cluster(500);
+    expect(c.ask([t('h1'), t('h2')])).toEqual(['yes', 'yes']);
+    expect(c.ask([t('first', { readyMs: 600 }), t('second')])).toEqual(['tool', 'tool']);
+    c.tick(1000);
+    expect(c.ask([t('first')])).toEqual(['tool']); // asks again, later, saying it has just become ready
+    c.release('tool:t');
+    expect(c.ask([t('second')])).toEqual(['behind first']);
+    expect(c.ask([t('first')])).toEqual(['yes']);
   });
 });

@@ -43,6 +43,10 @@ export interface PermitRequest {
   writes: readonly string[];
   /** A tool with keyed concurrency (DESIGN §4): its `per` template expanded against the call's args. */
   perKey?: string;
+  /** The run's priority, 1 (most urgent) to 5; absent: 3 (DESIGN §4: waiters of a cluster counter go by it). */
+  priority?: number;
+  /** How long the run has had ready calls (ms): its age for priority aging and its place in line. */
+  readyMs?: number;
 }
 
 export interface SubmitOptions {

@@ -245,6 +245,8 @@ function start(s: SchedulerState, run: ScheduledRun, c: ScheduledCall): void {
       reads: c.reads.map((k) => k.text),
       writes: c.writes.map((k) => k.text),
       ...(c.perKey !== undefined ? { perKey: c.perKey } : {}),
+      ...(run.priority !== 3 ? { priority: run.priority } : {}),
+      readyMs: s.now - run.readySince,
     });
     return;
   }
@@ -272,7 +274,8 @@ export function permitRefused(s: SchedulerState, run: ScheduledRun, c: Scheduled
   if (c.status !== 'ready') return;
   c.permitRefusedIn = s.permitEpoch;
   (run.ready.get(c.tool) as KeyedHeap<ScheduledCall>).push(c);
-  if (run.readyCount++ === 0) run.readySince = s.now;
+  // The run waits since it had ready calls (its age is kept: a refusal does not make it young again).
+  run.readyCount++;
   if (reasons === undefined) return;
   // Paused on another replica (backpressure): the tool, or this call's keyed group, waits here too.
   for (const r of reasons) {

@@ -143,8 +143,14 @@ export function waitHtml(w, now) {
   if (w.kind === 'rate' && w.retryAt) {
     const ms = Date.parse(w.retryAt) - now;
     text += ms > 0 ? `: next token in ${esc(fmtMs(ms))}` : ': a token is due now';
-  } else if (w.holders?.length || w.otherHolders) text += ` held by ${holdersHtml(w, now)}`;
-  else if (w.queuedBehind?.length) text += `, queued behind ${w.queuedBehind.map(holderLink).join(', ')}, which asked first`;
+  } else if (w.kind === 'lock' || !w.queuedBehind?.length) {
+    if (w.holders?.length || w.otherHolders) text += ` held by ${holdersHtml(w, now)}`;
+    else if (w.queuedBehind?.length) text += `, queued behind ${w.queuedBehind.map(holderLink).join(', ')}, which asked first`;
+  } else {
+    // A counted limit with room, kept for a more urgent waiter (priority across replicas, DESIGN §4).
+    if (w.holders?.length || w.otherHolders) text += ` held by ${holdersHtml(w, now)}`;
+    text += `; the free place is kept for ${w.queuedBehind.map(holderLink).join(', ')}, more urgent`;
+  }
   return text;
 }
 

@@ -7,16 +7,23 @@ import type pg from 'pg';
 
 /**
  * Gives back permits of `instance` (these calls, or all of them): deletes their rows and takes off what
- * they took, in one transaction, and NOTIFYs `toolgraph_permits` when any was held. The delete is what
- * makes it once: two that give back the same permit find it once. Returns how many were given back.
+ * they took, in one transaction, and NOTIFYs `toolgraph_permits` when any was held (unless `notify` is
+ * false: the caller tells later, with `tellFreed`). The delete is what makes it once: two that give back
+ * the same permit find it once. Returns how many were given back.
  */
 export async function giveBack(
   pool: pg.Pool,
   instance: string,
   calls: readonly { runId: string; callId: string }[] | 'all',
   sep: string,
+  notify = true,
 ): Promise<number> {
-  return giveBackIn(pool, instance, calls, sep);
+  return giveBackIn(pool, instance, calls, sep, notify);
+}
+
+/** NOTIFYs `toolgraph_permits`: permits of `instance` were given back (see `giveBack`'s `notify`). */
+export async function tellFreed(pool: pg.Pool, instance: string): Promise<void> {
+  await pool.query(`SELECT pg_notify('toolgraph_permits', $1)`, [instance]);
 }
 
 async function giveBackIn(
@@ -24,6 +31,7 @@ async function giveBackIn(
   instance: string,
   calls: readonly { runId: string; callId: string }[] | 'all',
   sep: string,
+  notify = true,
 ): Promise<number> {
   const which =
     calls === 'all'
@@ -46,9 +54,9 @@ async function giveBackIn(
            ON CONFLICT (domain, node) DO UPDATE SET r = GREATEST(l.r + excluded.r, 0), w = GREATEST(l.w + excluded.w, 0),
              ir = GREATEST(l.ir + excluded.ir, 0), iw = GREATEST(l.iw + excluded.iw, 0) RETURNING 1)
      SELECT x.n, (SELECT count(*) FROM c) AS c, (SELECT count(*) FROM l) AS l,
-       CASE WHEN x.n > 0 THEN pg_notify('toolgraph_permits', $3) END AS told
+       CASE WHEN x.n > 0 AND $5 THEN pg_notify('toolgraph_permits', $3) END AS told
      FROM (SELECT count(*) AS n FROM d) x`,
-    [list.map((p) => p.runId), list.map((p) => p.callId), instance, sep],
+    [list.map((p) => p.runId), list.map((p) => p.callId), instance, sep, notify],
   );
   return Number(r.rows[0]?.n ?? 0);
 }

@@ -108,53 +108,55 @@ export class PermitTx {
 
   /**
    * Begins the transaction, and says the database's clock and whether `instance`'s lease holds (its
-   * row held `FOR KEY SHARE` until commit, so that it is not freed meanwhile), the pauses of `tools`,
-   * and locks `counters` as `lockCounters` does (sorted, created when not there yet; their use now):
-   * one round trip.
+   * row held `FOR KEY SHARE` until commit, so that it is not freed meanwhile): one round trip.
    */
-  async begin(
-    instance: string,
-    tools: readonly string[] = [],
-    counters: readonly { key: string; cap: number }[] = [],
-  ): Promise<{ now: number; alive: boolean; pauses: PauseRow[]; counters: Map<string, number> }> {
-    const lit = (x: string) => this.client.escapeLiteral(x);
-    const list = tools.length > 0 ? tools.map(lit).join(', ') : 'NULL';
-    const caps = counters.map((c) => {
-      if (!Number.isSafeInteger(c.cap)) throw new Error(`a limit's capacity must be an integer, got ${c.cap}`);
-      return c.cap;
-    });
-    const lock =
-      counters.length > 0
-        ? `; INSERT INTO permit_counts (key, cap) SELECT k, c FROM unnest(${lit(pgArray(counters.map((c) => c.key)))}::text[],
-             ARRAY[${caps.join(', ')}]::int[]) AS u(k, c) ORDER BY k COLLATE "C"
-           ON CONFLICT (key) DO UPDATE SET cap = excluded.cap RETURNING key, in_use`
-        : '';
+  async begin(instance: string, tools: readonly string[] = []): Promise<{ now: number; alive: boolean; pauses: PauseRow[] }> {
+    const list = tools.length > 0 ? tools.map((t) => this.client.escapeLiteral(t)).join(', ') : 'NULL';
     const results = (await this.client.query(
       `BEGIN; SELECT toolgraph_now() AS now,
-         (SELECT lease_until > toolgraph_now() FROM replicas WHERE instance = ${lit(instance)} AND NOT permits_freed
+         (SELECT lease_until > toolgraph_now() FROM replicas WHERE instance = ${this.client.escapeLiteral(instance)} AND NOT permits_freed
           FOR KEY SHARE) AS alive,
          (SELECT coalesce(json_agg(json_build_object('tool', tool, 'key', key, 'until', until, 'status', status)), '[]'::json)
-          FROM tool_pauses WHERE tool IN (${list}) AND until > toolgraph_now()) AS pauses${lock}`,
-    )) as unknown as pg.QueryResult[];
-    const row = results[1]?.rows[0] as { now: string; alive: boolean | null; pauses: PauseRow[] } | undefined;
-    const locked = (results[2]?.rows ?? []) as { key: string; in_use: number }[];
+          FROM tool_pauses WHERE tool IN (${list}) AND until > toolgraph_now()) AS pauses`,
+    )) as unknown as pg.QueryResult<{ now: string; alive: boolean | null; pauses: PauseRow[] }>[];
+    const row = results[1]?.rows[0];
     return {
       now: Number(row?.now),
       alive: row?.alive === true,
       pauses: (row?.pauses ?? []).map((p) => ({ ...p, until: Number(p.until) })),
-      counters: new Map(locked.map((r) => [r.key, r.in_use])),
     };
   }
 
-  /** Locks the counters (sorted), creating those not there yet; their use now. */
-  async lockCounters(counters: readonly { key: string; cap: number }[]): Promise<Map<string, number>> {
-    if (counters.length === 0) return new Map();
-    const r = await this.client.query<{ key: string; in_use: number }>(
+  /**
+   * Locks the counters (sorted), creating those not there yet; their use now, and the waiter marks of
+   * those that have one (JSON text; cluster/permit-priority.ts reads them; migration 0006).
+   */
+  async lockCounters(
+    counters: readonly { key: string; cap: number }[],
+  ): Promise<{ counts: Map<string, number>; marks: Map<string, string> }> {
+    const counts = new Map<string, number>();
+    const marks = new Map<string, string>();
+    if (counters.length === 0) return { counts, marks };
+    const r = await this.client.query<{ key: string; in_use: number; waiter: string | null }>(
       `INSERT INTO permit_counts (key, cap) SELECT k, c FROM unnest($1::text[], $2::int[]) AS u(k, c) ORDER BY k COLLATE "C"
-       ON CONFLICT (key) DO UPDATE SET cap = excluded.cap RETURNING key, in_use`,
+       ON CONFLICT (key) DO UPDATE SET cap = excluded.cap RETURNING key, in_use, waiter`,
       [counters.map((c) => c.key), counters.map((c) => c.cap)],
     );
-    return new Map(r.rows.map((row) => [row.key, row.in_use]));
+    for (const row of r.rows) {
+      counts.set(row.key, row.in_use);
+      if (row.waiter !== null) marks.set(row.key, row.waiter);
+    }
+    return { counts, marks };
+  }
+
+  /** Writes the waiter marks of counters this transaction locked (null: none). */
+  async writeCounterMarks(marks: ReadonlyMap<string, string | null>): Promise<void> {
+    if (marks.size === 0) return;
+    const list = [...marks];
+    await this.client.query(`UPDATE permit_counts p SET waiter = u.m FROM unnest($1::text[], $2::text[]) AS u(k, m) WHERE p.key = u.k`, [
+      list.map(([k]) => k),
+      list.map(([, m]) => m),
+    ]);
   }
 
   /** Locks lock nodes (rows `<domain> <node>`, sorted), creating those not there yet; their counts now. */
