@@ -24,6 +24,8 @@ export interface TestPostgres {
   port: number;
   /** The URL of a database of this cluster (default `postgres`). */
   url(db?: string): string;
+  /** The same database through the server's Unix socket instead of TCP on 127.0.0.1. */
+  socketUrl(url: string): string;
   /** Creates an empty database; returns its URL. */
   createDatabase(name?: string): Promise<string>;
   /**
@@ -78,7 +80,8 @@ function run(bin: string, args: string[]): void {
   if (r.status !== 0) throw new Error(`${bin} ${args.join(' ')} failed (${r.status}): ${r.stderr || r.stdout}`);
 }
 
-export async function startPostgres(): Promise<TestPostgres> {
+/** `settings`: more `-c name=value` of the server (`shared_preload_libraries=pg_stat_statements`). */
+export async function startPostgres(settings: readonly string[] = []): Promise<TestPostgres> {
   const bin = postgresBin();
   const dir = mkdtempSync(join(tmpdir(), 'toolgraph-pg-'));
   const data = join(dir, 'data');
@@ -89,7 +92,7 @@ export async function startPostgres(): Promise<TestPostgres> {
   }
   run(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8', '--locale', 'C']);
   const port = await freePort();
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=200`;
+  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=200${settings.map((x) => ` -c ${x}`).join('')}`;
   const start = () => run(join(bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(dir, 'log'), '-w', '-t', '30', 'start']);
   const halt = (mode: 'fast' | 'immediate') => run(join(bin, 'pg_ctl'), ['-D', data, '-m', mode, '-w', 'stop']);
   let running = false;
@@ -110,6 +113,7 @@ export async function startPostgres(): Promise<TestPostgres> {
   return {
     port,
     url,
+    socketUrl: (u) => `postgres://postgres@localhost:${port}/${new URL(u).pathname.slice(1)}?host=${encodeURIComponent(dir)}`,
     async createDatabase(name = `tg_${randomBytes(6).toString('hex')}`) {
       const client = new pg.Client({ connectionString: url() });
       await client.connect();

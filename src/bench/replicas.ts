@@ -149,6 +149,10 @@ export interface ClusterOptions {
   pg?: TestPostgres;
   /** A SQLite file instead of a PostgreSQL database (one replica only: a baseline). */
   sqlite?: boolean;
+  /** The replicas reach PostgreSQL through its Unix socket instead of TCP on 127.0.0.1. */
+  unixSocket?: boolean;
+  /** Options of node for each replica (`--cpu-prof`). */
+  nodeArgs?: string[];
   /** `store.takeoverConcurrency` (the default when absent). */
   takeoverConcurrency?: number;
 }
@@ -178,7 +182,8 @@ export async function startCluster(n: number, yaml: (toolUrl: string) => string,
   const leaseMs = o.leaseMs ?? 2000;
   const pg = o.pg ?? (await startPostgres());
   const dir = mkdtempSync(path.join(tmpdir(), 'toolgraph-replicas-'));
-  const db = o.sqlite ? path.join(dir, 'toolgraph.db') : await pg.createDatabase();
+  const created = o.sqlite ? path.join(dir, 'toolgraph.db') : await pg.createDatabase();
+  const db = !o.sqlite && o.unixSocket ? pg.socketUrl(created) : created;
   const tools = new ClusterTools();
   await tools.start();
   const configOf = (i: number) => {
@@ -203,6 +208,7 @@ export async function startCluster(n: number, yaml: (toolUrl: string) => string,
         db,
         args: ['--replica-id', `r${i}`],
         env: { LOG_LEVEL: o.logLevel ?? 'info' },
+        ...(o.nodeArgs ? { nodeArgs: o.nodeArgs } : {}),
       });
       c.replicas[i] = child;
       return child;

@@ -166,8 +166,10 @@ export class ClusterPermits implements PermitGate {
   }
 
   release(permits: readonly { runId: string; callId: string }[]): void {
+    // Give-backs queued behind the op under way are one (one statement, one commit, one NOTIFY): the
+    // queue never holds the op under way (run() takes it out first), so the last one has not started.
     const last = this.ops[this.ops.length - 1];
-    if (last?.kind === 'release' && !this.running) last.permits.push(...permits);
+    if (last?.kind === 'release') last.permits.push(...permits);
     else this.ops.push({ kind: 'release', permits: [...permits] });
     void this.run();
   }

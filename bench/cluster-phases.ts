@@ -1,0 +1,375 @@
+/**
+ * The phases of `npm run bench:cluster` (cluster.ts, DESIGN §12 "It scales"): closed-loop load on one
+ * SQLite process or N PostgreSQL replicas under one limit config, with the PostgreSQL work it caused
+ * (commits, statements, CPU of the replicas and of the database), and a takeover of many runs.
+ */
+import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import pg from 'pg';
+import type { TestPostgres } from '../src/bench/postgres-cluster.js';
+import { startCluster, type TestCluster } from '../src/bench/replicas.js';
+
+export type Limit = 'none' | 'tenant' | 'tool' | 'held';
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** The config of a load phase: builtin `echo`, a long `sleep`, and the limit of the phase. */
+export function loadYaml(limit: Limit): string {
+  return `
+tools:
+  - name: echo
+    reads: []
+    writes: []
+    idempotent: true
+    executor: { kind: builtin, name: echo }${limit === 'tool' ? '\n    concurrency: 64' : ''}
+  - name: long
+    reads: []
+    writes: []
+    idempotent: true
+    timeoutMs: 3600000
+    executor: { kind: builtin, name: sleep }
+limits:
+  maxCallsPerRun: 1000
+  maxActiveRunsPerTenant: 100000${limit === 'tenant' || limit === 'held' ? '\n  tenant: { default: 64 }' : ''}
+`;
+}
+
+/** Five echo calls: two roots, two that use their outputs, one that joins them (as bench:load). */
+function batch(i: number) {
+  return {
+    tenant: 'bench',
+    calls: [
+      { id: 'c1', tool: 'echo', args: { i } },
+      { id: 'c2', tool: 'echo', args: { j: i } },
+      { id: 'c3', tool: 'echo', args: { from: '${c1.output.i}' } },
+      { id: 'c4', tool: 'echo', args: { from: '${c2.output.j}' } },
+      { id: 'c5', tool: 'echo', args: { a: '${c3.output}', b: '${c4.output}' } },
+    ],
+    waitMs: 60_000,
+  };
+}
+
+/** CPU seconds (user + system) of a process, from /proc; 0 once it is gone. */
+function cpuOf(pid: number): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return (Number(rest[11]) + Number(rest[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+/** The database server's processes (the postmaster on `port` and its children). */
+function postgresPids(port: number): number[] {
+  const main = spawnSync('pgrep', ['-f', `postgres.*-p ${port} `], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .filter(Boolean)
+    .map(Number);
+  const kids = main.flatMap((p) =>
+    spawnSync('pgrep', ['-P', String(p)], { encoding: 'utf8' })
+      .stdout.split('\n')
+      .filter(Boolean)
+      .map(Number),
+  );
+  return [...main, ...kids];
+}
+
+function cpuSnapshot(pids: number[]): Map<number, number> {
+  return new Map(pids.map((p) => [p, cpuOf(p)]));
+}
+
+function cpuSince(before: Map<number, number>, pids: number[]): number {
+  let s = 0;
+  for (const p of pids) s += cpuOf(p) - (before.get(p) ?? 0);
+  return s;
+}
+
+interface DbCounters {
+  commits: number;
+  statements: number;
+}
+
+async function dbCounters(url: string): Promise<DbCounters> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query('SELECT pg_stat_clear_snapshot()');
+    const x = await c.query<{ n: string }>('SELECT xact_commit AS n FROM pg_stat_database WHERE datname = current_database()');
+    let statements = Number.NaN;
+    try {
+      await c.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+      const s = await c.query<{ n: string }>(
+        'SELECT coalesce(sum(calls), 0) AS n FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())',
+      );
+      statements = Number(s.rows[0]?.n ?? 0);
+    } catch {
+      // pg_stat_statements not loaded.
+    }
+    return { commits: Number(x.rows[0]?.n ?? 0), statements };
+  } finally {
+    await c.end();
+  }
+}
+
+/** The statements that ran most often in the database (pg_stat_statements), per run. */
+export async function topStatements(url: string, runs: number, n = 12): Promise<string[]> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const r = await c.query<{ calls: string; ms: number; query: string }>(
+      `SELECT calls, total_exec_time AS ms, query FROM pg_stat_statements
+        WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY calls DESC LIMIT $1`,
+      [n],
+    );
+    return r.rows.map(
+      (x) =>
+        `${(Number(x.calls) / runs).toFixed(2)}/run  ${(x.ms / Number(x.calls)).toFixed(3)} ms  ${x.query.replace(/\s+/g, ' ').slice(0, 140)}`,
+    );
+  } catch {
+    return [];
+  } finally {
+    await c.end();
+  }
+}
+
+export interface LoadResult {
+  store: 'sqlite' | 'postgres';
+  replicas: number;
+  limit: Limit;
+  runs: number;
+  errors: number;
+  runsPerSec: number;
+  /** PostgreSQL commits and statements per run (NaN on SQLite). */
+  commitsPerRun: number;
+  statementsPerRun: number;
+  /** CPU ms per run: of the replicas (all together), of the database. */
+  replicaCpuPerRun: number;
+  dbCpuPerRun: number;
+  db: string;
+}
+
+export interface LoadOptions {
+  pg: TestPostgres;
+  /** 0: one process on a SQLite file. */
+  replicas: number;
+  limit: Limit;
+  clients: number;
+  warmupSeconds: number;
+  seconds: number;
+  /** Long calls started before the load, when `limit` is `held`. */
+  held: number;
+  nodeArgs?: string[];
+  /** The replicas reach PostgreSQL through its Unix socket. */
+  unixSocket?: boolean;
+  /** Called before the cluster closes (a profile of its database). */
+  inspect?: (c: TestCluster, r: LoadResult) => Promise<void>;
+}
+
+/** Starts the long calls: runs of 50 `long` calls, each run its own tenant (under a tenant limit of 64), all running. */
+async function holdLongCalls(c: TestCluster, n: number, replicas: number): Promise<void> {
+  const perRun = 50;
+  const ids: { i: number; id: string }[] = [];
+  for (let k = 0; k * perRun < n; k++) {
+    const calls = Array.from({ length: Math.min(perRun, n - k * perRun) }, (_, j) => ({
+      id: `l${j}`,
+      tool: 'long',
+      args: { ms: 3_600_000 },
+    }));
+    const i = k % replicas;
+    const r = await c.request(i, 'POST', '/v1/runs', { tenant: `long-${k}`, calls });
+    if (r.status !== 201 && r.status !== 202) throw new Error(`long calls refused: ${r.status} ${JSON.stringify(r.body)}`);
+    ids.push({ i, id: r.body.id as string });
+  }
+  const deadline = Date.now() + 120_000;
+  for (const { i, id } of ids) {
+    for (;;) {
+      const r = await c.request(i, 'GET', `/v1/runs/${id}`);
+      const calls = (r.body.calls ?? []) as { status: string }[];
+      if (calls.length > 0 && calls.every((x) => x.status === 'running')) break;
+      if (Date.now() > deadline) throw new Error(`long calls of ${id} not all running: ${JSON.stringify(calls.map((x) => x.status))}`);
+      await sleep(100);
+    }
+  }
+}
+
+/** One load phase: closed-loop clients round-robin over the replicas, each run submitted with `waitMs`. */
+export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
+  const sqlite = o.replicas === 0;
+  const n = Math.max(1, o.replicas);
+  const c = await startCluster(n, () => loadYaml(o.limit), {
+    pg: o.pg,
+    logLevel: 'warn',
+    leaseMs: 10_000,
+    sqlite,
+    ...(o.unixSocket ? { unixSocket: true } : {}),
+    ...(o.nodeArgs ? { nodeArgs: o.nodeArgs } : {}),
+  });
+  const res: LoadResult = {
+    store: sqlite ? 'sqlite' : 'postgres',
+    replicas: n,
+    limit: o.limit,
+    runs: 0,
+    errors: 0,
+    runsPerSec: 0,
+    commitsPerRun: Number.NaN,
+    statementsPerRun: Number.NaN,
+    replicaCpuPerRun: Number.NaN,
+    dbCpuPerRun: Number.NaN,
+    db: c.db,
+  };
+  try {
+    if (o.limit === 'held') await holdLongCalls(c, o.held, n);
+    const t0 = performance.now();
+    const from = t0 + o.warmupSeconds * 1000;
+    const to = from + o.seconds * 1000;
+    let turn = 0;
+    const client = async () => {
+      while (performance.now() < to) {
+        const i = turn++ % n;
+        const sent = performance.now();
+        try {
+          const r = await c.request(i, 'POST', '/v1/runs', batch(turn), 60_000);
+          const done = performance.now();
+          const ok = r.status === 201 && r.body.status === 'succeeded';
+          if (sent >= from && done <= to) {
+            if (ok) res.runs++;
+            else res.errors++;
+          }
+        } catch {
+          if (sent >= from) res.errors++;
+        }
+      }
+    };
+    const measure = async () => {
+      while (performance.now() < from) await sleep(20);
+      const replicaPids = c.replicas.map((r) => r?.proc.pid ?? 0).filter((p) => p > 0);
+      const dbPids = sqlite ? [] : postgresPids(o.pg.port);
+      const cpuR = cpuSnapshot(replicaPids);
+      const cpuD = cpuSnapshot(dbPids);
+      const before = sqlite ? undefined : await dbCounters(c.db);
+      while (performance.now() < to) await sleep(20);
+      const rCpu = cpuSince(cpuR, replicaPids);
+      const dCpu = cpuSince(cpuD, sqlite ? [] : postgresPids(o.pg.port));
+      const after = sqlite ? undefined : await dbCounters(c.db);
+      return { rCpu, dCpu, before, after };
+    };
+    const [m] = await Promise.all([measure(), ...Array.from({ length: o.clients }, client)]);
+    const done = Math.max(1, res.runs + res.errors);
+    res.runsPerSec = res.runs / o.seconds;
+    res.replicaCpuPerRun = (m.rCpu * 1000) / done;
+    if (!sqlite && m.before && m.after) {
+      // Less the two statements/commits of reading the counters themselves.
+      res.commitsPerRun = (m.after.commits - m.before.commits - 2) / done;
+      res.statementsPerRun = (m.after.statements - m.before.statements) / done;
+      res.dbCpuPerRun = (m.dCpu * 1000) / done;
+    }
+    await o.inspect?.(c, res);
+  } finally {
+    await c.close();
+  }
+  return res;
+}
+
+function holdYaml(toolUrl: string): string {
+  return `
+tools:
+  - name: hold_idem
+    reads: []
+    writes: []
+    idempotent: true
+    executor: { kind: http, url: "${toolUrl}/hold_idem" }
+limits:
+  maxActiveRunsPerTenant: 100000
+defaults:
+  failure: partial
+`;
+}
+
+export interface TakeoverResult {
+  runs: number;
+  leaseMs: number;
+  /** Kill → the last run's call re-run at the tool (ms); NaN if some never were (see `lost`). */
+  lastMs: number;
+  /** Kill → half of them re-run (ms). */
+  p50Ms: number;
+  /** Runs whose call was not re-run within the lease + 30 s. */
+  lost: number;
+  /** Runs whose call ran more than twice (handed over again: allowed, the tool is idempotent). */
+  extra: number;
+  /** Runs that did not end `succeeded` once released. */
+  notSucceeded: number;
+}
+
+/** `runs` runs of one held idempotent call each on replica 0 of 2; kill -9 of replica 0; until replica 1 re-ran them all. */
+export async function takeoverPhase(pgc: TestPostgres, runs: number, leaseMs: number, log: (s: string) => void): Promise<TakeoverResult> {
+  const c = await startCluster(2, holdYaml, { pg: pgc, logLevel: 'warn', leaseMs, perReplicaUrls: true });
+  try {
+    const ids: string[] = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < runs) {
+          const k = next++;
+          const r = await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'h', tool: 'hold_idem', args: { hold: true, k } }] });
+          ids.push(r.body.id as string);
+        }
+      }),
+    );
+    const running = () => new Set(c.tools.attempts.filter((a) => a.replica === 'r0').map((a) => a.runId)).size;
+    const deadline = Date.now() + 120_000;
+    while (running() < runs) {
+      if (Date.now() > deadline) throw new Error(`only ${running()} of ${runs} held calls started`);
+      await sleep(50);
+    }
+    log(`  takeover: ${runs} held calls running on r0; kill -9`);
+    const killed = performance.now();
+    await c.replicas[0]?.kill9();
+    c.replicas[0] = undefined;
+    const firstAgain = new Map<string, number>();
+    const until = killed + leaseMs + 30_000;
+    let seen = 0;
+    while (firstAgain.size < runs && performance.now() < until) {
+      const list = c.tools.attempts;
+      for (; seen < list.length; seen++) {
+        const a = list[seen];
+        if (a && a.replica === 'r1' && !firstAgain.has(a.runId)) firstAgain.set(a.runId, a.start - killed);
+      }
+      await sleep(20);
+    }
+    const times = [...firstAgain.values()].sort((a, b) => a - b);
+    const out: TakeoverResult = {
+      runs,
+      leaseMs,
+      lastMs: firstAgain.size === runs ? (times[times.length - 1] ?? Number.NaN) : Number.NaN,
+      p50Ms: times[Math.floor(times.length / 2)] ?? Number.NaN,
+      lost: runs - firstAgain.size,
+      extra: 0,
+      notSucceeded: 0,
+    };
+    // Let them end: release every held call (again as new attempts come), then read each run.
+    const endBy = Date.now() + 60_000;
+    const open = new Set(ids);
+    while (open.size > 0 && Date.now() < endBy) {
+      c.tools.release();
+      const batchIds = [...open].slice(0, 200);
+      await Promise.all(
+        batchIds.map(async (id) => {
+          const r = await c.request(1, 'GET', `/v1/runs/${id}`);
+          if (r.status === 200 && r.body.endedAt !== null) {
+            open.delete(id);
+            if (r.body.status !== 'succeeded') out.notSucceeded++;
+          }
+        }),
+      );
+      await sleep(50);
+    }
+    out.notSucceeded += open.size;
+    const perRun = new Map<string, number>();
+    for (const a of c.tools.attempts) perRun.set(a.runId, (perRun.get(a.runId) ?? 0) + 1);
+    for (const n of perRun.values()) if (n > 2) out.extra++;
+    return out;
+  } finally {
+    await c.close();
+  }
+}
