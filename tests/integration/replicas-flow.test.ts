@@ -131,6 +131,17 @@ describe('flow control across replicas', () => {
     expect(first.status).toBe(201);
     const a = await until('the 429 to be answered', () => c.tools.of(first.body.id, 'x1').find((x) => x.end !== undefined), 30_000);
     const pausedAt = a.end as number;
+    // GET /v1/limits on any replica lists the paused tool once replica 0 has stored it (the pause is
+    // cluster-wide from then on: a call another replica let start in the few ms before is not this test).
+    const paused = await until(
+      'replica 2 to list the pause',
+      async () => {
+        const l = (await c.request(2, 'GET', '/v1/limits')).body;
+        return l.paused?.length > 0 ? l.paused : undefined;
+      },
+      2500,
+    );
+    expect(paused).toEqual([{ tool: 'api', until: expect.any(String), status: 429 }]);
     // Calls submitted on the other replicas meanwhile wait: none reaches the tool before the pause ends.
     const others = await Promise.all(
       [1, 2].map(async (i) => {
@@ -139,16 +150,6 @@ describe('flow control across replicas', () => {
         return r.body.id as string;
       }),
     );
-    // GET /v1/limits on any replica lists the paused tool while it waits.
-    const paused = await until(
-      'replica 2 to list the pause',
-      async () => {
-        const l = (await c.request(2, 'GET', '/v1/limits')).body;
-        return l.paused?.length > 0 ? l.paused : undefined;
-      },
-      5000,
-    );
-    expect(paused).toEqual([{ tool: 'api', until: expect.any(String), status: 429 }]);
     const waiting = await until('a call on replica 1 to say it waits for the pause', async () => {
       const v = (await c.request(1, 'GET', `/v1/runs/${others[0]}`)).body;
       return v.calls.find((x: { waitingFor?: { kind: string }[] }) => x.waitingFor?.[0]?.kind === 'backoff')?.waitingFor[0];
