@@ -229,6 +229,17 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
       case 'run.started':
         if (e.data.released) rec.releasedAtMs = ms(e.at);
         break;
+      case 'run.tool_paused': {
+        const d = e.data;
+        (rec.pauses ??= []).push({
+          atMs: ms(e.at),
+          tool: d.tool,
+          ...(d.key !== undefined ? { key: d.key } : {}),
+          untilMs: ms(d.until),
+          ...(d.status !== undefined ? { status: d.status } : {}),
+        });
+        break;
+      }
       case 'run.replanned':
         rec.replans.push({ atMs: ms(e.at), calls: e.data.calls });
         allCalls.push(...e.data.calls);

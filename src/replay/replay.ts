@@ -18,6 +18,8 @@
  *   call whose decisions the recording lacks goes on as if its hooks allowed it (and a note says so);
  * - reviews are decided at their recorded time, or as soon as the call awaits review if that is later;
  *   replans are applied at their recorded time once the run is `needs_replan`; a cancel at its time;
+ * - a pause from outside the run (`pauses`: another run's 429, another replica's, a cluster refusal)
+ *   pauses its tool at its recorded time, under any config; the run's own 429 pauses it from its attempt;
  * - the run keeps its id (retry jitter derives from it) and its recorded `estimates` (ranking).
  *
  * The replay's events fold into a `Recording` through `recordingOf`, so compare.ts compares two
@@ -213,7 +215,10 @@ interface OutsideWaits {
   gated: boolean;
   /** Permit waits (ms from ask to grant): kept under any config, as the cluster's latency. */
   permits: Map<string, number>;
-  /** Under the recording's own config: when each held start may go at the earliest (`turn`). */
+  /**
+   * Under the recording's own config: when each held start may go at the earliest (`turn`); never
+   * (infinite) for the attempt a queue timeout stopped.
+   */
   holds: Map<string, number>;
 }
 
@@ -230,6 +235,14 @@ function outsideWaits(rec: Recording, own: boolean): OutsideWaits {
       // A kind this version does not know changes nothing.
     }
   }
+  if (!own) return out;
+  // A call that timed out in the queue (DESIGN §4) may have waited for other runs (their limits, locks,
+  // keys), which replay does not run: under its own config its next attempt never starts, and its queue
+  // timeout ends it at its recorded time as it did (a wait of its own run ends it the same way).
+  const tried = new Map<string, number>();
+  for (const a of rec.attempts) if (!a.compensation) tried.set(a.callId, Math.max(tried.get(a.callId) ?? 0, a.attempt));
+  for (const c of rec.result.calls)
+    if (c.error?.code === 'queue_timeout') out.holds.set(keyOf('call', c.id, (tried.get(c.id) ?? 0) + 1), Number.POSITIVE_INFINITY);
   return out;
 }
 
@@ -383,6 +396,20 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
       if (e.type === 'run.completed' && e.data.status === 'needs_replan') s.at(s.now, replanIfDue);
     },
   });
+  // Pauses from outside the run (DESIGN §4, §8), kept under any config like a permit's wait: each at its
+  // recorded time, before anything else of that instant (one told as the run arrived came before it),
+  // but after a resume of that instant (the new owner learned it then).
+  const resumedAt = new Set((rec.resumes ?? []).map((r) => r.atMs));
+  const pause = (p: NonNullable<Recording['pauses']>[number]) =>
+    safely(`the pause of ${p.tool}`, (now) =>
+      front.current.paused(now, {
+        tool: p.tool,
+        ...(p.key !== undefined ? { key: p.key } : {}),
+        until: p.untilMs,
+        ...(p.status !== undefined ? { status: p.status } : {}),
+      }),
+    );
+  for (const p of rec.pauses ?? []) if (!resumedAt.has(p.atMs)) sim.at(p.atMs, pause(p));
   const callInput = (c: Recording['calls'][number]) => ({
     id: c.id,
     tool: c.tool,
@@ -408,13 +435,14 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
     ),
   );
   // A start held back until its recorded turn may go then: the scheduler is woken (no timer of its own).
-  for (const at of new Set(outside.holds.values())) sim.at(at, (now) => front.wake(now));
+  for (const at of new Set(outside.holds.values())) if (Number.isFinite(at)) sim.at(at, (now) => front.wake(now));
   // Taken back at its recorded time, before any other input of that instant (the new owner's).
   for (const r of rec.resumes ?? [])
     sim.at(
       r.atMs,
       safely('the resume', (now) => front.resume(now, sim.events)),
     );
+  for (const p of rec.pauses ?? []) if (resumedAt.has(p.atMs)) sim.at(p.atMs, pause(p));
   if (rec.releasedAtMs !== undefined && !streamed)
     sim.at(
       rec.releasedAtMs,
