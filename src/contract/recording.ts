@@ -139,6 +139,12 @@ export interface Recording {
   reviews: { callId: string; atMs: number; decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string }[];
   /** When the run was cancelled, if it was. */
   cancelledAtMs?: number;
+  /**
+   * The cancel was by a newer run of its concurrency key (`onConcurrent: cancel_running`, DESIGN §4),
+   * maybe on another replica: that run's id, which its calls' `superseded` errors name. Replay cancels
+   * the same way. Absent: a plain cancel (and in older recordings).
+   */
+  supersededBy?: string;
   /** Attempts that ended, in the order they started (a compensation's when it ended). */
   attempts: RecordedAttempt[];
   /** Hook decisions, in the order they were made (absent when no hook ran). */
@@ -311,6 +317,7 @@ export const RecordingSchema = z.strictObject({
     )
     .default([]),
   cancelledAtMs: ms.optional(),
+  supersededBy: z.string().min(1).optional(),
   attempts: z.array(attempt),
   hooks: z.array(hook).optional(),
   result: z.strictObject({

@@ -17,7 +17,8 @@
  *   at their recorded time or as soon as it waits if that is later, after their recorded durations; a
  *   call whose decisions the recording lacks goes on as if its hooks allowed it (and a note says so);
  * - reviews are decided at their recorded time, or as soon as the call awaits review if that is later;
- *   replans are applied at their recorded time once the run is `needs_replan`; a cancel at its time;
+ *   replans are applied at their recorded time once the run is `needs_replan`; a cancel at its time
+ *   (by a newer run of its concurrency key when the recording says `supersededBy`);
  * - a pause from outside the run (`pauses`: another run's 429, another replica's, a cluster refusal)
  *   pauses its tool at its recorded time, under any config; the run's own 429 pauses it from its attempt;
  * - the run keeps its id (retry jitter derives from it) and its recorded `estimates` (ranking).
@@ -310,7 +311,8 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
     if (a.lost) {
       // Lost with its owner: it runs until the run is taken back (then its end is nobody's business).
       sim = { durationMs: took + slack, result: notRecorded(s, `it was lost when the run was taken back at ${a.endMs} ms`) };
-    } else if (!a.ok && a.error?.code === 'cancelled') {
+    } else if (!a.ok && (a.error?.code === 'cancelled' || a.error?.code === 'superseded')) {
+      // Aborted by a cancel (a newer run of its concurrency key's, too): no natural outcome.
       sim = { durationMs: took + slack, result: notRecorded(s, `the recording aborted it after ${took} ms`) };
     } else {
       const result: AttemptResult = a.ok
@@ -482,7 +484,7 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
   if (rec.cancelledAtMs !== undefined)
     sim.at(
       rec.cancelledAtMs,
-      safely('the cancel', (now) => front.current.cancel(now, runId)),
+      safely('the cancel', (now) => front.current.cancel(now, runId, rec.supersededBy)),
     );
   sim.run();
 

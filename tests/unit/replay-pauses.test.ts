@@ -154,3 +154,29 @@ describe('pauses replay as outside inputs', () => {
     expect(divergences(recs)).toEqual([]);
   });
 });
+
+describe('a command from another replica', () => {
+  it('cancel_running: a run superseded by a newer run of its key replays superseded, as recorded', () => {
+    const work = tool('work', { ...PURE, idempotent: true });
+    const r = rig({ tools: [work] });
+    r.submit(0, {
+      meta: { concurrencyKey: 'chat' },
+      calls: [
+        { id: 'a', tool: 'work', args: { ms: 100 } },
+        { id: 'b', tool: 'work', args: { x: '${a.output}' } },
+      ],
+    });
+    r.sim.at(40, (now) => r.scheduler.cancel(now, 'r1', 'run_new'));
+    r.run();
+    const [rec] = recordings(r.events, [work], {}) as [Recording];
+    expect(rec.supersededBy).toBe('run_new');
+    expect(rec.result.calls.map((c) => [c.id, c.status, c.error?.code])).toEqual([
+      ['a', 'cancelled', 'superseded'], // aborted while it ran
+      ['b', 'cancelled', 'superseded'],
+    ]);
+    expect(divergences([rec])).toEqual([]);
+    // Replayed as a plain cancel, its calls would say `cancelled`: the check can fail.
+    const { supersededBy: _, ...plain } = rec;
+    expect(checkRecording(plain, 'plain').ok).toBe(false);
+  });
+});
