@@ -102,6 +102,16 @@ export interface RecordedCallResult {
   compensation?: CompensationView;
 }
 
+/** A pause told to the run from outside (`Recording.pauses`). */
+export interface RecordedPause {
+  atMs: number;
+  tool: string;
+  key?: string;
+  untilMs: number;
+  /** The HTTP status that asked for it (429, 503). */
+  status?: number;
+}
+
 export interface Recording {
   format: typeof RECORDING_FORMAT;
   run: { id: string; tenant: string; failure: FailureMode; tags: Record<string, string> };
@@ -116,12 +126,25 @@ export interface Recording {
    * time of the last thing its previous owner recorded (nothing happened in between: the lease gap).
    */
   resumes?: { atMs: number; lastMs: number }[];
+  /**
+   * Backpressure from outside the run (DESIGN §4, §8): a tool, or one keyed group of it (`key`), paused
+   * at `atMs` until `untilMs` by another run, another replica or the cluster. Replay pauses it then,
+   * under any config (an outside wait, like a permit's). A pause the run's own attempt got is replayed
+   * from that attempt (`pauseMs`) instead. Absent: none (and in older recordings).
+   */
+  pauses?: RecordedPause[];
   /** Mean duration per tool that ranked the ready calls when the run started. */
   estimates?: Record<string, number>;
   replans: { atMs: number; calls: CallInput[] }[];
   reviews: { callId: string; atMs: number; decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string }[];
   /** When the run was cancelled, if it was. */
   cancelledAtMs?: number;
+  /**
+   * The cancel was by a newer run of its concurrency key (`onConcurrent: cancel_running`, DESIGN §4),
+   * maybe on another replica: that run's id, which its calls' `superseded` errors name. Replay cancels
+   * the same way. Absent: a plain cancel (and in older recordings).
+   */
+  supersededBy?: string;
   /** Attempts that ended, in the order they started (a compensation's when it ended). */
   attempts: RecordedAttempt[];
   /** Hook decisions, in the order they were made (absent when no hook ran). */
@@ -277,6 +300,9 @@ export const RecordingSchema = z.strictObject({
   sealedAtMs: ms.optional(),
   releasedAtMs: ms.optional(),
   resumes: z.array(z.strictObject({ atMs: ms, lastMs: ms })).optional(),
+  pauses: z
+    .array(z.strictObject({ atMs: ms, tool: z.string().min(1), key: z.string().optional(), untilMs: ms, status: z.int().optional() }))
+    .optional(),
   estimates: z.record(z.string(), z.number().min(0)).optional(),
   replans: z.array(z.strictObject({ atMs: ms, calls: z.array(CallSchema.extend({ invalid: z.string().optional() })) })).default([]),
   reviews: z
@@ -291,6 +317,7 @@ export const RecordingSchema = z.strictObject({
     )
     .default([]),
   cancelledAtMs: ms.optional(),
+  supersededBy: z.string().min(1).optional(),
   attempts: z.array(attempt),
   hooks: z.array(hook).optional(),
   result: z.strictObject({

@@ -69,6 +69,12 @@ export const EVENT_PAYLOAD_SCHEMAS = {
   'run.started': z.object({ ...step, generations, released: z.literal(true).optional() }),
   'call.ready': z.record(z.string(), z.never()),
   'run.resumed': z.record(z.string(), z.never()),
+  'run.tool_paused': z.object({
+    tool: z.string().min(1),
+    key: z.string().optional(),
+    until: ms,
+    status: z.int().optional(),
+  }),
   'call.started': z.object({
     attempt: int1,
     args,

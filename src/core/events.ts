@@ -115,6 +115,13 @@ export interface EventPayloads {
    * new owner's. A recording keeps the time, so replay resumes the run where the recording did.
    */
   'run.resumed': Record<string, never>;
+  /**
+   * Backpressure from outside the run (DESIGN §4, §8): a tool, or one keyed group of it (`key`), was
+   * paused until `until` (the scheduler's clock) by another run's answer, another replica's pause, or
+   * a cluster refusal, while the run had calls of that tool. A recording keeps it, so replay pauses
+   * the tool at the same time (an answer of the run's own is replayed from its attempt instead).
+   */
+  'run.tool_paused': { tool: string; key?: string; until: number; status?: number };
 }
 
 export type EventType = keyof EventPayloads;
@@ -141,6 +148,7 @@ export const EVENT_TYPES = [
   'run.calls_added',
   'run.sealed',
   'run.resumed',
+  'run.tool_paused',
 ] as const satisfies readonly EventType[];
 
 // Every type is listed: a type missing from EVENT_TYPES makes this `false`, which fails to compile.

@@ -8,6 +8,7 @@
  * actions scheduled with `at()` (in the order they were scheduled). An abort ends its attempt at once
  * with `cancelled`.
  */
+import { callError } from './errors.js';
 import type { CoreEvent } from './events.js';
 import { MinHeap } from './heap.js';
 import type { HookDecision, HookRequest } from './hooks.js';
@@ -143,7 +144,13 @@ export class Simulation<S extends Simulated = Scheduler> {
       const due = this.inFlight.get(a.callId);
       const p = (Array.isArray(due) ? due : due ? [due] : []).find((x) => isAttempt(x.start as StartAttempt, 'call', a.runId, a.attempt));
       if (!p) continue;
-      const ended: Pending = { ...p, at: this.now, seq: this.seq++, result: { ok: false, error: a.reason } };
+      // As a live executor does (executors/deadline.ts): an aborted attempt ends `cancelled`, whatever
+      // asked for it (the scheduler tells why, e.g. `superseded`, with the call's own error).
+      const error =
+        a.reason.code === 'cancelled'
+          ? a.reason
+          : callError('cancelled', a.reason.message, a.reason.details !== undefined ? { details: a.reason.details } : {});
+      const ended: Pending = { ...p, at: this.now, seq: this.seq++, result: { ok: false, error } };
       this.track(ended);
       this.queue.push(ended);
     }

@@ -172,9 +172,13 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
         });
         break;
       }
-      case 'call.cancelled':
+      case 'call.cancelled': {
         close(e, { ok: false, error: e.data.reason });
+        // Cancelled by a newer run of its concurrency key (DESIGN §4): replay cancels the same way.
+        const by = (e.data.reason.details as { runId?: unknown } | undefined)?.runId;
+        if (e.data.reason.code === 'superseded' && typeof by === 'string') rec.supersededBy = by;
         break;
+      }
       case 'call.compensated': {
         const d = e.data;
         // Without `startedAt` the compensation never started (no such tool, unresolvable args).
@@ -229,6 +233,17 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
       case 'run.started':
         if (e.data.released) rec.releasedAtMs = ms(e.at);
         break;
+      case 'run.tool_paused': {
+        const d = e.data;
+        (rec.pauses ??= []).push({
+          atMs: ms(e.at),
+          tool: d.tool,
+          ...(d.key !== undefined ? { key: d.key } : {}),
+          untilMs: ms(d.until),
+          ...(d.status !== undefined ? { status: d.status } : {}),
+        });
+        break;
+      }
       case 'run.replanned':
         rec.replans.push({ atMs: ms(e.at), calls: e.data.calls });
         allCalls.push(...e.data.calls);

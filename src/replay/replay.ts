@@ -17,7 +17,10 @@
  *   at their recorded time or as soon as it waits if that is later, after their recorded durations; a
  *   call whose decisions the recording lacks goes on as if its hooks allowed it (and a note says so);
  * - reviews are decided at their recorded time, or as soon as the call awaits review if that is later;
- *   replans are applied at their recorded time once the run is `needs_replan`; a cancel at its time;
+ *   replans are applied at their recorded time once the run is `needs_replan`; a cancel at its time
+ *   (by a newer run of its concurrency key when the recording says `supersededBy`);
+ * - a pause from outside the run (`pauses`: another run's 429, another replica's, a cluster refusal)
+ *   pauses its tool at its recorded time, under any config; the run's own 429 pauses it from its attempt;
  * - the run keeps its id (retry jitter derives from it) and its recorded `estimates` (ranking).
  *
  * The replay's events fold into a `Recording` through `recordingOf`, so compare.ts compares two
@@ -213,7 +216,10 @@ interface OutsideWaits {
   gated: boolean;
   /** Permit waits (ms from ask to grant): kept under any config, as the cluster's latency. */
   permits: Map<string, number>;
-  /** Under the recording's own config: when each held start may go at the earliest (`turn`). */
+  /**
+   * Under the recording's own config: when each held start may go at the earliest (`turn`); never
+   * (infinite) for the attempt a queue timeout stopped.
+   */
   holds: Map<string, number>;
 }
 
@@ -230,6 +236,14 @@ function outsideWaits(rec: Recording, own: boolean): OutsideWaits {
       // A kind this version does not know changes nothing.
     }
   }
+  if (!own) return out;
+  // A call that timed out in the queue (DESIGN §4) may have waited for other runs (their limits, locks,
+  // keys), which replay does not run: under its own config its next attempt never starts, and its queue
+  // timeout ends it at its recorded time as it did (a wait of its own run ends it the same way).
+  const tried = new Map<string, number>();
+  for (const a of rec.attempts) if (!a.compensation) tried.set(a.callId, Math.max(tried.get(a.callId) ?? 0, a.attempt));
+  for (const c of rec.result.calls)
+    if (c.error?.code === 'queue_timeout') out.holds.set(keyOf('call', c.id, (tried.get(c.id) ?? 0) + 1), Number.POSITIVE_INFINITY);
   return out;
 }
 
@@ -297,7 +311,8 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
     if (a.lost) {
       // Lost with its owner: it runs until the run is taken back (then its end is nobody's business).
       sim = { durationMs: took + slack, result: notRecorded(s, `it was lost when the run was taken back at ${a.endMs} ms`) };
-    } else if (!a.ok && a.error?.code === 'cancelled') {
+    } else if (!a.ok && (a.error?.code === 'cancelled' || a.error?.code === 'superseded')) {
+      // Aborted by a cancel (a newer run of its concurrency key's, too): no natural outcome.
       sim = { durationMs: took + slack, result: notRecorded(s, `the recording aborted it after ${took} ms`) };
     } else {
       const result: AttemptResult = a.ok
@@ -383,6 +398,20 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
       if (e.type === 'run.completed' && e.data.status === 'needs_replan') s.at(s.now, replanIfDue);
     },
   });
+  // Pauses from outside the run (DESIGN §4, §8), kept under any config like a permit's wait: each at its
+  // recorded time, before anything else of that instant (one told as the run arrived came before it),
+  // but after a resume of that instant (the new owner learned it then).
+  const resumedAt = new Set((rec.resumes ?? []).map((r) => r.atMs));
+  const pause = (p: NonNullable<Recording['pauses']>[number]) =>
+    safely(`the pause of ${p.tool}`, (now) =>
+      front.current.paused(now, {
+        tool: p.tool,
+        ...(p.key !== undefined ? { key: p.key } : {}),
+        until: p.untilMs,
+        ...(p.status !== undefined ? { status: p.status } : {}),
+      }),
+    );
+  for (const p of rec.pauses ?? []) if (!resumedAt.has(p.atMs)) sim.at(p.atMs, pause(p));
   const callInput = (c: Recording['calls'][number]) => ({
     id: c.id,
     tool: c.tool,
@@ -408,13 +437,14 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
     ),
   );
   // A start held back until its recorded turn may go then: the scheduler is woken (no timer of its own).
-  for (const at of new Set(outside.holds.values())) sim.at(at, (now) => front.wake(now));
+  for (const at of new Set(outside.holds.values())) if (Number.isFinite(at)) sim.at(at, (now) => front.wake(now));
   // Taken back at its recorded time, before any other input of that instant (the new owner's).
   for (const r of rec.resumes ?? [])
     sim.at(
       r.atMs,
       safely('the resume', (now) => front.resume(now, sim.events)),
     );
+  for (const p of rec.pauses ?? []) if (resumedAt.has(p.atMs)) sim.at(p.atMs, pause(p));
   if (rec.releasedAtMs !== undefined && !streamed)
     sim.at(
       rec.releasedAtMs,
@@ -454,7 +484,7 @@ export function replayRecording(rec: Recording, opts: ReplayOptions = {}): Repla
   if (rec.cancelledAtMs !== undefined)
     sim.at(
       rec.cancelledAtMs,
-      safely('the cancel', (now) => front.current.cancel(now, runId)),
+      safely('the cancel', (now) => front.current.cancel(now, runId, rec.supersededBy)),
     );
   sim.run();
 

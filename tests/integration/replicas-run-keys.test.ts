@@ -12,6 +12,8 @@
  * exactly one running, every other cancelled `superseded`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Recording } from '../../src/contract/recording.js';
+import { checkRecording } from '../../src/replay/check.js';
 import { startCluster, type TestCluster } from '../helpers/replicas.js';
 import { until } from '../helpers/wait.js';
 
@@ -77,6 +79,10 @@ describe('one run per key on two replicas', () => {
     expect(old.status).toBe('cancelled');
     expect(old.calls[0]).toMatchObject({ status: 'cancelled', error: { code: 'superseded', details: { runId: second } } });
     expect((await c.ended(0, second)).status).toBe('succeeded');
+    // Its recording says who superseded it, and replays with 0 divergences (DESIGN §8).
+    const rec = (await c.request(1, 'GET', `/v1/runs/${first}/recording`)).body as Recording;
+    expect(rec.supersededBy).toBe(second);
+    expect(checkRecording(rec, first).divergences).toEqual([]);
   }, 60_000);
 
   it('queue: the new run stays queued, nothing of it sent, until the other replica’s run has ended; then it runs', async () => {

@@ -69,6 +69,12 @@ function sampleEvents(): CoreEvent[] {
   const resumed = fresh.restore(100, before).events;
   expect(resumed.map((e) => e.type)).toEqual(['run.resumed', 'call.ready', 'call.started']);
   out.push(...before, ...resumed);
+  // A pause told from outside the run (`run.tool_paused`): another replica's 429 of its tool.
+  const p = rig({ tools: [tool('t')] });
+  p.submit(0, { calls: [{ id: 'a', tool: 't', args: { ms: 50 } }] });
+  p.sim.at(10, (now) => p.scheduler.paused(now, { tool: 't', until: 200, status: 429 }));
+  p.run();
+  out.push(...p.events);
   return out;
 }
 

@@ -11,6 +11,7 @@ import type { WaitReason } from '../waiting.js';
 import { refusedFor } from './cluster-waits.js';
 import { askHooks } from './hook-requests.js';
 import { acquired, heldBack, queued, startWait, waitedOutside } from './outside.js';
+import { pauseTool } from './pauses.js';
 import { byPriority, emit, markDirty, readySet, type ScheduledCall, type ScheduledRun, type SchedulerState } from './records.js';
 
 /** The data of events that carry none (shared, so frozen). */
@@ -294,7 +295,7 @@ export function permitRefused(s: SchedulerState, run: ScheduledRun, c: Scheduled
     const p: Pause = { tool: c.tool, until: r.until };
     if (c.keyed !== undefined && c.perKey !== undefined) p.key = c.perKey;
     if (r.status !== undefined) p.status = r.status;
-    if (s.limiter.pause(p)) wakeAt(s, p.until);
+    pauseTool(s, p);
   }
   refusedFor(s, run, c, reasons);
 }

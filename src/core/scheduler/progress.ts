@@ -15,8 +15,9 @@ import { accessOf, expandLabel } from '../resources.js';
 import { backoffDelay } from '../retry.js';
 import { isTerminal, transition } from '../state.js';
 import type { FailureMode, ToolManifest } from '../tool.js';
-import { maybeReady, wakeAt } from './dispatch.js';
+import { maybeReady } from './dispatch.js';
 import type { Pause } from '../limits.js';
+import { pauseTool } from './pauses.js';
 import { emit, isPending, markDirty, releasable, type ScheduledCall, type ScheduledRun, type SchedulerState } from './records.js';
 
 /** Data and policy predecessors have succeeded: resolve args, ask for review or wait for conflicts. */
@@ -301,9 +302,8 @@ export function pauseFor(s: SchedulerState, c: ScheduledCall, r: { pauseMs?: num
   const p: Pause = { tool: c.tool, until: s.now + r.pauseMs };
   if (c.keyed !== undefined && c.perKey !== undefined) p.key = c.perKey;
   if (r.pauseStatus !== undefined) p.status = r.pauseStatus;
-  if (!s.limiter.pause(p)) return;
+  if (!pauseTool(s, p, c.runId)) return;
   (s.out.pauses ??= []).push(p);
-  wakeAt(s, p.until);
 }
 
 export function scheduleRetry(

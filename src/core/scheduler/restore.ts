@@ -20,6 +20,7 @@ import { wire } from './planning.js';
 import { applyFailureMode, arm, cancelCall, fail, failureModeOf, release, setResolved, stopRun } from './progress.js';
 import { emit, markDirty, newRun, releasable, type ScheduledCall, type SchedulerState } from './records.js';
 import { appendTo, sealRun } from './streamed.js';
+import { pausesFor } from './pauses.js';
 
 /** Rebuilds the run of `events` (its whole log, from `run.created`); the caller flushes. */
 export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): void {
@@ -43,6 +44,7 @@ export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): voi
     // Still held behind an earlier run of its concurrency key (DESIGN §4): nothing of it is planned.
     run.status = 'queued';
     run.heldCalls = d.calls;
+    pausesFor(s, run);
     return;
   }
   // A streamed run (DESIGN §10) is planned again step by step, as its calls arrived and as it was
@@ -137,6 +139,8 @@ export function restoreRun(s: SchedulerState, events: readonly CoreEvent[]): voi
   }
   // Taken back while it ran: what follows is this scheduler's (a recording resumes its replay here).
   emit(s, 'run.resumed', run, undefined, {});
+  // Pauses in force now (this replica learned them when it connected): the recording keeps them.
+  pausesFor(s, run);
   // An open run that was not sealed is still sealed by the server at its open-run timeout, counted
   // from its creation (right away when that has passed).
   if (run.stream && !run.stream.sealed)

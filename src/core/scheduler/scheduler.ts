@@ -44,7 +44,7 @@ import {
   type SubmitOptions,
 } from './api.js';
 import { compensationEnded } from './compensation.js';
-import { dispatch, maybeReady, permitRefused, permitted, wakeAt } from './dispatch.js';
+import { dispatch, maybeReady, permitRefused, permitted } from './dispatch.js';
 import { finishRuns } from './ending.js';
 import { addCalls } from './planning.js';
 import { cancelCall, fail, mayRetry, pauseFor, queueTimedOut, scheduleRetry, setResolved, stopRun } from './progress.js';
@@ -64,6 +64,7 @@ import {
   type ScheduledRun,
   type SchedulerState,
 } from './records.js';
+import { pausesFor, pauseTool } from './pauses.js';
 import { restoreRun } from './restore.js';
 import { checkArgsSize } from '../references.js';
 import { DEFAULT_MAX_ARGS_BYTES, outputChecked } from '../size.js';
@@ -108,6 +109,7 @@ export class Scheduler {
       emit(s, 'run.started', run, undefined, { edges: [], generations: [], diagnostics: [] });
       s.timers.push({ at: now + s.opts.defaults.openRunTimeoutMs, seq: s.timerSeq++, runId: run.id, seal: true });
       if (calls.length > 0) appendTo(s, run, calls);
+      pausesFor(s, run);
       return this.flush();
     }
     emit(s, 'run.created', run, undefined, {
@@ -124,6 +126,7 @@ export class Scheduler {
       // Queued behind an earlier run of its concurrency key (DESIGN §4) until `release`.
       run.status = 'queued';
       run.heldCalls = calls;
+      pausesFor(s, run);
       return this.flush();
     }
     try {
@@ -134,6 +137,8 @@ export class Scheduler {
       s.out = emptyOutput();
       throw e;
     }
+    // Pauses that began before it did: the run's recording keeps them (pauses.ts).
+    pausesFor(s, run);
     return this.flush();
   }
 
@@ -281,7 +286,7 @@ export class Scheduler {
   paused(now: number, p: Pause): Output {
     const s = this.state;
     s.now = now;
-    if (p.until > now && s.limiter.pause({ ...p })) wakeAt(s, p.until);
+    pauseTool(s, p);
     // Its calls that wait for it wait for something outside their run: their starts say so (outside.ts).
     if (p.until > now && (s.outsidePauses.get(p.tool) ?? 0) < p.until) s.outsidePauses.set(p.tool, p.until);
     return this.flush();
