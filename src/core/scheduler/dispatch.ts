@@ -12,7 +12,7 @@ import { refusedFor } from './cluster-waits.js';
 import { askHooks } from './hook-requests.js';
 import { acquired, heldBack, queued, startWait, waitedOutside } from './outside.js';
 import { pauseTool } from './pauses.js';
-import { byPriority, emit, markDirty, readySet, type ScheduledCall, type ScheduledRun, type SchedulerState } from './records.js';
+import { byPriority, emit, markDirty, readySet, type ScheduledCall, type ScheduledRun, type SchedulerState, wakeAt } from './records.js';
 
 /** The data of events that carry none (shared, so frozen). */
 const NO_DATA: Record<string, never> = Object.freeze({});
@@ -320,11 +320,4 @@ function begin(s: SchedulerState, run: ScheduledRun, c: ScheduledCall, permit: b
       ? { kind: 'call', runId: run.id, callId: c.id, index: c.index, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs, permit }
       : { kind: 'call', runId: run.id, callId: c.id, index: c.index, attempt: c.attempts, tool: m, args, timeoutMs: m.timeoutMs },
   );
-}
-
-/** A timer for when a rate limit has a token again, or a pause ends (one per instant). */
-export function wakeAt(s: SchedulerState, at: number): void {
-  if (s.wakes.has(at)) return;
-  s.wakes.add(at);
-  s.timers.push({ at, seq: s.timerSeq++ });
 }

@@ -8,8 +8,7 @@
  */
 import type { Pause } from '../limits.js';
 import { TERMINAL_RUN_STATUSES } from '../state.js';
-import { wakeAt } from './dispatch.js';
-import { emit, type ScheduledRun, type SchedulerState } from './records.js';
+import { emit, type ScheduledRun, type SchedulerState, wakeAt } from './records.js';
 
 /**
  * Pauses `p.tool` (or its keyed group) until `p.until`, and tells the runs that may wait for it,

@@ -508,3 +508,9 @@ function fieldCount(o: object): number {
   for (const k in o) if (Object.hasOwn(o, k)) n++;
   return n;
 }
+/** A timer for when a rate limit has a token again, or a pause ends (one per instant). */
+export function wakeAt(s: SchedulerState, at: number): void {
+  if (s.wakes.has(at)) return;
+  s.wakes.add(at);
+  s.timers.push({ at, seq: s.timerSeq++ });
+}
