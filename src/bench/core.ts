@@ -125,8 +125,12 @@ export function flowOffConfig(): Config {
   );
 }
 
-/** `on`: with the runs' priorities (their config has the keyed limits and weights, or not). */
-export function flowOnce(batches: CallInput[][], config: Config, on: boolean): Cost {
+/**
+ * A scheduler with waits explained, as the live engine has them (call.waiting events), on a virtual
+ * clock where each call takes its `args.ms`; `ended()` counts the calls that succeeded. Events are
+ * counted, not kept: an engine persists its events and lets them go.
+ */
+function benchSimulation(config: Config): { scheduler: Scheduler; sim: Simulation; ended: () => number } {
   const scheduler = new Scheduler({
     catalog: config.catalog,
     policy: config.policy,
@@ -142,6 +146,12 @@ export function flowOnce(batches: CallInput[][], config: Config, on: boolean): C
       if (e.type === 'call.succeeded') ended++;
     },
   });
+  return { scheduler, sim, ended: () => ended };
+}
+
+/** `on`: with the runs' priorities (their config has the keyed limits and weights, or not). */
+export function flowOnce(batches: CallInput[][], config: Config, on: boolean): Cost {
+  const { scheduler, sim, ended } = benchSimulation(config);
   const all = batches.reduce((n, b) => n + b.length, 0);
   const t = cost(() => {
     batches.forEach((calls, k) => {
@@ -150,34 +160,18 @@ export function flowOnce(batches: CallInput[][], config: Config, on: boolean): C
     });
     sim.run();
   });
-  if (ended !== all) throw new Error(`scheduler bench (flow): ${ended} of ${all} calls succeeded`);
+  if (ended() !== all) throw new Error(`scheduler bench (flow): ${ended()} of ${all} calls succeeded`);
   return t;
 }
 
 function schedulerOnce(calls: CallInput[], config: Config): { total: Cost; plan: Cost } {
-  // Waits explained, as the live engine has them (call.waiting events, issue #21).
-  const scheduler = new Scheduler({
-    catalog: config.catalog,
-    policy: config.policy,
-    limits: config.limits,
-    defaults: config.defaults,
-    explainWaits: true,
-  });
-  let ended = 0;
-  const sim = new Simulation(scheduler, {
-    attempt: (s) => ({ durationMs: (s.args as { ms: number }).ms, result: { ok: true, output: { ms: (s.args as { ms: number }).ms } } }),
-    // Counted, not kept: an engine persists its events and lets them go.
-    record: false,
-    onEvent: (e) => {
-      if (e.type === 'call.succeeded') ended++;
-    },
-  });
+  const { scheduler, sim, ended } = benchSimulation(config);
   const plan = cost(() => scheduler.submit(0, { runId: 'big', tenant: 'bench', calls }));
   const rest = cost(() => {
     sim.apply(plan.value);
     sim.run();
   });
-  if (ended !== calls.length) throw new Error(`scheduler bench: ${ended} of ${calls.length} calls succeeded`);
+  if (ended() !== calls.length) throw new Error(`scheduler bench: ${ended()} of ${calls.length} calls succeeded`);
   return { total: { wallMs: plan.wallMs + rest.wallMs, cpuMs: plan.cpuMs + rest.cpuMs }, plan };
 }
 
