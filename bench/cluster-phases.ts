@@ -13,7 +13,10 @@ export type Limit = 'none' | 'tenant' | 'tool' | 'held';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** The config of a load phase: builtin `echo`, a long `sleep`, and the limit of the phase. */
+/**
+ * The config of a load phase: builtin `echo`, a long `sleep`, and the limit of the phase, and no other
+ * (no `maxActiveRunsPerTenant`: the default config has none, and admission is a limit of its own).
+ */
 export function loadYaml(limit: Limit): string {
   return `
 tools:
@@ -29,8 +32,7 @@ tools:
     timeoutMs: 3600000
     executor: { kind: builtin, name: sleep }
 limits:
-  maxCallsPerRun: 1000
-  maxActiveRunsPerTenant: 100000${limit === 'tenant' || limit === 'held' ? '\n  tenant: { default: 64 }' : ''}
+  maxCallsPerRun: 1000${limit === 'tenant' || limit === 'held' ? '\n  tenant: { default: 64 }' : ''}
 `;
 }
 

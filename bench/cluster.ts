@@ -1,6 +1,6 @@
 /**
  * Does the cluster scale? (DESIGN §12 "It scales"; `npm run bench:cluster -- [--quick] [--seconds 6]
- * [--clients 16] [--held 2000] [--takeover 2000] [--profile] [--unix-socket] [--only load,takeover]`).
+ * [--clients 16] [--held 2000] [--takeover 2000] [--replicas 0,1,2] [--profile] [--pg-setting name=value]… [--unix-socket] [--only load,takeover]`).
  *
  * In one run, on one throwaway PostgreSQL (fsync on): runs per second of 16 closed-loop clients
  * submitting 5-call runs of builtin `echo` with `waitMs`, for one SQLite process, one PostgreSQL replica
@@ -28,9 +28,11 @@ const { values } = parseArgs({
     'lease-ms': { type: 'string', default: '2000' },
     only: { type: 'string', default: 'load,takeover' },
     limits: { type: 'string', default: 'none,tenant,tool,held' },
+    replicas: { type: 'string', default: '0,1,2' },
     profile: { type: 'boolean', default: false },
     'unix-socket': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
+    'pg-setting': { type: 'string', multiple: true, default: [] },
   },
 });
 const quick = values.quick === true;
@@ -42,6 +44,7 @@ const takeoverRuns = Number(values.takeover ?? (quick ? 1000 : 2000));
 const leaseMs = Number(values['lease-ms']);
 const only = new Set(values.only.split(','));
 const limits = values.limits.split(',') as Limit[];
+const replicaCounts = values.replicas.split(',').map(Number);
 const log = (s: string) => console.error(s);
 const f0 = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '–');
 const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '–');
@@ -61,13 +64,13 @@ const started = Date.now();
 console.log(
   `\`npm run bench:cluster${quick ? ' -- --quick' : ''}\` on ${new Date().toISOString()}: Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'}; load average before ${load()}; ${clients} closed-loop clients, 5-call echo runs with waitMs, ${seconds} s measured after ${warmup} s warm-up per phase.`,
 );
-const pgc = await startPostgres(['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all']);
+const pgc = await startPostgres(['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all', ...values['pg-setting']]);
 try {
   const results = new Map<string, LoadResult>();
   const key = (replicas: number, limit: Limit) => `${replicas}:${limit}`;
   if (only.has('load')) {
     for (const limit of limits) {
-      for (const replicas of [0, 1, 2]) {
+      for (const replicas of replicaCounts) {
         log(`${label[limit]}, ${replicas === 0 ? 'SQLite' : `${replicas} replica(s)`}…`);
         const r = await loadPhase({
           pg: pgc,
