@@ -187,10 +187,14 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
     const ids = [...updates.keys()];
     const us = [...updates.values()];
     shape += 'u';
-    parts.push(`ur AS (UPDATE runs r SET last_seq = u.to_seq,
-        status = coalesce(u.status, r.status),
-        ended_at = CASE WHEN u.status IS NULL THEN r.ended_at ELSE u.ended_at END,
-        call_count = r.call_count + u.add_calls
+    // An upsert, not `UPDATE … FROM unnest(…)`: its conflict check finds each run through the primary
+    // key, whatever the planner thinks of the table. The join's plan is cached once per shape, and one
+    // made while `runs` was small scans the whole table for every append (O(runs) each), until the table
+    // is analysed again. The new values travel in the proposed row (`excluded`): `status` '' for
+    // unchanged, `created_at` the seq the stored run must be at. A run not stored would be inserted: the
+    // check below fails the statement then (a row inserted has `xmax` 0; one updated, its locker's).
+    parts.push(`ur AS (INSERT INTO runs AS r (id, tenant, status, failure, created_at, ended_at, call_count, last_seq)
+      SELECT u.id, '', coalesce(u.status, ''), '', u.from_seq, u.ended_at, u.add_calls, u.to_seq
       FROM unnest(${param(ids, 'text[]')}, ${param(
         us.map((u) => u.from),
         'int4[]',
@@ -209,7 +213,11 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
           'int4[]',
         )})
         AS u(id, from_seq, to_seq, status, ended_at, add_calls)
-      WHERE r.id = u.id AND r.last_seq = u.from_seq${me ? ` AND r.owner = ${me}` : ''} RETURNING 1)`);
+      ON CONFLICT (id) DO UPDATE SET last_seq = excluded.last_seq,
+        status = CASE WHEN excluded.status = '' THEN r.status ELSE excluded.status END,
+        ended_at = CASE WHEN excluded.status = '' THEN r.ended_at ELSE excluded.ended_at END,
+        call_count = r.call_count + excluded.call_count
+      WHERE r.last_seq = excluded.created_at${me ? ` AND r.owner = ${me}` : ''} RETURNING r.xmax::text <> '0' AS updated)`);
   }
   if (opened.length > 0) {
     const col = <K extends keyof ReviewRow>(k: K) => opened.map((r) => r[k]);
@@ -251,7 +259,7 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
   }
   if (updates.size > 0)
     checks.push(
-      `toolgraph_check((SELECT count(*) FROM ur) = ${param(updates.size, 'int8')}, 'a run''s seq does not go on from its stored last seq')`,
+      `toolgraph_check((SELECT count(*) FILTER (WHERE updated) FROM ur) = ${param(updates.size, 'int8')}, 'a run''s seq does not go on from its stored last seq')`,
     );
   const check = checks.length > 0 ? checks.join(' AND ') : 'true';
   const text = parts.length > 0 ? `WITH ${parts.join(',\n')}\nSELECT ${check} AS ok` : 'SELECT true AS ok';

@@ -162,6 +162,11 @@ describe.each(BACKENDS)('store: %s', (_name, open) => {
     expect(await code(() => store.append([a.ev('call.ready', {}, 'c1'), { ...a.ev('call.ready', {}, 'c1'), seq: 3 }]))).toBe(
       'seq_out_of_order',
     );
+    // Events that go on from a run never stored (its created lost, say): refused, and no run appears.
+    expect(await code(() => store.append([{ seq: 2, type: 'call.ready', runId: 'run_ghost', callId: 'c1', at: T0, data: {} }]))).toBe(
+      'seq_out_of_order',
+    );
+    expect(await store.run('run_ghost')).toBeUndefined();
     // Nothing of those batches is there: no events, no new run, its key and tags free.
     expect(await store.events('run_a')).toEqual(before);
     expect(await store.events('run_new')).toEqual([]);
