@@ -148,7 +148,27 @@ export interface LoadResult {
   /** CPU ms per run: of the replicas (all together), of the database. */
   replicaCpuPerRun: number;
   dbCpuPerRun: number;
+  /** Calls per run that asked the database for a permit, and that a replica granted from its slices. */
+  asksPerRun: number;
+  slicedPerRun: number;
   db: string;
+}
+
+/** The permit counters of every replica, summed (their `/metrics`). */
+async function permitCounters(c: TestCluster): Promise<{ asks: number; sliced: number }> {
+  const out = { asks: 0, sliced: 0 };
+  for (const r of c.replicas) {
+    if (!r) continue;
+    try {
+      const text = await (await fetch(`${r.url}/metrics`)).text();
+      const num = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+      out.asks += num('toolgraph_replica_permit_asks_total');
+      out.sliced += num('toolgraph_replica_permits_sliced_total');
+    } catch {
+      // A replica that does not answer counts nothing.
+    }
+  }
+  return out;
 }
 
 export interface LoadOptions {
@@ -218,6 +238,8 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
     statementsPerRun: Number.NaN,
     replicaCpuPerRun: Number.NaN,
     dbCpuPerRun: Number.NaN,
+    asksPerRun: Number.NaN,
+    slicedPerRun: Number.NaN,
     db: c.db,
   };
   try {
@@ -250,11 +272,13 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
       const cpuR = cpuSnapshot(replicaPids);
       const cpuD = cpuSnapshot(dbPids);
       const before = sqlite ? undefined : await dbCounters(c.db);
+      const permitsBefore = sqlite ? undefined : await permitCounters(c);
       while (performance.now() < to) await sleep(20);
+      const permitsAfter = sqlite ? undefined : await permitCounters(c);
       const rCpu = cpuSince(cpuR, replicaPids);
       const dCpu = cpuSince(cpuD, sqlite ? [] : postgresPids(o.pg.port));
       const after = sqlite ? undefined : await dbCounters(c.db);
-      return { rCpu, dCpu, before, after };
+      return { rCpu, dCpu, before, after, permitsBefore, permitsAfter };
     };
     const [m] = await Promise.all([measure(), ...Array.from({ length: o.clients }, client)]);
     const done = Math.max(1, res.runs + res.errors);
@@ -265,6 +289,10 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
       res.commitsPerRun = (m.after.commits - m.before.commits - 2) / done;
       res.statementsPerRun = (m.after.statements - m.before.statements) / done;
       res.dbCpuPerRun = (m.dCpu * 1000) / done;
+    }
+    if (m.permitsBefore && m.permitsAfter) {
+      res.asksPerRun = (m.permitsAfter.asks - m.permitsBefore.asks) / done;
+      res.slicedPerRun = (m.permitsAfter.sliced - m.permitsBefore.sliced) / done;
     }
     await o.inspect?.(c, res);
   } finally {

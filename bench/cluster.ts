@@ -93,7 +93,7 @@ try {
         });
         results.set(key(replicas, limit), r);
         log(
-          `  ${f1(r.runsPerSec)} runs/s, ${r.errors} errors; ${f1(r.commitsPerRun)} commits, ${f1(r.statementsPerRun)} statements per run; CPU/run ${f2(r.replicaCpuPerRun)} ms replicas, ${f2(r.dbCpuPerRun)} ms database (load ${load()})`,
+          `  ${f1(r.runsPerSec)} runs/s, ${r.errors} errors; ${f1(r.commitsPerRun)} commits, ${f1(r.statementsPerRun)} statements per run; CPU/run ${f2(r.replicaCpuPerRun)} ms replicas, ${f2(r.dbCpuPerRun)} ms database; calls per run asking the database ${f2(r.asksPerRun)}, granted from slices ${f2(r.slicedPerRun)} (load ${load()})`,
         );
       }
     }

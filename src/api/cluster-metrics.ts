@@ -30,6 +30,11 @@ export function clusterMetrics(registry: Registry, cluster: Cluster): void {
   gauge('toolgraph_replica_lease_renew_max_seconds', 'The slowest of the last 100 lease renewals', () => Math.max(0, ...s.renewMs) / 1000);
   gauge('toolgraph_replica_permit_asks_total', 'Calls that asked for a cluster-wide permit', () => s.permitAsks);
   gauge(
+    'toolgraph_replica_permits_sliced_total',
+    "Calls granted from this replica's slices of counted limits, with no round trip",
+    () => s.permitsSliced,
+  );
+  gauge(
     'toolgraph_replica_permit_refusals_total',
     'Asks for a cluster-wide permit that were refused (the call waited)',
     () => s.permitRefusals,

@@ -74,6 +74,8 @@ export interface ClusterStats {
   renewMs: number[];
   permitAsks: number;
   permitRefusals: number;
+  /** Calls granted from this replica's slices of counted limits, with no round trip (permit-slices.ts). */
+  permitsSliced: number;
   /** Each ask's round trip (ms), newest last; at most 100. */
   permitAskMs: number[];
 }
@@ -101,7 +103,15 @@ export class Cluster {
   readonly feed: EventFeed;
   readonly admissions: Admissions;
   readonly waits: WaitPublisher;
-  readonly stats: ClusterStats = { takeovers: 0, leaseLosses: 0, renewMs: [], permitAsks: 0, permitRefusals: 0, permitAskMs: [] };
+  readonly stats: ClusterStats = {
+    takeovers: 0,
+    leaseLosses: 0,
+    renewMs: [],
+    permitAsks: 0,
+    permitRefusals: 0,
+    permitsSliced: 0,
+    permitAskMs: [],
+  };
   private readonly scanMs: number;
   private readonly takeoverConcurrency: number;
   private readonly takeoverSql: TakeoverSql;
@@ -132,12 +142,18 @@ export class Cluster {
       lost: (reason) => this.lost(reason),
       renewed: (ms) => keep(this.stats.renewMs, ms),
     });
-    this.permits = new ClusterPermits(pool, instance, opts.config.limits, opts.config.catalog, this.notifications, 1000, {
-      asked: (ms, granted, refused) => {
-        this.stats.permitAsks += granted + refused;
-        this.stats.permitRefusals += refused;
-        keep(this.stats.permitAskMs, ms);
+    this.permits = new ClusterPermits(pool, instance, opts.config.limits, opts.config.catalog, this.notifications, {
+      stats: {
+        asked: (ms, granted, refused) => {
+          this.stats.permitAsks += granted + refused;
+          this.stats.permitRefusals += refused;
+          keep(this.stats.permitAskMs, ms);
+        },
+        sliced: (granted) => {
+          this.stats.permitsSliced += granted;
+        },
       },
+      slices: { holds: () => this.lease.holds },
     });
     this.commands = new Commands(commandsSql(pool), instance, this.notifications, this.leaseMs + 5000);
     this.feed = new EventFeed(opts.store, this.notifications);

@@ -6,7 +6,9 @@
  * - `toolgraph_commands`: an instance that has a command to apply;
  * - `toolgraph_command_done`: the id of a command that has its answer;
  * - `toolgraph_permits`: permits were given back;
- * - `toolgraph_pauses`: a tool (or keyed group) was paused by backpressure (DESIGN §4).
+ * - `toolgraph_pauses`: a tool (or keyed group) was paused by backpressure (DESIGN §4);
+ * - `toolgraph_wants`: `{ instance, keys }`, a replica's calls wait for these counters: those that hold
+ *   slices of them give back what they do not use (permit-slices.ts).
  *
  * A lost connection is opened again (the pause grows to 2 s); `resync` listeners are told each time it
  * is back, since what was sent meanwhile was missed, and they read what they need again. Nothing here
@@ -21,6 +23,7 @@ export const CHANNELS = [
   'toolgraph_command_done',
   'toolgraph_permits',
   'toolgraph_pauses',
+  'toolgraph_wants',
 ] as const;
 export type Channel = (typeof CHANNELS)[number];
 

@@ -31,9 +31,11 @@ import { MAX_HOLDERS, type WaitHolder, type WaitReason } from '../core/waiting.j
 import type { PermitAnswer, PermitGate } from '../engine/engine.js';
 import * as free from '../store/postgres/permits-free.js';
 import * as sql from '../store/postgres/permits.js';
+import * as slicesSql from '../store/postgres/slices.js';
 import type { Notifications } from './notifications.js';
 import { claimOf, decide, rowsToLock, SEP, sharedLimits, type Claim, type Decided, type Rates } from './permit-plan.js';
 import { CounterQueue } from './permit-priority.js';
+import { SliceBook, type SliceOptions } from './permit-slices.js';
 import {
   behindOf,
   bucketNames,
@@ -68,12 +70,29 @@ const NO_RATES: Rates = { check: () => ({ ok: true }), take: () => {} };
 
 type Op =
   | { kind: 'acquire'; requests: readonly PermitRequest[]; resolve: (answers: PermitAnswer[]) => void; reject: (err: unknown) => void }
-  | { kind: 'release'; permits: { runId: string; callId: string }[] };
+  | { kind: 'release'; permits: { runId: string; callId: string }[] }
+  | { kind: 'slices' };
 
 export interface PermitStats {
   /** Asks answered, and how long each took (ms), for the metrics. */
   asked(ms: number, granted: number, refused: number): void;
+  /** Calls granted from this replica's slices, with no round trip. */
+  sliced?(granted: number): void;
 }
+
+export interface ClusterPermitsOptions {
+  /** Refused calls ask again at least this often (ms; default 1000). */
+  retryMs?: number;
+  stats?: PermitStats;
+  /**
+   * Slices of counted limits (permit-slices.ts): off unless given. `holds`: whether this replica's lease
+   * surely holds now (nothing is granted from a slice otherwise).
+   */
+  slices?: Partial<SliceOptions> & { holds: () => boolean };
+}
+
+/** How soon the calls granted from slices are listed (ms): those that end sooner are never written. */
+const LIST_AFTER_MS = 100;
 
 export class ClusterPermits implements PermitGate {
   private readonly ops: Op[] = [];
@@ -88,18 +107,38 @@ export class ClusterPermits implements PermitGate {
   /** `limits.priorityAgingMs`: a waiting call's level drops one per this many ms (permit-priority.ts). */
   private readonly agingMs: number;
 
+  private readonly retryMs: number;
+  private readonly stats: PermitStats | undefined;
+  /** Slices (permit-slices.ts), when on; `sliceOf`: the instance they belong to. */
+  private readonly book: SliceBook | undefined;
+  private sliceOf: string | undefined;
+  private readonly leaseHolds: () => boolean;
+  /** Tools paused now (DESIGN §4), until when (`Date.now()`): their calls are not granted from slices. */
+  private readonly pausedTools = new Map<string, number>();
+  /** A call was refused since places last freed here: a place freed in a slice tells the engine. */
+  private refusedSinceFreed = false;
+  private slicesTimer: NodeJS.Timeout | undefined;
+  private slicesQueued = false;
+  /** Keys this replica said it waits for, and when (`toolgraph_wants`, at most once per `retryMs / 2` each). */
+  private readonly toldWants = new Map<string, number>();
+
   constructor(
     private readonly pool: PgPool,
     private readonly instance: () => string | undefined,
     limits: Limits,
     private readonly catalog: Catalog,
     notifications: Notifications,
-    private readonly retryMs = 1000,
-    private readonly stats?: PermitStats,
+    opts: ClusterPermitsOptions = {},
   ) {
     this.limits = sharedLimits(limits);
     this.agingMs = limits.priorityAgingMs ?? DEFAULT_PRIORITY_AGING_MS;
+    this.retryMs = opts.retryMs ?? 1000;
+    this.stats = opts.stats;
+    const sl = opts.slices;
+    this.book = sl ? new SliceBook({ contendMs: sl.contendMs ?? this.retryMs * 3, idleMs: sl.idleMs ?? this.retryMs * 2 }) : undefined;
+    this.leaseHolds = sl?.holds ?? (() => false);
     notifications.on('toolgraph_permits', () => this.tellFreed());
+    notifications.on('toolgraph_wants', (payload) => this.heardWants(payload));
     notifications.on('resync', () => {
       this.tellFreed();
       void this.readPauses();
@@ -111,6 +150,7 @@ export class ClusterPermits implements PermitGate {
   pause(p: Pause): void {
     const ms = p.until - Date.now();
     if (ms <= 0) return;
+    this.pausedTools.set(p.tool, Math.max(this.pausedTools.get(p.tool) ?? 0, p.until));
     sql.writePause(this.pool, { tool: p.tool, key: p.key ?? '', ms, status: p.status ?? null }).catch(() => {
       // The database is away: this replica keeps the pause itself; asks are refused meanwhile anyway.
     });
@@ -151,6 +191,7 @@ export class ClusterPermits implements PermitGate {
     const pause: Pause = { tool: p.tool, until: Date.now() + p.ms };
     if (p.key !== '') pause.key = p.key;
     if (p.status !== null) pause.status = p.status;
+    this.pausedTools.set(p.tool, Math.max(this.pausedTools.get(p.tool) ?? 0, pause.until));
     for (const l of this.paused) l(pause);
   }
 
@@ -159,13 +200,115 @@ export class ClusterPermits implements PermitGate {
   }
 
   acquire(requests: readonly PermitRequest[]): Promise<PermitAnswer[]> {
-    return new Promise((resolve, reject) => {
-      this.ops.push({ kind: 'acquire', requests, resolve, reject });
+    const local = this.fromSlices(requests);
+    const rest = local ? requests.filter((_, i) => local[i] === undefined) : requests;
+    if (local && rest.length === 0) return Promise.resolve(local as PermitAnswer[]);
+    const asked = new Promise<PermitAnswer[]>((resolve, reject) => {
+      this.ops.push({ kind: 'acquire', requests: rest, resolve, reject });
       void this.run();
+    });
+    if (!local) return asked;
+    return asked.then((answers) => {
+      let j = 0;
+      return local.map((a) => a ?? answers[j++] ?? REFUSED);
     });
   }
 
+  /** The calls granted from this replica's slices now (undefined: the rest ask the database). */
+  private fromSlices(requests: readonly PermitRequest[]): (PermitAnswer | undefined)[] | undefined {
+    const book = this.book;
+    if (!book || !this.leaseHolds() || !this.slicesHere()) return undefined;
+    const now = performance.now();
+    const wall = Date.now();
+    let n = 0;
+    const out = requests.map((r) => {
+      const c = claimOf(r, this.limits, this.catalog);
+      if (!sliceable(c) || (this.pausedTools.get(r.tool) ?? 0) > wall) return undefined;
+      const keys = c.counters.map((k) => k.key);
+      if (!book.tryGrant({ ...r, keys, locks: [] }, keys, now)) return undefined;
+      n++;
+      return GRANTED;
+    });
+    if (n === 0) return undefined;
+    this.stats?.sliced?.(n);
+    this.slicesSoon(LIST_AFTER_MS);
+    return out;
+  }
+
+  /** Whether the slices belong to this replica's instance now; a new instance starts with none. */
+  private slicesHere(): boolean {
+    const instance = this.instance();
+    if (instance === undefined) return false;
+    if (this.sliceOf !== instance) {
+      this.book?.clear();
+      this.sliceOf = instance;
+    }
+    return true;
+  }
+
+  /** Another replica waits for keys: this one gives back what it holds of them and does not use. */
+  private heardWants(payload: string): void {
+    if (!this.book) return;
+    try {
+      const x = JSON.parse(payload) as { instance?: unknown; keys?: unknown };
+      if (x.instance === this.instance() || !Array.isArray(x.keys)) return;
+      const keys = x.keys.filter((k): k is string => typeof k === 'string');
+      if (this.book.wanted(keys, performance.now())) this.slicesSoon(0);
+    } catch {
+      // Not ours.
+    }
+  }
+
+  /** Gives back and lists what the slices say (one op in the queue, after what is queued before it). */
+  private slicesSoon(ms: number): void {
+    if (ms === 0) {
+      if (this.slicesTimer) clearTimeout(this.slicesTimer);
+      this.slicesTimer = undefined;
+      if (this.slicesQueued) return;
+      this.slicesQueued = true;
+      this.ops.push({ kind: 'slices' });
+      void this.run();
+      return;
+    }
+    if (this.slicesTimer || this.slicesQueued) return;
+    this.slicesTimer = setTimeout(() => {
+      this.slicesTimer = undefined;
+      this.slicesSoon(0);
+    }, ms);
+    this.slicesTimer.unref();
+  }
+
+  /** Writes what the slices give back and list; what failed (the database away) waits for the lease to end it. */
+  private async writeSlices(): Promise<void> {
+    this.slicesQueued = false;
+    const book = this.book;
+    const instance = this.instance();
+    if (!book || instance === undefined || instance !== this.sliceOf) return;
+    const now = performance.now();
+    const cuts = book.cuts(now);
+    const rows = book.takeRows(now);
+    try {
+      await slicesSql.cutSlices(this.pool, instance, cuts);
+      await slicesSql.writeHolders(this.pool, instance, rows.started, rows.ended);
+    } catch {
+      // Counted until the lease ends, or given back by the next cut; rows are for views only.
+    }
+    if (book.hasFree() || book.hasRows()) this.slicesSoon(book.hasRows() ? LIST_AFTER_MS : this.retryMs);
+  }
+
   release(permits: readonly { runId: string; callId: string }[]): void {
+    if (this.book) {
+      const now = performance.now();
+      let freed: 'freed' | 'contended' | undefined;
+      const rest = permits.filter((p) => {
+        const r = this.book?.release(p.runId, p.callId, now);
+        if (r) freed = freed === 'contended' ? freed : r;
+        return !r;
+      });
+      if (freed) this.freedInSlices(freed === 'contended');
+      if (rest.length === 0) return;
+      permits = rest;
+    }
     // Give-backs queued behind the op under way are one (one statement, one commit, one NOTIFY): the
     // queue never holds the op under way (run() takes it out first), so the last one has not started.
     const last = this.ops[this.ops.length - 1];
@@ -174,8 +317,17 @@ export class ClusterPermits implements PermitGate {
     void this.run();
   }
 
-  /** Gives back every permit of an instance (a replica that stops, or one that lost its lease). */
+  /** Places freed in slices: contended ones go back at once, and calls refused here ask again. */
+  private freedInSlices(contended: boolean): void {
+    this.slicesSoon(contended ? 0 : LIST_AFTER_MS);
+    if (!this.refusedSinceFreed) return;
+    this.refusedSinceFreed = false;
+    setImmediate(() => this.tellFreed());
+  }
+
+  /** Gives back every permit of an instance (a replica that stops, or one that lost its lease), and its slices. */
   async releaseAll(instance: string): Promise<void> {
+    if (instance === this.sliceOf) this.book?.clear();
     await free.giveBack(this.pool, instance, 'all', SEP);
   }
 
@@ -196,6 +348,8 @@ export class ClusterPermits implements PermitGate {
   close(): void {
     if (this.retry) clearTimeout(this.retry);
     this.retry = undefined;
+    if (this.slicesTimer) clearTimeout(this.slicesTimer);
+    this.slicesTimer = undefined;
     this.freed.clear();
     this.paused.clear();
   }
@@ -207,7 +361,8 @@ export class ClusterPermits implements PermitGate {
     let untold = false;
     try {
       for (let op = this.ops.shift(); op; op = this.ops.shift()) {
-        if (op.kind === 'release') {
+        if (op.kind === 'slices') await this.writeSlices();
+        else if (op.kind === 'release') {
           // Hand-off (DESIGN §12): the calls that waited here behind these (not marked in the cluster: this
           // replica's own limits held them) ask before other replicas hear that places freed; the marked
           // waiters of every replica still go first (permit-priority.ts).
@@ -232,7 +387,10 @@ export class ClusterPermits implements PermitGate {
             const { answers, tokenInMs } = await this.take(op.requests, told);
             const n = answers.filter((a) => a.granted).length;
             this.stats?.asked(performance.now() - started, n, answers.length - n);
-            if (n < answers.length) this.askAgainLater(tokenInMs);
+            if (n < answers.length) {
+              this.refusedSinceFreed = true;
+              this.askAgainLater(tokenInMs);
+            }
             op.resolve(answers);
           } catch (err) {
             this.askAgainLater();
@@ -313,22 +471,72 @@ export class ClusterPermits implements PermitGate {
       const permits = claims
         .filter((_, i) => decided.decisions[i]?.granted)
         .map((c) => ({ ...c.request, keys: c.counters.map((k) => k.key), locks: c.lockEntries }));
+      const grabs = this.grabs(claims, decided, toLock.counters, counters);
+      const counterDelta = new Map(decided.counterDelta);
+      for (const [k, n] of grabs) counterDelta.set(k, (counterDelta.get(k) ?? 0) + n);
       await tx.write(
         {
           instance,
           now: clock.now,
           permits,
-          counterDelta: decided.counterDelta,
+          counterDelta,
           nodeDelta: decided.nodeDelta,
           buckets: rates?.buckets() ?? [],
+          slices: grabs,
         },
         SEP,
       );
-      return { now: clock.now, decided, since };
+      return { now: clock.now, decided, since, grabs };
     });
     if (ask === undefined) return { answers: requests.map(() => REFUSED) };
+    if (ask.grabs.size > 0 && this.sliceOf === instance) this.book?.grew(ask.grabs, performance.now());
+    this.wantKeys(instance, ask.decided);
     this.keepWaiting(ask.since);
     return this.answer(claims, ask.decided, ask.now);
+  }
+
+  /**
+   * The places this ask takes into the slices: of the counters its sliceable calls name, those with room
+   * to spare, no waiter marks and no refusal in this ask (permit-slices.ts).
+   */
+  private grabs(
+    claims: readonly Claim[],
+    decided: Decided,
+    locked: readonly { key: string; cap: number }[],
+    rows: { counts: ReadonlyMap<string, number>; marks: ReadonlyMap<string, string> },
+  ): Map<string, number> {
+    const book = this.book;
+    if (!book || !this.leaseHolds() || !this.slicesHere()) return new Map();
+    const wanted = new Set<string>();
+    const refused = new Set<string>();
+    claims.forEach((c, i) => {
+      const d = decided.decisions[i];
+      if (d && !d.granted && 'counter' in d) refused.add(d.counter.key);
+      if (sliceable(c)) for (const k of c.counters) wanted.add(k.key);
+    });
+    const counters = new Map<string, { cap: number; inUse: number; marked: boolean }>();
+    for (const { key: k, cap } of locked)
+      counters.set(k, {
+        cap,
+        inUse: (rows.counts.get(k) ?? 0) + (decided.counterDelta.get(k) ?? 0),
+        marked: rows.marks.has(k) || refused.has(k),
+      });
+    return book.grabs(counters, wanted, performance.now());
+  }
+
+  /** Tells the replicas that hold slices of the counters that refused calls here: they give back what they do not use. */
+  private wantKeys(instance: string, decided: Decided): void {
+    if (!this.book) return;
+    const now = performance.now();
+    const keys = new Set<string>();
+    for (const d of decided.decisions)
+      if (!d.granted && 'counter' in d && now - (this.toldWants.get(d.counter.key) ?? -Infinity) >= this.retryMs / 2) keys.add(d.counter.key);
+    if (keys.size === 0) return;
+    for (const k of keys) this.toldWants.set(k, now);
+    if (this.toldWants.size > MAX_WAITING_KEPT) this.toldWants.clear();
+    slicesSql.tellWants(this.pool, instance, [...keys]).catch(() => {
+      // The database is away: the refused calls ask again anyway.
+    });
   }
 
   /** The answers of a decided ask, with what refused each refused call (read now: holders are read only for refusals). */
@@ -460,4 +668,9 @@ export class ClusterPermits implements PermitGate {
   private tellFreed(): void {
     for (const l of this.freed) l();
   }
+}
+
+/** A call that slices may grant: its limits are all counters (no lock, no rate). */
+function sliceable(c: Claim): boolean {
+  return c.counters.length > 0 && c.lockEntries.length === 0 && !c.rated;
 }

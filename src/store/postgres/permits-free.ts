@@ -39,11 +39,20 @@ async function giveBackIn(
       : `DELETE FROM permits p USING unnest($1::text[], $2::text[]) AS g(run_id, call_id)
          WHERE p.run_id = g.run_id AND p.call_id = g.call_id AND p.instance = $3`;
   const list = calls === 'all' ? [] : calls;
-  // One statement, its rows locked in the fixed order: the permits (the delete), then counters, then
-  // lock nodes (each an upsert of sorted rows, referenced in that order below).
+  // One statement, its rows locked in the fixed order: the permits (the delete), then slices, then
+  // counters, then lock nodes (each an upsert of sorted rows, referenced in that order below). A call
+  // granted from a slice counts nothing by itself (migration 0008): all of an instance gives its slices
+  // back instead.
+  const slices =
+    calls === 'all'
+      ? `DELETE FROM permit_slices WHERE instance = $3 RETURNING key, n`
+      : `SELECT key, n FROM permit_slices WHERE false`;
   const r = await client.query<{ n: string }>(
-    `WITH d AS (${which} RETURNING p.keys, p.locks),
-     k AS (SELECT key, count(*)::int AS n FROM d, unnest(d.keys) AS key GROUP BY key),
+    `WITH d AS (${which} RETURNING p.keys, p.locks, p.sliced),
+     s AS (${slices}),
+     k AS (SELECT key, sum(n)::int AS n FROM (
+             SELECT key, 1 AS n FROM d, unnest(d.keys) AS key WHERE NOT d.sliced UNION ALL SELECT key, n FROM s) x
+           GROUP BY key),
      c AS (INSERT INTO permit_counts AS c (key, in_use) SELECT key, -n FROM k ORDER BY key COLLATE "C"
            ON CONFLICT (key) DO UPDATE SET in_use = GREATEST(c.in_use + excluded.in_use, 0) RETURNING 1),
      e AS (SELECT split_part(x, $4, 1) AS dm, split_part(x, $4, 2) AS nd, split_part(x, $4, 3) AS md FROM d, unnest(d.locks) AS x),
@@ -55,7 +64,7 @@ async function giveBackIn(
              ir = GREATEST(l.ir + excluded.ir, 0), iw = GREATEST(l.iw + excluded.iw, 0) RETURNING 1)
      SELECT x.n, (SELECT count(*) FROM c) AS c, (SELECT count(*) FROM l) AS l,
        CASE WHEN x.n > 0 AND $5 THEN pg_notify('toolgraph_permits', $3) END AS told
-     FROM (SELECT count(*) AS n FROM d) x`,
+     FROM (SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM s) AS n) x`,
     [list.map((p) => p.runId), list.map((p) => p.callId), instance, sep, notify],
   );
   return Number(r.rows[0]?.n ?? 0);

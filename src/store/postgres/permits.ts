@@ -97,6 +97,8 @@ export interface AskWrite {
   counterDelta: ReadonlyMap<string, number>;
   nodeDelta: ReadonlyMap<string, NodeRow>;
   buckets: readonly BucketRow[];
+  /** Places the instance takes into its slices (migration 0008), counted in `counterDelta` too. */
+  slices?: ReadonlyMap<string, number>;
 }
 
 /** A bucket not there yet starts full: the caller caps `units` at the rate's capacity. */
@@ -224,7 +226,8 @@ export class PermitTx {
    * what it took is given back first.
    */
   async write(w: AskWrite, sep: string): Promise<void> {
-    if (w.permits.length === 0) return;
+    const slices = [...(w.slices ?? [])].filter(([, n]) => n > 0);
+    if (w.permits.length === 0 && slices.length === 0) return;
     const p = w.permits;
     const counters = [...w.counterDelta];
     const nodes = [...w.nodeDelta].map(([row, d]) => [...(row.split(sep) as [string, string]), d] as const);
@@ -250,8 +253,10 @@ export class PermitTx {
              FROM unnest($15::text[], $16::text[], $17::int[], $18::int[], $19::int[], $20::int[]) AS u(d, n, r, w, ir, iw)
              WHERE p.domain = u.d AND p.node = u.n RETURNING 1),
        b AS (UPDATE rate_buckets b SET units = u.units, last = u.last FROM unnest($21::text[], $22::int8[], $23::int8[]) AS u(name, units, last)
-             WHERE b.name = u.name RETURNING 1)
-       SELECT (SELECT count(*) FROM c) AS c, (SELECT count(*) FROM l) AS l, (SELECT count(*) FROM b) AS b,
+             WHERE b.name = u.name RETURNING 1),
+       s AS (INSERT INTO permit_slices AS s (instance, key, n) SELECT $1, k, n FROM unnest($24::text[], $25::int[]) AS u(k, n)
+             ON CONFLICT (instance, key) DO UPDATE SET n = s.n + excluded.n RETURNING 1)
+       SELECT (SELECT count(*) FROM c) AS c, (SELECT count(*) FROM l) AS l, (SELECT count(*) FROM b) AS b, (SELECT count(*) FROM s) AS s,
          (SELECT coalesce(json_agg(json_build_array(run_id, call_id)), '[]'::json) FROM ins) AS inserted`,
       [
         ...values(p),
@@ -266,6 +271,8 @@ export class PermitTx {
         w.buckets.map((b) => b.name),
         w.buckets.map((b) => Math.round(b.units)),
         w.buckets.map((b) => b.last),
+        slices.map(([k]) => k),
+        slices.map(([, n]) => n),
       ],
     );
     const inserted = new Set((r.rows[0]?.inserted ?? []).map(([run, call]) => `${run}\u0000${call}`));
@@ -273,12 +280,16 @@ export class PermitTx {
     if (rest.length === 0) return;
     // Rare: the call's permit was recorded already (by an instance whose runs were taken over, or a
     // duplicate ask). It is replaced: what it took is given back, then the new one is recorded.
-    const old = await this.client.query<{ keys: string[]; locks: string[] }>(
+    const old = await this.client.query<{ keys: string[]; locks: string[]; sliced: boolean }>(
       `DELETE FROM permits p USING unnest($1::text[], $2::text[]) AS g(run_id, call_id)
-       WHERE p.run_id = g.run_id AND p.call_id = g.call_id RETURNING p.keys, p.locks`,
+       WHERE p.run_id = g.run_id AND p.call_id = g.call_id RETURNING p.keys, p.locks, p.sliced`,
       [rest.map((x) => x.runId), rest.map((x) => x.callId)],
     );
-    const back = takenBy(old.rows, sep);
+    // A row of a call granted from a slice counts nothing (its slice does).
+    const back = takenBy(
+      old.rows.filter((x) => !x.sliced),
+      sep,
+    );
     await addCounts(this.client, back.counters, back.nodes, sep);
     await this.client.query(INSERT_PERMITS, values(rest));
   }
@@ -387,6 +398,6 @@ export function takenBy(
 }
 
 /** A PostgreSQL array literal of text. */
-function pgArray(items: readonly string[]): string {
+export function pgArray(items: readonly string[]): string {
   return `{${items.map((s) => `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`).join(',')}}`;
 }

@@ -1,0 +1,227 @@
+/**
+ * Slices of counted limits (DESIGN §12 "It scales"): quota leasing on top of the counter rows. A
+ * replica takes a slice of a counter (a tenant, tool, keyed or resource limit) into its own hands
+ * while it asks, and then grants and gives back the calls of that key by itself, with no round trip,
+ * as long as nobody else waits for the key. This book is the replica's side of it; it does no I/O
+ * (permits.ts writes what it decides, store/postgres/slices.ts holds the SQL).
+ *
+ * - **Grow.** An ask that locks a counter's row takes up to `chunk` more places into the slice
+ *   (`grabs`), when the row has room to spare, no waiter marks (an urgent waiter of any replica), and
+ *   no other replica asked for the key lately. `chunk` is an eighth of the limit (at least 1): a
+ *   replica alone reaches the limit in eight asks, and two share it without one taking it all at once.
+ * - **Grant.** A call whose limits are all counters (no lock, no rate), whose tool is not paused, and
+ *   whose every counter has a free place in its slice and is not contended, is granted here
+ *   (`tryGrant`); one the slices cannot take goes to the database as before.
+ * - **Give back.** A call granted here gives its place back to the slice when it ends (`release`). The
+ *   slice goes back to the counter (`cuts`): its free places as soon as another replica waits for the
+ *   key (`wanted`, told through `toolgraph_wants`), and the whole slice once it has been unused for
+ *   `idleMs`. While a key is contended (`contendMs` after the last want), its slice only shrinks:
+ *   every place freed goes back, and new calls ask the database, where waiters of every replica are
+ *   ordered as they would be without slices.
+ * - **Listed.** The calls granted here are listed in `permits` (rows that count nothing), shortly and
+ *   off the grant's path (`takeRows`): what `waitingFor` and `GET /v1/limits` show. A call that ended
+ *   before its row was written is never written.
+ * - **Safety.** The limit holds because a counter's use counts whole slices: the sum of every replica's
+ *   slices and unsliced permits never passes the cap (the database checks it when a slice grows). A
+ *   replica grants from its slices only while its lease surely holds (the caller checks): once the lease
+ *   ended, its slices are freed with its permits by whoever notices (permits-free.ts).
+ */
+import type { NewPermit } from '../store/postgres/permits.js';
+import type { SlicedHolder } from '../store/postgres/slices.js';
+
+export interface SliceOptions {
+  /** How long a key stays contended after another replica asked for it (ms). */
+  contendMs: number;
+  /** A slice unused for this long goes back whole (ms). */
+  idleMs: number;
+}
+
+interface Slice {
+  size: number;
+  used: number;
+  /** When `used` last was or became 0 (for `idleMs`). */
+  idleSince: number;
+}
+
+interface Held {
+  keys: readonly string[];
+  permit: NewPermit;
+  at: number;
+}
+
+/** At most this many places are asked for at once per key: an eighth of the limit, at least 1. */
+export function chunkOf(cap: number): number {
+  return Math.max(1, Math.ceil(cap / 8));
+}
+
+const idOf = (runId: string, callId: string) => `${runId}\u0000${callId}`;
+
+export class SliceBook {
+  private readonly slices = new Map<string, Slice>();
+  private readonly held = new Map<string, Held>();
+  /** Key → until when (ms) another replica waits for it. */
+  private readonly contended = new Map<string, number>();
+  /** Calls granted here whose row is not written yet. */
+  private readonly unlisted = new Map<string, Held>();
+  /** Calls whose row is written (and not deleted yet). */
+  private readonly listed = new Set<string>();
+  /** Calls that ended with their row written: the row is to go. */
+  private readonly ended = new Map<string, { runId: string; callId: string }>();
+
+  constructor(private readonly opts: SliceOptions) {}
+
+  /** Whether `key`'s slice may not be used for new calls now. */
+  isContended(key: string, now: number): boolean {
+    const until = this.contended.get(key);
+    if (until === undefined) return false;
+    if (until > now) return true;
+    this.contended.delete(key);
+    return false;
+  }
+
+  /** Grants `permit` from the slices of its counter `keys`, if each has a free place and none is contended. */
+  tryGrant(permit: NewPermit, keys: readonly string[], now: number): boolean {
+    if (keys.length === 0) return false;
+    for (const k of keys) {
+      const s = this.slices.get(k);
+      if (!s || s.used >= s.size || this.isContended(k, now)) return false;
+    }
+    const id = idOf(permit.runId, permit.callId);
+    if (this.held.has(id)) return false;
+    for (const k of keys) (this.slices.get(k) as Slice).used++;
+    const h: Held = { keys, permit, at: now };
+    this.held.set(id, h);
+    this.unlisted.set(id, h);
+    return true;
+  }
+
+  /** Whether this call was granted from the slices (and holds its places now). */
+  holds(runId: string, callId: string): boolean {
+    return this.held.has(idOf(runId, callId));
+  }
+
+  /**
+   * The call ended: its places go back to the slices. `false` when it was not granted here;
+   * `'contended'` when a slice it freed a place in is contended (the place is to go back at once).
+   */
+  release(runId: string, callId: string, now: number): false | 'freed' | 'contended' {
+    const id = idOf(runId, callId);
+    const h = this.held.get(id);
+    if (!h) return false;
+    this.held.delete(id);
+    let contended = false;
+    for (const k of h.keys) {
+      const s = this.slices.get(k);
+      if (!s) continue;
+      s.used = Math.max(0, s.used - 1);
+      if (s.used === 0) s.idleSince = now;
+      if (this.isContended(k, now)) contended = true;
+    }
+    if (!this.unlisted.delete(id) && this.listed.delete(id)) this.ended.set(id, { runId, callId });
+    return contended ? 'contended' : 'freed';
+  }
+
+  /**
+   * How many places an ask takes into each slice, given each counter's use once the ask's grants are
+   * counted (`inUse`), whether its row has waiter marks, and which keys the ask's sliceable calls named.
+   */
+  grabs(
+    counters: ReadonlyMap<string, { cap: number; inUse: number; marked: boolean }>,
+    wanted: ReadonlySet<string>,
+    now: number,
+  ): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const k of wanted) {
+      const c = counters.get(k);
+      if (!c || c.marked || this.isContended(k, now)) continue;
+      const size = this.slices.get(k)?.size ?? 0;
+      const n = Math.min(chunkOf(c.cap), c.cap - c.inUse, c.cap - size);
+      if (n > 0) out.set(k, n);
+    }
+    return out;
+  }
+
+  /** The places of `grabs` are the slices' now (the ask committed). */
+  grew(grabs: ReadonlyMap<string, number>, now: number): void {
+    for (const [k, n] of grabs) {
+      const s = this.slices.get(k);
+      if (s) s.size += n;
+      else this.slices.set(k, { size: n, used: 0, idleSince: now });
+    }
+  }
+
+  /** Another replica waits for these keys: their free places go back (see `cuts`), and they stay contended a while. */
+  wanted(keys: readonly string[], now: number): boolean {
+    let mine = false;
+    for (const k of keys) {
+      this.contended.set(k, now + this.opts.contendMs);
+      if (this.slices.has(k)) mine = true;
+    }
+    return mine;
+  }
+
+  /**
+   * What goes back now, taken off the slices at once (the caller writes it; should that fail, the
+   * places stay counted until the lease ends): the free places of contended slices, and slices unused
+   * for `idleMs`, whole.
+   */
+  cuts(now: number): Map<string, { n: number; whole: boolean }> {
+    const out = new Map<string, { n: number; whole: boolean }>();
+    for (const [k, s] of this.slices) {
+      const free = s.size - s.used;
+      if (free <= 0) continue;
+      const idle = s.used === 0 && now - s.idleSince >= this.opts.idleMs;
+      if (!idle && !this.isContended(k, now)) continue;
+      const whole = s.used === 0;
+      out.set(k, { n: free, whole });
+      if (whole) this.slices.delete(k);
+      else s.size = s.used;
+    }
+    return out;
+  }
+
+  /** Whether `cuts` may have something to give back later (a slice with free places). */
+  hasFree(): boolean {
+    for (const s of this.slices.values()) if (s.size > s.used) return true;
+    return false;
+  }
+
+  /**
+   * The rows to write now: calls granted here that still run (their `since` older by `ageMs`), and
+   * calls whose written row is to go. A call in both (ended, then granted again) keeps its row.
+   */
+  takeRows(now: number): { started: SlicedHolder[]; ended: { runId: string; callId: string }[] } {
+    const started: SlicedHolder[] = [];
+    for (const [id, h] of this.unlisted) {
+      if (this.ended.delete(id)) {
+        this.listed.add(id);
+        continue;
+      }
+      started.push({ permit: h.permit, ageMs: now - h.at });
+      this.listed.add(id);
+    }
+    this.unlisted.clear();
+    const ended = [...this.ended.values()];
+    this.ended.clear();
+    return { started, ended };
+  }
+
+  /** Whether `takeRows` has anything to write. */
+  hasRows(): boolean {
+    return this.unlisted.size > 0 || this.ended.size > 0;
+  }
+
+  /** Every slice and call is gone (the lease ended, or all was given back): nothing is granted here any more. */
+  clear(): void {
+    this.slices.clear();
+    this.held.clear();
+    this.unlisted.clear();
+    this.listed.clear();
+    this.ended.clear();
+  }
+
+  /** For tests and metrics: each slice's size and use. */
+  sizes(): Map<string, { size: number; used: number }> {
+    return new Map([...this.slices].map(([k, s]) => [k, { size: s.size, used: s.used }]));
+  }
+}
