@@ -1,0 +1,160 @@
+/**
+ * Slices of counted limits (cluster/permit-slices.ts), on a virtual clock: a replica grants from a slice
+ * only while it has a free place and nobody else waits for the key; a slice grows by at most an eighth
+ * of the limit and never past the room the counter has; its free places go back as soon as another
+ * replica wants the key, and the whole slice once idle; calls that end before their row is written
+ * are never written. And, over random sequences, the places granted never pass the slice, and the slice
+ * is exactly what the database was told it took less what it was told went back.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { chunkOf, SliceBook } from '../../src/cluster/permit-slices.js';
+import type { NewPermit } from '../../src/store/postgres/permits.js';
+
+const OPTS = { contendMs: 1000, idleMs: 2000 };
+const K = 'tenant:acme';
+const permit = (callId: string, runId = 'r1'): NewPermit => ({
+  runId,
+  callId,
+  tenant: 'acme',
+  tool: 'echo',
+  domain: null,
+  reads: [],
+  writes: [],
+  keys: [K],
+  locks: [],
+});
+const counters = (inUse: number, cap = 64, marked = false) => new Map([[K, { cap, inUse, marked }]]);
+
+describe('slices of counted limits', () => {
+  it('grants only from free places of a slice, and a place given back is granted again', () => {
+    const b = new SliceBook(OPTS);
+    expect(b.tryGrant(permit('c0'), [K], 0)).toBe(false);
+    b.grew(new Map([[K, 3]]), 0);
+    expect([1, 2, 3, 4].map((i) => b.tryGrant(permit(`c${i}`), [K], 1))).toEqual([true, true, true, false]);
+    expect(b.sizes().get(K)).toEqual({ size: 3, used: 3 });
+    expect(b.release('r1', 'c2', 2)).toBe('freed');
+    expect(b.release('r1', 'c2', 2)).toBe(false);
+    expect(b.release('r1', 'nope', 2)).toBe(false);
+    expect(b.tryGrant(permit('c4'), [K], 3)).toBe(true);
+    // A call whose every key must have room: one without a slice is not granted here.
+    expect(b.tryGrant({ ...permit('c5'), keys: [K, 'tool:echo'] }, [K, 'tool:echo'], 3)).toBe(false);
+  });
+
+  it('grows by an eighth of the limit at most, within the room of the counter and the limit, for keys asked for only', () => {
+    expect([1, 3, 8, 9, 64, 1000].map(chunkOf)).toEqual([1, 1, 1, 2, 8, 125]);
+    const b = new SliceBook(OPTS);
+    const wanted = new Set([K]);
+    expect(b.grabs(counters(0), wanted, 0)).toEqual(new Map([[K, 8]]));
+    expect(b.grabs(counters(60), wanted, 0)).toEqual(new Map([[K, 4]]));
+    expect(b.grabs(counters(64), wanted, 0)).toEqual(new Map());
+    expect(b.grabs(counters(0), new Set(), 0)).toEqual(new Map());
+    // A row with waiter marks (an urgent waiter somewhere) is not sliced.
+    expect(b.grabs(counters(0, 64, true), wanted, 0)).toEqual(new Map());
+    // The slice never passes the limit, whatever the counter says.
+    b.grew(new Map([[K, 60]]), 0);
+    expect(b.grabs(counters(0), wanted, 0)).toEqual(new Map([[K, 4]]));
+    // A contended key is not grown.
+    b.wanted([K], 0);
+    expect(b.grabs(counters(0), wanted, 500)).toEqual(new Map());
+    expect(b.grabs(counters(0), wanted, 1000)).toEqual(new Map([[K, 4]]));
+  });
+
+  it('gives free places back as soon as another replica wants the key, and every place freed while it is contended', () => {
+    const b = new SliceBook(OPTS);
+    b.grew(new Map([[K, 8]]), 0);
+    for (const c of ['a', 'b', 'c']) expect(b.tryGrant(permit(c), [K], 0)).toBe(true);
+    expect(b.cuts(10)).toEqual(new Map());
+    expect(b.wanted(['tool:other'], 10)).toBe(false);
+    expect(b.wanted([K], 10)).toBe(true);
+    expect(b.tryGrant(permit('d'), [K], 20)).toBe(false);
+    expect(b.cuts(20)).toEqual(new Map([[K, { n: 5, whole: false }]]));
+    expect(b.sizes().get(K)).toEqual({ size: 3, used: 3 });
+    expect(b.release('r1', 'a', 30)).toBe('contended');
+    expect(b.cuts(30)).toEqual(new Map([[K, { n: 1, whole: false }]]));
+    // Once nobody asked for a while, freed places stay in the slice.
+    expect(b.release('r1', 'b', 1100)).toBe('freed');
+    expect(b.cuts(1100)).toEqual(new Map());
+    expect(b.tryGrant(permit('e'), [K], 1100)).toBe(true);
+  });
+
+  it('gives an unused slice back whole once it has been idle for idleMs', () => {
+    const b = new SliceBook(OPTS);
+    b.grew(new Map([[K, 8]]), 0);
+    expect(b.tryGrant(permit('a'), [K], 0)).toBe(true);
+    expect(b.release('r1', 'a', 100)).toBe('freed');
+    expect(b.cuts(2099)).toEqual(new Map());
+    expect(b.hasFree()).toBe(true);
+    expect(b.cuts(2100)).toEqual(new Map([[K, { n: 8, whole: true }]]));
+    expect(b.sizes().size).toBe(0);
+    expect(b.hasFree()).toBe(false);
+  });
+
+  it('lists the calls that still run when rows are written, and unlists those that ended after', () => {
+    const b = new SliceBook(OPTS);
+    b.grew(new Map([[K, 8]]), 0);
+    b.tryGrant(permit('quick'), [K], 0);
+    b.tryGrant(permit('long'), [K], 0);
+    b.release('r1', 'quick', 5);
+    const first = b.takeRows(40);
+    expect(first.started.map((h) => [h.permit.callId, h.ageMs])).toEqual([['long', 40]]);
+    expect(first.ended).toEqual([]);
+    expect(b.hasRows()).toBe(false);
+    // Ended and granted again before the next write: its row stays.
+    b.release('r1', 'long', 50);
+    b.tryGrant(permit('long'), [K], 60);
+    expect(b.takeRows(100)).toEqual({ started: [], ended: [] });
+    b.release('r1', 'long', 120);
+    expect(b.takeRows(140)).toEqual({ started: [], ended: [{ runId: 'r1', callId: 'long' }] });
+  });
+
+  it('grants nothing once cleared (the lease ended), and forgets what it held', () => {
+    const b = new SliceBook(OPTS);
+    b.grew(new Map([[K, 8]]), 0);
+    b.tryGrant(permit('a'), [K], 0);
+    b.clear();
+    expect(b.tryGrant(permit('b'), [K], 1)).toBe(false);
+    expect(b.release('r1', 'a', 1)).toBe(false);
+    expect(b.takeRows(2)).toEqual({ started: [], ended: [] });
+  });
+
+  it('never grants past its slice, and holds exactly what it took less what it gave back (random sequences)', () => {
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant('grant' as const), call: fc.nat(20) }),
+      fc.record({ kind: fc.constant('release' as const), call: fc.nat(20) }),
+      fc.record({ kind: fc.constant('grow' as const), inUse: fc.nat(80) }),
+      fc.record({ kind: fc.constant('want' as const) }),
+      fc.record({ kind: fc.constant('cut' as const) }),
+      fc.record({ kind: fc.constant('tick' as const), ms: fc.nat(3000) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 200 }), (ops) => {
+        const b = new SliceBook(OPTS);
+        let now = 0;
+        let told = 0;
+        const running = new Set<number>();
+        for (const o of ops) {
+          if (o.kind === 'grant') {
+            if (b.tryGrant(permit(`c${o.call}`), [K], now)) {
+              expect(running.has(o.call)).toBe(false);
+              running.add(o.call);
+            }
+          } else if (o.kind === 'release') expect(Boolean(b.release('r1', `c${o.call}`, now))).toBe(running.delete(o.call));
+          else if (o.kind === 'grow') {
+            const g = b.grabs(counters(Math.min(64, o.inUse + told)), new Set([K]), now);
+            told += g.get(K) ?? 0;
+            b.grew(g, now);
+          } else if (o.kind === 'want') b.wanted([K], now);
+          else if (o.kind === 'cut') told -= b.cuts(now).get(K)?.n ?? 0;
+          else now += o.ms;
+          const s = b.sizes().get(K) ?? { size: 0, used: 0 };
+          expect(s.used).toBe(running.size);
+          expect(s.used).toBeLessThanOrEqual(s.size);
+          expect(s.size).toBe(told);
+          expect(s.size).toBeLessThanOrEqual(64);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
