@@ -530,7 +530,8 @@ export class ClusterPermits implements PermitGate {
     const now = performance.now();
     const keys = new Set<string>();
     for (const d of decided.decisions)
-      if (!d.granted && 'counter' in d && now - (this.toldWants.get(d.counter.key) ?? -Infinity) >= this.retryMs / 2) keys.add(d.counter.key);
+      if (!d.granted && 'counter' in d && now - (this.toldWants.get(d.counter.key) ?? -Infinity) >= this.retryMs / 2)
+        keys.add(d.counter.key);
     if (keys.size === 0) return;
     for (const k of keys) this.toldWants.set(k, now);
     if (this.toldWants.size > MAX_WAITING_KEPT) this.toldWants.clear();

@@ -44,9 +44,7 @@ async function giveBackIn(
   // granted from a slice counts nothing by itself (migration 0008): all of an instance gives its slices
   // back instead.
   const slices =
-    calls === 'all'
-      ? `DELETE FROM permit_slices WHERE instance = $3 RETURNING key, n`
-      : `SELECT key, n FROM permit_slices WHERE false`;
+    calls === 'all' ? `DELETE FROM permit_slices WHERE instance = $3 RETURNING key, n` : `SELECT key, n FROM permit_slices WHERE false`;
   const r = await client.query<{ n: string }>(
     `WITH d AS (${which} RETURNING p.keys, p.locks, p.sliced),
      s AS (${slices}),
