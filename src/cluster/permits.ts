@@ -21,40 +21,25 @@
  * lease ended are given back by whichever replica's scan notices first (`freeDead`, store/postgres/permits-free.ts), once.
  */
 import type { PgPool } from '../store/pg-pool.js';
-import { Limiter, type Holder, type Pause } from '../core/limits.js';
+import type { Pause } from '../core/limits.js';
 import { DEFAULT_PRIORITY_AGING_MS } from '../core/scheduler.js';
-import { key } from '../core/resources.js';
 import type { PermitRequest } from '../core/scheduler.js';
 import type { Limits } from '../core/tool.js';
 import type { Catalog } from '../core/tool.js';
-import { MAX_HOLDERS, type WaitHolder, type WaitReason } from '../core/waiting.js';
 import type { PermitAnswer, PermitGate } from '../engine/engine.js';
 import * as free from '../store/postgres/permits-free.js';
 import * as sql from '../store/postgres/permits.js';
 import * as slicesSql from '../store/postgres/slices.js';
 import type { Notifications } from './notifications.js';
 import { claimOf, decide, rowsToLock, SEP, sharedLimits, type Claim, type Decided, type Rates } from './permit-plan.js';
+import { answersOf } from './permit-answers.js';
 import { CounterQueue } from './permit-priority.js';
 import { SliceBook, type SliceOptions } from './permit-slices.js';
-import {
-  behindOf,
-  bucketNames,
-  ClusterRates,
-  copyNodes,
-  counterMarksOf,
-  holderOfRow,
-  marksOf,
-  marksText,
-  pausedIn,
-} from './permit-rows.js';
+import { bucketNames, ClusterRates, copyNodes, counterMarksOf, marksOf, marksText, pausedIn } from './permit-rows.js';
 import { LockQueue } from './permit-waits.js';
-import { refusalOf } from './refusals.js';
 
 const GRANTED: PermitAnswer = Object.freeze({ granted: true });
 const REFUSED: PermitAnswer = Object.freeze({ granted: false });
-
-/** At most this many lock holders of a domain are read to explain a refusal (the oldest). */
-const MAX_LOCK_HOLDERS_READ = 10_000;
 
 /**
  * A give-back waits up to this many turns of the event loop for the asks it makes possible on this
@@ -492,7 +477,7 @@ export class ClusterPermits implements PermitGate {
     if (ask.grabs.size > 0 && this.sliceOf === instance) this.book?.grew(ask.grabs, performance.now());
     this.wantKeys(instance, ask.decided);
     this.keepWaiting(ask.since);
-    return this.answer(claims, ask.decided, ask.now);
+    return answersOf(this.pool, claims, ask.decided, ask.now);
   }
 
   /**
@@ -538,118 +523,6 @@ export class ClusterPermits implements PermitGate {
     slicesSql.tellWants(this.pool, instance, [...keys]).catch(() => {
       // The database is away: the refused calls ask again anyway.
     });
-  }
-
-  /** The answers of a decided ask, with what refused each refused call (read now: holders are read only for refusals). */
-  private async answer(claims: readonly Claim[], decided: Decided, now: number): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
-    const answers: PermitAnswer[] = [];
-    let tokenAt: number | undefined;
-    const byKey = new Map<string, Promise<WaitHolder[]>>();
-    const holdersOf = (k: string) => {
-      const p = byKey.get(k) ?? sql.holdersOfKey(this.pool, k, MAX_HOLDERS).then((rows) => rows.map(holderOfRow));
-      byKey.set(k, p);
-      return p;
-    };
-    const locks = await this.lockReasons(claims, decided, now);
-    for (let i = 0; i < claims.length; i++) {
-      const d = decided.decisions[i];
-      const c = claims[i] as Claim;
-      if (d === undefined || d.granted) {
-        answers.push(GRANTED);
-        continue;
-      }
-      let why: WaitReason | undefined;
-      if (d.reason === 'backoff') {
-        const p = d.pause;
-        why = {
-          kind: 'backoff',
-          key: p.key === undefined ? p.tool : `${p.tool} ${p.key}`,
-          tool: p.tool,
-          // On this replica's clock (the pause's is the database's).
-          until: Date.now() + Math.max(0, p.until - now),
-          ...(p.status !== undefined ? { status: p.status } : {}),
-          holders: [],
-        };
-        tokenAt = Math.min(tokenAt ?? Infinity, p.until);
-      } else if (d.reason === 'key') {
-        const g = d.counter.group;
-        why = {
-          kind: 'key',
-          key: d.counter.name,
-          ...(g ? { pattern: g.pattern } : {}),
-          ...(g?.tool !== undefined ? { tool: g.tool } : {}),
-          limit: d.counter.cap,
-          inUse: d.inUse,
-          holders: await holdersOf(d.counter.key),
-          ...behindOf(d.behind, now),
-        };
-      } else if (d.reason === 'tenant' || d.reason === 'tool' || d.reason === 'resource')
-        why = {
-          kind: d.reason,
-          key: d.counter.name,
-          limit: d.counter.cap,
-          inUse: d.inUse,
-          holders: await holdersOf(d.counter.key),
-          ...behindOf(d.behind, now),
-        };
-      else if (d.reason === 'rate') {
-        why = d.why;
-        if (d.wakeAt !== undefined) tokenAt = Math.min(tokenAt ?? Infinity, d.wakeAt);
-      } else {
-        why = locks.get(c);
-        if (why === undefined && d.reason === 'lock' && d.behind) {
-          const b = d.behind;
-          const queuedBehind = [{ runId: b.run, callId: b.call, tenant: b.tenant, since: b.since }];
-          why = { kind: 'lock', key: b.key, domain: c.request.domain as string, holders: [], queuedBehind };
-        }
-      }
-      answers.push(why ? { granted: false, waitingFor: [why] } : REFUSED);
-    }
-    return tokenAt === undefined ? { answers } : { answers, tokenInMs: Math.max(0, tokenAt - now) };
-  }
-
-  /**
-   * Why each call refused by a lock waits: the running calls of other runs that hold what it conflicts
-   * with (read now, of its domain only), else the earlier waiters of the ask it queues behind, as one
-   * replica's limiter says it (core `Limiter`, the ask's refused calls replayed in order).
-   */
-  private async lockReasons(claims: readonly Claim[], decided: Decided, now: number): Promise<Map<Claim, WaitReason | undefined>> {
-    const out = new Map<Claim, WaitReason | undefined>();
-    const refused = claims.filter((_, i) => {
-      const d = decided.decisions[i];
-      return d !== undefined && !d.granted && d.reason === 'lock';
-    });
-    if (refused.length === 0) return out;
-    const domains = [...new Set(refused.map((c) => c.request.domain as string))];
-    const limiter = new Limiter({ tenant: {}, tool: {}, resource: {}, rate: { tenant: {} }, maxCallsPerRun: Infinity }, false);
-    const who = new Map<Holder, WaitHolder>();
-    for (const d of domains)
-      for (const row of await sql.holdersInDomain(this.pool, d, MAX_LOCK_HOLDERS_READ)) {
-        const h: Holder = {
-          runId: row.run_id,
-          tenant: row.tenant,
-          tool: row.tool,
-          domain: row.domain,
-          reads: (JSON.parse(row.reads) as string[]).map(key),
-          writes: (JSON.parse(row.writes) as string[]).map(key),
-        };
-        who.set(h, holderOfRow(row));
-        limiter.hold(h);
-      }
-    for (const c of refused) {
-      const h: Holder = {
-        runId: c.holder.runId,
-        tenant: c.holder.tenant,
-        tool: c.holder.tool,
-        domain: c.holder.domain,
-        reads: c.holder.reads,
-        writes: c.holder.writes,
-      };
-      who.set(h, { runId: c.request.runId, callId: c.request.callId, tenant: c.request.tenant, since: now });
-      const check = limiter.check(h, now);
-      out.set(c, check.ok ? undefined : refusalOf(limiter, h, check, who));
-    }
-    return out;
   }
 
   /** Refused calls ask again after `retryMs`, or when a rate limit has a token again if that is sooner. */
