@@ -185,6 +185,8 @@ export class Limiter {
   /** How many of `running` each run has: a call only clashes with other runs' calls, and when all
    *  that runs is of its own run (one big run, say) the lock check needs no scan of them. */
   private readonly runningPerRun = new Map<string, number>();
+  /** The running calls that can clash (a lock domain and resource keys), by domain: a lock check reads only its own. */
+  private readonly lockingIn = new Map<string, Set<Holder>>();
   private readonly waiters: Holder[] = [];
   private readonly each: EachPattern[];
   private readonly keyUse = new Map<string, { group: KeyGroup; used: number }>();
@@ -339,6 +341,11 @@ export class Limiter {
     }
     this.running.add(h);
     this.runningPerRun.set(h.runId, (this.runningPerRun.get(h.runId) ?? 0) + 1);
+    if (locking(h)) {
+      const set = this.lockingIn.get(h.domain as string);
+      if (set) set.add(h);
+      else this.lockingIn.set(h.domain as string, new Set([h]));
+    }
     this.dropWaiter(h);
   }
 
@@ -365,6 +372,11 @@ export class Limiter {
 
   release(h: Holder): void {
     if (!this.running.delete(h)) return;
+    if (locking(h)) {
+      const set = this.lockingIn.get(h.domain as string);
+      set?.delete(h);
+      if (set?.size === 0) this.lockingIn.delete(h.domain as string);
+    }
     const mine = (this.runningPerRun.get(h.runId) as number) - 1;
     if (mine === 0) this.runningPerRun.delete(h.runId);
     else this.runningPerRun.set(h.runId, mine);
@@ -498,9 +510,10 @@ export class Limiter {
   }
 
   private lockConflict(h: Holder): boolean {
-    if (h.domain === null) return false;
+    // A call without resource keys clashes with nothing (see `clash`).
+    if (!locking(h)) return false;
     const others = this.running.size - (this.runningPerRun.get(h.runId) ?? 0);
-    if (others > 0) for (const o of this.running) if (clash(h, o)) return true;
+    if (others > 0) for (const o of this.lockingIn.get(h.domain as string) ?? NO_HOLDERS) if (clash(h, o)) return true;
     for (const w of this.waiters) {
       if (w === h) break;
       if (clash(h, w)) return true;
@@ -508,6 +521,13 @@ export class Limiter {
     return false;
   }
 }
+
+/** Whether a call can clash with another: it has a lock domain and resource keys. */
+function locking(h: Holder): boolean {
+  return h.domain !== null && (h.reads.length > 0 || h.writes.length > 0);
+}
+
+const NO_HOLDERS: ReadonlySet<Holder> = new Set();
 
 /** Whether two calls of different runs in one lock domain conflict: a write of one overlaps the other. */
 export function clash(h: Holder, o: Holder): boolean {

@@ -31,6 +31,7 @@ import {
   type AttemptEnded,
   type LimitInUse,
   type Output,
+  type PermitRequest,
   type ReviewDecision,
   type WaitCounts,
 } from '../core/scheduler.js';
@@ -482,6 +483,7 @@ export class Engine {
    * is still to come (see `startsEarly`); everything else starts once stored.
    */
   private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed' | 'onHeld'> & { early?: boolean } = {}): void {
+    if (out.permits && out.permits.length > 0) out = this.grantedAtOnce(out);
     if (this.stamping && out.starts.length > 0) stampDispatch(out, this.stamping);
     const q: Commit = { events: out.events.map((e) => this.views.number(e)), starts: out.starts, aborts: out.aborts };
     if (out.hooks) q.hooks = out.hooks;
@@ -500,6 +502,28 @@ export class Engine {
     for (const s of q.early ?? []) this.inflight.launch(s, true);
     if (out.permits && out.permits.length > 0) this.desk?.ask(out.permits);
     if (out.pauses && this.permits?.pause) for (const p of out.pauses) this.permits.pause(p);
+  }
+
+  /**
+   * The permits the gate grants at once (a replica's slices) go into the same output: their calls start
+   * with it, early too when it is a grouped submission's, as they would without a gate. The rest of
+   * `out.permits` is asked for as before.
+   */
+  private grantedAtOnce(out: Output): Output {
+    const asked = out.permits ?? [];
+    const granted = this.closed ? undefined : this.permits?.grantNow?.(asked);
+    if (!granted?.some(Boolean)) return out;
+    const now = this.clock();
+    const merged: Output = { ...out, events: [...out.events], starts: [...out.starts], aborts: [...out.aborts], permits: [] };
+    asked.forEach((r, i) => {
+      if (!granted[i]) (merged.permits as PermitRequest[]).push(r);
+      else {
+        const o = this.scheduler.permitGranted(now, r.runId, r.callId);
+        if (o) merge(merged, o);
+        else this.permits?.release([r]);
+      }
+    });
+    return merged;
   }
 
   /** One flush per turn of the event loop, after the I/O callbacks that queued work in it. */

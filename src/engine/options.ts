@@ -72,6 +72,11 @@ export interface PermitGate {
   pause?(p: Pause): void;
   /** `listener` is told of pauses other replicas got. */
   onPaused?(listener: (p: Pause) => void): void;
+  /**
+   * Grants at once, with nothing to wait for, what the gate can grant by itself (a replica's slices of
+   * counted limits): `true` per request granted. The rest are asked for with `acquire` as before.
+   */
+  grantNow?(requests: readonly PermitRequest[]): boolean[] | undefined;
 }
 
 /** A streamed run as the library offers it: add calls as the model writes them, then seal. */
