@@ -4,6 +4,7 @@
  * (commits, statements, CPU of the replicas and of the database), and a takeover of many runs.
  */
 import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { spawnSync } from 'node:child_process';
 import pg from 'pg';
 import type { TestPostgres } from '../src/bench/postgres-cluster.js';
@@ -77,6 +78,14 @@ function postgresPids(port: number): number[] {
   return [...main, ...kids];
 }
 
+/** The machine's CPU time, busy and in all (jiffies summed over cores, /proc/stat). */
+function machineCpu(): { busy: number; total: number } {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]?.trim().split(/\s+/).slice(1).map(Number) ?? [];
+  const total = f.reduce((a, b) => a + b, 0);
+  const idle = (f[3] ?? 0) + (f[4] ?? 0);
+  return { busy: total - idle, total };
+}
+
 function cpuSnapshot(pids: number[]): Map<number, number> {
   return new Map(pids.map((p) => [p, cpuOf(p)]));
 }
@@ -148,6 +157,10 @@ export interface LoadResult {
   /** CPU ms per run: of the replicas (all together), of the database. */
   replicaCpuPerRun: number;
   dbCpuPerRun: number;
+  /** CPU ms per run of this process: the closed-loop clients. */
+  clientCpuPerRun: number;
+  /** The machine's CPU busy over the phase (all processes, from /proc/stat), in cores. */
+  busyCores: number;
   /** Calls per run that asked the database for a permit, and that a replica granted from its slices. */
   asksPerRun: number;
   slicedPerRun: number;
@@ -238,6 +251,8 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
     statementsPerRun: Number.NaN,
     replicaCpuPerRun: Number.NaN,
     dbCpuPerRun: Number.NaN,
+    clientCpuPerRun: Number.NaN,
+    busyCores: Number.NaN,
     asksPerRun: Number.NaN,
     slicedPerRun: Number.NaN,
     db: c.db,
@@ -270,20 +285,28 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
       const replicaPids = c.replicas.map((r) => r?.proc.pid ?? 0).filter((p) => p > 0);
       const dbPids = sqlite ? [] : postgresPids(o.pg.port);
       const cpuR = cpuSnapshot(replicaPids);
+      const mine = process.cpuUsage();
+      const machine = machineCpu();
       const cpuD = cpuSnapshot(dbPids);
       const before = sqlite ? undefined : await dbCounters(c.db);
       const permitsBefore = sqlite ? undefined : await permitCounters(c);
       while (performance.now() < to) await sleep(20);
       const permitsAfter = sqlite ? undefined : await permitCounters(c);
       const rCpu = cpuSince(cpuR, replicaPids);
+      const used = process.cpuUsage(mine);
+      const cCpu = (used.user + used.system) / 1e6;
+      const machineAfter = machineCpu();
+      const busy = (machineAfter.busy - machine.busy) / Math.max(1e-9, (machineAfter.total - machine.total) / cpus().length);
       const dCpu = cpuSince(cpuD, sqlite ? [] : postgresPids(o.pg.port));
       const after = sqlite ? undefined : await dbCounters(c.db);
-      return { rCpu, dCpu, before, after, permitsBefore, permitsAfter };
+      return { rCpu, dCpu, cCpu, busy, before, after, permitsBefore, permitsAfter };
     };
     const [m] = await Promise.all([measure(), ...Array.from({ length: o.clients }, client)]);
     const done = Math.max(1, res.runs + res.errors);
     res.runsPerSec = res.runs / o.seconds;
     res.replicaCpuPerRun = (m.rCpu * 1000) / done;
+    res.clientCpuPerRun = (m.cCpu * 1000) / done;
+    res.busyCores = m.busy;
     if (!sqlite && m.before && m.after) {
       // Less the two statements/commits of reading the counters themselves.
       res.commitsPerRun = (m.after.commits - m.before.commits - 2) / done;

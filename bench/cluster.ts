@@ -93,7 +93,7 @@ try {
         });
         results.set(key(replicas, limit), r);
         log(
-          `  ${f1(r.runsPerSec)} runs/s, ${r.errors} errors; ${f1(r.commitsPerRun)} commits, ${f1(r.statementsPerRun)} statements per run; CPU/run ${f2(r.replicaCpuPerRun)} ms replicas, ${f2(r.dbCpuPerRun)} ms database; calls per run asking the database ${f2(r.asksPerRun)}, granted from slices ${f2(r.slicedPerRun)} (load ${load()})`,
+          `  ${f1(r.runsPerSec)} runs/s, ${r.errors} errors; ${f1(r.commitsPerRun)} commits, ${f1(r.statementsPerRun)} statements per run; CPU/run ${f2(r.replicaCpuPerRun)} ms replicas, ${f2(r.dbCpuPerRun)} ms database, ${f2(r.clientCpuPerRun)} ms clients, machine busy ${f2(r.busyCores)} of ${cpus().length} cores; calls per run asking the database ${f2(r.asksPerRun)}, granted from slices ${f2(r.slicedPerRun)} (load ${load()})`,
         );
       }
     }
@@ -107,14 +107,16 @@ try {
       );
     }
     console.log();
-    console.log('| config | replicas | commits/run | statements/run | replica CPU ms/run | database CPU ms/run | errors |');
-    console.log('|---|---|---|---|---|---|---|');
+    console.log(
+      '| config | replicas | commits/run | statements/run | replica CPU ms/run | database CPU ms/run | clients CPU ms/run | machine busy (cores) | calls/run asking the database | calls/run from slices | errors |',
+    );
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|');
     for (const limit of limits)
       for (const n of [0, 1, 2]) {
         const r = results.get(key(n, limit));
         if (r)
           console.log(
-            `| ${label[limit]} | ${n === 0 ? 'SQLite' : n} | ${f1(r.commitsPerRun)} | ${f1(r.statementsPerRun)} | ${f2(r.replicaCpuPerRun)} | ${f2(r.dbCpuPerRun)} | ${r.errors} |`,
+            `| ${label[limit]} | ${n === 0 ? 'SQLite' : n} | ${f1(r.commitsPerRun)} | ${f1(r.statementsPerRun)} | ${f2(r.replicaCpuPerRun)} | ${f2(r.dbCpuPerRun)} | ${f2(r.clientCpuPerRun)} | ${f2(r.busyCores)} | ${f2(r.asksPerRun)} | ${f2(r.slicedPerRun)} | ${r.errors} |`,
           );
       }
     console.log();
