@@ -590,7 +590,7 @@ export class Engine {
   private disown(runId: string, held: readonly Commit[]): void {
     this.views.forget(runId);
     this.clients?.forgetUnrun(runId);
-    const rest = refuseRun(this.scheduler, this.clock(), runId, held, this.inflight);
+    const rest = refuseRun(this.scheduler, this.clock(), runId, held, this.inflight, (s) => this.desk?.release(s.runId, s.callId));
     if (rest.events.length + rest.starts.length + rest.aborts.length + (rest.hooks?.length ?? 0) > 0) {
       this.enqueue(rest);
       this.scheduleFlush();

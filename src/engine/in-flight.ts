@@ -100,15 +100,23 @@ export function refuseRun<E extends { runId: string }>(
     early?: readonly StartAttempt[];
   }[],
   inflight: InFlight,
+  /** Gives back the permit of a start taken out (it never ran, or its end is ignored). */
+  release?: (s: StartAttempt) => void,
 ): Output {
   const reason = callError('cancelled', `the store refused run ${runId}`);
   const refused: AttemptResult = { ok: false, error: reason, retryable: false };
   const toEnd: StartAttempt[] = [];
   for (const q of held) toEnd.push(...strip(q, runId));
-  for (const s of toEnd) inflight.take(s, reason);
+  for (const s of toEnd) {
+    inflight.take(s, reason);
+    if (s.permit) release?.(s);
+  }
   const rest: Output = { events: [], starts: [], aborts: [] };
   const keep = (out: Output) => {
-    toEnd.push(...strip(out, runId));
+    for (const s of strip(out, runId)) {
+      toEnd.push(s);
+      if (s.permit) release?.(s);
+    }
     merge(rest, out);
   };
   keep(scheduler.cancel(now, runId));
