@@ -8,6 +8,9 @@
  *   commands.ts       cancel, reviews, replan, append and seal, carried to the run's owner
  *   permits.ts        cluster-wide limits and locks (the engine's permit gate)
  *   permit-plan.ts    what an ask takes (counters per limit key, lock nodes) and whether it may
+ *   permit-slices.ts  slices of counted limits: calls granted and given back with no round trip
+ *   permit-answers.ts what refused a call (`waitingFor`), read only for refusals
+ *   pauses.ts         backpressure pauses, told to every replica
  *   admissions.ts     maxActiveRunsPerTenant across replicas
  *   wait-summary.ts   what this replica's calls wait for, published for the others
  *   limits-view.ts    `GET /v1/limits` across the cluster: permits and every replica's waiters

@@ -33,6 +33,7 @@ import * as slicesSql from '../store/postgres/slices.js';
 import type { Notifications } from './notifications.js';
 import { claimOf, decide, rowsToLock, SEP, sharedLimits, type Claim, type Decided, type Rates } from './permit-plan.js';
 import { answersOf } from './permit-answers.js';
+import { ClusterPauses } from './pauses.js';
 import { CounterQueue } from './permit-priority.js';
 import { SliceBook, type SliceOptions } from './permit-slices.js';
 import { bucketNames, ClusterRates, copyNodes, counterMarksOf, marksOf, marksText, pausedIn } from './permit-rows.js';
@@ -83,7 +84,6 @@ export class ClusterPermits implements PermitGate {
   private readonly ops: Op[] = [];
   private running = false;
   private readonly freed = new Set<() => void>();
-  private readonly paused = new Set<(p: Pause) => void>();
   private retry: NodeJS.Timeout | undefined;
   private retryAt = 0;
   private sweptAt = 0;
@@ -98,8 +98,8 @@ export class ClusterPermits implements PermitGate {
   private readonly book: SliceBook | undefined;
   private sliceOf: string | undefined;
   private readonly leaseHolds: () => boolean;
-  /** Tools paused now (DESIGN §4), until when (`Date.now()`): their calls are not granted from slices. */
-  private readonly pausedTools = new Map<string, number>();
+  /** Backpressure pauses (DESIGN §4): the calls of a paused tool are not granted from slices. */
+  private readonly pauses: ClusterPauses;
   /** A call was refused since places last freed here: a place freed in a slice tells the engine. */
   private refusedSinceFreed = false;
   private slicesTimer: NodeJS.Timeout | undefined;
@@ -124,60 +124,18 @@ export class ClusterPermits implements PermitGate {
     this.leaseHolds = sl?.holds ?? (() => false);
     notifications.on('toolgraph_permits', () => this.tellFreed());
     notifications.on('toolgraph_wants', (payload) => this.heardWants(payload));
-    notifications.on('resync', () => {
-      this.tellFreed();
-      void this.readPauses();
-    });
-    notifications.on('toolgraph_pauses', (payload) => this.heardPause(payload));
+    notifications.on('resync', () => this.tellFreed());
+    this.pauses = new ClusterPauses(pool, notifications);
   }
 
   /** Backpressure (DESIGN §4): records a pause this replica's call got, and tells every replica. */
   pause(p: Pause): void {
-    const ms = p.until - Date.now();
-    if (ms <= 0) return;
-    this.pausedTools.set(p.tool, Math.max(this.pausedTools.get(p.tool) ?? 0, p.until));
-    sql.writePause(this.pool, { tool: p.tool, key: p.key ?? '', ms, status: p.status ?? null }).catch(() => {
-      // The database is away: this replica keeps the pause itself; asks are refused meanwhile anyway.
-    });
+    this.pauses.pause(p);
   }
 
   /** `listener` is told of every pause in force: those other replicas got, and those there when it (re)connects. */
   onPaused(listener: (p: Pause) => void): void {
-    this.paused.add(listener);
-    void this.readPauses();
-  }
-
-  private heardPause(payload: string): void {
-    try {
-      const x = JSON.parse(payload) as { tool?: unknown; key?: unknown; ms?: unknown; status?: unknown };
-      if (typeof x.tool !== 'string' || typeof x.ms !== 'number') return;
-      this.tellPaused({
-        tool: x.tool,
-        key: typeof x.key === 'string' ? x.key : '',
-        ms: x.ms,
-        status: typeof x.status === 'number' ? x.status : null,
-      });
-    } catch {
-      // Not ours.
-    }
-  }
-
-  private async readPauses(): Promise<void> {
-    if (this.paused.size === 0) return;
-    try {
-      for (const p of await sql.pausesNow(this.pool)) this.tellPaused(p);
-    } catch {
-      // The database is away: the next resync reads them again.
-    }
-  }
-
-  private tellPaused(p: { tool: string; key: string; ms: number; status: number | null }): void {
-    if (p.ms <= 0) return;
-    const pause: Pause = { tool: p.tool, until: Date.now() + p.ms };
-    if (p.key !== '') pause.key = p.key;
-    if (p.status !== null) pause.status = p.status;
-    this.pausedTools.set(p.tool, Math.max(this.pausedTools.get(p.tool) ?? 0, pause.until));
-    for (const l of this.paused) l(pause);
+    this.pauses.onPaused(listener);
   }
 
   onFreed(listener: () => void): void {
@@ -213,7 +171,7 @@ export class ClusterPermits implements PermitGate {
     let n = 0;
     const out = requests.map((r) => {
       const c = claimOf(r, this.limits, this.catalog);
-      if (!sliceable(c) || (this.pausedTools.get(r.tool) ?? 0) > wall) return undefined;
+      if (!sliceable(c) || this.pauses.paused(r.tool, wall)) return undefined;
       const keys = c.counters.map((k) => k.key);
       if (!book.tryGrant({ ...r, keys, locks: [] }, keys, now)) return undefined;
       n++;
@@ -341,7 +299,7 @@ export class ClusterPermits implements PermitGate {
     if (this.slicesTimer) clearTimeout(this.slicesTimer);
     this.slicesTimer = undefined;
     this.freed.clear();
-    this.paused.clear();
+    this.pauses.close();
   }
 
   private async run(): Promise<void> {
