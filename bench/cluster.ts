@@ -1,6 +1,6 @@
 /**
  * Does the cluster scale? (DESIGN §12 "It scales"; `npm run bench:cluster -- [--quick] [--seconds 6]
- * [--clients 16] [--held 2000] [--takeover 2000] [--replicas 0,1,2] [--profile] [--pg-setting name=value]… [--unix-socket] [--only load,takeover]`).
+ * [--clients 16] [--held 2000] [--takeover 2000] [--replicas 0,1,2] [--profile] [--pg-setting name=value]… [--keep-alive] [--unix-socket] [--only load,takeover]`).
  *
  * In one run, on one throwaway PostgreSQL (fsync on): runs per second of 16 closed-loop clients
  * submitting 5-call runs of builtin `echo` with `waitMs`, for one SQLite process, one PostgreSQL replica
@@ -31,6 +31,7 @@ const { values } = parseArgs({
     replicas: { type: 'string', default: '0,1,2' },
     profile: { type: 'boolean', default: false },
     'unix-socket': { type: 'boolean', default: false },
+    'keep-alive': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
     'pg-setting': { type: 'string', multiple: true, default: [] },
   },
@@ -62,7 +63,7 @@ const label: Record<Limit, string> = {
 
 const started = Date.now();
 console.log(
-  `\`npm run bench:cluster${quick ? ' -- --quick' : ''}\` on ${new Date().toISOString()}: Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'}; load average before ${load()}; ${clients} closed-loop clients, 5-call echo runs with waitMs, ${seconds} s measured after ${warmup} s warm-up per phase.`,
+  `\`npm run bench:cluster${quick ? ' -- --quick' : ''}\` on ${new Date().toISOString()}: Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'}; load average before ${load()}; ${clients} closed-loop clients${values['keep-alive'] ? ' (kept-alive node:http)' : ' (fetch)'}, 5-call echo runs with waitMs, ${seconds} s measured after ${warmup} s warm-up per phase.`,
 );
 const pgc = await startPostgres(['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all', ...values['pg-setting']]);
 try {
@@ -81,6 +82,7 @@ try {
           seconds,
           held,
           unixSocket: values['unix-socket'] === true,
+          keepAlive: values['keep-alive'] === true,
           ...(values['cpu-prof'] && replicas === 1 ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${values['cpu-prof']}`] } : {}),
           inspect: async (c, res) => {
             if (values.profile && replicas === 1 && res.runs > 0) {
