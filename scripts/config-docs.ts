@@ -220,6 +220,10 @@ const NOTES: Record<string, { d: string; e?: unknown }> = {
     d: 'PostgreSQL (several replicas): the most runs of a dead replica this replica resumes at once. It claims them in batches of twice this, only as it resumes them, so live replicas share a takeover.',
     e: 32,
   },
+  'store.permitSlices': {
+    d: 'PostgreSQL (several replicas): a replica takes slices of counted limits (tenant, tool, keyed and resource limits) and grants their calls with no round trip, giving free places back as soon as another replica waits for the key. `false`: every call of a shared limit asks the database (strict first come, first served across replicas from the first call on, at the cost of an ask per call).',
+    e: true,
+  },
   mcp: { d: 'Tools from MCP servers, added to the catalog at start.' },
   'mcp.servers': { d: 'The MCP servers.', e: [{ name: 'fs', command: 'node', args: ['server.js', '/srv/repo'] }] },
   'mcp.servers[].name': { d: "The server's name ([A-Za-z0-9_-]{1,32}).", e: 'fs' },

@@ -156,7 +156,7 @@ export class Cluster {
           this.stats.permitsSliced += granted;
         },
       },
-      slices: { holds: () => this.lease.holds },
+      ...(opts.config.store.permitSlices ? { slices: { holds: () => this.lease.holds } } : {}),
     });
     this.commands = new Commands(commandsSql(pool), instance, this.notifications, this.leaseMs + 5000);
     this.feed = new EventFeed(opts.store, this.notifications);

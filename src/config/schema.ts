@@ -39,7 +39,7 @@ export interface ConfigFile {
   auth: { keys: AuthKey[] };
   server: { host: string; port: number; db: string };
   mcp: McpSection;
-  store: { url?: string; poolSize: number; leaseMs: number; takeoverConcurrency: number };
+  store: { url?: string; poolSize: number; leaseMs: number; takeoverConcurrency: number; permitSlices: boolean };
   hooks: HookConfig[];
 }
 
@@ -328,6 +328,7 @@ function storeSchema(ctx: SchemaContext) {
     poolSize: int(1, 1000).default(10),
     leaseMs: int(500, 600_000).default(10_000),
     takeoverConcurrency: int(1, 1000).default(32),
+    permitSlices: bool().default(true),
   });
 }
 

@@ -24,8 +24,9 @@ export interface Config {
   /** MCP servers whose tools join the catalog at start (DESIGN §13); absent or empty: none. */
   mcp?: McpSection;
   /** `url`: PostgreSQL (DESIGN §12), above `server.db`; `poolSize`: its most connections; `leaseMs`: a replica's lease on its runs;
-   * `takeoverConcurrency`: the most runs of a dead replica this one resumes at once. */
-  store: { url?: string; poolSize: number; leaseMs: number; takeoverConcurrency: number };
+   * `takeoverConcurrency`: the most runs of a dead replica this one resumes at once; `permitSlices`:
+   * whether a replica grants calls of counted limits from slices it holds (cluster/permit-slices.ts). */
+  store: { url?: string; poolSize: number; leaseMs: number; takeoverConcurrency: number; permitSlices: boolean };
   /** Hooks around every matching call (DESIGN §14), in config order; absent or empty: none. */
   hooks?: readonly HookConfig[];
   /** The catalog built from `tools`, with compiled Ajv checks. */

@@ -45,6 +45,8 @@ describe('valid configs', () => {
     expect(c.defaults).toEqual({ timeoutMs: 60000, failure: 'partial', openRunTimeoutMs: 30000 });
     expect(c.auth).toEqual({ keys: [] });
     expect(c.server).toEqual({ host: '127.0.0.1', port: 8080, db: './data/toolgraph.db' });
+    expect(c.store).toEqual({ poolSize: 10, leaseMs: 10000, takeoverConcurrency: 32, permitSlices: true });
+    expect(parse('store: { permitSlices: false }').store.permitSlices).toBe(false);
     expect(c.source).toBe('test.yaml');
   });
 
