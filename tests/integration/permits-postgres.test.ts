@@ -201,6 +201,12 @@ describe('cluster permits on PostgreSQL', () => {
       expect(after).toMatchObject({ granted: false, waitingFor: [{ kind: 'lock', holders: [{ runId: 'w' }] }] });
       other.release([write]);
       permits.release([{ runId: 'r3', callId: 'c' }]);
+      // The other replica's give-back goes through its own queue: the read asks once it is in.
+      await until(
+        'the write given back',
+        async () => (await store.pool.query(`SELECT 1 FROM permits WHERE run_id = 'w'`)).rowCount === 0 || undefined,
+        5000,
+      );
       expect(await permits.acquire([read('r2', '/repo/src/a.ts')])).toEqual([{ granted: true }]);
       permits.release([{ runId: 'r2', callId: 'c' }]);
     } finally {
