@@ -106,7 +106,9 @@ async function exercise(servers: Api[], seed: number, folder: string): Promise<R
 /** Replays each recording under its own config: 0 divergences, every start at its recorded time. */
 function expectExact(recs: readonly Recording[]): void {
   const diverged: string[] = [];
+  let shown = false;
   for (const rec of recs) {
+    const before = diverged.length;
     const result = checkRecording(rec, rec.run.id);
     if (!result.ok) diverged.push(`${rec.run.id}: ${JSON.stringify(result.divergences).slice(0, 400)}`);
     const replayed = new Map(replayRecording(rec).replayed.attempts.map((a) => [`${a.compensation === true}/${a.callId}/${a.attempt}`, a]));
@@ -115,6 +117,11 @@ function expectExact(recs: readonly Recording[]): void {
       if (!b) diverged.push(`${rec.run.id}: ${a.callId} attempt ${a.attempt} never replayed`);
       else if (Math.abs(b.startMs - a.startMs) > 1e-6)
         diverged.push(`${rec.run.id}: ${a.callId} attempt ${a.attempt} started at ${b.startMs}, recorded at ${a.startMs}`);
+    }
+    // The first recording that diverges is printed whole, so that a rare divergence can be replayed later.
+    if (diverged.length > before && !shown) {
+      shown = true;
+      console.error(`diverged recording ${rec.run.id}: ${JSON.stringify(rec)}`);
     }
   }
   expect(diverged).toEqual([]);
