@@ -56,14 +56,15 @@ export class InFlight {
     this.map.get(attemptKey(runId, callId, attempt, 'call'))?.abort(reason);
   }
 
-  /** Takes an attempt out and aborts it: its end will be ignored. */
-  take(s: StartAttempt, reason: unknown): void {
+  /** Takes an attempt out and aborts it: its end will be ignored. False when it was not running (never launched, or ended). */
+  take(s: StartAttempt, reason: unknown): boolean {
     const key = attemptKey(s.runId, s.callId, s.attempt, s.kind);
     const attempt = this.map.get(key);
-    if (!attempt) return;
+    if (!attempt) return false;
     attempt.abort(reason);
     this.map.delete(key);
     this.leaveEarly(attempt);
+    return true;
   }
 
   /** Aborts every attempt; `forget`: and takes them all out (their ends ignored). */
@@ -105,11 +106,14 @@ export function refuseRun<E extends { runId: string }>(
 ): Output {
   const reason = callError('cancelled', `the store refused run ${runId}`);
   const refused: AttemptResult = { ok: false, error: reason, retryable: false };
+  // An early attempt that ended already gave its permit back as it ended; the others (still running,
+  // or never launched) give it back here.
+  const early = new Set(held.flatMap((q) => q.early ?? []));
   const toEnd: StartAttempt[] = [];
   for (const q of held) toEnd.push(...strip(q, runId));
   for (const s of toEnd) {
-    inflight.take(s, reason);
-    if (s.permit) release?.(s);
+    const running = inflight.take(s, reason);
+    if (s.permit && (running || !early.has(s))) release?.(s);
   }
   const rest: Output = { events: [], starts: [], aborts: [] };
   const keep = (out: Output) => {

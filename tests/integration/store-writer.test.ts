@@ -11,6 +11,8 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RunEvent } from '../../src/core/events.js';
 import { Engine } from '../../src/engine/engine.js';
+import type { PermitGate } from '../../src/engine/options.js';
+import { until } from '../helpers/wait.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { benchConfig } from '../../src/bench/workloads.js';
@@ -227,6 +229,54 @@ describe('engine group commit', () => {
       expect((await store.run(run!.id))?.status).toBe('succeeded');
     }
     await engine.close();
+    other.exec('DROP TRIGGER refuse');
+    other.close();
+  });
+
+  it("a gate that grants at once (slices): calls start with their submission, with no ask, and every permit is given back, a refused run's too", async () => {
+    const other = new Database(join(dir, 'w.db'));
+    other.exec(
+      `CREATE TRIGGER refuse BEFORE INSERT ON runs WHEN NEW.tenant = 'bad' BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END`,
+    );
+    const granted: string[] = [];
+    const released: string[] = [];
+    let asked = 0;
+    const gate: PermitGate = {
+      acquire: async (rs) => {
+        asked += rs.length;
+        return rs.map(() => ({ granted: true }));
+      },
+      grantNow: (rs) => rs.map((r) => granted.push(`${r.runId}/${r.callId}`) > 0),
+      release: (ps) => {
+        for (const p of ps) released.push(`${p.runId}/${p.callId}`);
+      },
+      onFreed: () => {},
+    };
+    const { sink, commits } = countingSink();
+    // Tool limits make every call ask the gate.
+    const engine = new Engine({ config: benchConfig({ tool: { echo: 100, search: 100 }, maxCallsPerRun: 1000 }), sink, permits: gate });
+    const calls = [
+      { id: 'a', tool: 'echo', args: { x: 1 } },
+      { id: 'b', tool: 'echo', args: { x: 2 } },
+    ];
+    const good = await engine.submitGrouped({ tenant: 'ok', calls });
+    expect((await engine.wait(good.id, 10_000))?.status).toBe('succeeded');
+    // Two independent instant calls granted at once: started early with the submission, as without a
+    // gate, so the run needs its submission's commit and one for their ends, not a commit per grant.
+    expect(commits.n).toBeLessThanOrEqual(2);
+    // The refused run's calls still run when the store refuses it (a search sleeps 300 ms): their ends
+    // are ignored, so the refusal gives their permits back.
+    const slow = [
+      { id: 'a', tool: 'search', args: { ms: 300 } },
+      { id: 'b', tool: 'search', args: { ms: 300 } },
+    ];
+    await expect(engine.submitGrouped({ tenant: 'bad', calls: slow })).rejects.toThrow();
+    await until('every permit given back', () => (released.length >= granted.length ? true : undefined), 5000);
+    // Closed: nothing more can end, so a permit given back twice would show here.
+    await engine.close();
+    expect(asked).toBe(0);
+    expect(granted).toHaveLength(4);
+    expect([...released].sort()).toEqual([...granted].sort());
     other.exec('DROP TRIGGER refuse');
     other.close();
   });
