@@ -366,7 +366,8 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
   return res;
 }
 
-function holdYaml(toolUrl: string): string {
+/** The config of a takeover: one idempotent call held at an HTTP tool (bench:cluster and bench:takeover). */
+export function holdYaml(toolUrl: string): string {
   return `
 tools:
   - name: hold_idem
@@ -374,8 +375,6 @@ tools:
     writes: []
     idempotent: true
     executor: { kind: http, url: "${toolUrl}/hold_idem" }
-limits:
-  maxActiveRunsPerTenant: 100000
 defaults:
   failure: partial
 `;

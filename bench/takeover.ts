@@ -8,6 +8,7 @@
 import { parseArgs } from 'node:util';
 import { startPostgres } from '../src/bench/postgres-cluster.js';
 import { startCluster } from '../src/bench/replicas.js';
+import { holdYaml } from './cluster-phases.js';
 
 const { values } = parseArgs({
   options: {
@@ -19,17 +20,6 @@ const { values } = parseArgs({
 });
 const RUNS = Number(values.runs);
 const LEASE_MS = Number(values.lease);
-
-const yaml = (toolUrl: string) => `
-tools:
-  - name: hold_idem
-    reads: []
-    writes: []
-    idempotent: true
-    executor: { kind: http, url: "${toolUrl}/hold_idem" }
-defaults:
-  failure: partial
-`;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -50,7 +40,7 @@ async function once(
   takeoverConcurrency: number | undefined,
   pgc: Awaited<ReturnType<typeof startPostgres>>,
 ): Promise<Result> {
-  const c = await startCluster(3, yaml, {
+  const c = await startCluster(3, holdYaml, {
     pg: pgc,
     leaseMs: LEASE_MS,
     perReplicaUrls: true,

@@ -55,7 +55,14 @@ const MAX_WAITING_KEPT = 100_000;
 const NO_RATES: Rates = { check: () => ({ ok: true }), take: () => {} };
 
 type Op =
-  | { kind: 'acquire'; requests: readonly PermitRequest[]; resolve: (answers: PermitAnswer[]) => void; reject: (err: unknown) => void }
+  | {
+      kind: 'acquire';
+      requests: readonly PermitRequest[];
+      /** Their claims, when the slices worked them out already. */
+      claims?: readonly Claim[];
+      resolve: (answers: PermitAnswer[]) => void;
+      reject: (err: unknown) => void;
+    }
   | { kind: 'release'; permits: { runId: string; callId: string }[] }
   | { kind: 'slices' };
 
@@ -144,43 +151,52 @@ export class ClusterPermits implements PermitGate {
 
   acquire(requests: readonly PermitRequest[]): Promise<PermitAnswer[]> {
     const local = this.fromSlices(requests);
-    const rest = local ? requests.filter((_, i) => local[i] === undefined) : requests;
-    if (local && rest.length === 0) return Promise.resolve(local as PermitAnswer[]);
+    const keep = (_: unknown, i: number) => local?.answers[i] === undefined;
+    const rest = local ? requests.filter(keep) : requests;
+    if (local && rest.length === 0) return Promise.resolve(local.answers as PermitAnswer[]);
     const asked = new Promise<PermitAnswer[]>((resolve, reject) => {
-      this.ops.push({ kind: 'acquire', requests: rest, resolve, reject });
+      const claims = local?.claims.filter(keep);
+      this.ops.push({ kind: 'acquire', requests: rest, ...(claims ? { claims } : {}), resolve, reject });
       void this.run();
     });
-    if (!local) return asked;
+    if (!local || local.granted === 0) return asked;
     return asked.then((answers) => {
       let j = 0;
-      return local.map((a) => a ?? answers[j++] ?? REFUSED);
+      return local.answers.map((a) => a ?? answers[j++] ?? REFUSED);
     });
   }
 
   /** Grants at once what this replica's slices can (the engine then starts those calls with the output that asked). */
   grantNow(requests: readonly PermitRequest[]): boolean[] | undefined {
-    return this.fromSlices(requests)?.map((a) => a !== undefined);
+    const local = this.fromSlices(requests);
+    return local && local.granted > 0 ? local.answers.map((a) => a !== undefined) : undefined;
   }
 
-  /** The calls granted from this replica's slices now (undefined: the rest ask the database). */
-  private fromSlices(requests: readonly PermitRequest[]): (PermitAnswer | undefined)[] | undefined {
+  /**
+   * The calls granted from this replica's slices now (`undefined` for the rest, which ask the database),
+   * and the claims of all (an ask of the rest takes them as they are). Undefined without slices.
+   */
+  private fromSlices(
+    requests: readonly PermitRequest[],
+  ): { answers: (PermitAnswer | undefined)[]; claims: Claim[]; granted: number } | undefined {
     const book = this.book;
     if (!book || !this.leaseHolds() || !this.slicesHere()) return undefined;
     const now = performance.now();
     const wall = Date.now();
-    let n = 0;
-    const out = requests.map((r) => {
-      const c = claimOf(r, this.limits, this.catalog);
-      if (!sliceable(c) || this.pauses.paused(r.tool, wall)) return undefined;
+    let granted = 0;
+    const claims = requests.map((r) => claimOf(r, this.limits, this.catalog));
+    const answers = claims.map((c) => {
+      if (!sliceable(c) || this.pauses.paused(c.request.tool, wall)) return undefined;
       const keys = c.counters.map((k) => k.key);
-      if (!book.tryGrant({ ...r, keys, locks: [] }, keys, now)) return undefined;
-      n++;
+      if (!book.tryGrant({ ...c.request, keys, locks: [] }, keys, now)) return undefined;
+      granted++;
       return GRANTED;
     });
-    if (n === 0) return undefined;
-    this.stats?.sliced?.(n);
-    this.slicesSoon(LIST_AFTER_MS);
-    return out;
+    if (granted > 0) {
+      this.stats?.sliced?.(granted);
+      this.slicesSoon(LIST_AFTER_MS);
+    }
+    return { answers, claims, granted };
   }
 
   /** Whether the slices belong to this replica's instance now; a new instance starts with none. */
@@ -332,7 +348,7 @@ export class ClusterPermits implements PermitGate {
                   void this.tell();
                 }
               : undefined;
-            const { answers, tokenInMs } = await this.take(op.requests, told);
+            const { answers, tokenInMs } = await this.take(op.requests, told, op.claims);
             const n = answers.filter((a) => a.granted).length;
             this.stats?.asked(performance.now() - started, n, answers.length - n);
             if (n < answers.length) {
@@ -386,10 +402,14 @@ export class ClusterPermits implements PermitGate {
    * Grants what fits, and says what refused the rest (their `waitingFor`); `tokenInMs`: when a rate
    * limit that refused one has a token again.
    */
-  private async take(requests: readonly PermitRequest[], locked?: () => void): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
+  private async take(
+    requests: readonly PermitRequest[],
+    locked?: () => void,
+    known?: readonly Claim[],
+  ): Promise<{ answers: PermitAnswer[]; tokenInMs?: number }> {
     const instance = this.instance();
     if (instance === undefined) return { answers: requests.map(() => REFUSED) };
-    const claims = requests.map((r) => claimOf(r, this.limits, this.catalog));
+    const claims = known ?? requests.map((r) => claimOf(r, this.limits, this.catalog));
     const toLock = rowsToLock(claims);
     const ask = await sql.withAsk(this.pool, async (tx) => {
       const clock = await tx.begin(instance, [...new Set(requests.map((r) => r.tool))]);
