@@ -34,8 +34,11 @@ const { values } = parseArgs({
     'keep-alive': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
     'pg-setting': { type: 'string', multiple: true, default: [] },
+    'node-arg': { type: 'string', multiple: true, default: [] },
   },
 });
+/** Options of node for each replica: `--cpu-prof DIR`, and any `--node-arg` (say `--perf-basic-prof`). */
+const nodeArgs = [...(values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${values['cpu-prof']}`] : []), ...values['node-arg']];
 const quick = values.quick === true;
 const seconds = Number(values.seconds ?? (quick ? 3 : 6));
 const warmup = Number(values.warmup ?? (quick ? 1 : 2));
@@ -83,14 +86,14 @@ try {
           held,
           unixSocket: values['unix-socket'] === true,
           keepAlive: values['keep-alive'] === true,
-          ...(values['cpu-prof'] && replicas === 1 ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${values['cpu-prof']}`] } : {}),
+          ...(replicas > 0 && nodeArgs.length > 0 ? { nodeArgs } : {}),
           inspect: async (c, res) => {
             if (values.profile && replicas === 1 && res.runs > 0) {
               const top = await topStatements(c.db, res.runs + res.errors);
               log(`  statements per run (${label[limit]}, 1 replica; pg_stat_statements, whole phase incl. warm-up):`);
               for (const t of top) log(`    ${t}`);
             }
-            if (values['cpu-prof'] && replicas === 1) for (const x of c.replicas) await x?.stop();
+            if (values['cpu-prof'] && replicas > 0) for (const x of c.replicas) await x?.stop();
           },
         });
         results.set(key(replicas, limit), r);

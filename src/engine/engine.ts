@@ -14,11 +14,14 @@
  * whatever is queued before them, and resolve once stored, so the store sees every run's events in
  * seq order and a caller's answer is durable.
  *
- * One exception to "start after the commit": a grouped submission starts its idempotent calls at once,
- * before their `call.started` is stored (see `startsEarly`). DESIGN §8 allows it: a call that was
+ * One exception to "start after the commit": until a grouped submission is sent to the store, its run
+ * is not accepted, and its idempotent calls start as soon as they are ready, before their `call.started`
+ * (and, for one that uses another's output, that output) is stored (see `startsEarly`). A call that was
  * running when the process died is re-run if its tool is idempotent, and a run whose submission was not
- * stored was never accepted. Their ends are still stored (in that commit or a later one) before anything
- * of them is published, so a run of instant calls needs a single commit.
+ * stored was never accepted: nothing of it was visible, its caller had no answer, and all of it may run
+ * again. Everything they do is still stored (in that commit or a later one) before anything of it is
+ * published, so a run of instant calls, dependents included, needs a single commit. Once the submission
+ * is sent, every start waits for what it depends on to be stored.
  *
  * One engine holds many runs at once; limits apply across all of them.
  */
@@ -79,6 +82,11 @@ export class Engine {
   private readonly pipeline: CommitPipeline;
   private flushScheduled = false;
   private flushSoonScheduled = false;
+  /**
+   * Runs whose grouped submission is queued and not sent to the store yet: not accepted, so their
+   * idempotent calls start at once as they become ready, dependents too (see `enqueue`).
+   */
+  private readonly unsent = new Set<string>();
   /** The attempts running; those started early (see `startsEarly`) are counted: see `flushSoon`. */
   private readonly inflight: InFlight;
   /** Attempts that ended and wait for the next group commit (see `flush`). */
@@ -171,7 +179,7 @@ export class Engine {
     this.timer = new WakeTimer(this.clock, (at) => {
       if (at > latest) latest = at;
       this.enqueue(this.scheduler.tick(this.clock()));
-      this.pipeline.send();
+      this.send();
     });
     this.hooks = HookGate.of(opts.config, opts.hooks, this.clock, () => this.scheduleFlush());
     this.views = new RunViews(opts.retainEndedMs ?? 10 * 60_000, opts.retainEndedRuns ?? 10_000, (runId) => this.scheduler.evict(runId));
@@ -448,7 +456,7 @@ export class Engine {
     // What is queued (grouped submissions, ends) is stored before the engine stops; they start nothing
     // now: the next start resumes them, as it does every call that was running. A store that is away
     // gets a while to come back; what it then still lacks is resumed like after a crash.
-    this.pipeline.send();
+    this.send();
     await within(this.pipeline.drained(), Math.max(5000, opts.drainMs ?? 0));
     this.closed = true;
     this.timer.clear();
@@ -473,16 +481,23 @@ export class Engine {
         committed: { resolve, reject },
         ...(orHeld ? { onHeld: resolve } : {}),
       });
-      this.pipeline.send();
+      this.send();
     });
+  }
+
+  /** Hands what is queued to the store (see `CommitPipeline.send`): the runs it submits are sent. */
+  private send(): void {
+    this.unsent.clear();
+    this.pipeline.send();
   }
 
   /**
    * Numbers the output's events and queues it for the next commit. `creates`: the output submits that
-   * run (see `disown`). A grouped submission (`early`) starts its early attempts now, as its commit
-   * is still to come (see `startsEarly`); everything else starts once stored.
+   * run (see `disown`). A grouped submission (`early`) is not sent yet: its run's idempotent calls start
+   * now, as its commit is still to come (see `startsEarly`), and so do those that become ready before
+   * it is sent; everything else starts once stored. Returns how many attempts started early.
    */
-  private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed' | 'onHeld'> & { early?: boolean } = {}): void {
+  private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed' | 'onHeld'> & { early?: boolean } = {}): number {
     if (out.permits && out.permits.length > 0) out = this.grantedAtOnce(out);
     if (this.stamping && out.starts.length > 0) stampDispatch(out, this.stamping);
     const q: Commit = { events: out.events.map((e) => this.views.number(e)), starts: out.starts, aborts: out.aborts };
@@ -491,8 +506,9 @@ export class Engine {
     if (submission.committed) q.committed = submission.committed;
     if (submission.onHeld) q.onHeld = submission.onHeld;
     const runId = submission.creates;
-    if (submission.early && runId !== undefined) {
-      const early = out.starts.filter((s) => startsEarly(s, runId));
+    if (submission.early && runId !== undefined) this.unsent.add(runId);
+    if (this.unsent.size > 0 && out.starts.length > 0) {
+      const early = out.starts.filter((s) => this.unsent.has(s.runId) && startsEarly(s, s.runId));
       if (early.length > 0) {
         q.early = early;
         q.starts = out.starts.filter((s) => !early.includes(s));
@@ -502,6 +518,7 @@ export class Engine {
     for (const s of q.early ?? []) this.inflight.launch(s, true);
     if (out.permits && out.permits.length > 0) this.desk?.ask(out.permits);
     if (out.pauses && this.permits?.pause) for (const p of out.pauses) this.permits.pause(p);
+    return q.early?.length ?? 0;
   }
 
   /**
@@ -530,7 +547,10 @@ export class Engine {
   private scheduleFlush(): void {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
-    setImmediate(() => this.flush());
+    setImmediate(() => {
+      this.flushScheduled = false;
+      this.flush(true);
+    });
   }
 
   /**
@@ -544,7 +564,7 @@ export class Engine {
     this.flushSoonScheduled = true;
     queueMicrotask(() => {
       this.flushSoonScheduled = false;
-      this.flush();
+      this.flush(false);
     });
   }
 
@@ -553,19 +573,27 @@ export class Engine {
    * their events are sent in one batch with the grouped submissions of this turn, before any of them
    * is published or any dependent call starts. Durability then costs one commit per turn, not per call
    * or per run.
+   *
+   * `endOfTurn`: the flush at the end of the turn, which always sends. An earlier one (`flushSoon`)
+   * that started calls early (the next calls of runs not sent yet) leaves the batch to the flush after
+   * they end, or to the end of the turn at the latest: a run of instant tools then takes one commit.
    */
-  private flush(): void {
-    this.flushScheduled = false;
+  private flush(endOfTurn: boolean): void {
     const ends = this.ended.splice(0);
     const answers = this.hooks?.answered() ?? [];
+    let early = 0;
     if (!this.closed && ends.length + answers.length > 0) {
       const now = this.clock();
       const merged: Output = { events: [], starts: [], aborts: [] };
       for (const e of ends) merge(merged, this.scheduler.attemptEnded(now, e));
       for (const a of answers) merge(merged, this.scheduler.hookDecided(now, a));
-      this.enqueue(merged);
+      early = this.enqueue(merged);
     }
-    this.pipeline.send();
+    if (early > 0 && !endOfTurn) {
+      this.scheduleFlush();
+      return;
+    }
+    this.send();
     if (this.inflight.size === 0) this.idle?.();
   }
 

@@ -1,7 +1,8 @@
 /**
- * Early starts (src/engine/engine.ts, `startsEarly`): a grouped submission starts its idempotent calls
- * before its events are stored, so that a run of instant calls needs one commit; every other attempt
- * keeps write-ahead (its `call.started`, and the outcomes it depends on, are stored before it starts).
+ * Early starts (src/engine/engine.ts, `startsEarly`): until a grouped submission is sent to the store,
+ * its run is not accepted, and its idempotent calls start as they become ready, before their events are
+ * stored, so that a run of instant calls needs one commit; every other attempt keeps write-ahead (its
+ * `call.started`, and the outcomes it depends on, are stored before it starts).
  * And when the store refuses such a submission, the run leaves nothing behind: its early attempts are
  * aborted, and the scheduler holds neither the run nor the limit slots its calls took.
  *
@@ -55,7 +56,10 @@ interface Start {
   signal: AbortSignal;
 }
 
-/** Answers at once with the args as output; a call with `hold: true` waits until aborted. */
+/**
+ * Answers at once with the args as output; a call with `hold: true` waits until aborted, one with
+ * `delayMs` answers after that long.
+ */
 function recordingExecutor(sink: SlowSink): Executor & { starts: Start[] } {
   const starts: Start[] = [];
   return {
@@ -72,6 +76,7 @@ function recordingExecutor(sink: SlowSink): Executor & { starts: Start[] } {
         );
         return { ok: false, error: { code: 'cancelled', message: 'aborted' }, retryable: false };
       }
+      if (typeof r.args.delayMs === 'number') await new Promise((resolve) => setTimeout(resolve, r.args.delayMs as number));
       return { ok: true, output: r.args };
     },
     async close() {},
@@ -97,17 +102,52 @@ describe('early starts of a grouped submission', () => {
     await engine.close();
   });
 
-  it('a call that depends on another starts only once the outcome it depends on is stored', async () => {
+  it('once its submission is sent, a call that depends on another starts only once the outcome it depends on is stored', async () => {
     const { engine, startOf } = setup();
     const run = await engine.submitGrouped({
       calls: [
-        { id: 'r1', tool: 'read', args: { path: '/a', ms: 0 } },
+        // Ends after the turn of its submission: the submission is sent without it.
+        { id: 'r1', tool: 'read', args: { path: '/a', ms: 0, delayMs: 5 } },
         { id: 'r2', tool: 'read', args: { path: '/b', ms: '${r1.output.ms}' } },
       ],
     });
     expect((await engine.wait(run.id, 5000))?.status).toBe('succeeded');
     expect(startOf(run.id, 'r1')?.stored).toEqual([]);
     expect(startOf(run.id, 'r2')?.stored).toEqual(expect.arrayContaining(['call.succeeded:r1', 'call.started:r2']));
+    await engine.close();
+  });
+
+  it('before its submission is sent, the idempotent calls that depend on instant ones start at once: the run is one commit', async () => {
+    const { sink, engine, startOf } = setup();
+    const run = await engine.submitGrouped({
+      calls: [
+        { id: 'r1', tool: 'read', args: { path: '/a', ms: 0 } },
+        { id: 'r2', tool: 'read', args: { path: '/b', ms: '${r1.output.ms}' } },
+        { id: 'r3', tool: 'read', args: { path: '/c', ms: '${r2.output.ms}' } },
+      ],
+    });
+    expect(run.status).toBe('succeeded');
+    expect(sink.commits).toBe(1);
+    for (const id of ['r1', 'r2', 'r3']) expect(startOf(run.id, id)?.stored).toEqual([]);
+    // Stored in the order it ran: each outcome before the start of the call that uses it.
+    const types = (await sink.store.events(run.id)).map((e) => `${e.type}${e.callId ? `:${e.callId}` : ''}`);
+    expect(types.indexOf('call.succeeded:r1')).toBeLessThan(types.indexOf('call.started:r2'));
+    expect(types.indexOf('call.succeeded:r2')).toBeLessThan(types.indexOf('call.started:r3'));
+    expect(types.at(-1)).toBe('run.completed');
+    await engine.close();
+  });
+
+  it('a call that is not idempotent waits for the outcome it depends on to be stored, even before its submission is sent', async () => {
+    const { engine, startOf } = setup();
+    const run = await engine.submitGrouped({
+      calls: [
+        { id: 'r1', tool: 'read', args: { path: '/a', ms: 0 } },
+        { id: 'w1', tool: 'write', args: { path: '/b', ms: '${r1.output.ms}' } },
+      ],
+    });
+    expect((await engine.wait(run.id, 5000))?.status).toBe('succeeded');
+    expect(startOf(run.id, 'r1')?.stored).toEqual([]);
+    expect(startOf(run.id, 'w1')?.stored).toEqual(expect.arrayContaining(['call.succeeded:r1', 'call.started:w1']));
     await engine.close();
   });
 
