@@ -15,11 +15,13 @@
  * seq order and a caller's answer is durable.
  *
  * One exception to "start after the commit": until a grouped submission is sent to the store, its run
- * is not accepted, and its idempotent calls start as soon as they are ready, before their `call.started`
- * (and, for one that uses another's output, that output) is stored (see `startsEarly`). A call that was
- * running when the process died is re-run if its tool is idempotent, and a run whose submission was not
- * stored was never accepted: nothing of it was visible, its caller had no answer, and all of it may run
- * again. Everything they do is still stored (in that commit or a later one) before anything of it is
+ * is not accepted, and its idempotent calls start at once, before their `call.started` is stored (see
+ * `startsEarly`); so do the idempotent builtin calls that become ready before it is sent, before the
+ * outputs they use are stored (a builtin tool answers in this process and calls nothing outside, and a
+ * tool that does would not answer within the turn anyway). A call that was running when the process
+ * died is re-run if its tool is idempotent, and a run whose submission was not stored was never
+ * accepted: nothing of it was visible, its caller had no answer, and all of it may run again.
+ * Everything they do is still stored (in that commit or a later one) before anything of it is
  * published, so a run of instant calls, dependents included, needs a single commit. Once the submission
  * is sent, every start waits for what it depends on to be stored.
  *
@@ -84,7 +86,7 @@ export class Engine {
   private flushSoonScheduled = false;
   /**
    * Runs whose grouped submission is queued and not sent to the store yet: not accepted, so their
-   * idempotent calls start at once as they become ready, dependents too (see `enqueue`).
+   * idempotent calls start at once, and so do builtin ones as they become ready (see `enqueue`).
    */
   private readonly unsent = new Set<string>();
   /** The attempts running; those started early (see `startsEarly`) are counted: see `flushSoon`. */
@@ -494,8 +496,9 @@ export class Engine {
   /**
    * Numbers the output's events and queues it for the next commit. `creates`: the output submits that
    * run (see `disown`). A grouped submission (`early`) is not sent yet: its run's idempotent calls start
-   * now, as its commit is still to come (see `startsEarly`), and so do those that become ready before
-   * it is sent; everything else starts once stored. Returns how many attempts started early.
+   * now, as its commit is still to come (see `startsEarly`), and so do the idempotent builtin calls that
+   * become ready before it is sent; everything else starts once stored. Returns how many attempts
+   * started early.
    */
   private enqueue(out: Output, submission: Pick<Commit, 'creates' | 'committed' | 'onHeld'> & { early?: boolean } = {}): number {
     if (out.permits && out.permits.length > 0) out = this.grantedAtOnce(out);
@@ -508,7 +511,10 @@ export class Engine {
     const runId = submission.creates;
     if (submission.early && runId !== undefined) this.unsent.add(runId);
     if (this.unsent.size > 0 && out.starts.length > 0) {
-      const early = out.starts.filter((s) => this.unsent.has(s.runId) && startsEarly(s, s.runId));
+      // The submission's own starts: any idempotent call. Later ones (dependents): builtin tools only.
+      const early = out.starts.filter(
+        (s) => this.unsent.has(s.runId) && startsEarly(s, s.runId) && (s.runId === runId || s.tool.executor.kind === 'builtin'),
+      );
       if (early.length > 0) {
         q.early = early;
         q.starts = out.starts.filter((s) => !early.includes(s));

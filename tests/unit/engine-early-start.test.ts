@@ -1,8 +1,9 @@
 /**
  * Early starts (src/engine/engine.ts, `startsEarly`): until a grouped submission is sent to the store,
- * its run is not accepted, and its idempotent calls start as they become ready, before their events are
- * stored, so that a run of instant calls needs one commit; every other attempt keeps write-ahead (its
- * `call.started`, and the outcomes it depends on, are stored before it starts).
+ * its run is not accepted; its idempotent calls start at once, and its idempotent builtin calls as they
+ * become ready, before their events are stored, so that a run of instant calls needs one commit; every
+ * other attempt keeps write-ahead (its `call.started`, and the outcomes it depends on, are stored before
+ * it starts).
  * And when the store refuses such a submission, the run leaves nothing behind: its early attempts are
  * aborted, and the scheduler holds neither the run nor the limit slots its calls took.
  *
@@ -16,7 +17,8 @@ import type { RunEvent } from '../../src/core/events.js';
 import { Engine, type EventSink } from '../../src/engine/engine.js';
 import type { ExecuteRequest, ExecuteResult, Executor } from '../../src/executors/types.js';
 import { createMemoryStore } from '../../src/store/memory.js';
-import { benchConfig } from '../../src/bench/workloads.js';
+import { benchConfig, benchConfigYaml } from '../../src/bench/workloads.js';
+import { parseConfig } from '../../src/config/load.js';
 import { untilTrue } from '../helpers/wait.js';
 
 /**
@@ -117,7 +119,7 @@ describe('early starts of a grouped submission', () => {
     await engine.close();
   });
 
-  it('before its submission is sent, the idempotent calls that depend on instant ones start at once: the run is one commit', async () => {
+  it('before its submission is sent, the idempotent builtin calls that depend on instant ones start at once: the run is one commit', async () => {
     const { sink, engine, startOf } = setup();
     const run = await engine.submitGrouped({
       calls: [
@@ -134,6 +136,39 @@ describe('early starts of a grouped submission', () => {
     expect(types.indexOf('call.succeeded:r1')).toBeLessThan(types.indexOf('call.started:r2'));
     expect(types.indexOf('call.succeeded:r2')).toBeLessThan(types.indexOf('call.started:r3'));
     expect(types.at(-1)).toBe('run.completed');
+    await engine.close();
+  });
+
+  it('a dependent of an HTTP tool waits for the outcome it uses to be stored, even before its submission is sent', async () => {
+    // Only builtin tools run ahead of the commit beyond the submission's own starts: one that calls
+    // out could see (or show) a run that is not accepted yet.
+    const yaml = benchConfigYaml({ tool: {}, maxCallsPerRun: 1000 }).replace(
+      'limits:',
+      `  - name: fetch
+    description: An idempotent HTTP tool
+    input: { type: object }
+    reads: []
+    writes: []
+    risk: read
+    idempotent: true
+    executor: { kind: http, url: "http://127.0.0.1:9/unused" }
+limits:`,
+    );
+    const sink = new SlowSink();
+    const executor = recordingExecutor(sink);
+    const engine = new Engine({ config: parseConfig(yaml, 'test'), sink, executor });
+    const run = await engine.submitGrouped({
+      calls: [
+        { id: 'f1', tool: 'fetch', args: { n: 1 } },
+        { id: 'r1', tool: 'read', args: { path: '/a', ms: 0 } },
+        { id: 'f2', tool: 'fetch', args: { from: '${r1.output.ms}' } },
+      ],
+    });
+    expect((await engine.wait(run.id, 5000))?.status).toBe('succeeded');
+    const startOf = (callId: string) => executor.starts.find((x) => x.runId === run.id && x.callId === callId);
+    // The submission's own idempotent starts go early, whatever their executor.
+    expect(startOf('f1')?.stored).toEqual([]);
+    expect(startOf('f2')?.stored).toEqual(expect.arrayContaining(['call.succeeded:r1', 'call.started:f2']));
     await engine.close();
   });
 
