@@ -78,8 +78,9 @@ console.log(
 );
 const pgc = await startPostgres(['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=top', ...values['pg-setting']]);
 try {
-  const results = new Map<string, LoadResult>();
   const all = new Map<string, LoadResult[]>();
+  /** The phase's median round (see `median`). */
+  const results = { get: (k: string) => median(all.get(k) ?? []) };
   const key = (replicas: number, limit: Limit) => `${replicas}:${limit}`;
   if (only.has('load')) {
     for (let round = 1; round <= rounds; round++)
@@ -108,7 +109,6 @@ try {
           });
           const k = key(replicas, limit);
           all.set(k, [...(all.get(k) ?? []), r]);
-          results.set(k, median(all.get(k) as LoadResult[]));
           log(
             `  ${f1(r.runsPerSec)} runs/s, ${r.errors} errors; ${f2(r.statementsPerRun)} statements per run; CPU/run ${f2(r.replicaCpuPerRun)} ms replicas, ${f2(r.dbCpuPerRun)} ms database, ${f2(r.clientCpuPerRun)} ms clients, machine busy ${f2(r.busyCores)} of ${cpus().length} cores; calls per run asking the database ${f2(r.asksPerRun)}, granted from slices ${f2(r.slicedPerRun)} (load ${load()})`,
           );
@@ -180,8 +180,8 @@ try {
   await pgc.stop();
 }
 
-/** The round with the median throughput (the lower middle one of an even count). */
-function median(rs: readonly LoadResult[]): LoadResult {
+/** The round with the median throughput (the lower middle one of an even count); none without rounds. */
+function median(rs: readonly LoadResult[]): LoadResult | undefined {
   const sorted = [...rs].sort((a, b) => a.runsPerSec - b.runsPerSec);
-  return sorted[Math.floor((sorted.length - 1) / 2)] as LoadResult;
+  return sorted[Math.floor((sorted.length - 1) / 2)];
 }

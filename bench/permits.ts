@@ -15,6 +15,7 @@ import { Notifications } from '../src/cluster/notifications.js';
 import { ClusterPermits } from '../src/cluster/permits.js';
 import { parseConfig } from '../src/config/load.js';
 import { Limiter, type Holder } from '../src/core/limits.js';
+import { lockHolderOfRow } from '../src/cluster/permit-rows.js';
 import { key } from '../src/core/resources.js';
 import type { PermitRequest } from '../src/core/scheduler.js';
 import type { Limits } from '../src/core/tool.js';
@@ -92,15 +93,7 @@ class OldPermits implements Gate {
         )
       ).rows;
       const limiter = new Limiter(this.limits);
-      for (const row of held)
-        limiter.hold({
-          runId: row.run_id,
-          tenant: row.tenant,
-          tool: row.tool,
-          domain: row.domain,
-          reads: (JSON.parse(row.reads) as string[]).map(key),
-          writes: (JSON.parse(row.writes) as string[]).map(key),
-        });
+      for (const row of held) limiter.hold(lockHolderOfRow(row));
       const answers: { granted: boolean }[] = [];
       const rows: PermitRequest[] = [];
       for (const r of requests) {

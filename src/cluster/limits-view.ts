@@ -12,7 +12,7 @@
  * replica hears of. Times are on the database's clock.
  */
 import { Limiter, own, type Bucket, type Holder } from '../core/limits.js';
-import { key } from '../core/resources.js';
+import { lockHolderOfRow } from './permit-rows.js';
 import { limitItems, waitId, type LimitInUse, type WaitCounts } from '../core/scheduler.js';
 import type { Catalog, Limits, Rate } from '../core/tool.js';
 import { WAIT_KINDS, type WaitHolder } from '../core/waiting.js';
@@ -48,15 +48,8 @@ export function clusterLimits(input: ClusterLimitsInput): LimitInUse[] {
     const manifest = catalog.get(p.tool);
     const rate: Rate | undefined = manifest?.rate;
     const keyed = manifest?.keyedConcurrency;
-    const reads = (JSON.parse(p.reads) as string[]).map(key);
-    const writes = (JSON.parse(p.writes) as string[]).map(key);
     const h: Holder = {
-      runId: p.run_id,
-      tenant: p.tenant,
-      tool: p.tool,
-      domain: p.domain,
-      reads,
-      writes,
+      ...lockHolderOfRow(p),
       ...(rate ? { toolRate: rate } : {}),
       ...(keyed !== undefined && typeof p.per_key === 'string' ? { keyed, perKey: p.per_key } : {}),
     };

@@ -4,13 +4,12 @@
  * replica that hold it. Holders are read here, only for refusals, never on a granted ask's path.
  */
 import { Limiter, type Holder } from '../core/limits.js';
-import { key } from '../core/resources.js';
 import { MAX_HOLDERS, type WaitHolder, type WaitReason } from '../core/waiting.js';
 import type { PermitAnswer } from '../engine/engine.js';
 import type { PgPool } from '../store/pg-pool.js';
 import * as sql from '../store/postgres/permits.js';
 import type { Claim, Decided } from './permit-plan.js';
-import { behindOf, holderOfRow } from './permit-rows.js';
+import { behindOf, holderOfRow, lockHolderOfRow } from './permit-rows.js';
 import { refusalOf } from './refusals.js';
 
 const GRANTED: PermitAnswer = Object.freeze({ granted: true });
@@ -114,14 +113,7 @@ async function lockReasons(
   const who = new Map<Holder, WaitHolder>();
   for (const d of domains)
     for (const row of await sql.holdersInDomain(pool, d, MAX_LOCK_HOLDERS_READ)) {
-      const h: Holder = {
-        runId: row.run_id,
-        tenant: row.tenant,
-        tool: row.tool,
-        domain: row.domain,
-        reads: (JSON.parse(row.reads) as string[]).map(key),
-        writes: (JSON.parse(row.writes) as string[]).map(key),
-      };
+      const h = lockHolderOfRow(row);
       who.set(h, holderOfRow(row));
       limiter.hold(h);
     }

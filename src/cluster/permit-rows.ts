@@ -4,6 +4,7 @@
  * and holders as `waitingFor` names them. Pure.
  */
 import { Limiter, type Holder, type Pause } from '../core/limits.js';
+import { key } from '../core/resources.js';
 import type { Limits } from '../core/tool.js';
 import type { WaitHolder } from '../core/waiting.js';
 import type * as sql from '../store/postgres/permits.js';
@@ -124,6 +125,18 @@ export function behindOf(m: CounterMark | undefined, now: number): { queuedBehin
 
 export function copyNodes(nodes: ReadonlyMap<string, sql.NodeRow>): Map<string, sql.NodeRow> {
   return new Map([...nodes].map(([k, v]) => [k, { ...v }]));
+}
+
+/** A permit row as a core limiter holds it: its run, tenant, tool and lock keys (parsed from JSON). */
+export function lockHolderOfRow(row: Pick<sql.PermitRow, 'run_id' | 'tenant' | 'tool' | 'domain' | 'reads' | 'writes'>): Holder {
+  return {
+    runId: row.run_id,
+    tenant: row.tenant,
+    tool: row.tool,
+    domain: row.domain,
+    reads: (JSON.parse(row.reads) as string[]).map(key),
+    writes: (JSON.parse(row.writes) as string[]).map(key),
+  };
 }
 
 export function holderOfRow(row: sql.PermitRow): WaitHolder {
