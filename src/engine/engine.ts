@@ -38,6 +38,7 @@ import {
   type Output,
   type PermitRequest,
   type ReviewDecision,
+  type StartAttempt,
   type WaitCounts,
 } from '../core/scheduler.js';
 import { RunProjection, type RunView } from '../core/view.js';
@@ -512,12 +513,16 @@ export class Engine {
     if (submission.early && runId !== undefined) this.unsent.add(runId);
     if (this.unsent.size > 0 && out.starts.length > 0) {
       // The submission's own starts: any idempotent call. Later ones (dependents): builtin tools only.
-      const early = out.starts.filter(
-        (s) => this.unsent.has(s.runId) && startsEarly(s, s.runId) && (s.runId === runId || s.tool.executor.kind === 'builtin'),
-      );
+      const early: StartAttempt[] = [];
+      const rest: StartAttempt[] = [];
+      for (const s of out.starts) {
+        const ahead = this.unsent.has(s.runId) && startsEarly(s, s.runId) && (s.runId === runId || s.tool.executor.kind === 'builtin');
+        if (ahead) early.push(s);
+        else rest.push(s);
+      }
       if (early.length > 0) {
         q.early = early;
-        q.starts = out.starts.filter((s) => !early.includes(s));
+        q.starts = rest;
       }
     }
     this.pipeline.push(q);
