@@ -99,8 +99,12 @@ export interface EventPayloads {
   'call.compensated':
     | { status: 'succeeded'; output: unknown; startedAt: number }
     | { status: 'failed'; error: CallError; startedAt?: number };
-  /** One hook's decision (DESIGN §14); `startedAt` is when the hook was called. */
-  'call.hook': HookDecision & { on: HookOn };
+  /**
+   * One hook's decision (DESIGN §14); `startedAt` is when the hook was called, `askedAt` when the
+   * scheduler asked for the call's hooks (for `after_call`, the end of its attempt, whose places were
+   * given back then: a recording ends the attempt there). Events stored before it was kept lack it.
+   */
+  'call.hook': HookDecision & { on: HookOn; askedAt?: number };
   /** A ready call's wait changed: what refused it now (empty: nothing names it any more). */
   'call.waiting': { waitingFor: WaitReason[] };
   'review.decided': { decision: 'approve' | 'reject' | 'edit'; args?: Record<string, unknown>; comment?: string };

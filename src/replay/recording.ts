@@ -198,9 +198,12 @@ export function recordingOf(events: readonly CoreEvent[], config: RecordingConfi
       case 'call.hook': {
         const callId = e.callId as string;
         // The scheduler asked for before_call hooks as the call became ready, and for after_call hooks
-        // as its attempt ended: when the first of them was called, which is the attempt's recorded end.
+        // as its attempt ended (`askedAt`), which is the attempt's recorded end. Events stored before
+        // `askedAt` was kept give the time the first hook was called instead: a commit later, so a start
+        // that the end let go could seem to come before it.
         const startedMs = ms(e.data.startedAt);
-        if (e.data.on === 'after_call' && open.has(callId) && !hooked.has(callId)) hooked.set(callId, startedMs);
+        if (e.data.on === 'after_call' && open.has(callId) && !hooked.has(callId))
+          hooked.set(callId, e.data.askedAt !== undefined ? ms(e.data.askedAt) : startedMs);
         const askedMs = e.data.on === 'before_call' ? ready.get(callId) : hooked.get(callId);
         const h = recordedHook(callId, e.data, startedMs, { ...(askedMs !== undefined ? { askedMs } : {}), appliedMs: ms(e.at) });
         (rec.hooks ??= []).push(h);

@@ -21,6 +21,7 @@ export function askHooks(
   const which = matchingHooks(hooks, on, c.manifest, run.tenant);
   if (which.length === 0) return false;
   c.hookPending = on;
+  c.hookAskedAt = s.now;
   const req: HookRequest = {
     on,
     runId: run.id,

@@ -56,7 +56,9 @@ export function hookDecided(s: SchedulerState, a: HookAnswer): void {
   const c = idx === undefined ? undefined : run.calls[idx];
   if (!c || c.hookPending !== a.on || c.status !== (a.on === 'before_call' ? 'ready' : 'running')) return;
   c.hookPending = undefined;
-  for (const d of a.decisions) emit(s, 'call.hook', run, c, { on: a.on, ...d });
+  const asked = c.hookAskedAt === undefined ? {} : { askedAt: c.hookAskedAt };
+  c.hookAskedAt = undefined;
+  for (const d of a.decisions) emit(s, 'call.hook', run, c, { on: a.on, ...asked, ...d });
   if (a.on === 'before_call') beforeDecided(s, run, c, a.decisions);
   else afterDecided(s, run, c, a.decisions);
   markDirty(s, run);

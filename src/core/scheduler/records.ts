@@ -64,6 +64,8 @@ export interface ScheduledCall extends Holder {
   held?: boolean;
   /** Hooks (DESIGN §14, hooking.ts): the event whose hooks the call waits for. */
   hookPending?: HookOn;
+  /** When those hooks were asked for (for `after_call`, the attempt's end as the scheduler took it). */
+  hookAskedAt?: number;
   /** Its `before_call` hooks have decided (they run once per call, retries and reviews included). */
   hooked: boolean;
   /** The args its `before_call` hooks gave, if they gave any. */
