@@ -69,7 +69,14 @@ describe('before_call hooks', () => {
       '7 call.started a',
       '17 call.succeeded a',
     ]);
-    expect(hookEvents(r.events)[0]?.data).toEqual({ on: 'before_call', askedAt: 0, hook: 'guard', decision: 'allow', startedAt: 0, durationMs: 7 });
+    expect(hookEvents(r.events)[0]?.data).toEqual({
+      on: 'before_call',
+      askedAt: 0,
+      hook: 'guard',
+      decision: 'allow',
+      startedAt: 0,
+      durationMs: 7,
+    });
     expect(r.requests).toMatchObject([{ on: 'before_call', callId: 'a', tenant: 'acme', args: { x: 1 }, hooks: [0], at: 0 }]);
     expect(illegalMoves(r.events)).toEqual([]);
   });
