@@ -4,7 +4,7 @@
  *
  *   lease.ts          this replica's lease: the runs it owns are its own while it holds
  *   notifications.ts  one LISTEN connection: events appended, commands sent, permits freed
- *   feed.ts           any replica's events, for this replica's readers (SSE, waits)
+ *   feed.ts           any replica's events, for this replica's readers (SSE, waits), followed on demand
  *   commands.ts       cancel, reviews, replan, append and seal, carried to the run's owner
  *   permits.ts        cluster-wide limits and locks (the engine's permit gate)
  *   permit-plan.ts    what an ask takes (counters per limit key, lock nodes) and whether it may
@@ -30,6 +30,7 @@
  * (the store's fence refuses anything more of them anyway), gives its permits up, and the replica joins
  * again as a new instance; the runs are then taken over by whoever scans first, itself included.
  */
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from '../contract/config.js';
 import type { LimitInUse, WaitCounts } from '../core/scheduler.js';
@@ -37,6 +38,7 @@ import type { Engine } from '../engine/engine.js';
 import { isUnavailableError, StoreError } from '../store/errors.js';
 import type { PostgresStore } from '../store/postgres.js';
 import { commandsSql } from '../store/postgres/commands.js';
+import { followersSql } from '../store/postgres/followers.js';
 import { leaseSql } from '../store/postgres/lease.js';
 import { type ReplicasSql, replicasSql } from '../store/postgres/replicas.js';
 import { type TakeoverSql, takeoverSql } from '../store/postgres/takeover.js';
@@ -159,7 +161,12 @@ export class Cluster {
       ...(opts.config.store.permitSlices ? { slices: { holds: () => this.lease.holds } } : {}),
     });
     this.commands = new Commands(commandsSql(pool), instance, this.notifications, this.leaseMs + 5000);
-    this.feed = new EventFeed(opts.store, this.notifications);
+    const followers = followersSql(pool);
+    const follower = `${opts.name}:${randomUUID()}`;
+    this.feed = new EventFeed(opts.store, this.notifications, {
+      follow: (ttlMs) => followers.follow(follower, ttlMs),
+      unfollow: () => followers.unfollow(follower),
+    });
     this.admissions = new Admissions(pool, instance);
     this.waits = new WaitPublisher(publishWaitsSql(pool), instance);
   }

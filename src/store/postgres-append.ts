@@ -248,10 +248,12 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
   }
   const checks: string[] = [];
   if (me !== undefined) {
-    // Listeners on other replicas learn that these runs have new events (DESIGN §12): sent at commit.
+    // Replicas that follow every replica's events learn that these runs have new events (DESIGN §12),
+    // sent at commit; with no follower (migration 0009), nothing is sent and no listener wakes.
     const last = new Map<string, number>();
     for (const e of events) last.set(e[0], e[1]);
-    parts.push(`nn AS (SELECT pg_notify('toolgraph_events', x) FROM unnest(${param(notifyPayloads(last), 'text[]')}) AS x)`);
+    parts.push(`nn AS (SELECT pg_notify('toolgraph_events', x) FROM unnest(${param(notifyPayloads(last), 'text[]')}) AS x
+      WHERE EXISTS (SELECT 1 FROM event_followers WHERE until > toolgraph_now()))`);
     checks.push(`(SELECT count(*) FROM nn) >= 0`);
     checks.push(
       `toolgraph_fence(EXISTS (SELECT 1 FROM replicas WHERE instance = ${me} AND lease_until > toolgraph_now()), 'the lease of this replica has ended')`,
