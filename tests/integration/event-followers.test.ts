@@ -7,7 +7,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, type TestCluster } from '../helpers/replicas.js';
+import { readRunEvents, startCluster, type TestCluster } from '../helpers/replicas.js';
 import { until } from '../helpers/wait.js';
 
 const yaml = (toolUrl: string) => `
@@ -63,7 +63,7 @@ describe('appends announce their runs only while a replica follows', () => {
     // Replica 1 streams a run that replica 0 runs: it follows from then on.
     const held = (await c.request(0, 'POST', '/v1/runs', { calls: [{ id: 'h', tool: 'quick', args: { hold: true } }] })).body;
     await until('the held call to run', () => c.tools.of(held.id, 'h')[0]);
-    const streamed = readEvents(c.replicas[1]!.url, held.id);
+    const streamed = readRunEvents(c.replicas[1]!.url, held.id);
     await until('replica 1 to follow', async () => ((await followers()) === 1 ? true : undefined), 10_000);
     c.tools.release();
     const events = await streamed;
@@ -78,22 +78,3 @@ describe('appends announce their runs only while a replica follows', () => {
     expect((await announced()).some((x) => x.startsWith(`${third.body.id}:`))).toBe(true);
   }, 60_000);
 });
-
-async function readEvents(base: string, runId: string): Promise<{ seq: number; type: string }[]> {
-  const out: { seq: number; type: string }[] = [];
-  const res = await fetch(`${base}/v1/runs/${runId}/events`);
-  if (!res.body) throw new Error('no body');
-  const decoder = new TextDecoder();
-  let buf = '';
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    buf += decoder.decode(chunk, { stream: true });
-    let i: number;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
-      const block = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      const data = block.split('\n').find((l) => l.startsWith('data: '));
-      if (data) out.push(JSON.parse(data.slice(6)) as { seq: number; type: string });
-    }
-  }
-  return out;
-}

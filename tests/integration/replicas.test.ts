@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { maxOverlap, startCluster, type TestCluster } from '../helpers/replicas.js';
+import { maxOverlap, readRunEvents as readEvents, startCluster, type TestCluster } from '../helpers/replicas.js';
 import { until } from '../helpers/wait.js';
 
 const LEASE_MS = 2000;
@@ -416,30 +416,6 @@ describe('several replicas on one PostgreSQL', () => {
     expect((await c.ended(1, after.id)).status).toBe('succeeded');
   }, 120_000);
 });
-
-interface SseEvent {
-  seq: number;
-  type: string;
-}
-
-async function readEvents(base: string, runId: string): Promise<SseEvent[]> {
-  const out: SseEvent[] = [];
-  const res = await fetch(`${base}/v1/runs/${runId}/events`);
-  if (!res.body) throw new Error('no body');
-  const decoder = new TextDecoder();
-  let buf = '';
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    buf += decoder.decode(chunk, { stream: true });
-    let i: number;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
-      const block = buf.slice(0, i);
-      buf = buf.slice(i + 2);
-      const data = block.split('\n').find((l) => l.startsWith('data: '));
-      if (data) out.push(JSON.parse(data.slice(6)) as SseEvent);
-    }
-  }
-  return out;
-}
 
 async function storedEvents(
   c: TestCluster,
