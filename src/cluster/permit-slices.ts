@@ -26,7 +26,7 @@
  *   replica grants from its slices only while its lease surely holds (the caller checks): once the lease
  *   ended, its slices are freed with its permits by whoever notices (permits-free.ts).
  */
-import type { NewPermit } from '../store/postgres/permits.js';
+import type { PermitRequest } from '../core/scheduler.js';
 import type { SlicedHolder } from '../store/postgres/slices.js';
 
 export interface SliceOptions {
@@ -45,7 +45,8 @@ interface Slice {
 
 interface Held {
   keys: readonly string[];
-  permit: NewPermit;
+  /** The call's request; its permit row (`NewPermit`) is made only if it is listed. */
+  request: PermitRequest;
   at: number;
 }
 
@@ -79,17 +80,17 @@ export class SliceBook {
     return false;
   }
 
-  /** Grants `permit` from the slices of its counter `keys`, if each has a free place and none is contended. */
-  tryGrant(permit: NewPermit, keys: readonly string[], now: number): boolean {
+  /** Grants `request` from the slices of its counter `keys`, if each has a free place and none is contended. */
+  tryGrant(request: PermitRequest, keys: readonly string[], now: number): boolean {
     if (keys.length === 0) return false;
     for (const k of keys) {
       const s = this.slices.get(k);
       if (!s || s.used >= s.size || this.isContended(k, now)) return false;
     }
-    const id = idOf(permit.runId, permit.callId);
+    const id = idOf(request.runId, request.callId);
     if (this.held.has(id)) return false;
     for (const k of keys) (this.slices.get(k) as Slice).used++;
-    const h: Held = { keys, permit, at: now };
+    const h: Held = { keys, request, at: now };
     this.held.set(id, h);
     this.unlisted.set(id, h);
     return true;
@@ -197,7 +198,7 @@ export class SliceBook {
         this.listed.add(id);
         continue;
       }
-      started.push({ permit: h.permit, ageMs: now - h.at });
+      started.push({ permit: { ...h.request, keys: h.keys, locks: [] }, ageMs: now - h.at });
       this.listed.add(id);
     }
     this.unlisted.clear();

@@ -188,7 +188,7 @@ export class ClusterPermits implements PermitGate {
     const answers = claims.map((c) => {
       if (!sliceable(c) || this.pauses.paused(c.request.tool, wall)) return undefined;
       const keys = c.counters.map((k) => k.key);
-      if (!book.tryGrant({ ...c.request, keys, locks: [] }, keys, now)) return undefined;
+      if (!book.tryGrant(c.request, keys, now)) return undefined;
       granted++;
       return GRANTED;
     });
