@@ -360,8 +360,27 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
     await o.inspect?.(c, res);
   } finally {
     await c.close();
+    if (!sqlite) await settle(o.pg, new URL(c.db).pathname.slice(1));
   }
   return res;
+}
+
+/**
+ * Ends a PostgreSQL phase so that the next one starts from the same state: its database is dropped (no
+ * autovacuum of it runs later) and a CHECKPOINT writes out the pages it left dirty. Without this, the
+ * server digested one phase's writes during the next: the 2-replica phase, which follows the 1-replica
+ * one, paid for it, while the 1-replica phase follows the SQLite one, when the server is idle.
+ */
+async function settle(pgc: TestPostgres, db: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: pgc.url() });
+  await admin.connect();
+  try {
+    // The name is one `createDatabase` made (tg_ and hex), not input.
+    await admin.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+    await admin.query('CHECKPOINT');
+  } finally {
+    await admin.end();
+  }
 }
 
 /** The config of a takeover: one idempotent call held at an HTTP tool (bench:cluster and bench:takeover). */
