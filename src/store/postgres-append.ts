@@ -100,7 +100,7 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
 
   const values: unknown[] = [];
   const param = (v: unknown, type: string) => {
-    values.push(v);
+    values.push(Array.isArray(v) ? arrayLiteral(v) : v);
     return `$${values.length}::${type}`;
   };
   const parts: string[] = [];
@@ -266,6 +266,31 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
   const check = checks.length > 0 ? checks.join(' AND ') : 'true';
   const text = parts.length > 0 ? `WITH ${parts.join(',\n')}\nSELECT ${check} AS ok` : 'SELECT true AS ok';
   return { name: `toolgraph_append_${shape || 'none'}`, text, values, continued: updates.size };
+}
+
+/** Strings whose array element JSON.stringify would not quote as PostgreSQL reads it back. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
+const SPECIAL = /[\u0000-\u001f\ud800-\udfff]/;
+
+/**
+ * The text form of a one-dimensional array parameter, as node-postgres would send it (each string
+ * quoted, `\` and `"` escaped by a backslash, null as NULL), made without its two regular-expression
+ * passes per element: for a string with no control character or surrogate, JSON.stringify quotes it
+ * exactly so, natively. Event data is JSON text, which never has either. Numbers go as they print.
+ */
+export function arrayLiteral(items: readonly unknown[]): string {
+  let out = '{';
+  for (let i = 0; i < items.length; i++) {
+    if (i > 0) out += ',';
+    const v = items[i];
+    if (v === null || v === undefined) out += 'NULL';
+    else if (typeof v === 'number') out += String(v);
+    else {
+      const s = String(v);
+      out += SPECIAL.test(s) ? `"${s.replace(/[\\"]/g, '\\$&')}"` : JSON.stringify(s);
+    }
+  }
+  return `${out}}`;
 }
 
 /** At most this many bytes a NOTIFY payload (PostgreSQL's limit is 8000). */
