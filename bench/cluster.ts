@@ -12,7 +12,8 @@
  * undici's `fetch`, about three times the CPU per request, CPU that the processes under test then lack
  * on this machine). Each phase runs `--rounds` times (3; 1 with `--quick`), the rounds one after the other
  * over every phase, so that a slow minute of a shared machine does not fall on one column only; each
- * figure is the median round, with the range beside it. Each PostgreSQL phase has a new database, dropped
+ * figure is the median round, with the range beside it; every other round runs a config's phases in the
+ * opposite order (2 replicas, 1, SQLite). Each PostgreSQL phase has a new database, dropped
  * with a CHECKPOINT when the phase ends, so no phase pays for the writes of the one before. Then a takeover: kill -9 of the replica that owns 2,000 runs (one held idempotent call
  * each, `store.leaseMs: 2000`), the time until the last is re-run by the other. Prints the ratios the
  * issue asks for, each with a pass/fail mark. `--profile` also lists the commonest statements per run
@@ -86,7 +87,8 @@ try {
   if (only.has('load')) {
     for (let round = 1; round <= rounds; round++)
       for (const limit of limits) {
-        for (const replicas of replicaCounts) {
+        // Every other round runs the phases in the opposite order, so that no store always follows another.
+        for (const replicas of round % 2 === 0 ? [...replicaCounts].reverse() : replicaCounts) {
           log(`${rounds > 1 ? `round ${round}/${rounds}: ` : ''}${label[limit]}, ${replicas === 0 ? 'SQLite' : `${replicas} replica(s)`}…`);
           const r = await loadPhase({
             pg: pgc,
