@@ -160,7 +160,14 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
       )}) RETURNING 1)`);
   }
   if (events.length > 0) {
-    shape += 'e';
+    // Each event's data is JSON text from JSON.stringify, which never writes a raw line feed (it escapes
+    // one inside a string and adds no whitespace): they go joined by line feeds, as one parameter that
+    // the server splits (`string_to_array`). Not as an array: that would quote every `"` of every event
+    // here and parse it all back there, for the largest parameter of an append. (Data with a line feed,
+    // which no event has, would go as an array, as the other columns do.)
+    const data = events.map((e) => e[5]);
+    const joined = !data.some((d) => d.includes('\n'));
+    shape += joined ? 'e' : 'E';
     parts.push(`ne AS (INSERT INTO events (run_id, seq, type, call_id, at, data)
       SELECT * FROM unnest(${param(
         events.map((e) => e[0]),
@@ -178,10 +185,7 @@ export function appendStatement(steps: readonly Step[], firstSeqs: ReadonlyMap<s
         )}, ${param(
           events.map((e) => e[4]),
           'int8[]',
-        )}, ${param(
-          events.map((e) => e[5]),
-          'text[]',
-        )}) RETURNING 1)`);
+        )}, ${joined ? `string_to_array(${param(data.join('\n'), 'text')}, E'\\n')` : param(data, 'text[]')}) RETURNING 1)`);
   }
   if (updates.size > 0) {
     const ids = [...updates.keys()];

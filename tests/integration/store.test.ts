@@ -144,6 +144,36 @@ describe.each(BACKENDS)('store: %s', (_name, open) => {
     expect(await store.run('nope')).toBeUndefined();
   });
 
+  it('gives back every event data exactly: line feeds, quotes, backslashes, control characters, any Unicode', async () => {
+    const strings = [
+      'line\nfeed',
+      'cr\r\nlf',
+      'say "hi"',
+      'back\\slash\\"',
+      '\u0001\u001f\u007f',
+      'é 中 😀',
+      '\ud800 x \udfff',
+      '{"a":1}',
+      '',
+      'a,b{c}',
+    ];
+    const log = new RunLog('run_data');
+    const batch = [log.created(), log.ev('run.started')];
+    for (const s of strings) batch.push(log.ev('call.ready', { s, nested: { list: [s, s.length] } }, 'c1'));
+    await store.append(batch);
+    // A second batch, of several runs at once, as replicas append them.
+    const other = new RunLog('run_data2');
+    await store.append([
+      other.created(),
+      log.ev('call.started', { attempt: 1, args: { text: strings.join('\n') } }, 'c1'),
+      other.ev('run.started'),
+    ]);
+    const back = await store.events('run_data');
+    expect(back.slice(2, 2 + strings.length).map((e) => e.data)).toEqual(strings.map((s) => ({ s, nested: { list: [s, s.length] } })));
+    expect(back.at(-1)?.data).toEqual({ attempt: 1, args: { text: strings.join('\n') } });
+    expect((await store.events('run_data2')).map((e) => e.type)).toEqual(['run.created', 'run.started']);
+  });
+
   it('rejects seq gaps, repeats and a wrong first event, writing nothing of that batch', async () => {
     const a = await makeRun('run_a');
     const before = await store.events('run_a');
