@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { cpus } from 'node:os';
 import { spawnSync } from 'node:child_process';
 import pg from 'pg';
@@ -168,6 +169,93 @@ export interface LoadResult {
   db: string;
 }
 
+/**
+ * One kept-alive HTTP/1.1 connection of the load's clients, spoken over a plain socket, as a load
+ * generator such as wrk does: a request written in one piece, the answer read by its `content-length`.
+ * About a third of node:http's CPU per request, CPU that the processes under test have on this
+ * machine; nothing of the server's side changes.
+ */
+class RawConnection {
+  private buf: Buffer = Buffer.alloc(0);
+  private pending: { resolve: (r: { status: number; body: { status?: string } }) => void; reject: (e: Error) => void } | undefined;
+  readonly socket: net.Socket;
+  broken = false;
+
+  constructor(port: number) {
+    this.socket = net.connect({ host: '127.0.0.1', port, noDelay: true });
+    this.socket.on('data', (d: Buffer) => this.read(d));
+    const fail = (e: Error) => {
+      this.broken = true;
+      this.pending?.reject(e);
+      this.pending = undefined;
+    };
+    this.socket.on('error', fail);
+    this.socket.on('close', () => fail(new Error('connection closed')));
+  }
+
+  post(path: string, data: string): Promise<{ status: number; body: { status?: string } }> {
+    return new Promise((resolve, reject) => {
+      this.pending = { resolve, reject };
+      this.socket.write(
+        `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(data)}\r\n\r\n${data}`,
+      );
+    });
+  }
+
+  private read(d: Buffer): void {
+    this.buf = this.buf.length === 0 ? d : Buffer.concat([this.buf, d]);
+    const end = this.buf.indexOf('\r\n\r\n');
+    if (end < 0) return;
+    const head = this.buf.toString('latin1', 0, end);
+    const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+    const p = this.pending;
+    if (!length) {
+      this.broken = true;
+      this.socket.destroy();
+      p?.reject(new Error(`an answer without content-length: ${head.split('\r\n')[0]}`));
+      return;
+    }
+    const total = end + 4 + Number(length[1]);
+    if (this.buf.length < total) return;
+    const body = this.buf.toString('utf8', end + 4, total);
+    this.buf = this.buf.subarray(total);
+    this.pending = undefined;
+    try {
+      p?.resolve({ status: Number(head.slice(9, 12)), body: JSON.parse(body) });
+    } catch (err) {
+      p?.reject(err as Error);
+    }
+  }
+}
+
+/** The idle raw connections to each replica (by port), reused by any client. */
+const idle = new Map<number, RawConnection[]>();
+
+/** POSTs JSON to replica `i` on a kept-alive raw connection; the status and the parsed body. */
+async function postRaw(c: TestCluster, i: number, path: string, body: unknown): Promise<{ status: number; body: { status?: string } }> {
+  const child = c.replicas[i];
+  if (!child) throw new Error(`replica ${i} is not running`);
+  const port = Number(new URL(child.url).port);
+  const conn = idle.get(port)?.pop() ?? new RawConnection(port);
+  const timer = setTimeout(() => conn.socket.destroy(new Error('timed out')), 60_000);
+  try {
+    return await conn.post(path, JSON.stringify(body));
+  } finally {
+    clearTimeout(timer);
+    if (!conn.broken) {
+      const list = idle.get(port) ?? [];
+      list.push(conn);
+      idle.set(port, list);
+    }
+  }
+}
+
+/** Closes every raw connection (a phase's replicas are going away). */
+function closeRaw(): void {
+  for (const list of idle.values()) for (const conn of list) conn.socket.destroy();
+  idle.clear();
+}
+
 /** Kept-alive connections for the load's clients (`--keep-alive`). */
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
@@ -233,10 +321,11 @@ export interface LoadOptions {
   held: number;
   nodeArgs?: string[];
   /**
-   * The clients send on kept-alive `node:http` connections instead of `fetch` (about a third of its CPU
-   * per request), so that less of the two cores goes to the load itself.
+   * How the clients send (default `raw`): `raw`, kept-alive HTTP/1.1 over plain sockets (`RawConnection`);
+   * `node`, kept-alive `node:http`; `fetch`, undici's. Each costs more CPU per request than the one
+   * before, CPU that the processes under test then lack on this machine.
    */
-  keepAlive?: boolean;
+  client?: 'raw' | 'node' | 'fetch';
   /** The replicas reach PostgreSQL through its Unix socket. */
   unixSocket?: boolean;
   /** Called before the cluster closes (a profile of its database). */
@@ -309,7 +398,12 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
         const i = turn++ % n;
         const sent = performance.now();
         try {
-          const r = o.keepAlive ? await post(c, i, '/v1/runs', batch(turn)) : await c.request(i, 'POST', '/v1/runs', batch(turn), 60_000);
+          const r =
+            (o.client ?? 'raw') === 'raw'
+              ? await postRaw(c, i, '/v1/runs', batch(turn))
+              : o.client === 'node'
+                ? await post(c, i, '/v1/runs', batch(turn))
+                : await c.request(i, 'POST', '/v1/runs', batch(turn), 60_000);
           const done = performance.now();
           const ok = r.status === 201 && r.body.status === 'succeeded';
           if (sent >= from && done <= to) {
@@ -359,6 +453,7 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
     }
     await o.inspect?.(c, res);
   } finally {
+    closeRaw();
     await c.close();
     if (!sqlite) await settle(o.pg, new URL(c.db).pathname.slice(1));
   }

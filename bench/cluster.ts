@@ -1,6 +1,6 @@
 /**
  * Does the cluster scale? (DESIGN §12 "It scales"; `npm run bench:cluster -- [--quick] [--seconds 6]
- * [--clients 16] [--rounds 3] [--held 2000] [--takeover 2000] [--replicas 0,1,2] [--profile] [--pg-setting name=value]… [--node-arg ARG]… [--fetch] [--unix-socket] [--only load,takeover]`).
+ * [--clients 16] [--rounds 3] [--held 2000] [--takeover 2000] [--replicas 0,1,2] [--profile] [--pg-setting name=value]… [--node-arg ARG]… [--client raw|node|fetch] [--unix-socket] [--only load,takeover]`).
  *
  * In one run, on one throwaway PostgreSQL (fsync on): runs per second of 16 closed-loop clients
  * submitting 5-call runs of builtin `echo` with `waitMs`, for one SQLite process, one PostgreSQL replica
@@ -8,9 +8,10 @@
  * `concurrency: 64`; the tenant limit with 2,000 long calls of other tenants already running); beside
  * each PostgreSQL figure, the statements per run (top-level ones, pg_stat_statements: an append is one
  * statement and one commit) and the CPU per run of the replicas and of
- * the database. The clients use kept-alive `node:http` connections, as `toolgraph bench` does (`--fetch`:
- * undici's `fetch`, about three times the CPU per request, CPU that the processes under test then lack
- * on this machine). Each phase runs `--rounds` times (3; 1 with `--quick`), the rounds one after the other
+ * the database. The clients speak kept-alive HTTP/1.1 over plain sockets, as a load generator such as
+ * wrk does (0.05 ms of CPU per run here; `--client node`: kept-alive `node:http`, 0.12 ms; `--client
+ * fetch` or `--fetch`: undici's `fetch`, about three times that): the clients share the two cores with
+ * the processes under test, and what they spend, those lack. Each phase runs `--rounds` times (3; 1 with `--quick`), the rounds one after the other
  * over every phase, so that a slow minute of a shared machine does not fall on one column only; each
  * figure is the median round, with the range beside it; every other round runs a config's phases in the
  * opposite order (2 replicas, 1, SQLite). Each PostgreSQL phase has a new database, dropped
@@ -39,6 +40,7 @@ const { values } = parseArgs({
     profile: { type: 'boolean', default: false },
     'unix-socket': { type: 'boolean', default: false },
     fetch: { type: 'boolean', default: false },
+    client: { type: 'string', default: 'raw' },
     rounds: { type: 'string' },
     'cpu-prof': { type: 'string' },
     'pg-setting': { type: 'string', multiple: true, default: [] },
@@ -52,7 +54,9 @@ const seconds = Number(values.seconds ?? (quick ? 3 : 6));
 const warmup = Number(values.warmup ?? (quick ? 1 : 8));
 const clients = Number(values.clients);
 const rounds = Math.max(1, Number(values.rounds ?? (quick ? 1 : 3)));
-const keepAlive = values.fetch !== true;
+const client = (values.fetch === true ? 'fetch' : values.client) as 'raw' | 'node' | 'fetch';
+if (!['raw', 'node', 'fetch'].includes(client)) throw new Error(`--client ${client}: raw, node or fetch`);
+const clientLabel = { raw: 'kept-alive HTTP/1.1 over plain sockets', node: 'kept-alive node:http', fetch: 'fetch' }[client];
 const held = Number(values.held);
 const takeoverRuns = Number(values.takeover ?? (quick ? 1000 : 2000));
 const leaseMs = Number(values['lease-ms']);
@@ -76,7 +80,7 @@ const label: Record<Limit, string> = {
 
 const started = Date.now();
 console.log(
-  `\`npm run bench:cluster${quick ? ' -- --quick' : ''}\` on ${new Date().toISOString()}: Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'}; load average before ${load()}; ${clients} closed-loop clients${keepAlive ? ' (kept-alive node:http)' : ' (fetch)'}, 5-call echo runs with waitMs, ${seconds} s measured after ${warmup} s warm-up per phase, ${rounds} round(s), medians.`,
+  `\`npm run bench:cluster${quick ? ' -- --quick' : ''}\` on ${new Date().toISOString()}: Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model.trim() ?? 'CPU'}; load average before ${load()}; ${clients} closed-loop clients (${clientLabel}), 5-call echo runs with waitMs, ${seconds} s measured after ${warmup} s warm-up per phase, ${rounds} round(s), medians.`,
 );
 const pgc = await startPostgres(['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=top', ...values['pg-setting']]);
 try {
@@ -99,7 +103,7 @@ try {
             seconds,
             held,
             unixSocket: values['unix-socket'] === true,
-            keepAlive,
+            client,
             ...(replicas > 0 && nodeArgs.length > 0 ? { nodeArgs } : {}),
             inspect: async (c, res) => {
               if (values.profile && replicas > 0 && res.runs > 0) {
