@@ -57,7 +57,14 @@ export class ClusterTools {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let text = '';
     for await (const chunk of req) text += String(chunk);
-    const body = JSON.parse(text) as { runId: string; callId: string; tool: string; attempt: number; args: Record<string, unknown> };
+    let body: { runId: string; callId: string; tool: string; attempt: number; args: Record<string, unknown> };
+    try {
+      body = JSON.parse(text);
+    } catch {
+      // Not a tool call of a replica (a probe, a stray request): answered, and the bench goes on.
+      res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"code":"bad_request","message":"not a tool call"}}');
+      return;
+    }
     const key = req.headers['idempotency-key'];
     const replica = /^\/(r\d+)\//.exec(req.url ?? '')?.[1];
     const a: Attempt = {
