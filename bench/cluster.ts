@@ -23,7 +23,7 @@
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { startPostgres } from '../src/bench/postgres-cluster.js';
-import { type Limit, type LoadResult, loadPhase, takeoverPhase, topStatements } from './cluster-phases.js';
+import { type ClientKind, type Limit, type LoadResult, loadPhase, takeoverPhase, topStatements } from './cluster-phases.js';
 
 const { values } = parseArgs({
   options: {
@@ -54,9 +54,14 @@ const seconds = Number(values.seconds ?? (quick ? 3 : 6));
 const warmup = Number(values.warmup ?? (quick ? 1 : 8));
 const clients = Number(values.clients);
 const rounds = Math.max(1, Number(values.rounds ?? (quick ? 1 : 3)));
-const client = (values.fetch === true ? 'fetch' : values.client) as 'raw' | 'node' | 'fetch';
-if (!['raw', 'node', 'fetch'].includes(client)) throw new Error(`--client ${client}: raw, node or fetch`);
-const clientLabel = { raw: 'kept-alive HTTP/1.1 over plain sockets', node: 'kept-alive node:http', fetch: 'fetch' }[client];
+const clientLabels: Record<ClientKind, string> = {
+  raw: 'kept-alive HTTP/1.1 over plain sockets',
+  node: 'kept-alive node:http',
+  fetch: 'fetch',
+};
+const client = (values.fetch === true ? 'fetch' : values.client) as ClientKind;
+if (!Object.hasOwn(clientLabels, client)) throw new Error(`--client ${client}: raw, node or fetch`);
+const clientLabel = clientLabels[client];
 const held = Number(values.held);
 const takeoverRuns = Number(values.takeover ?? (quick ? 1000 : 2000));
 const leaseMs = Number(values['lease-ms']);

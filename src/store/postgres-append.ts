@@ -280,7 +280,8 @@ const SPECIAL = /[\u0000-\u001f\ud800-\udfff]/;
  * The text form of a one-dimensional array parameter, as node-postgres would send it (each string
  * quoted, `\` and `"` escaped by a backslash, null as NULL), made without its two regular-expression
  * passes per element: for a string with no control character or surrogate, JSON.stringify quotes it
- * exactly so, natively. Event data is JSON text, which never has either. Numbers go as they print.
+ * exactly so, natively; other strings take node-postgres's escaping. Numbers go as they print. (The
+ * events' data, the largest parameter, goes joined by line feeds instead: see the `ne` part above.)
  */
 export function arrayLiteral(items: readonly unknown[]): string {
   let out = '{';
