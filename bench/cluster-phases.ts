@@ -20,14 +20,15 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
  * The config of a load phase: builtin `echo`, a long `sleep`, and the limit of the phase, and no other
  * (no `maxActiveRunsPerTenant`: the default config has none, and admission is a limit of its own).
  */
-export function loadYaml(limit: Limit): string {
+/** `cap`: the tenant's or the tool's limit (64; with 16 clients of 5-call runs of instant calls it is not reached, with 8 it is). */
+export function loadYaml(limit: Limit, cap = 64): string {
   return `
 tools:
   - name: echo
     reads: []
     writes: []
     idempotent: true
-    executor: { kind: builtin, name: echo }${limit === 'tool' ? '\n    concurrency: 64' : ''}
+    executor: { kind: builtin, name: echo }${limit === 'tool' ? `\n    concurrency: ${cap}` : ''}
   - name: long
     reads: []
     writes: []
@@ -35,7 +36,7 @@ tools:
     timeoutMs: 3600000
     executor: { kind: builtin, name: sleep }
 limits:
-  maxCallsPerRun: 1000${limit === 'tenant' || limit === 'held' ? '\n  tenant: { default: 64 }' : ''}
+  maxCallsPerRun: 1000${limit === 'tenant' || limit === 'held' ? `\n  tenant: { default: ${cap} }` : ''}
 `;
 }
 
@@ -325,6 +326,8 @@ export interface LoadOptions {
   seconds: number;
   /** Long calls started before the load, when `limit` is `held`. */
   held: number;
+  /** The tenant's or the tool's limit (default 64). */
+  cap?: number;
   nodeArgs?: string[];
   /**
    * How the clients send (default `raw`): `raw`, kept-alive HTTP/1.1 over plain sockets (`RawConnection`);
@@ -369,7 +372,7 @@ async function holdLongCalls(c: TestCluster, n: number, replicas: number): Promi
 export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
   const sqlite = o.replicas === 0;
   const n = Math.max(1, o.replicas);
-  const c = await startCluster(n, () => loadYaml(o.limit), {
+  const c = await startCluster(n, () => loadYaml(o.limit, o.cap), {
     pg: o.pg,
     logLevel: 'warn',
     leaseMs: 10_000,

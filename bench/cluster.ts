@@ -1,6 +1,6 @@
 /**
  * Does the cluster scale? (DESIGN §12 "It scales"; `npm run bench:cluster -- [--quick] [--seconds 6]
- * [--clients 16] [--rounds 3] [--held 2000] [--takeover 2000] [--replicas 0,1,2] [--profile] [--pg-setting name=value]… [--node-arg ARG]… [--client raw|node|fetch] [--unix-socket] [--only load,takeover]`).
+ * [--clients 16] [--rounds 3] [--held 2000] [--cap 64] [--takeover 2000] [--replicas 0,1,2] [--profile] [--pg-setting name=value]… [--node-arg ARG]… [--client raw|node|fetch] [--unix-socket] [--only load,takeover]`).
  *
  * In one run, on one throwaway PostgreSQL (fsync on): runs per second of 16 closed-loop clients
  * submitting 5-call runs of builtin `echo` with `waitMs`, for one SQLite process, one PostgreSQL replica
@@ -32,6 +32,7 @@ const { values } = parseArgs({
     warmup: { type: 'string' },
     clients: { type: 'string', default: '16' },
     held: { type: 'string', default: '2000' },
+    cap: { type: 'string', default: '64' },
     takeover: { type: 'string' },
     'lease-ms': { type: 'string', default: '2000' },
     only: { type: 'string', default: 'load,takeover' },
@@ -63,6 +64,8 @@ const client = (values.fetch === true ? 'fetch' : values.client) as ClientKind;
 if (!Object.hasOwn(clientLabels, client)) throw new Error(`--client ${client}: raw, node or fetch`);
 const clientLabel = clientLabels[client];
 const held = Number(values.held);
+const cap = Number(values.cap);
+if (!Number.isInteger(cap) || cap < 1) throw new Error(`--cap ${values.cap}: a whole number of at least 1`);
 const takeoverRuns = Number(values.takeover ?? (quick ? 1000 : 2000));
 const leaseMs = Number(values['lease-ms']);
 const only = new Set(values.only.split(','));
@@ -78,8 +81,8 @@ const load = () =>
     .join(' / ');
 const label: Record<Limit, string> = {
   none: 'no shared limit',
-  tenant: '`limits.tenant.default: 64`',
-  tool: 'a tool with `concurrency: 64`',
+  tenant: `\`limits.tenant.default: ${cap}\``,
+  tool: `a tool with \`concurrency: ${cap}\``,
   held: `tenant limit, ${held} long calls already running`,
 };
 
@@ -107,6 +110,7 @@ try {
             warmupSeconds: warmup,
             seconds,
             held,
+            cap,
             unixSocket: values['unix-socket'] === true,
             client,
             ...(replicas > 0 && nodeArgs.length > 0 ? { nodeArgs } : {}),

@@ -8,7 +8,8 @@ import { MAX_HOLDERS, type WaitHolder, type WaitReason } from '../core/waiting.j
 import type { PermitAnswer } from '../engine/engine.js';
 import type { PgPool } from '../store/pg-pool.js';
 import * as sql from '../store/postgres/permits.js';
-import type { Claim, Decided } from './permit-plan.js';
+import type { PermitRequest } from '../core/scheduler.js';
+import type { Claim, Counter, Decided } from './permit-plan.js';
 import { behindOf, holderOfRow, lockHolderOfRow } from './permit-rows.js';
 import { refusalOf } from './refusals.js';
 
@@ -54,27 +55,8 @@ export async function answersOf(
         holders: [],
       };
       tokenAt = Math.min(tokenAt ?? Infinity, p.until);
-    } else if (d.reason === 'key') {
-      const g = d.counter.group;
-      why = {
-        kind: 'key',
-        key: d.counter.name,
-        ...(g ? { pattern: g.pattern } : {}),
-        ...(g?.tool !== undefined ? { tool: g.tool } : {}),
-        limit: d.counter.cap,
-        inUse: d.inUse,
-        holders: await holdersOf(d.counter.key),
-        ...behindOf(d.behind, now),
-      };
-    } else if (d.reason === 'tenant' || d.reason === 'tool' || d.reason === 'resource')
-      why = {
-        kind: d.reason,
-        key: d.counter.name,
-        limit: d.counter.cap,
-        inUse: d.inUse,
-        holders: await holdersOf(d.counter.key),
-        ...behindOf(d.behind, now),
-      };
+    } else if (d.reason === 'tenant' || d.reason === 'tool' || d.reason === 'resource' || d.reason === 'key')
+      why = counterReason(d.counter, d.inUse, await holdersOf(d.counter.key), behindOf(d.behind, now));
     else if (d.reason === 'rate') {
       why = d.why;
       if (d.wakeAt !== undefined) tokenAt = Math.min(tokenAt ?? Infinity, d.wakeAt);
@@ -89,6 +71,41 @@ export async function answersOf(
     answers.push(why ? { granted: false, waitingFor: [why] } : REFUSED);
   }
   return tokenAt === undefined ? { answers } : { answers, tokenInMs: Math.max(0, tokenAt - now) };
+}
+
+/** Why a call waits for a full counter: the limit, its use and its oldest holders (and the waiter it is behind, if any). */
+function counterReason(counter: Counter, inUse: number, holders: WaitHolder[], behind: { queuedBehind?: WaitHolder[] } = {}): WaitReason {
+  const g = counter.kind === 'key' ? counter.group : undefined;
+  return {
+    kind: counter.kind,
+    key: counter.name,
+    ...(g ? { pattern: g.pattern } : {}),
+    ...(g?.tool !== undefined ? { tool: g.tool } : {}),
+    limit: counter.cap,
+    inUse,
+    holders,
+    ...behind,
+  };
+}
+
+/**
+ * Why a call waits for a place of this replica's slice of `counter`, which is the whole limit
+ * (permits.ts, `fromSlices`): its holders are the slice's calls, oldest first (`at` and `now` on
+ * `performance.now()`, `wall` the same moment on the wall clock).
+ */
+export function slicedRefusal(
+  counter: Counter,
+  held: readonly { request: PermitRequest; at: number }[],
+  now: number,
+  wall: number,
+): WaitReason {
+  const holders = held.map((h) => ({
+    runId: h.request.runId,
+    callId: h.request.callId,
+    tenant: h.request.tenant,
+    since: wall - (now - h.at),
+  }));
+  return counterReason(counter, counter.cap, holders);
 }
 
 /**

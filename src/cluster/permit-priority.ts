@@ -30,6 +30,8 @@ export interface CounterMark {
   /** When the run became ready (the database's clock): its age and its place in line. */
   readyAt: number;
   until: number;
+  /** The instance whose call it is (absent in marks written before it was kept). */
+  by?: string;
 }
 
 /** The default priority (DESIGN §4). */
@@ -47,6 +49,8 @@ export class CounterQueue {
     private readonly now: number,
     private readonly ttlMs: number,
     private readonly agingMs: number,
+    /** The instance that asks: its marks say so. */
+    private readonly by?: string,
   ) {}
 
   /**
@@ -125,6 +129,7 @@ export class CounterQueue {
       priority: r.priority ?? DEFAULT_PRIORITY,
       readyAt,
       until: this.now + this.ttlMs,
+      ...(this.by !== undefined ? { by: this.by } : {}),
     };
   }
 }

@@ -6,12 +6,17 @@
  * (permits.ts writes what it decides, store/postgres/slices.ts holds the SQL).
  *
  * - **Grow.** An ask that locks a counter's row takes up to `chunk` more places into the slice
- *   (`grabs`), when the row has room to spare, no waiter marks (an urgent waiter of any replica), and
- *   no other replica asked for the key lately. `chunk` is an eighth of the limit (at least 1): a
+ *   (`grabs`), when the row has room to spare, no waiter marks of another replica's calls (an urgent
+ *   waiter elsewhere; this replica's own waiters are served from its slices in its own order), and no
+ *   other replica asked for the key lately. `chunk` is an eighth of the limit (at least 1): a
  *   replica alone reaches the limit in eight asks, and two share it without one taking it all at once.
  * - **Grant.** A call whose limits are all counters (no lock, no rate), whose tool is not paused, and
  *   whose every counter has a free place in its slice and is not contended, is granted here
  *   (`tryGrant`); one the slices cannot take goes to the database as before.
+ * - **Wait here.** A call the slices cannot take asks the database, except when this replica's slice
+ *   of one of its counters is the whole limit, full, and nobody else waits for the key (`holdsAllOf`):
+ *   the database holds no place more, so the call waits here for one of the slice's (a replica alone
+ *   on a limit it keeps full makes no round trip for it).
  * - **Give back.** A call granted here gives its place back to the slice when it ends (`release`). The
  *   slice goes back to the counter (`cuts`): its free places as soon as another replica waits for the
  *   key (`wanted`, told through `toolgraph_wants`), and the whole slice once it has been unused for
@@ -96,9 +101,34 @@ export class SliceBook {
     return true;
   }
 
+  /** Whether this replica holds a slice of `key`. */
+  has(key: string): boolean {
+    return this.slices.has(key);
+  }
+
   /** Whether this call was granted from the slices (and holds its places now). */
   holds(runId: string, callId: string): boolean {
     return this.held.has(idOf(runId, callId));
+  }
+
+  /**
+   * Whether this replica's slice of `key` is the whole limit (`cap`), every place of it used, and
+   * nobody else waits for the key: the database would refuse a call of it, so the call waits here
+   * for a place of the slice, with no round trip (a release here tells the engine to ask again).
+   */
+  holdsAllOf(key: string, cap: number, now: number): boolean {
+    const s = this.slices.get(key);
+    return s !== undefined && s.size >= cap && s.used >= s.size && !this.isContended(key, now);
+  }
+
+  /** The oldest calls granted here that hold a place of `key`'s slice (at most `max`), and when each was granted. */
+  holdersOf(key: string, max: number): { request: PermitRequest; at: number }[] {
+    const out: { request: PermitRequest; at: number }[] = [];
+    for (const h of this.held.values()) {
+      if (out.length >= max) break;
+      if (h.keys.includes(key)) out.push({ request: h.request, at: h.at });
+    }
+    return out;
   }
 
   /**
@@ -123,23 +153,27 @@ export class SliceBook {
   }
 
   /**
-   * How many places an ask takes into each slice, given each counter's use once the ask's grants are
-   * counted (`inUse`), whether its row has waiter marks, and which keys the ask's sliceable calls named.
+   * How many places an ask takes into each slice (`grabs`), given each counter's use once the ask's
+   * grants are counted (`inUse`), whether its row has waiter marks of others, and which keys the ask's
+   * sliceable calls named; and the keys `open` to the slices (named, not marked, not contended), whose
+   * granted calls may take their places into the slices too.
    */
   grabs(
     counters: ReadonlyMap<string, { cap: number; inUse: number; marked: boolean }>,
     wanted: ReadonlySet<string>,
     now: number,
-  ): Map<string, number> {
-    const out = new Map<string, number>();
+  ): { grabs: Map<string, number>; open: Set<string> } {
+    const grabs = new Map<string, number>();
+    const open = new Set<string>();
     for (const k of wanted) {
       const c = counters.get(k);
       if (!c || c.marked || this.isContended(k, now)) continue;
+      open.add(k);
       const size = this.slices.get(k)?.size ?? 0;
       const n = Math.min(chunkOf(c.cap), c.cap - c.inUse, c.cap - size);
-      if (n > 0) out.set(k, n);
+      if (n > 0) grabs.set(k, n);
     }
-    return out;
+    return { grabs, open };
   }
 
   /** The places of `grabs` are the slices' now (the ask committed). */

@@ -24,6 +24,7 @@ import type { PgPool } from '../store/pg-pool.js';
 import type { Pause } from '../core/limits.js';
 import { DEFAULT_PRIORITY_AGING_MS } from '../core/scheduler.js';
 import type { PermitRequest } from '../core/scheduler.js';
+import { MAX_HOLDERS } from '../core/waiting.js';
 import type { Limits } from '../core/tool.js';
 import type { Catalog } from '../core/tool.js';
 import type { PermitAnswer, PermitGate } from '../engine/engine.js';
@@ -32,9 +33,9 @@ import * as sql from '../store/postgres/permits.js';
 import * as slicesSql from '../store/postgres/slices.js';
 import type { Notifications } from './notifications.js';
 import { claimOf, decide, rowsToLock, SEP, sharedLimits, type Claim, type Decided, type Rates } from './permit-plan.js';
-import { answersOf } from './permit-answers.js';
+import { answersOf, slicedRefusal } from './permit-answers.js';
 import { ClusterPauses } from './pauses.js';
-import { CounterQueue } from './permit-priority.js';
+import { CounterQueue, type CounterMark } from './permit-priority.js';
 import { SliceBook, type SliceOptions } from './permit-slices.js';
 import { bucketNames, ClusterRates, copyNodes, counterMarksOf, marksOf, marksText, pausedIn } from './permit-rows.js';
 import { LockQueue } from './permit-waits.js';
@@ -159,7 +160,7 @@ export class ClusterPermits implements PermitGate {
       this.ops.push({ kind: 'acquire', requests: rest, ...(claims ? { claims } : {}), resolve, reject });
       void this.run();
     });
-    if (!local || local.granted === 0) return asked;
+    if (!local || rest.length === requests.length) return asked;
     return asked.then((answers) => {
       let j = 0;
       return local.answers.map((a) => a ?? answers[j++] ?? REFUSED);
@@ -169,12 +170,14 @@ export class ClusterPermits implements PermitGate {
   /** Grants at once what this replica's slices can (the engine then starts those calls with the output that asked). */
   grantNow(requests: readonly PermitRequest[]): boolean[] | undefined {
     const local = this.fromSlices(requests);
-    return local && local.granted > 0 ? local.answers.map((a) => a !== undefined) : undefined;
+    return local && local.granted > 0 ? local.answers.map((a) => a?.granted === true) : undefined;
   }
 
   /**
-   * The calls granted from this replica's slices now (`undefined` for the rest, which ask the database),
-   * and the claims of all (an ask of the rest takes them as they are). Undefined without slices.
+   * The calls granted from this replica's slices now, and those that wait for a place of a slice that
+   * is the whole limit (refused here, see `SliceBook.holdsAllOf`); `undefined` for the rest, which ask
+   * the database. With the claims of all (an ask of the rest takes them as they are). Undefined without
+   * slices.
    */
   private fromSlices(
     requests: readonly PermitRequest[],
@@ -184,17 +187,28 @@ export class ClusterPermits implements PermitGate {
     const now = performance.now();
     const wall = Date.now();
     let granted = 0;
+    let refused = 0;
     const claims = requests.map((r) => claimOf(r, this.limits, this.catalog));
-    const answers = claims.map((c) => {
+    const answers = claims.map((c): PermitAnswer | undefined => {
       if (!sliceable(c) || this.pauses.paused(c.request.tool, wall)) return undefined;
       const keys = c.counters.map((k) => k.key);
-      if (!book.tryGrant(c.request, keys, now)) return undefined;
-      granted++;
-      return GRANTED;
+      if (book.tryGrant(c.request, keys, now)) {
+        granted++;
+        return GRANTED;
+      }
+      const full = c.counters.find((k) => book.holdsAllOf(k.key, k.cap, now));
+      if (full === undefined) return undefined;
+      refused++;
+      return { granted: false, waitingFor: [slicedRefusal(full, book.holdersOf(full.key, MAX_HOLDERS), now, wall)] };
     });
     if (granted > 0) {
       this.stats?.sliced?.(granted);
       this.slicesSoon(LIST_AFTER_MS);
+    }
+    if (refused > 0) {
+      // A place of the slice that frees asks them again (`freedInSlices`); so does `retryMs`, should the slice go.
+      this.refusedSinceFreed = true;
+      this.askAgainLater();
     }
     return { answers, claims, granted };
   }
@@ -427,7 +441,13 @@ export class ClusterPermits implements PermitGate {
         const since = new Map(this.waitingSince);
         const queue = new LockQueue(marksOf(nodes.marks), clock.now, this.retryMs * 3, since, this.agingMs);
         const rows = { counters: new Map(counters.counts), nodes: copyNodes(nodes.counts) };
-        const urgent = new CounterQueue(new Map([...counterMarks].map(([k, l]) => [k, [...l]])), clock.now, this.retryMs * 3, this.agingMs);
+        const urgent = new CounterQueue(
+          new Map([...counterMarks].map(([k, l]) => [k, [...l]])),
+          clock.now,
+          this.retryMs * 3,
+          this.agingMs,
+          instance,
+        );
         const decided = decide(claims, rows, rates ?? NO_RATES, mine, queue, pausedIn(clock.pauses), urgent);
         return { rates, decided, queue, since, urgent };
       };
@@ -436,12 +456,28 @@ export class ClusterPermits implements PermitGate {
       if (decided.needMine.size > 0) ({ rates, decided, queue, since, urgent } = run(await tx.heldLocks([...decided.needMine])));
       await tx.writeMarks(marksText(queue.changed()), SEP);
       await tx.writeCounterMarks(new Map([...urgent.changed()].map(([k, l]) => [k, l.length > 0 ? JSON.stringify(l) : null])));
+      const { grabs, open } = this.grabs(
+        claims,
+        decided,
+        toLock.counters,
+        counters.counts,
+        othersWaiting(counterMarks, instance, clock.now),
+      );
+      // A granted call whose counters all have a slice here (or one that grows now), open to it, takes
+      // its places into them: it is granted from the slices (held there, listed later), so that its
+      // places stay with this replica when it ends instead of going back to the database one give-back
+      // at a time, and a replica alone on a limit ends up holding all of it (`SliceBook.holdsAllOf`).
+      const sliced = (k: string) => open.has(k) && (grabs.has(k) || this.book?.has(k) === true);
+      const moved = new Set(
+        claims.filter((c, i) => decided.decisions[i]?.granted && sliceable(c) && c.counters.every((k) => sliced(k.key))),
+      );
       const permits = claims
-        .filter((_, i) => decided.decisions[i]?.granted)
+        .filter((c, i) => decided.decisions[i]?.granted && !moved.has(c))
         .map((c) => ({ ...c.request, keys: c.counters.map((k) => k.key), locks: c.lockEntries }));
-      const grabs = this.grabs(claims, decided, toLock.counters, counters);
       const counterDelta = new Map(decided.counterDelta);
       for (const [k, n] of grabs) counterDelta.set(k, (counterDelta.get(k) ?? 0) + n);
+      const slices = new Map(grabs);
+      for (const c of moved) for (const k of c.counters) slices.set(k.key, (slices.get(k.key) ?? 0) + 1);
       await tx.write(
         {
           instance,
@@ -450,31 +486,49 @@ export class ClusterPermits implements PermitGate {
           counterDelta,
           nodeDelta: decided.nodeDelta,
           buckets: rates?.buckets() ?? [],
-          slices: grabs,
+          slices,
         },
         SEP,
       );
-      return { now: clock.now, decided, since, grabs };
+      return { now: clock.now, decided, since, slices, moved };
     });
     if (ask === undefined) return { answers: requests.map(() => REFUSED) };
-    if (ask.grabs.size > 0 && this.sliceOf === instance) this.book?.grew(ask.grabs, performance.now());
+    const mine = this.sliceOf === instance ? this.book : undefined;
+    if (ask.slices.size > 0) mine?.grew(ask.slices, performance.now());
+    // The moved calls take their places in the slices now (nothing ran since they grew). Should the
+    // slices be another instance's by now, they are refused: their places go with that instance's lease.
+    const lost = new Set<Claim>();
+    for (const c of ask.moved)
+      if (
+        !mine?.tryGrant(
+          c.request,
+          c.counters.map((k) => k.key),
+          performance.now(),
+        )
+      )
+        lost.add(c);
     this.wantKeys(instance, ask.decided);
     this.keepWaiting(ask.since);
-    return answersOf(this.pool, claims, ask.decided, ask.now);
+    const out = await answersOf(this.pool, claims, ask.decided, ask.now);
+    if (ask.moved.size > 0) this.slicesSoon(LIST_AFTER_MS);
+    if (lost.size === 0) return out;
+    return { ...out, answers: out.answers.map((a, i) => (lost.has(claims[i] as Claim) ? REFUSED : a)) };
   }
 
   /**
-   * The places this ask takes into the slices: of the counters its sliceable calls name, those with room
-   * to spare, no waiter marks and no refusal in this ask (permit-slices.ts).
+   * The places this ask takes into the slices (`grabs`): of the counters its sliceable calls name, those
+   * `open` to the slices (no live waiter mark of another instance's call, `marked`, no refusal in this
+   * ask, not contended) with room to spare (permit-slices.ts).
    */
   private grabs(
     claims: readonly Claim[],
     decided: Decided,
     locked: readonly { key: string; cap: number }[],
-    rows: { counts: ReadonlyMap<string, number>; marks: ReadonlyMap<string, string> },
-  ): Map<string, number> {
+    counts: ReadonlyMap<string, number>,
+    marked: ReadonlySet<string>,
+  ): { grabs: Map<string, number>; open: Set<string> } {
     const book = this.book;
-    if (!book || !this.leaseHolds() || !this.slicesHere()) return new Map();
+    if (!book || !this.leaseHolds() || !this.slicesHere()) return { grabs: new Map(), open: new Set() };
     const wanted = new Set<string>();
     const refused = new Set<string>();
     claims.forEach((c, i) => {
@@ -486,8 +540,8 @@ export class ClusterPermits implements PermitGate {
     for (const { key: k, cap } of locked)
       counters.set(k, {
         cap,
-        inUse: (rows.counts.get(k) ?? 0) + (decided.counterDelta.get(k) ?? 0),
-        marked: rows.marks.has(k) || refused.has(k),
+        inUse: (counts.get(k) ?? 0) + (decided.counterDelta.get(k) ?? 0),
+        marked: marked.has(k) || refused.has(k),
       });
     return book.grabs(counters, wanted, performance.now());
   }
@@ -525,6 +579,13 @@ export class ClusterPermits implements PermitGate {
   private tellFreed(): void {
     for (const l of this.freed) l();
   }
+}
+
+/** The counters with a live waiter mark of a call of another instance than `instance` (a mark without its instance counts as another's). */
+function othersWaiting(marks: ReadonlyMap<string, readonly CounterMark[]>, instance: string, now: number): Set<string> {
+  const out = new Set<string>();
+  for (const [k, list] of marks) if (list.some((m) => m.until > now && m.by !== instance)) out.add(k);
+  return out;
 }
 
 /** A call that slices may grant: its limits are all counters (no lock, no rate). */

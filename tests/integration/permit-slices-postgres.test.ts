@@ -2,6 +2,8 @@
  * Slices of counted limits (DESIGN §12 "It scales"; cluster/permit-slices.ts) on a throwaway
  * PostgreSQL, with two gates as two replicas:
  * - a replica that holds a slice grants from it with no round trip, the counter counting the slice;
+ * - a replica alone on a limit it keeps full holds all of it, and its calls wait for its own places
+ *   without asking the database;
  * - under uneven load the limit is still reached: the busy replica gets the places the idle one held,
  *   once it waits for them, and the two together never pass the limit;
  * - the slices of an instance go with it (all of its permits given back, as when its lease ends).
@@ -21,7 +23,7 @@ tools:
   - name: a
     executor: { kind: builtin, name: echo }
 limits:
-  tenant: { solo: 16, shared: 4, gone: 16 }
+  tenant: { solo: 16, shared: 4, gone: 16, full: 2 }
 `;
 
 const ask = (runId: string, tenant: string): PermitRequest => ({
@@ -82,10 +84,11 @@ describe('slices of counted limits on PostgreSQL', () => {
   it('a replica that holds a slice grants from it with no round trip, and the counter counts the slice', async () => {
     const g = await gate('solo/1');
     const s = stats.get('solo/1') as { asked: number; sliced: number };
-    // The first call asks the database, and the ask takes two more places (an eighth of 16) into a slice.
+    // The first call asks the database, and the ask takes two more places (an eighth of 16) into a
+    // slice, and the call's own place: it holds it as the slice's.
     expect(await g.acquire([ask('r1', 'solo')])).toEqual([{ granted: true }]);
     expect(s).toEqual({ asked: 1, sliced: 0 });
-    expect(await sliceOf('solo/1', 'tenant:solo')).toBe(2);
+    expect(await sliceOf('solo/1', 'tenant:solo')).toBe(3);
     expect(await inUse('tenant:solo')).toBe(3);
     // The next two come from the slice: no ask.
     expect(await g.acquire([ask('r2', 'solo'), ask('r3', 'solo')])).toEqual([{ granted: true }, { granted: true }]);
@@ -99,6 +102,34 @@ describe('slices of counted limits on PostgreSQL', () => {
     expect(s).toEqual({ asked: 1, sliced: 3 });
     for (const r of ['r1', 'r3', 'r4']) g.release([{ runId: r, callId: 'c' }]);
     await until('no rows', async () => (await listed('solo')) === 0 || undefined, 5000);
+  });
+
+  it('a replica alone on a limit it keeps full holds all of it: its calls wait for its own places, with no round trip', async () => {
+    const g = await gate('full/1');
+    const s = stats.get('full/1') as { asked: number; sliced: number };
+    const key = 'tenant:full';
+    let freed = 0;
+    g.onFreed(() => freed++);
+    // Limit 2: the first ask takes one place into the slice and the call's own: the whole limit.
+    expect(await g.acquire([ask('f1', 'full')])).toEqual([{ granted: true }]);
+    expect(await g.acquire([ask('f2', 'full')])).toEqual([{ granted: true }]);
+    expect(s).toEqual({ asked: 1, sliced: 1 });
+    expect(await sliceOf('full/1', key)).toBe(2);
+    expect(await inUse(key)).toBe(2);
+    // A third waits here, told why (the limit, its use, the slice's calls as holders), with no ask.
+    const [waits] = await g.acquire([ask('f3', 'full')]);
+    expect(waits).toMatchObject({
+      granted: false,
+      waitingFor: [{ kind: 'tenant', key: 'full', limit: 2, inUse: 2, holders: [{ runId: 'f1' }, { runId: 'f2' }] }],
+    });
+    expect(s.asked).toBe(1);
+    // One ends: the engine is told to ask again, and the place comes from the slice, still with no ask.
+    g.release([{ runId: 'f1', callId: 'c' }]);
+    await until('told', async () => freed > 0 || undefined, 5000);
+    expect(await g.acquire([ask('f3', 'full')])).toEqual([{ granted: true }]);
+    expect(s).toEqual({ asked: 1, sliced: 2 });
+    expect(await inUse(key)).toBe(2);
+    for (const r of ['f2', 'f3']) g.release([{ runId: r, callId: 'c' }]);
   });
 
   it('under uneven load the limit is reached: the busy replica gets the places the idle one held, and both never pass it', async () => {
@@ -143,7 +174,7 @@ describe('slices of counted limits on PostgreSQL', () => {
   it('the slices of an instance go with it: all of its permits given back', async () => {
     const g = await gate('gone/1');
     for (const r of ['g1', 'g2', 'g3']) expect(await g.acquire([ask(r, 'gone')])).toEqual([{ granted: true }]);
-    expect(await sliceOf('gone/1', 'tenant:gone')).toBe(2);
+    expect(await sliceOf('gone/1', 'tenant:gone')).toBe(3);
     expect(await inUse('tenant:gone')).toBe(3);
     await g.releaseAll('gone/1');
     expect(await inUse('tenant:gone')).toBe(0);

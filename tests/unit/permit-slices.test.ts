@@ -45,19 +45,26 @@ describe('slices of counted limits', () => {
     expect([1, 3, 8, 9, 64, 1000].map(chunkOf)).toEqual([1, 1, 1, 2, 8, 125]);
     const b = new SliceBook(OPTS);
     const wanted = new Set([K]);
-    expect(b.grabs(counters(0), wanted, 0)).toEqual(new Map([[K, 8]]));
-    expect(b.grabs(counters(60), wanted, 0)).toEqual(new Map([[K, 4]]));
-    expect(b.grabs(counters(64), wanted, 0)).toEqual(new Map());
-    expect(b.grabs(counters(0), new Set(), 0)).toEqual(new Map());
-    // A row with waiter marks (an urgent waiter somewhere) is not sliced.
-    expect(b.grabs(counters(0, 64, true), wanted, 0)).toEqual(new Map());
+    const grabs = (...args: Parameters<SliceBook['grabs']>) => b.grabs(...args).grabs;
+    const open = (...args: Parameters<SliceBook['grabs']>) => b.grabs(...args).open;
+    expect(grabs(counters(0), wanted, 0)).toEqual(new Map([[K, 8]]));
+    expect(grabs(counters(60), wanted, 0)).toEqual(new Map([[K, 4]]));
+    // A full counter gives nothing more, but stays open: the calls an ask grants take their places in.
+    expect(grabs(counters(64), wanted, 0)).toEqual(new Map());
+    expect(open(counters(64), wanted, 0)).toEqual(new Set([K]));
+    expect(grabs(counters(0), new Set(), 0)).toEqual(new Map());
+    expect(open(counters(0), new Set(), 0)).toEqual(new Set());
+    // A row with waiter marks of another replica's calls (an urgent waiter elsewhere) is not sliced.
+    expect(grabs(counters(0, 64, true), wanted, 0)).toEqual(new Map());
+    expect(open(counters(0, 64, true), wanted, 0)).toEqual(new Set());
     // The slice never passes the limit, whatever the counter says.
     b.grew(new Map([[K, 60]]), 0);
-    expect(b.grabs(counters(0), wanted, 0)).toEqual(new Map([[K, 4]]));
-    // A contended key is not grown.
+    expect(grabs(counters(0), wanted, 0)).toEqual(new Map([[K, 4]]));
+    // A contended key is neither grown nor open.
     b.wanted([K], 0);
-    expect(b.grabs(counters(0), wanted, 500)).toEqual(new Map());
-    expect(b.grabs(counters(0), wanted, 1000)).toEqual(new Map([[K, 4]]));
+    expect(grabs(counters(0), wanted, 500)).toEqual(new Map());
+    expect(open(counters(0), wanted, 500)).toEqual(new Set());
+    expect(grabs(counters(0), wanted, 1000)).toEqual(new Map([[K, 4]]));
   });
 
   it('gives free places back as soon as another replica wants the key, and every place freed while it is contended', () => {
@@ -141,7 +148,7 @@ describe('slices of counted limits', () => {
             }
           } else if (o.kind === 'release') expect(Boolean(b.release('r1', `c${o.call}`, now))).toBe(running.delete(o.call));
           else if (o.kind === 'grow') {
-            const g = b.grabs(counters(Math.min(64, o.inUse + told)), new Set([K]), now);
+            const g = b.grabs(counters(Math.min(64, o.inUse + told)), new Set([K]), now).grabs;
             told += g.get(K) ?? 0;
             b.grew(g, now);
           } else if (o.kind === 'want') b.wanted([K], now);
