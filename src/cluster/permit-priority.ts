@@ -35,7 +35,7 @@ export interface CounterMark {
 }
 
 /** The default priority (DESIGN §4). */
-const DEFAULT_PRIORITY = 3;
+export const DEFAULT_PRIORITY = 3;
 
 /** At most this many waiters are kept per counter (the most urgent): places are kept for them only. */
 export const MAX_COUNTER_WAITERS = 16;

@@ -33,19 +33,36 @@
  */
 import type { PermitRequest } from '../core/scheduler.js';
 import type { SlicedHolder } from '../store/postgres/slices.js';
+import { DEFAULT_PRIORITY } from './permit-priority.js';
 
 export interface SliceOptions {
   /** How long a key stays contended after another replica asked for it (ms). */
   contendMs: number;
   /** A slice unused for this long goes back whole (ms). */
   idleMs: number;
+  /** How long a place freed in a contended slice, within its share, waits for a call here before it goes back (ms). */
+  handoffMs?: number;
 }
+
+/** The default `handoffMs`. */
+export const HANDOFF_MS = 20;
 
 interface Slice {
   size: number;
   used: number;
   /** When `used` last was or became 0 (for `idleMs`). */
   idleSince: number;
+  /** The limit, once a grant or an ask said it (for the share). */
+  cap?: number;
+  /** When a place of it last freed, and the priority of the call that freed it (for the hand-off). */
+  freedAt?: number;
+  freedPriority?: number;
+}
+
+/** A replica that waits for a key: until when it counts, and the priority of its most urgent call that waits. */
+interface Rival {
+  until: number;
+  priority: number;
 }
 
 interface Held {
@@ -54,6 +71,9 @@ interface Held {
   request: PermitRequest;
   at: number;
 }
+
+/** At most this many keys' last probes are kept. */
+const MAX_PROBED = 10_000;
 
 /** At most this many places are asked for at once per key: an eighth of the limit, at least 1. */
 export function chunkOf(cap: number): number {
@@ -67,6 +87,10 @@ export class SliceBook {
   private readonly held = new Map<string, Held>();
   /** Key → until when (ms) another replica waits for it. */
   private readonly contended = new Map<string, number>();
+  /** Key → when calls past this replica's share last asked the database (`probe`). */
+  private readonly probed = new Map<string, number>();
+  /** Key → the replicas that wait for it (by instance). */
+  private readonly rivals = new Map<string, Map<string, Rival>>();
   /** Calls granted here whose row is not written yet. */
   private readonly unlisted = new Map<string, Held>();
   /** Calls whose row is written (and not deleted yet). */
@@ -75,6 +99,28 @@ export class SliceBook {
   private readonly ended = new Map<string, { runId: string; callId: string }>();
 
   constructor(private readonly opts: SliceOptions) {}
+
+  /**
+   * How many places of contended `key` (limit `cap`) this replica may use for a call of `priority`: an
+   * even share of the limit between it and the replicas that wait for the key (rounded down: none when
+   * they are more than the limit), none at all when any of them waits with a more urgent call, or when
+   * none of them said who it is.
+   */
+  shareOf(key: string, cap: number, now: number, priority = DEFAULT_PRIORITY): number {
+    let n = 0;
+    const rivals = this.rivals.get(key);
+    if (rivals)
+      for (const [instance, r] of rivals) {
+        if (r.until <= now) {
+          rivals.delete(instance);
+          continue;
+        }
+        if (r.priority < priority) return 0;
+        n++;
+      }
+    if (rivals?.size === 0) this.rivals.delete(key);
+    return n === 0 ? 0 : Math.floor(cap / (n + 1));
+  }
 
   /** Whether `key`'s slice may not be used for new calls now. */
   isContended(key: string, now: number): boolean {
@@ -85,12 +131,19 @@ export class SliceBook {
     return false;
   }
 
-  /** Grants `request` from the slices of its counter `keys`, if each has a free place and none is contended. */
-  tryGrant(request: PermitRequest, keys: readonly string[], now: number): boolean {
+  /**
+   * Grants `request` from the slices of its counter `keys` (their limits `caps`, in the same order), if
+   * each has a free place, and each contended one is used below its share for the request's priority.
+   */
+  tryGrant(request: PermitRequest, keys: readonly string[], now: number, caps?: readonly number[]): boolean {
     if (keys.length === 0) return false;
-    for (const k of keys) {
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i] as string;
       const s = this.slices.get(k);
-      if (!s || s.used >= s.size || this.isContended(k, now)) return false;
+      if (!s || s.used >= s.size) return false;
+      const cap = caps?.[i];
+      if (cap !== undefined) s.cap = cap;
+      if (this.isContended(k, now) && (s.cap === undefined || s.used >= this.shareOf(k, s.cap, now, request.priority))) return false;
     }
     const id = idOf(request.runId, request.callId);
     if (this.held.has(id)) return false;
@@ -121,6 +174,35 @@ export class SliceBook {
     return s !== undefined && s.size >= cap && s.used >= s.size && !this.isContended(key, now);
   }
 
+  /**
+   * Whether `key` is contended and this replica uses its whole share of it for a call of `priority`
+   * (see `shareOf`; not when the share is none): the database likely has no place more for it either.
+   */
+  atShare(key: string, cap: number, now: number, priority?: number): boolean {
+    const s = this.slices.get(key);
+    if (!s || !this.isContended(key, now)) return false;
+    const share = this.shareOf(key, cap, now, priority);
+    return share > 0 && s.used >= share;
+  }
+
+  /**
+   * Whether the calls of `key` that wait past this replica's share may ask the database now (at most
+   * once per `everyMs`, so that it learns of places freed elsewhere without asking for each call); the
+   * ms until they may, otherwise.
+   */
+  probe(key: string, now: number, everyMs: number): true | number {
+    const last = this.probed.get(key) ?? -Infinity;
+    if (now - last < everyMs) return everyMs - (now - last);
+    this.probed.set(key, now);
+    if (this.probed.size > MAX_PROBED) this.probed.clear();
+    return true;
+  }
+
+  /** Places freed elsewhere: the next calls of every key may ask the database at once. */
+  probeNow(): void {
+    this.probed.clear();
+  }
+
   /** The oldest calls granted here that hold a place of `key`'s slice (at most `max`), and when each was granted. */
   holdersOf(key: string, max: number): { request: PermitRequest; at: number }[] {
     const out: { request: PermitRequest; at: number }[] = [];
@@ -146,6 +228,8 @@ export class SliceBook {
       if (!s) continue;
       s.used = Math.max(0, s.used - 1);
       if (s.used === 0) s.idleSince = now;
+      s.freedAt = now;
+      s.freedPriority = h.request.priority ?? DEFAULT_PRIORITY;
       if (this.isContended(k, now)) contended = true;
     }
     if (!this.unlisted.delete(id) && this.listed.delete(id)) this.ended.set(id, { runId, callId });
@@ -159,7 +243,7 @@ export class SliceBook {
    * granted calls may take their places into the slices too.
    */
   grabs(
-    counters: ReadonlyMap<string, { cap: number; inUse: number; marked: boolean }>,
+    counters: ReadonlyMap<string, { cap: number; inUse: number; marked: boolean; refused?: boolean; priority?: number }>,
     wanted: ReadonlySet<string>,
     now: number,
   ): { grabs: Map<string, number>; open: Set<string> } {
@@ -167,29 +251,44 @@ export class SliceBook {
     const open = new Set<string>();
     for (const k of wanted) {
       const c = counters.get(k);
-      if (!c || c.marked || this.isContended(k, now)) continue;
-      open.add(k);
+      if (!c || c.marked) continue;
       const size = this.slices.get(k)?.size ?? 0;
-      const n = Math.min(chunkOf(c.cap), c.cap - c.inUse, c.cap - size);
+      // Contended: up to this replica's share (the calls of this ask are as urgent as the others' waiters, or `marked`).
+      const most = this.isContended(k, now) ? this.shareOf(k, c.cap, now, c.priority) : c.cap;
+      if (size >= most) continue;
+      open.add(k);
+      // A refusal in the ask (no room, or places kept for more urgent waiters): nothing more is taken.
+      const n = c.refused ? 0 : Math.min(chunkOf(c.cap), c.cap - c.inUse, most - size);
       if (n > 0) grabs.set(k, n);
     }
     return { grabs, open };
   }
 
-  /** The places of `grabs` are the slices' now (the ask committed). */
-  grew(grabs: ReadonlyMap<string, number>, now: number): void {
+  /** The places of `grabs` are the slices' now (the ask committed); `caps`: the limits of their keys. */
+  grew(grabs: ReadonlyMap<string, number>, now: number, caps?: ReadonlyMap<string, number>): void {
     for (const [k, n] of grabs) {
       const s = this.slices.get(k);
       if (s) s.size += n;
       else this.slices.set(k, { size: n, used: 0, idleSince: now });
+      const cap = caps?.get(k);
+      if (cap !== undefined) (this.slices.get(k) as Slice).cap = cap;
     }
   }
 
-  /** Another replica waits for these keys: their free places go back (see `cuts`), and they stay contended a while. */
-  wanted(keys: readonly string[], now: number): boolean {
+  /**
+   * Another replica (`from`, with the priority of its most urgent call that waits for each key) waits
+   * for these keys: they stay contended a while, and their free places past this replica's share go
+   * back (see `cuts`).
+   */
+  wanted(keys: readonly string[], now: number, from?: { instance: string; priority?: ReadonlyMap<string, number> }): boolean {
     let mine = false;
     for (const k of keys) {
       this.contended.set(k, now + this.opts.contendMs);
+      if (from) {
+        const rivals = this.rivals.get(k) ?? new Map<string, Rival>();
+        rivals.set(from.instance, { until: now + this.opts.contendMs, priority: from.priority?.get(k) ?? DEFAULT_PRIORITY });
+        this.rivals.set(k, rivals);
+      }
       if (this.slices.has(k)) mine = true;
     }
     return mine;
@@ -207,12 +306,30 @@ export class SliceBook {
       if (free <= 0) continue;
       const idle = s.used === 0 && now - s.idleSince >= this.opts.idleMs;
       if (!idle && !this.isContended(k, now)) continue;
-      const whole = s.used === 0;
-      out.set(k, { n: free, whole });
+      const n = idle ? free : free - this.kept(k, s, now);
+      if (n <= 0) continue;
+      const whole = s.used === 0 && n === free;
+      out.set(k, { n, whole });
       if (whole) this.slices.delete(k);
-      else s.size = s.used;
+      else s.size -= n;
     }
     return out;
+  }
+
+  /**
+   * The free places of a contended slice kept for a moment: within its share for the priority of the
+   * call that freed the last one, while that was less than `handoffMs` ago (a call that waits here takes
+   * it; the engine asks again at once).
+   */
+  private kept(key: string, s: Slice, now: number): number {
+    if (s.cap === undefined || s.freedAt === undefined || now - s.freedAt >= (this.opts.handoffMs ?? HANDOFF_MS)) return 0;
+    return Math.max(0, Math.min(s.size - s.used, this.shareOf(key, s.cap, now, s.freedPriority) - s.used));
+  }
+
+  /** Whether a contended slice keeps free places for a hand-off now (`cuts` is to run again after `handoffMs`). */
+  keeps(now: number): boolean {
+    for (const [k, s] of this.slices) if (s.size > s.used && this.isContended(k, now) && this.kept(k, s, now) > 0) return true;
+    return false;
   }
 
   /** Whether `cuts` may have something to give back later (a slice with free places). */
@@ -222,20 +339,24 @@ export class SliceBook {
   }
 
   /**
-   * The rows to write now: calls granted here that still run (their `since` older by `ageMs`), and
-   * calls whose written row is to go. A call in both (ended, then granted again) keeps its row.
+   * The rows to write now: calls granted here at least `minAgeMs` ago that still run (their `since`
+   * older by `ageMs`), and calls whose written row is to go. A call in both (ended, then granted again)
+   * keeps its row.
    */
-  takeRows(now: number): { started: SlicedHolder[]; ended: { runId: string; callId: string }[] } {
+  takeRows(now: number, minAgeMs = 0): { started: SlicedHolder[]; ended: { runId: string; callId: string }[] } {
     const started: SlicedHolder[] = [];
     for (const [id, h] of this.unlisted) {
       if (this.ended.delete(id)) {
         this.listed.add(id);
+        this.unlisted.delete(id);
         continue;
       }
+      // Granted less than `minAgeMs` ago: listed by a later call, if it still runs then.
+      if (now - h.at < minAgeMs) continue;
       started.push({ permit: { ...h.request, keys: h.keys, locks: [] }, ageMs: now - h.at });
       this.listed.add(id);
+      this.unlisted.delete(id);
     }
-    this.unlisted.clear();
     const ended = [...this.ended.values()];
     this.ended.clear();
     return { started, ended };
@@ -249,6 +370,8 @@ export class SliceBook {
   /** Every slice and call is gone (the lease ended, or all was given back): nothing is granted here any more. */
   clear(): void {
     this.slices.clear();
+    this.rivals.clear();
+    this.probed.clear();
     this.held.clear();
     this.unlisted.clear();
     this.listed.clear();

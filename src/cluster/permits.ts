@@ -24,7 +24,7 @@ import type { PgPool } from '../store/pg-pool.js';
 import type { Pause } from '../core/limits.js';
 import { DEFAULT_PRIORITY_AGING_MS } from '../core/scheduler.js';
 import type { PermitRequest } from '../core/scheduler.js';
-import { MAX_HOLDERS } from '../core/waiting.js';
+import { MAX_HOLDERS, type WaitReason } from '../core/waiting.js';
 import type { Limits } from '../core/tool.js';
 import type { Catalog } from '../core/tool.js';
 import type { PermitAnswer, PermitGate } from '../engine/engine.js';
@@ -35,8 +35,8 @@ import type { Notifications } from './notifications.js';
 import { claimOf, decide, rowsToLock, SEP, sharedLimits, type Claim, type Decided, type Rates } from './permit-plan.js';
 import { answersOf, slicedRefusal } from './permit-answers.js';
 import { ClusterPauses } from './pauses.js';
-import { CounterQueue, type CounterMark } from './permit-priority.js';
-import { SliceBook, type SliceOptions } from './permit-slices.js';
+import { CounterQueue, DEFAULT_PRIORITY, type CounterMark } from './permit-priority.js';
+import { HANDOFF_MS, SliceBook, type SliceOptions } from './permit-slices.js';
 import { bucketNames, ClusterRates, copyNodes, counterMarksOf, marksOf, marksText, pausedIn } from './permit-rows.js';
 import { LockQueue } from './permit-waits.js';
 
@@ -85,6 +85,9 @@ export interface ClusterPermitsOptions {
   slices?: Partial<SliceOptions> & { holds: () => boolean };
 }
 
+/** Calls past this replica's share of a contended key ask the database at most this often (ms). */
+const PROBE_MS = 25;
+
 /** How soon the calls granted from slices are listed (ms): those that end sooner are never written. */
 const LIST_AFTER_MS = 100;
 
@@ -112,8 +115,16 @@ export class ClusterPermits implements PermitGate {
   private refusedSinceFreed = false;
   private slicesTimer: NodeJS.Timeout | undefined;
   private slicesQueued = false;
-  /** Keys this replica said it waits for, and when (`toolgraph_wants`, at most once per `retryMs / 2` each). */
-  private readonly toldWants = new Map<string, number>();
+  /**
+   * Keys this replica said it waits for, when, and for which priority (`toolgraph_wants`, at most once
+   * per `retryMs / 2` each, unless for a more urgent call).
+   */
+  private readonly toldWants = new Map<string, { at: number; priority: number }>();
+  /**
+   * Counter key → why the database refused a call of it, while no ask since granted one and no place
+   * freed that this replica heard of (what the calls that wait here for a probe are told).
+   */
+  private readonly full = new Map<string, WaitReason>();
 
   constructor(
     private readonly pool: PgPool,
@@ -130,9 +141,9 @@ export class ClusterPermits implements PermitGate {
     const sl = opts.slices;
     this.book = sl ? new SliceBook({ contendMs: sl.contendMs ?? this.retryMs * 3, idleMs: sl.idleMs ?? this.retryMs * 2 }) : undefined;
     this.leaseHolds = sl?.holds ?? (() => false);
-    notifications.on('toolgraph_permits', () => this.tellFreed());
+    notifications.on('toolgraph_permits', () => this.heardFreed());
     notifications.on('toolgraph_wants', (payload) => this.heardWants(payload));
-    notifications.on('resync', () => this.tellFreed());
+    notifications.on('resync', () => this.heardFreed());
     this.pauses = new ClusterPauses(pool, notifications);
   }
 
@@ -169,18 +180,21 @@ export class ClusterPermits implements PermitGate {
 
   /** Grants at once what this replica's slices can (the engine then starts those calls with the output that asked). */
   grantNow(requests: readonly PermitRequest[]): boolean[] | undefined {
-    const local = this.fromSlices(requests);
+    const local = this.fromSlices(requests, false);
     return local && local.granted > 0 ? local.answers.map((a) => a?.granted === true) : undefined;
   }
 
   /**
-   * The calls granted from this replica's slices now, and those that wait for a place of a slice that
-   * is the whole limit (refused here, see `SliceBook.holdsAllOf`); `undefined` for the rest, which ask
-   * the database. With the claims of all (an ask of the rest takes them as they are). Undefined without
-   * slices.
+   * The calls granted from this replica's slices now, and those that wait here (refused with no round
+   * trip): for a place of a slice that is the whole limit (`SliceBook.holdsAllOf`), and, between two
+   * probes of the database (`PROBE_MS`), for a key it said is full or past this replica's share of a
+   * contended key (`asking`: for an ask, which probes; `grantNow` only grants). `undefined` for the
+   * rest, which ask the database. With the claims of all (an ask of the rest takes them as they are).
+   * Undefined without slices.
    */
   private fromSlices(
     requests: readonly PermitRequest[],
+    asking = true,
   ): { answers: (PermitAnswer | undefined)[]; claims: Claim[]; granted: number } | undefined {
     const book = this.book;
     if (!book || !this.leaseHolds() || !this.slicesHere()) return undefined;
@@ -188,25 +202,49 @@ export class ClusterPermits implements PermitGate {
     const wall = Date.now();
     let granted = 0;
     let refused = 0;
+    const probing = new Set<string>();
     const claims = requests.map((r) => claimOf(r, this.limits, this.catalog));
     const answers = claims.map((c): PermitAnswer | undefined => {
       if (!sliceable(c) || this.pauses.paused(c.request.tool, wall)) return undefined;
       const keys = c.counters.map((k) => k.key);
-      if (book.tryGrant(c.request, keys, now)) {
+      if (
+        book.tryGrant(
+          c.request,
+          keys,
+          now,
+          c.counters.map((k) => k.cap),
+        )
+      ) {
         granted++;
         return GRANTED;
       }
       const full = c.counters.find((k) => book.holdsAllOf(k.key, k.cap, now));
-      if (full === undefined) return undefined;
+      if (full !== undefined) {
+        refused++;
+        return { granted: false, waitingFor: [slicedRefusal(full, book.holdersOf(full.key, MAX_HOLDERS), now, wall)] };
+      }
+      // Of a key the database refused last (no place freed since that this replica heard of), or past
+      // this replica's share of a contended key, the calls of one batch ask the database at most once
+      // per PROBE_MS; the others wait here, as the database last said why.
+      const capped = c.counters.find((k) => this.full.has(k.key) || book.atShare(k.key, k.cap, now, c.request.priority));
+      // `grantNow` only grants: the probe is for the ask that follows it.
+      if (capped === undefined || !asking || probing.has(capped.key)) return undefined;
+      const probe = book.probe(capped.key, now, PROBE_MS);
+      if (probe === true) {
+        probing.add(capped.key);
+        return undefined;
+      }
       refused++;
-      return { granted: false, waitingFor: [slicedRefusal(full, book.holdersOf(full.key, MAX_HOLDERS), now, wall)] };
+      const why = this.full.get(capped.key) ?? slicedRefusal(capped, book.holdersOf(capped.key, MAX_HOLDERS), now, wall);
+      return { granted: false, waitingFor: [why] };
     });
     if (granted > 0) {
       this.stats?.sliced?.(granted);
       this.slicesSoon(LIST_AFTER_MS);
     }
     if (refused > 0) {
-      // A place of the slice that frees asks them again (`freedInSlices`); so does `retryMs`, should the slice go.
+      // A place of the slice that frees asks them again (`freedInSlices`), and so does a place freed in
+      // the cluster (`heardFreed`, which lets the next batch probe at once); `retryMs` should neither come.
       this.refusedSinceFreed = true;
       this.askAgainLater();
     }
@@ -224,14 +262,17 @@ export class ClusterPermits implements PermitGate {
     return true;
   }
 
-  /** Another replica waits for keys: this one gives back what it holds of them and does not use. */
+  /** Another replica waits for keys: this one gives back what it holds of them past its share (permit-slices.ts). */
   private heardWants(payload: string): void {
     if (!this.book) return;
     try {
-      const x = JSON.parse(payload) as { instance?: unknown; keys?: unknown };
-      if (x.instance === this.instance() || !Array.isArray(x.keys)) return;
+      const x = JSON.parse(payload) as { instance?: unknown; keys?: unknown; priority?: unknown };
+      if (x.instance === this.instance() || typeof x.instance !== 'string' || !Array.isArray(x.keys)) return;
       const keys = x.keys.filter((k): k is string => typeof k === 'string');
-      if (this.book.wanted(keys, performance.now())) this.slicesSoon(0);
+      const priority = new Map<string, number>();
+      if (x.priority && typeof x.priority === 'object')
+        for (const [k, v] of Object.entries(x.priority)) if (typeof v === 'number') priority.set(k, v);
+      if (this.book.wanted(keys, performance.now(), { instance: x.instance, priority })) this.slicesSoon(0);
     } catch {
       // Not ours.
     }
@@ -264,14 +305,15 @@ export class ClusterPermits implements PermitGate {
     if (!book || instance === undefined || instance !== this.sliceOf) return;
     const now = performance.now();
     const cuts = book.cuts(now);
-    const rows = book.takeRows(now);
+    const rows = book.takeRows(now, LIST_AFTER_MS);
     try {
       await slicesSql.cutSlices(this.pool, instance, cuts);
       await slicesSql.writeHolders(this.pool, instance, rows.started, rows.ended);
     } catch {
       // Counted until the lease ends, or given back by the next cut; rows are for views only.
     }
-    if (book.hasFree() || book.hasRows()) this.slicesSoon(book.hasRows() ? LIST_AFTER_MS : this.retryMs);
+    if (book.keeps(performance.now())) this.slicesSoon(HANDOFF_MS);
+    else if (book.hasFree() || book.hasRows()) this.slicesSoon(book.hasRows() ? LIST_AFTER_MS : this.retryMs);
   }
 
   release(permits: readonly { runId: string; callId: string }[]): void {
@@ -456,12 +498,8 @@ export class ClusterPermits implements PermitGate {
       if (decided.needMine.size > 0) ({ rates, decided, queue, since, urgent } = run(await tx.heldLocks([...decided.needMine])));
       await tx.writeMarks(marksText(queue.changed()), SEP);
       await tx.writeCounterMarks(new Map([...urgent.changed()].map(([k, l]) => [k, l.length > 0 ? JSON.stringify(l) : null])));
-      const { grabs, open } = this.grabs(
-        claims,
-        decided,
-        toLock.counters,
-        counters.counts,
-        othersWaiting(counterMarks, instance, clock.now),
+      const { grabs, open } = this.grabs(claims, decided, toLock.counters, counters.counts, (k, priority) =>
+        othersAhead(counterMarks.get(k), instance, clock.now, priority, urgent),
       );
       // A granted call whose counters all have a slice here (or one that grows now), open to it, takes
       // its places into them: it is granted from the slices (held there, listed later), so that its
@@ -494,7 +532,7 @@ export class ClusterPermits implements PermitGate {
     });
     if (ask === undefined) return { answers: requests.map(() => REFUSED) };
     const mine = this.sliceOf === instance ? this.book : undefined;
-    if (ask.slices.size > 0) mine?.grew(ask.slices, performance.now());
+    if (ask.slices.size > 0) mine?.grew(ask.slices, performance.now(), new Map(toLock.counters.map((c) => [c.key, c.cap])));
     // The moved calls take their places in the slices now (nothing ran since they grew). Should the
     // slices be another instance's by now, they are refused: their places go with that instance's lease.
     const lost = new Set<Claim>();
@@ -507,9 +545,10 @@ export class ClusterPermits implements PermitGate {
         )
       )
         lost.add(c);
-    this.wantKeys(instance, ask.decided);
+    this.wantKeys(instance, claims, ask.decided);
     this.keepWaiting(ask.since);
     const out = await answersOf(this.pool, claims, ask.decided, ask.now);
+    this.noteFull(claims, ask.decided, out.answers);
     if (ask.moved.size > 0) this.slicesSoon(LIST_AFTER_MS);
     if (lost.size === 0) return out;
     return { ...out, answers: out.answers.map((a, i) => (lost.has(claims[i] as Claim) ? REFUSED : a)) };
@@ -525,39 +564,67 @@ export class ClusterPermits implements PermitGate {
     decided: Decided,
     locked: readonly { key: string; cap: number }[],
     counts: ReadonlyMap<string, number>,
-    marked: ReadonlySet<string>,
+    marked: (key: string, priority: number) => boolean,
   ): { grabs: Map<string, number>; open: Set<string> } {
     const book = this.book;
     if (!book || !this.leaseHolds() || !this.slicesHere()) return { grabs: new Map(), open: new Set() };
-    const wanted = new Set<string>();
+    /** Key → the most urgent priority of this ask's sliceable calls that name it. */
+    const wanted = new Map<string, number>();
     const refused = new Set<string>();
     claims.forEach((c, i) => {
       const d = decided.decisions[i];
       if (d && !d.granted && 'counter' in d) refused.add(d.counter.key);
-      if (sliceable(c)) for (const k of c.counters) wanted.add(k.key);
+      if (sliceable(c))
+        for (const k of c.counters) wanted.set(k.key, Math.min(wanted.get(k.key) ?? Infinity, c.request.priority ?? DEFAULT_PRIORITY));
     });
-    const counters = new Map<string, { cap: number; inUse: number; marked: boolean }>();
-    for (const { key: k, cap } of locked)
+    const counters = new Map<string, { cap: number; inUse: number; marked: boolean; refused: boolean; priority: number }>();
+    for (const { key: k, cap } of locked) {
+      const priority = wanted.get(k) ?? DEFAULT_PRIORITY;
       counters.set(k, {
         cap,
         inUse: (counts.get(k) ?? 0) + (decided.counterDelta.get(k) ?? 0),
-        marked: marked.has(k) || refused.has(k),
+        marked: marked(k, priority),
+        refused: refused.has(k),
+        priority,
       });
-    return book.grabs(counters, wanted, performance.now());
+    }
+    return book.grabs(counters, new Set(wanted.keys()), performance.now());
   }
 
-  /** Tells the replicas that hold slices of the counters that refused calls here: they give back what they do not use. */
-  private wantKeys(instance: string, decided: Decided): void {
+  /** Which counters the database said are full (a call of it refused), and which not (one granted). */
+  private noteFull(claims: readonly Claim[], decided: Decided, answers: readonly PermitAnswer[]): void {
+    if (!this.book) return;
+    decided.decisions.forEach((d, i) => {
+      if (d.granted) for (const k of claims[i]?.counters ?? []) this.full.delete(k.key);
+    });
+    if (this.full.size > MAX_WAITING_KEPT) this.full.clear();
+    decided.decisions.forEach((d, i) => {
+      const a = answers[i];
+      const why = a && !a.granted ? a.waitingFor?.[0] : undefined;
+      if (!d.granted && 'counter' in d && why) this.full.set(d.counter.key, why);
+    });
+  }
+
+  /**
+   * Tells the replicas that hold slices of the counters that refused calls here (with the priority of
+   * the most urgent call refused by each): they give back what they hold past their share.
+   */
+  private wantKeys(instance: string, claims: readonly Claim[], decided: Decided): void {
     if (!this.book) return;
     const now = performance.now();
-    const keys = new Set<string>();
-    for (const d of decided.decisions)
-      if (!d.granted && 'counter' in d && now - (this.toldWants.get(d.counter.key) ?? -Infinity) >= this.retryMs / 2)
-        keys.add(d.counter.key);
+    const keys = new Map<string, number>();
+    decided.decisions.forEach((d, i) => {
+      if (d.granted || !('counter' in d)) return;
+      const k = d.counter.key;
+      const priority = claims[i]?.request.priority ?? DEFAULT_PRIORITY;
+      const told = this.toldWants.get(k);
+      if (keys.has(k) || told === undefined || now - told.at >= this.retryMs / 2 || priority < told.priority)
+        keys.set(k, Math.min(keys.get(k) ?? Infinity, priority));
+    });
     if (keys.size === 0) return;
-    for (const k of keys) this.toldWants.set(k, now);
+    for (const [k, priority] of keys) this.toldWants.set(k, { at: now, priority });
     if (this.toldWants.size > MAX_WAITING_KEPT) this.toldWants.clear();
-    slicesSql.tellWants(this.pool, instance, [...keys]).catch(() => {
+    slicesSql.tellWants(this.pool, instance, keys).catch(() => {
       // The database is away: the refused calls ask again anyway.
     });
   }
@@ -576,16 +643,31 @@ export class ClusterPermits implements PermitGate {
     this.retry.unref();
   }
 
+  /** Places freed in the cluster: the counters the database said are full may have room again. */
+  private heardFreed(): void {
+    this.full.clear();
+    this.book?.probeNow();
+    this.tellFreed();
+  }
+
   private tellFreed(): void {
     for (const l of this.freed) l();
   }
 }
 
-/** The counters with a live waiter mark of a call of another instance than `instance` (a mark without its instance counts as another's). */
-function othersWaiting(marks: ReadonlyMap<string, readonly CounterMark[]>, instance: string, now: number): Set<string> {
-  const out = new Set<string>();
-  for (const [k, list] of marks) if (list.some((m) => m.until > now && m.by !== instance)) out.add(k);
-  return out;
+/**
+ * Whether `marks` (a counter's) has a live waiter of another instance's call that is more urgent (a lower
+ * level, aging counted) than a call of `priority` that became ready now: then this replica's calls do
+ * not take the counter's places into its slices (a mark without its instance counts as another's).
+ */
+function othersAhead(
+  marks: readonly CounterMark[] | undefined,
+  instance: string,
+  now: number,
+  priority: number,
+  queue: Pick<CounterQueue, 'levelOf'>,
+): boolean {
+  return marks?.some((m) => m.until > now && m.by !== instance && queue.levelOf(m) < priority) ?? false;
 }
 
 /** A call that slices may grant: its limits are all counters (no lock, no rate). */

@@ -2,7 +2,9 @@
  * Slices of counted limits (cluster/permit-slices.ts), on a virtual clock: a replica grants from a slice
  * only while it has a free place and nobody else waits for the key; a slice grows by at most an eighth
  * of the limit and never past the room the counter has; its free places go back as soon as another
- * replica wants the key, and the whole slice once idle; calls that end before their row is written
+ * replica wants the key (past its even share of the limit, none when that replica waits with a more
+ * urgent call; a place freed within the share waits a moment for a call here), and the whole slice
+ * once idle; calls that end before their row is written
  * are never written. And, over random sequences, the places granted never pass the slice, and the slice
  * is exactly what the database was told it took less what it was told went back.
  */
@@ -83,6 +85,51 @@ describe('slices of counted limits', () => {
     expect(b.release('r1', 'b', 1100)).toBe('freed');
     expect(b.cuts(1100)).toEqual(new Map());
     expect(b.tryGrant(permit('e'), [K], 1100)).toBe(true);
+  });
+
+  it('shares a contended limit evenly with the replicas that wait for it, unless one waits with a more urgent call', () => {
+    const b = new SliceBook({ ...OPTS, handoffMs: 20 });
+    const caps = [8];
+    const call = (c: string, priority?: number) => ({ ...permit(c), ...(priority !== undefined ? { priority } : {}) });
+    b.grew(new Map([[K, 8]]), 0, new Map([[K, 8]]));
+    for (const c of ['a', 'b', 'c', 'd', 'e', 'f']) expect(b.tryGrant(call(c), [K], 0, caps)).toBe(true);
+    // Replica r2 waits with a call of the default priority: this one keeps half the limit (4).
+    expect(b.wanted([K], 10, { instance: 'r2', priority: new Map([[K, 3]]) })).toBe(true);
+    expect(b.shareOf(K, 8, 10)).toBe(4);
+    expect(b.tryGrant(call('g'), [K], 10, caps)).toBe(false);
+    expect(b.cuts(10)).toEqual(new Map([[K, { n: 2, whole: false }]]));
+    // Places freed past the share go back; one freed within it is kept for a moment for a call here.
+    for (const c of ['a', 'b']) b.release('r1', c, 11);
+    expect(b.cuts(12)).toEqual(new Map([[K, { n: 2, whole: false }]]));
+    expect(b.release('r1', 'c', 13)).toBe('contended');
+    expect(b.cuts(13)).toEqual(new Map());
+    expect(b.keeps(13)).toBe(true);
+    expect(b.sizes().get(K)).toEqual({ size: 4, used: 3 });
+    expect(b.tryGrant(call('h'), [K], 14, caps)).toBe(true);
+    expect(b.tryGrant(call('i'), [K], 14, caps)).toBe(false);
+    b.release('r1', 'h', 15);
+    expect(b.cuts(40)).toEqual(new Map([[K, { n: 1, whole: false }]]));
+    expect(b.keeps(40)).toBe(false);
+    // At its share, the calls that wait here ask the database once per probe period, or at once after a place freed elsewhere.
+    expect(b.sizes().get(K)).toEqual({ size: 3, used: 3 });
+    expect(b.atShare(K, 8, 40)).toBe(false);
+    expect(b.atShare(K, 6, 40)).toBe(true);
+    expect(b.probe(K, 41, 25)).toBe(true);
+    expect(b.probe(K, 50, 25)).toBe(16);
+    b.probeNow();
+    expect(b.probe(K, 50, 25)).toBe(true);
+    // A third replica waits too: a third of the limit each (2).
+    b.wanted([K], 50, { instance: 'r3', priority: new Map([[K, 3]]) });
+    expect(b.shareOf(K, 8, 50)).toBe(2);
+    // One waits with a more urgent call (priority 1): nothing for calls of priority 3 here, all for priority 1.
+    b.wanted([K], 60, { instance: 'r3', priority: new Map([[K, 1]]) });
+    expect(b.shareOf(K, 8, 60)).toBe(0);
+    expect(b.shareOf(K, 8, 60, 1)).toBe(2);
+    // Once nobody has asked for contendMs, the limit is this replica's again.
+    expect(b.isContended(K, 1060)).toBe(false);
+    expect(b.release('r1', 'd', 1060)).toBe('freed');
+    expect(b.cuts(1060)).toEqual(new Map());
+    expect(b.tryGrant(call('j'), [K], 1060, caps)).toBe(true);
   });
 
   it('gives an unused slice back whole once it has been idle for idleMs', () => {

@@ -75,9 +75,12 @@ export async function writeHolders(
 
 /**
  * Tells the replicas that hold slices of `keys` that a call of `instance` waits for them
- * (`toolgraph_wants`, payload `{ instance, keys }`): they give back what they do not use.
+ * (`toolgraph_wants`, payload `{ instance, keys, priority }`: each key with the priority of the most
+ * urgent call that waits for it): they give back what they hold past their share.
  */
-export async function tellWants(pool: pg.Pool, instance: string, keys: readonly string[]): Promise<void> {
-  if (keys.length === 0) return;
-  await pool.query(`SELECT pg_notify('toolgraph_wants', $1)`, [JSON.stringify({ instance, keys })]);
+export async function tellWants(pool: pg.Pool, instance: string, keys: ReadonlyMap<string, number>): Promise<void> {
+  if (keys.size === 0) return;
+  await pool.query(`SELECT pg_notify('toolgraph_wants', $1)`, [
+    JSON.stringify({ instance, keys: [...keys.keys()], priority: Object.fromEntries(keys) }),
+  ]);
 }
