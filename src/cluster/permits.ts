@@ -226,7 +226,7 @@ export class ClusterPermits implements PermitGate {
       // Of a key the database refused last (no place freed since that this replica heard of), or past
       // this replica's share of a contended key, the calls of one batch ask the database at most once
       // per PROBE_MS; the others wait here, as the database last said why.
-      const capped = c.counters.find((k) => this.full.has(k.key) || book.atShare(k.key, k.cap, now, c.request.priority));
+      const capped = c.counters.find((k) => this.full.has(k.key) || book.isContended(k.key, now));
       // `grantNow` only grants: the probe is for the ask that follows it.
       if (capped === undefined || !asking || probing.has(capped.key)) return undefined;
       const probe = book.probe(capped.key, now, PROBE_MS);
@@ -501,11 +501,13 @@ export class ClusterPermits implements PermitGate {
       const { grabs, open } = this.grabs(claims, decided, toLock.counters, counters.counts, (k, priority) =>
         othersAhead(counterMarks.get(k), instance, clock.now, priority, urgent),
       );
-      // A granted call whose counters all have a slice here (or one that grows now), open to it, takes
-      // its places into them: it is granted from the slices (held there, listed later), so that its
-      // places stay with this replica when it ends instead of going back to the database one give-back
-      // at a time, and a replica alone on a limit ends up holding all of it (`SliceBook.holdsAllOf`).
-      const sliced = (k: string) => open.has(k) && (grabs.has(k) || this.book?.has(k) === true);
+      // A granted call whose counters are all open to the slices takes its places into them: it is
+      // granted from the slices (held there, listed later), so that its places stay with this replica
+      // when it ends instead of going back to the database one give-back at a time; a replica alone on
+      // a limit ends up holding all of it (`SliceBook.holdsAllOf`), and replicas that share a contended
+      // limit each their share. Into a slice this replica holds, one that grows now, or one of a key the
+      // database refused it lately (a call granted on a free key stays a permit of its own, listed now).
+      const sliced = (k: string) => open.has(k) && (grabs.has(k) || this.book?.has(k) === true || this.full.has(k));
       const moved = new Set(
         claims.filter((c, i) => decided.decisions[i]?.granted && sliceable(c) && c.counters.every((k) => sliced(k.key))),
       );
@@ -643,9 +645,8 @@ export class ClusterPermits implements PermitGate {
     this.retry.unref();
   }
 
-  /** Places freed in the cluster: the counters the database said are full may have room again. */
+  /** Places freed in the cluster: the calls that wait for a key the database said is full probe it now, once. */
   private heardFreed(): void {
-    this.full.clear();
     this.book?.probeNow();
     this.tellFreed();
   }
