@@ -6,23 +6,30 @@
  * (permits.ts writes what it decides, store/postgres/slices.ts holds the SQL).
  *
  * - **Grow.** An ask that locks a counter's row takes up to `chunk` more places into the slice
- *   (`grabs`), when the row has room to spare, no waiter marks of another replica's calls (an urgent
- *   waiter elsewhere; this replica's own waiters are served from its slices in its own order), and no
- *   other replica asked for the key lately. `chunk` is an eighth of the limit (at least 1): a
- *   replica alone reaches the limit in eight asks, and two share it without one taking it all at once.
+ *   (`grabs`), when the row has room to spare, no waiter mark of another replica's call more urgent
+ *   than the ask's (this replica's own waiters are served from its slices in its own order), and no
+ *   refusal in the ask. `chunk` is an eighth of the limit (at least 1): a replica alone reaches the
+ *   limit in eight asks, and two share it without one taking it all at once. The calls the ask grants
+ *   on such a key take their places into the slice too (permits.ts), so a replica alone on a limit
+ *   ends up holding all of it.
  * - **Grant.** A call whose limits are all counters (no lock, no rate), whose tool is not paused, and
- *   whose every counter has a free place in its slice and is not contended, is granted here
- *   (`tryGrant`); one the slices cannot take goes to the database as before.
- * - **Wait here.** A call the slices cannot take asks the database, except when this replica's slice
- *   of one of its counters is the whole limit, full, and nobody else waits for the key (`holdsAllOf`):
- *   the database holds no place more, so the call waits here for one of the slice's (a replica alone
- *   on a limit it keeps full makes no round trip for it).
+ *   whose every counter has a free place in its slice, is granted here (`tryGrant`); one the slices
+ *   cannot take goes to the database.
+ * - **Wait here.** Except when this replica's slice of one of its counters is the whole limit, full,
+ *   and nobody else waits for the key (`holdsAllOf`): the database holds no place more, so the call
+ *   waits here for one of the slice's (a replica alone on a limit it keeps full makes no round trip).
+ *   Calls of a key the database refused lately, or of a contended one, ask it at most once per probe
+ *   period (`probe`), and at once after a place freed elsewhere (`probeNow`).
+ * - **Share.** While other replicas wait for a key (`wanted`, told through `toolgraph_wants` with the
+ *   priority of their most urgent waiting call; `contendMs` after the last), this replica keeps an even
+ *   share of the limit (`shareOf`: the limit divided among it and them, rounded down), and none while
+ *   one of them waits with a more urgent call: then every place freed goes back, and new calls ask the
+ *   database, where waiters of every replica are ordered as without slices. Grants and growth stay
+ *   within the share.
  * - **Give back.** A call granted here gives its place back to the slice when it ends (`release`). The
- *   slice goes back to the counter (`cuts`): its free places as soon as another replica waits for the
- *   key (`wanted`, told through `toolgraph_wants`), and the whole slice once it has been unused for
- *   `idleMs`. While a key is contended (`contendMs` after the last want), its slice only shrinks:
- *   every place freed goes back, and new calls ask the database, where waiters of every replica are
- *   ordered as they would be without slices.
+ *   slice goes back to the counter (`cuts`): while the key is contended, its free places past the share
+ *   at once, and a place freed within it after `handoffMs` unless a call here took it; the whole slice
+ *   once it has been unused for `idleMs`.
  * - **Listed.** The calls granted here are listed in `permits` (rows that count nothing), shortly and
  *   off the grant's path (`takeRows`): what `waitingFor` and `GET /v1/limits` show. A call that ended
  *   before its row was written is never written.

@@ -6,6 +6,7 @@
  *   without asking the database;
  * - under uneven load the limit is still reached: the busy replica gets the places the idle one held,
  *   once it waits for them, and the two together never pass the limit;
+ * - two replicas that both wait for a reached limit keep an even share each, granted with no round trip;
  * - the slices of an instance go with it (all of its permits given back, as when its lease ends).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,7 +24,7 @@ tools:
   - name: a
     executor: { kind: builtin, name: echo }
 limits:
-  tenant: { solo: 16, shared: 4, gone: 16, full: 2 }
+  tenant: { solo: 16, shared: 4, gone: 16, full: 2, pair: 4 }
 `;
 
 const ask = (runId: string, tenant: string): PermitRequest => ({
@@ -169,6 +170,58 @@ describe('slices of counted limits on PostgreSQL', () => {
     expect(await inUse(key)).toBeLessThanOrEqual(4);
     for (const r of ['b2', 'b3', 'b4', 'b5']) busy.release([{ runId: r, callId: 'c' }]);
     await until('the limit held', async () => ((await inUse(key)) <= 4 && (await sliceOf('busy/1', key)) <= 4) || undefined, 5000);
+  });
+
+  it('two replicas that both wait for a reached limit share it evenly, each granting its share with no round trip; never past the limit', async () => {
+    const a = await gate('pair-a/1');
+    const b = await gate('pair-b/1');
+    const key = 'tenant:pair';
+    const sa = stats.get('pair-a/1') as { asked: number; sliced: number };
+    const sb = stats.get('pair-b/1') as { asked: number; sliced: number };
+    // Replica a, alone, ends up holding the whole limit (4) as its slice.
+    for (const r of ['a1', 'a2', 'a3', 'a4']) expect(await a.acquire([ask(r, 'pair')])).toEqual([{ granted: true }]);
+    expect(await sliceOf('pair-a/1', key)).toBe(4);
+    // Replica b waits for the key too: refused, it says so, and a keeps its share (2) as its calls end.
+    const running = new Map<string, ClusterPermits>([
+      ['a1', a],
+      ['a2', a],
+      ['a3', a],
+      ['a4', a],
+    ]);
+    let most = 0;
+    const take = async (g: ClusterPermits, runId: string) => {
+      for (;;) {
+        const [x] = await g.acquire([ask(runId, 'pair')]);
+        if (x?.granted) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      running.set(runId, g);
+      most = Math.max(most, running.size, await inUse(key));
+    };
+    const end = (runId: string) => {
+      running.get(runId)?.release([{ runId, callId: 'c' }]);
+      running.delete(runId);
+    };
+    const bWaits = take(b, 'b1');
+    await until('a told', async () => ((await sliceOf('pair-a/1', key)) === 4 && sb.asked > 0) || undefined, 5000);
+    await new Promise((r) => setTimeout(r, 100));
+    for (const r of ['a1', 'a2']) end(r);
+    await bWaits;
+    await take(b, 'b2');
+    await until('a at its share', async () => (await sliceOf('pair-a/1', key)) === 2 || undefined, 5000);
+    // Each now grants within its share from its slice: no ask, and the limit is never passed.
+    const asked = { a: sa.asked, b: sb.asked };
+    for (let i = 0; i < 20; i++) {
+      end(`a${i + 3}`);
+      await take(a, `a${i + 5}`);
+      end(`b${i + 1}`);
+      await take(b, `b${i + 3}`);
+    }
+    expect(most).toBe(4);
+    expect(await inUse(key)).toBe(4);
+    expect(await sliceOf('pair-a/1', key)).toBe(2);
+    expect(sa.asked - asked.a).toBeLessThanOrEqual(2);
+    for (const r of [...running.keys()]) end(r);
   });
 
   it('the slices of an instance go with it: all of its permits given back', async () => {
