@@ -85,7 +85,7 @@ export interface ClusterPermitsOptions {
   slices?: Partial<SliceOptions> & { holds: () => boolean };
 }
 
-/** Calls past this replica's share of a contended key ask the database at most this often (ms). */
+/** Calls of a key the database refused lately, or of a contended key, ask it at most this often (ms; one batch per key). */
 const PROBE_MS = 25;
 
 /** How soon the calls granted from slices are listed (ms): those that end sooner are never written. */
@@ -121,8 +121,8 @@ export class ClusterPermits implements PermitGate {
    */
   private readonly toldWants = new Map<string, { at: number; priority: number }>();
   /**
-   * Counter key → why the database refused a call of it, while no ask since granted one and no place
-   * freed that this replica heard of (what the calls that wait here for a probe are told).
+   * Counter key → why the database refused a call of it, until an ask grants one (what the calls that
+   * wait here for a probe are told; a place freed in the cluster lets the next batch probe at once).
    */
   private readonly full = new Map<string, WaitReason>();
 
@@ -558,8 +558,9 @@ export class ClusterPermits implements PermitGate {
 
   /**
    * The places this ask takes into the slices (`grabs`): of the counters its sliceable calls name, those
-   * `open` to the slices (no live waiter mark of another instance's call, `marked`, no refusal in this
-   * ask, not contended) with room to spare (permit-slices.ts).
+   * `open` to the slices (no live waiter mark of another instance's call more urgent than the ask's,
+   * `marked`; below this replica's share when contended) with room to spare and no refusal in this ask
+   * (permit-slices.ts).
    */
   private grabs(
     claims: readonly Claim[],
