@@ -94,7 +94,7 @@ export class SliceBook {
   private readonly held = new Map<string, Held>();
   /** Key → until when (ms) another replica waits for it. */
   private readonly contended = new Map<string, number>();
-  /** Key → when calls past this replica's share last asked the database (`probe`). */
+  /** Key → when the calls that wait here for it last asked the database (`probe`). */
   private readonly probed = new Map<string, number>();
   /** Key → the replicas that wait for it (by instance). */
   private readonly rivals = new Map<string, Map<string, Rival>>();
@@ -182,24 +182,12 @@ export class SliceBook {
   }
 
   /**
-   * Whether `key` is contended and this replica uses its whole share of it for a call of `priority`
-   * (see `shareOf`; not when the share is none): the database likely has no place more for it either.
+   * Whether the calls of `key` that wait here (a key the database refused lately, or a contended one)
+   * may ask the database now: at most once per `everyMs`, so that it learns of places freed elsewhere
+   * without asking for each call.
    */
-  atShare(key: string, cap: number, now: number, priority?: number): boolean {
-    const s = this.slices.get(key);
-    if (!s || !this.isContended(key, now)) return false;
-    const share = this.shareOf(key, cap, now, priority);
-    return share > 0 && s.used >= share;
-  }
-
-  /**
-   * Whether the calls of `key` that wait past this replica's share may ask the database now (at most
-   * once per `everyMs`, so that it learns of places freed elsewhere without asking for each call); the
-   * ms until they may, otherwise.
-   */
-  probe(key: string, now: number, everyMs: number): true | number {
-    const last = this.probed.get(key) ?? -Infinity;
-    if (now - last < everyMs) return everyMs - (now - last);
+  probe(key: string, now: number, everyMs: number): boolean {
+    if (now - (this.probed.get(key) ?? -Infinity) < everyMs) return false;
     this.probed.set(key, now);
     if (this.probed.size > MAX_PROBED) this.probed.clear();
     return true;
@@ -245,9 +233,11 @@ export class SliceBook {
 
   /**
    * How many places an ask takes into each slice (`grabs`), given each counter's use once the ask's
-   * grants are counted (`inUse`), whether its row has waiter marks of others, and which keys the ask's
-   * sliceable calls named; and the keys `open` to the slices (named, not marked, not contended), whose
-   * granted calls may take their places into the slices too.
+   * grants are counted (`inUse`), whether its row has a more urgent waiter of another replica
+   * (`marked`) or the ask refused a call of it (`refused`: nothing more is taken), and which keys the
+   * ask's sliceable calls named; and the keys `open` to the slices (named, not marked, the slice below
+   * the limit, or below this replica's share when contended), whose granted calls may take their places
+   * into the slices too.
    */
   grabs(
     counters: ReadonlyMap<string, { cap: number; inUse: number; marked: boolean; refused?: boolean; priority?: number }>,

@@ -229,8 +229,7 @@ export class ClusterPermits implements PermitGate {
       const capped = c.counters.find((k) => this.full.has(k.key) || book.isContended(k.key, now));
       // `grantNow` only grants: the probe is for the ask that follows it.
       if (capped === undefined || !asking || probing.has(capped.key)) return undefined;
-      const probe = book.probe(capped.key, now, PROBE_MS);
-      if (probe === true) {
+      if (book.probe(capped.key, now, PROBE_MS)) {
         probing.add(capped.key);
         return undefined;
       }

@@ -110,14 +110,13 @@ describe('slices of counted limits', () => {
     b.release('r1', 'h', 15);
     expect(b.cuts(40)).toEqual(new Map([[K, { n: 1, whole: false }]]));
     expect(b.keeps(40)).toBe(false);
-    // At its share, the calls that wait here ask the database once per probe period, or at once after a place freed elsewhere.
+    // The calls that wait here ask the database once per probe period, or at once after a place freed elsewhere.
     expect(b.sizes().get(K)).toEqual({ size: 3, used: 3 });
-    expect(b.atShare(K, 8, 40)).toBe(false);
-    expect(b.atShare(K, 6, 40)).toBe(true);
     expect(b.probe(K, 41, 25)).toBe(true);
-    expect(b.probe(K, 50, 25)).toBe(16);
+    expect(b.probe(K, 50, 25)).toBe(false);
+    expect(b.probe(K, 66, 25)).toBe(true);
     b.probeNow();
-    expect(b.probe(K, 50, 25)).toBe(true);
+    expect(b.probe(K, 67, 25)).toBe(true);
     // A third replica waits too: a third of the limit each (2).
     b.wanted([K], 50, { instance: 'r3', priority: new Map([[K, 3]]) });
     expect(b.shareOf(K, 8, 50)).toBe(2);
