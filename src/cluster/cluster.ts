@@ -8,7 +8,9 @@
  *   commands.ts       cancel, reviews, replan, append and seal, carried to the run's owner
  *   permits.ts        cluster-wide limits and locks (the engine's permit gate)
  *   permit-plan.ts    what an ask takes (counters per limit key, lock nodes) and whether it may
- *   permit-slices.ts  slices of counted limits: calls granted and given back with no round trip
+ *   replica-slices.ts this replica's slices of counted limits: calls granted and given back with no
+ *                     round trip, shares of contended keys, probes
+ *   permit-slices.ts  the book of those slices (no I/O)
  *   permit-answers.ts what refused a call (`waitingFor`), read only for refusals
  *   pauses.ts         backpressure pauses, told to every replica
  *   admissions.ts     maxActiveRunsPerTenant across replicas

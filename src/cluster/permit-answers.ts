@@ -90,7 +90,7 @@ function counterReason(counter: Counter, inUse: number, holders: WaitHolder[], b
 
 /**
  * Why a call waits for a place of this replica's slice of `counter`, which is the whole limit
- * (permits.ts, `fromSlices`): its holders are the slice's calls, oldest first (`at` and `now` on
+ * (replica-slices.ts, `answer`): its holders are the slice's calls, oldest first (`at` and `now` on
  * `performance.now()`, `wall` the same moment on the wall clock).
  */
 export function slicedRefusal(

@@ -3,14 +3,14 @@
  * replica takes a slice of a counter (a tenant, tool, keyed or resource limit) into its own hands
  * while it asks, and then grants and gives back the calls of that key by itself, with no round trip,
  * as long as nobody else waits for the key. This book is the replica's side of it; it does no I/O
- * (permits.ts writes what it decides, store/postgres/slices.ts holds the SQL).
+ * (replica-slices.ts writes what it decides, store/postgres/slices.ts holds the SQL).
  *
  * - **Grow.** An ask that locks a counter's row takes up to `chunk` more places into the slice
  *   (`grabs`), when the row has room to spare, no waiter mark of another replica's call more urgent
  *   than the ask's (this replica's own waiters are served from its slices in its own order), and no
  *   refusal in the ask. `chunk` is an eighth of the limit (at least 1): a replica alone reaches the
  *   limit in eight asks, and two share it without one taking it all at once. The calls the ask grants
- *   on such a key take their places into the slice too (permits.ts), so a replica alone on a limit
+ *   on such a key take their places into the slice too (replica-slices.ts, `takesInto`), so a replica alone on a limit
  *   ends up holding all of it.
  * - **Grant.** A call whose limits are all counters (no lock, no rate), whose tool is not paused, and
  *   whose every counter has a free place in its slice, is granted here (`tryGrant`); one the slices

@@ -19,28 +19,30 @@
  * case a notification was missed. Asks and give-backs go through one queue, in order: a call's next
  * attempt never asks before its last attempt's permit is given back. The permits of an instance whose
  * lease ended are given back by whichever replica's scan notices first (`freeDead`, store/postgres/permits-free.ts), once.
+ *
+ * With slices on, this replica grants and refuses many calls of counted limits by itself, before they
+ * ask, and an ask may grow its slices and move the calls it grants into them (replica-slices.ts); what
+ * the slices give back and list goes through the same queue as the asks and give-backs.
  */
 import type { PgPool } from '../store/pg-pool.js';
 import type { Pause } from '../core/limits.js';
 import { DEFAULT_PRIORITY_AGING_MS } from '../core/scheduler.js';
 import type { PermitRequest } from '../core/scheduler.js';
-import { MAX_HOLDERS, type WaitReason } from '../core/waiting.js';
 import type { Limits } from '../core/tool.js';
 import type { Catalog } from '../core/tool.js';
 import type { PermitAnswer, PermitGate } from '../engine/engine.js';
 import * as free from '../store/postgres/permits-free.js';
 import * as sql from '../store/postgres/permits.js';
-import * as slicesSql from '../store/postgres/slices.js';
 import type { Notifications } from './notifications.js';
-import { claimOf, decide, rowsToLock, SEP, sharedLimits, type Claim, type Decided, type Rates } from './permit-plan.js';
-import { answersOf, slicedRefusal } from './permit-answers.js';
+import { claimOf, decide, rowsToLock, SEP, sharedLimits, type Claim, type Rates } from './permit-plan.js';
+import { answersOf } from './permit-answers.js';
 import { ClusterPauses } from './pauses.js';
-import { CounterQueue, DEFAULT_PRIORITY, type CounterMark } from './permit-priority.js';
-import { HANDOFF_MS, SliceBook, type SliceOptions } from './permit-slices.js';
+import { CounterQueue, type CounterMark } from './permit-priority.js';
+import type { SliceOptions } from './permit-slices.js';
 import { bucketNames, ClusterRates, copyNodes, counterMarksOf, marksOf, marksText, pausedIn } from './permit-rows.js';
 import { LockQueue } from './permit-waits.js';
+import { LIST_AFTER_MS, ReplicaSlices, type SliceAnswers } from './replica-slices.js';
 
-const GRANTED: PermitAnswer = Object.freeze({ granted: true });
 const REFUSED: PermitAnswer = Object.freeze({ granted: false });
 
 /**
@@ -79,17 +81,11 @@ export interface ClusterPermitsOptions {
   retryMs?: number;
   stats?: PermitStats;
   /**
-   * Slices of counted limits (permit-slices.ts): off unless given. `holds`: whether this replica's lease
-   * surely holds now (nothing is granted from a slice otherwise).
+   * Slices of counted limits (replica-slices.ts, permit-slices.ts): off unless given. `holds`: whether
+   * this replica's lease surely holds now (nothing is granted from a slice otherwise).
    */
   slices?: Partial<SliceOptions> & { holds: () => boolean };
 }
-
-/** Calls of a key the database refused lately, or of a contended key, ask it at most this often (ms; one batch per key). */
-const PROBE_MS = 25;
-
-/** How soon the calls granted from slices are listed (ms): those that end sooner are never written. */
-const LIST_AFTER_MS = 100;
 
 export class ClusterPermits implements PermitGate {
   private readonly ops: Op[] = [];
@@ -105,26 +101,12 @@ export class ClusterPermits implements PermitGate {
 
   private readonly retryMs: number;
   private readonly stats: PermitStats | undefined;
-  /** Slices (permit-slices.ts), when on; `sliceOf`: the instance they belong to. */
-  private readonly book: SliceBook | undefined;
-  private sliceOf: string | undefined;
-  private readonly leaseHolds: () => boolean;
+  /** This replica's slices (replica-slices.ts), when on. */
+  private readonly slices: ReplicaSlices | undefined;
   /** Backpressure pauses (DESIGN §4): the calls of a paused tool are not granted from slices. */
   private readonly pauses: ClusterPauses;
   /** A call was refused since places last freed here: a place freed in a slice tells the engine. */
   private refusedSinceFreed = false;
-  private slicesTimer: NodeJS.Timeout | undefined;
-  private slicesQueued = false;
-  /**
-   * Keys this replica said it waits for, when, and for which priority (`toolgraph_wants`, at most once
-   * per `retryMs / 2` each, unless for a more urgent call).
-   */
-  private readonly toldWants = new Map<string, { at: number; priority: number }>();
-  /**
-   * Counter key → why the database refused a call of it, until an ask grants one (what the calls that
-   * wait here for a probe are told; a place freed in the cluster lets the next batch probe at once).
-   */
-  private readonly full = new Map<string, WaitReason>();
 
   constructor(
     private readonly pool: PgPool,
@@ -138,13 +120,27 @@ export class ClusterPermits implements PermitGate {
     this.agingMs = limits.priorityAgingMs ?? DEFAULT_PRIORITY_AGING_MS;
     this.retryMs = opts.retryMs ?? 1000;
     this.stats = opts.stats;
-    const sl = opts.slices;
-    this.book = sl ? new SliceBook({ contendMs: sl.contendMs ?? this.retryMs * 3, idleMs: sl.idleMs ?? this.retryMs * 2 }) : undefined;
-    this.leaseHolds = sl?.holds ?? (() => false);
-    notifications.on('toolgraph_permits', () => this.heardFreed());
-    notifications.on('toolgraph_wants', (payload) => this.heardWants(payload));
-    notifications.on('resync', () => this.heardFreed());
     this.pauses = new ClusterPauses(pool, notifications);
+    const sl = opts.slices;
+    this.slices =
+      sl &&
+      new ReplicaSlices({
+        pool,
+        instance,
+        limits: this.limits,
+        catalog,
+        holds: sl.holds,
+        paused: (tool, wallMs) => this.pauses.paused(tool, wallMs),
+        retryMs: this.retryMs,
+        enqueue: () => {
+          this.ops.push({ kind: 'slices' });
+          void this.run();
+        },
+        book: { contendMs: sl.contendMs ?? this.retryMs * 3, idleMs: sl.idleMs ?? this.retryMs * 2 },
+      });
+    notifications.on('toolgraph_permits', () => this.heardFreed());
+    notifications.on('toolgraph_wants', (payload) => this.slices?.heardWants(payload));
+    notifications.on('resync', () => this.heardFreed());
   }
 
   /** Backpressure (DESIGN §4): records a pause this replica's call got, and tells every replica. */
@@ -185,142 +181,28 @@ export class ClusterPermits implements PermitGate {
   }
 
   /**
-   * The calls granted from this replica's slices now, and those that wait here (refused with no round
-   * trip): for a place of a slice that is the whole limit (`SliceBook.holdsAllOf`), and, between two
-   * probes of the database (`PROBE_MS`), for a key it said is full or past this replica's share of a
-   * contended key (`asking`: for an ask, which probes; `grantNow` only grants). `undefined` for the
-   * rest, which ask the database. With the claims of all (an ask of the rest takes them as they are).
-   * Undefined without slices.
+   * The calls this replica's slices answer now (replica-slices.ts); `undefined` for each call the
+   * database must answer, or for all of them without slices. `asking`: for an ask (which may probe).
    */
-  private fromSlices(
-    requests: readonly PermitRequest[],
-    asking = true,
-  ): { answers: (PermitAnswer | undefined)[]; claims: Claim[]; granted: number } | undefined {
-    const book = this.book;
-    if (!book || !this.leaseHolds() || !this.slicesHere()) return undefined;
-    const now = performance.now();
-    const wall = Date.now();
-    let granted = 0;
-    let refused = 0;
-    const probing = new Set<string>();
-    const claims = requests.map((r) => claimOf(r, this.limits, this.catalog));
-    const answers = claims.map((c): PermitAnswer | undefined => {
-      if (!sliceable(c) || this.pauses.paused(c.request.tool, wall)) return undefined;
-      const keys = c.counters.map((k) => k.key);
-      if (
-        book.tryGrant(
-          c.request,
-          keys,
-          now,
-          c.counters.map((k) => k.cap),
-        )
-      ) {
-        granted++;
-        return GRANTED;
-      }
-      const full = c.counters.find((k) => book.holdsAllOf(k.key, k.cap, now));
-      if (full !== undefined) {
-        refused++;
-        return { granted: false, waitingFor: [slicedRefusal(full, book.holdersOf(full.key, MAX_HOLDERS), now, wall)] };
-      }
-      // Of a key the database refused last (no place freed since that this replica heard of), or past
-      // this replica's share of a contended key, the calls of one batch ask the database at most once
-      // per PROBE_MS; the others wait here, as the database last said why.
-      const capped = c.counters.find((k) => this.full.has(k.key) || book.isContended(k.key, now));
-      // `grantNow` only grants: the probe is for the ask that follows it.
-      if (capped === undefined || !asking || probing.has(capped.key)) return undefined;
-      if (book.probe(capped.key, now, PROBE_MS)) {
-        probing.add(capped.key);
-        return undefined;
-      }
-      refused++;
-      const why = this.full.get(capped.key) ?? slicedRefusal(capped, book.holdersOf(capped.key, MAX_HOLDERS), now, wall);
-      return { granted: false, waitingFor: [why] };
-    });
-    if (granted > 0) {
-      this.stats?.sliced?.(granted);
-      this.slicesSoon(LIST_AFTER_MS);
-    }
-    if (refused > 0) {
+  private fromSlices(requests: readonly PermitRequest[], asking = true): SliceAnswers | undefined {
+    const local = this.slices?.answer(requests, asking);
+    if (!local) return undefined;
+    if (local.granted > 0) this.stats?.sliced?.(local.granted);
+    if (local.refused > 0) {
       // A place of the slice that frees asks them again (`freedInSlices`), and so does a place freed in
       // the cluster (`heardFreed`, which lets the next batch probe at once); `retryMs` should neither come.
       this.refusedSinceFreed = true;
       this.askAgainLater();
     }
-    return { answers, claims, granted };
-  }
-
-  /** Whether the slices belong to this replica's instance now; a new instance starts with none. */
-  private slicesHere(): boolean {
-    const instance = this.instance();
-    if (instance === undefined) return false;
-    if (this.sliceOf !== instance) {
-      this.book?.clear();
-      this.sliceOf = instance;
-    }
-    return true;
-  }
-
-  /** Another replica waits for keys: this one gives back what it holds of them past its share (permit-slices.ts). */
-  private heardWants(payload: string): void {
-    if (!this.book) return;
-    try {
-      const x = JSON.parse(payload) as { instance?: unknown; keys?: unknown; priority?: unknown };
-      if (x.instance === this.instance() || typeof x.instance !== 'string' || !Array.isArray(x.keys)) return;
-      const keys = x.keys.filter((k): k is string => typeof k === 'string');
-      const priority = new Map<string, number>();
-      if (x.priority && typeof x.priority === 'object')
-        for (const [k, v] of Object.entries(x.priority)) if (typeof v === 'number') priority.set(k, v);
-      if (this.book.wanted(keys, performance.now(), { instance: x.instance, priority })) this.slicesSoon(0);
-    } catch {
-      // Not ours.
-    }
-  }
-
-  /** Gives back and lists what the slices say (one op in the queue, after what is queued before it). */
-  private slicesSoon(ms: number): void {
-    if (ms === 0) {
-      if (this.slicesTimer) clearTimeout(this.slicesTimer);
-      this.slicesTimer = undefined;
-      if (this.slicesQueued) return;
-      this.slicesQueued = true;
-      this.ops.push({ kind: 'slices' });
-      void this.run();
-      return;
-    }
-    if (this.slicesTimer || this.slicesQueued) return;
-    this.slicesTimer = setTimeout(() => {
-      this.slicesTimer = undefined;
-      this.slicesSoon(0);
-    }, ms);
-    this.slicesTimer.unref();
-  }
-
-  /** Writes what the slices give back and list; what failed (the database away) waits for the lease to end it. */
-  private async writeSlices(): Promise<void> {
-    this.slicesQueued = false;
-    const book = this.book;
-    const instance = this.instance();
-    if (!book || instance === undefined || instance !== this.sliceOf) return;
-    const now = performance.now();
-    const cuts = book.cuts(now);
-    const rows = book.takeRows(now, LIST_AFTER_MS);
-    try {
-      await slicesSql.cutSlices(this.pool, instance, cuts);
-      await slicesSql.writeHolders(this.pool, instance, rows.started, rows.ended);
-    } catch {
-      // Counted until the lease ends, or given back by the next cut; rows are for views only.
-    }
-    if (book.keeps(performance.now())) this.slicesSoon(HANDOFF_MS);
-    else if (book.hasFree() || book.hasRows()) this.slicesSoon(book.hasRows() ? LIST_AFTER_MS : this.retryMs);
+    return local;
   }
 
   release(permits: readonly { runId: string; callId: string }[]): void {
-    if (this.book) {
+    if (this.slices) {
       const now = performance.now();
       let freed: 'freed' | 'contended' | undefined;
       const rest = permits.filter((p) => {
-        const r = this.book?.release(p.runId, p.callId, now);
+        const r = this.slices?.release(p.runId, p.callId, now);
         if (r) freed = freed === 'contended' ? freed : r;
         return !r;
       });
@@ -338,7 +220,7 @@ export class ClusterPermits implements PermitGate {
 
   /** Places freed in slices: contended ones go back at once, and calls refused here ask again. */
   private freedInSlices(contended: boolean): void {
-    this.slicesSoon(contended ? 0 : LIST_AFTER_MS);
+    this.slices?.soon(contended ? 0 : LIST_AFTER_MS);
     if (!this.refusedSinceFreed) return;
     this.refusedSinceFreed = false;
     setImmediate(() => this.tellFreed());
@@ -346,7 +228,7 @@ export class ClusterPermits implements PermitGate {
 
   /** Gives back every permit of an instance (a replica that stops, or one that lost its lease), and its slices. */
   async releaseAll(instance: string): Promise<void> {
-    if (instance === this.sliceOf) this.book?.clear();
+    this.slices?.forget(instance);
     await free.giveBack(this.pool, instance, 'all', SEP);
   }
 
@@ -367,8 +249,7 @@ export class ClusterPermits implements PermitGate {
   close(): void {
     if (this.retry) clearTimeout(this.retry);
     this.retry = undefined;
-    if (this.slicesTimer) clearTimeout(this.slicesTimer);
-    this.slicesTimer = undefined;
+    this.slices?.close();
     this.freed.clear();
     this.pauses.close();
   }
@@ -380,7 +261,7 @@ export class ClusterPermits implements PermitGate {
     let untold = false;
     try {
       for (let op = this.ops.shift(); op; op = this.ops.shift()) {
-        if (op.kind === 'slices') await this.writeSlices();
+        if (op.kind === 'slices') await this.slices?.write();
         else if (op.kind === 'release') {
           // Hand-off (DESIGN §12): the calls that waited here behind these (not marked in the cluster: this
           // replica's own limits held them) ask before other replicas hear that places freed; the marked
@@ -497,19 +378,12 @@ export class ClusterPermits implements PermitGate {
       if (decided.needMine.size > 0) ({ rates, decided, queue, since, urgent } = run(await tx.heldLocks([...decided.needMine])));
       await tx.writeMarks(marksText(queue.changed()), SEP);
       await tx.writeCounterMarks(new Map([...urgent.changed()].map(([k, l]) => [k, l.length > 0 ? JSON.stringify(l) : null])));
-      const { grabs, open } = this.grabs(claims, decided, toLock.counters, counters.counts, (k, priority) =>
+      const { grabs, open } = this.slices?.grabs(claims, decided, toLock.counters, counters.counts, (k, priority) =>
         othersAhead(counterMarks.get(k), instance, clock.now, priority, urgent),
-      );
-      // A granted call whose counters are all open to the slices takes its places into them: it is
-      // granted from the slices (held there, listed later), so that its places stay with this replica
-      // when it ends instead of going back to the database one give-back at a time; a replica alone on
-      // a limit ends up holding all of it (`SliceBook.holdsAllOf`), and replicas that share a contended
-      // limit each their share. Into a slice this replica holds, one that grows now, or one of a key the
-      // database refused it lately (a call granted on a free key stays a permit of its own, listed now).
-      const sliced = (k: string) => open.has(k) && (grabs.has(k) || this.book?.has(k) === true || this.full.has(k));
-      const moved = new Set(
-        claims.filter((c, i) => decided.decisions[i]?.granted && sliceable(c) && c.counters.every((k) => sliced(k.key))),
-      );
+      ) ?? { grabs: new Map<string, number>(), open: new Set<string>() };
+      // A granted call whose counters are all open to the slices may take its places into them: it is
+      // then granted from the slices (held there, listed later; `ReplicaSlices.takesInto`).
+      const moved = this.slices?.takesInto(claims, decided, grabs, open) ?? new Set<Claim>();
       const permits = claims
         .filter((c, i) => decided.decisions[i]?.granted && !moved.has(c))
         .map((c) => ({ ...c.request, keys: c.counters.map((k) => k.key), locks: c.lockEntries }));
@@ -532,103 +406,14 @@ export class ClusterPermits implements PermitGate {
       return { now: clock.now, decided, since, slices, moved };
     });
     if (ask === undefined) return { answers: requests.map(() => REFUSED) };
-    const mine = this.sliceOf === instance ? this.book : undefined;
-    if (ask.slices.size > 0) mine?.grew(ask.slices, performance.now(), new Map(toLock.counters.map((c) => [c.key, c.cap])));
-    // The moved calls take their places in the slices now (nothing ran since they grew). Should the
-    // slices be another instance's by now, they are refused: their places go with that instance's lease.
-    const lost = new Set<Claim>();
-    for (const c of ask.moved)
-      if (
-        !mine?.tryGrant(
-          c.request,
-          c.counters.map((k) => k.key),
-          performance.now(),
-        )
-      )
-        lost.add(c);
-    this.wantKeys(instance, claims, ask.decided);
+    const caps = new Map(toLock.counters.map((c) => [c.key, c.cap]));
+    const lost = this.slices?.took(instance, ask.slices, ask.moved, caps) ?? new Set<Claim>(ask.moved);
+    this.slices?.wantKeys(instance, claims, ask.decided);
     this.keepWaiting(ask.since);
     const out = await answersOf(this.pool, claims, ask.decided, ask.now);
-    this.noteFull(claims, ask.decided, out.answers);
-    if (ask.moved.size > 0) this.slicesSoon(LIST_AFTER_MS);
+    this.slices?.noteFull(claims, ask.decided, out.answers);
     if (lost.size === 0) return out;
     return { ...out, answers: out.answers.map((a, i) => (lost.has(claims[i] as Claim) ? REFUSED : a)) };
-  }
-
-  /**
-   * The places this ask takes into the slices (`grabs`): of the counters its sliceable calls name, those
-   * `open` to the slices (no live waiter mark of another instance's call more urgent than the ask's,
-   * `marked`; below this replica's share when contended) with room to spare and no refusal in this ask
-   * (permit-slices.ts).
-   */
-  private grabs(
-    claims: readonly Claim[],
-    decided: Decided,
-    locked: readonly { key: string; cap: number }[],
-    counts: ReadonlyMap<string, number>,
-    marked: (key: string, priority: number) => boolean,
-  ): { grabs: Map<string, number>; open: Set<string> } {
-    const book = this.book;
-    if (!book || !this.leaseHolds() || !this.slicesHere()) return { grabs: new Map(), open: new Set() };
-    /** Key → the most urgent priority of this ask's sliceable calls that name it. */
-    const wanted = new Map<string, number>();
-    const refused = new Set<string>();
-    claims.forEach((c, i) => {
-      const d = decided.decisions[i];
-      if (d && !d.granted && 'counter' in d) refused.add(d.counter.key);
-      if (sliceable(c))
-        for (const k of c.counters) wanted.set(k.key, Math.min(wanted.get(k.key) ?? Infinity, c.request.priority ?? DEFAULT_PRIORITY));
-    });
-    const counters = new Map<string, { cap: number; inUse: number; marked: boolean; refused: boolean; priority: number }>();
-    for (const { key: k, cap } of locked) {
-      const priority = wanted.get(k) ?? DEFAULT_PRIORITY;
-      counters.set(k, {
-        cap,
-        inUse: (counts.get(k) ?? 0) + (decided.counterDelta.get(k) ?? 0),
-        marked: marked(k, priority),
-        refused: refused.has(k),
-        priority,
-      });
-    }
-    return book.grabs(counters, new Set(wanted.keys()), performance.now());
-  }
-
-  /** Which counters the database said are full (a call of it refused), and which not (one granted). */
-  private noteFull(claims: readonly Claim[], decided: Decided, answers: readonly PermitAnswer[]): void {
-    if (!this.book) return;
-    decided.decisions.forEach((d, i) => {
-      if (d.granted) for (const k of claims[i]?.counters ?? []) this.full.delete(k.key);
-    });
-    if (this.full.size > MAX_WAITING_KEPT) this.full.clear();
-    decided.decisions.forEach((d, i) => {
-      const a = answers[i];
-      const why = a && !a.granted ? a.waitingFor?.[0] : undefined;
-      if (!d.granted && 'counter' in d && why) this.full.set(d.counter.key, why);
-    });
-  }
-
-  /**
-   * Tells the replicas that hold slices of the counters that refused calls here (with the priority of
-   * the most urgent call refused by each): they give back what they hold past their share.
-   */
-  private wantKeys(instance: string, claims: readonly Claim[], decided: Decided): void {
-    if (!this.book) return;
-    const now = performance.now();
-    const keys = new Map<string, number>();
-    decided.decisions.forEach((d, i) => {
-      if (d.granted || !('counter' in d)) return;
-      const k = d.counter.key;
-      const priority = claims[i]?.request.priority ?? DEFAULT_PRIORITY;
-      const told = this.toldWants.get(k);
-      if (keys.has(k) || told === undefined || now - told.at >= this.retryMs / 2 || priority < told.priority)
-        keys.set(k, Math.min(keys.get(k) ?? Infinity, priority));
-    });
-    if (keys.size === 0) return;
-    for (const [k, priority] of keys) this.toldWants.set(k, { at: now, priority });
-    if (this.toldWants.size > MAX_WAITING_KEPT) this.toldWants.clear();
-    slicesSql.tellWants(this.pool, instance, keys).catch(() => {
-      // The database is away: the refused calls ask again anyway.
-    });
   }
 
   /** Refused calls ask again after `retryMs`, or when a rate limit has a token again if that is sooner. */
@@ -647,7 +432,7 @@ export class ClusterPermits implements PermitGate {
 
   /** Places freed in the cluster: the calls that wait for a key the database said is full probe it now, once. */
   private heardFreed(): void {
-    this.book?.probeNow();
+    this.slices?.probeNow();
     this.tellFreed();
   }
 
@@ -669,9 +454,4 @@ function othersAhead(
   queue: Pick<CounterQueue, 'levelOf'>,
 ): boolean {
   return marks?.some((m) => m.until > now && m.by !== instance && queue.levelOf(m) < priority) ?? false;
-}
-
-/** A call that slices may grant: its limits are all counters (no lock, no rate). */
-function sliceable(c: Claim): boolean {
-  return c.counters.length > 0 && c.lockEntries.length === 0 && !c.rated;
 }
