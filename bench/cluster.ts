@@ -17,7 +17,9 @@
  * opposite order (2 replicas, 1, SQLite). Each PostgreSQL phase has a new database, dropped
  * with a CHECKPOINT when the phase ends, so no phase pays for the writes of the one before. Then a takeover: kill -9 of the replica that owns 2,000 runs (one held idempotent call
  * each, `store.leaseMs: 2000`), the time until the last is re-run by the other. Prints the ratios the
- * issue asks for, each with a pass/fail mark. `--profile` also lists the commonest statements per run
+ * issue asks for, each with a pass/fail mark, and what bounds two replicas against one on this machine
+ * (the first limit measured at both: its event loop, how busy the machine was, the CPU per run in all,
+ * and the most that many cores carry at two replicas' CPU per run). `--profile` also lists the commonest statements per run
  * (pg_stat_statements) of the 1-replica phases.
  */
 import { cpus, loadavg } from 'node:os';
@@ -183,6 +185,11 @@ try {
     const shown = (x: number, ok: boolean) => (!ok && Number.isFinite(x) ? x.toFixed(3) : f2(x));
     for (const [what, x, ok] of checks) console.log(`| ${what} | ${shown(x, ok)} | ${Number.isFinite(x) ? mark(ok) : '–'} |`);
     console.log();
+    const why = whatStopsTwo((n, l) => results.get(key(n, l)));
+    if (why) {
+      console.log(why);
+      console.log();
+    }
   }
   if (only.has('takeover')) {
     log(`takeover of ${takeoverRuns} runs, lease ${leaseMs} ms…`);
@@ -196,6 +203,32 @@ try {
   console.log(`Load average after: ${load()}; ${((Date.now() - started) / 1000).toFixed(0)} s in all.`);
 } finally {
   await pgc.stop();
+}
+
+/**
+ * What bounds two replicas against one on this machine, from the median rounds of the first limit
+ * measured at both (`at`: a phase's median round; a tenant limit by default): the one replica's event loop (at most one core) and
+ * how busy the machine was, and the CPU per run in all (replicas, database, clients) at each count;
+ * the most two replicas can do is the cores over their CPU per run. Undefined without both phases.
+ */
+function whatStopsTwo(at: (replicas: number, limit: Limit) => LoadResult | undefined): string | undefined {
+  const limit = (['tenant', 'tool', 'held', 'none'] as Limit[]).find((l) => at(1, l) && at(2, l));
+  const one = limit && at(1, limit);
+  const two = limit && at(2, limit);
+  if (!limit || !one || !two) return undefined;
+  const total = (r: LoadResult) => r.replicaCpuPerRun + r.dbCpuPerRun + r.clientCpuPerRun;
+  const cores = cpus().length;
+  const loop = (one.replicaCpuPerRun * one.runsPerSec) / 1000;
+  const more = total(two) / total(one) - 1;
+  return (
+    `**What bounds 2 replicas against 1 here** (${label[limit]}, the median rounds): one replica used ${f2(loop)} of a core ` +
+    `(most of it on its one event loop, which has at most one) with the machine ${f2(one.busyCores)} of ${cores} cores busy, at ${f2(total(one))} ms of CPU per run ` +
+    `(replica, database and clients). Two replicas kept it ${f2(two.busyCores)} busy, at ${f2(total(two))} ms per run ` +
+    `(${more >= 0 ? '+' : ''}${f0(more * 100)}%: ${f2(two.statementsPerRun)} statements per run against ${f2(one.statementsPerRun)}, as each replica ` +
+    `batches the commits of half the clients, and processes that wait for a core). So ${cores} cores carry at most ` +
+    `${f0((cores * 1000) / total(two))} runs/s of two replicas, against the ${f0(one.runsPerSec)} that one replica did; with cores to ` +
+    'spare, each replica is bounded by its own event loop instead (bench/RESULTS.md, "The scaling model").'
+  );
 }
 
 /** The round with the median throughput (the lower middle one of an even count); none without rounds. */
