@@ -103,7 +103,13 @@ interface DbCounters {
   statements: number;
 }
 
-async function dbCounters(url: string): Promise<DbCounters> {
+async function dbCounters(urls: readonly string[]): Promise<DbCounters> {
+  let statements = 0;
+  for (const url of urls) statements += (await dbCountersOf(url)).statements;
+  return { statements };
+}
+
+async function dbCountersOf(url: string): Promise<DbCounters> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
@@ -147,6 +153,8 @@ export async function topStatements(url: string, runs: number, n = 12): Promise<
 export interface LoadResult {
   store: 'sqlite' | 'postgres';
   replicas: number;
+  /** As many services sharing nothing (`LoadOptions.separate`), not one cluster. */
+  separate?: boolean;
   limit: Limit;
   runs: number;
   errors: number;
@@ -299,10 +307,10 @@ function post(c: TestCluster, i: number, path: string, body: unknown): Promise<A
   });
 }
 
-/** The permit counters of every replica, summed (their `/metrics`). */
-async function permitCounters(c: TestCluster): Promise<{ asks: number; sliced: number }> {
+/** The permit counters of every replica of the clusters, summed (their `/metrics`). */
+async function permitCounters(clusters: readonly TestCluster[]): Promise<{ asks: number; sliced: number }> {
   const out = { asks: 0, sliced: 0 };
-  for (const r of c.replicas) {
+  for (const r of clusters.flatMap((c) => c.replicas)) {
     if (!r) continue;
     try {
       const text = await (await fetch(`${r.url}/metrics`)).text();
@@ -339,6 +347,12 @@ export interface LoadOptions {
   unixSocket?: boolean;
   /** Called before the cluster closes (a profile of its database). */
   inspect?: (c: TestCluster, r: LoadResult) => Promise<void>;
+  /**
+   * `replicas` services that share nothing but the PostgreSQL server: one-replica clusters, each on a
+   * database of its own, the clients split among them. What that many processes do on this machine
+   * with no coordination at all, the bound of a cluster of as many replicas here. Not with `held`.
+   */
+  separate?: boolean;
 }
 
 /** Starts the long calls: runs of 50 `long` calls, each run its own tenant (under a tenant limit of 64), all running. */
@@ -372,17 +386,26 @@ async function holdLongCalls(c: TestCluster, n: number, replicas: number): Promi
 export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
   const sqlite = o.replicas === 0;
   const n = Math.max(1, o.replicas);
-  const c = await startCluster(n, () => loadYaml(o.limit, o.cap), {
-    pg: o.pg,
-    logLevel: 'warn',
-    leaseMs: 10_000,
-    sqlite,
-    ...(o.unixSocket ? { unixSocket: true } : {}),
-    ...(o.nodeArgs ? { nodeArgs: o.nodeArgs } : {}),
-  });
+  const separate = o.separate === true && !sqlite;
+  if (separate && o.limit === 'held') throw new Error('separate services: not with held calls');
+  const start = (replicas: number) =>
+    startCluster(replicas, () => loadYaml(o.limit, o.cap), {
+      pg: o.pg,
+      logLevel: 'warn',
+      leaseMs: 10_000,
+      sqlite,
+      ...(o.unixSocket ? { unixSocket: true } : {}),
+      ...(o.nodeArgs ? { nodeArgs: o.nodeArgs } : {}),
+    });
+  const clusters: TestCluster[] = [];
+  for (let k = 0; k < (separate ? n : 1); k++) clusters.push(await start(separate ? 1 : n));
+  const c = clusters[0] as TestCluster;
+  /** Where the clients send, in turn: every replica of every cluster. */
+  const targets = clusters.flatMap((x) => x.replicas.map((_, i) => ({ c: x, i })));
   const res: LoadResult = {
     store: sqlite ? 'sqlite' : 'postgres',
     replicas: n,
+    ...(separate ? { separate: true } : {}),
     limit: o.limit,
     runs: 0,
     errors: 0,
@@ -404,15 +427,15 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
     let turn = 0;
     const client = async () => {
       while (performance.now() < to) {
-        const i = turn++ % n;
+        const t = targets[turn++ % targets.length] as { c: TestCluster; i: number };
         const sent = performance.now();
         try {
           const r =
             (o.client ?? 'raw') === 'raw'
-              ? await postRaw(c, i, '/v1/runs', batch(turn))
+              ? await postRaw(t.c, t.i, '/v1/runs', batch(turn))
               : o.client === 'node'
-                ? await post(c, i, '/v1/runs', batch(turn))
-                : await c.request(i, 'POST', '/v1/runs', batch(turn), 60_000);
+                ? await post(t.c, t.i, '/v1/runs', batch(turn))
+                : await t.c.request(t.i, 'POST', '/v1/runs', batch(turn), 60_000);
           const done = performance.now();
           const ok = r.status === 201 && r.body.status === 'succeeded';
           if (sent >= from && done <= to) {
@@ -426,23 +449,23 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
     };
     const measure = async () => {
       while (performance.now() < from) await sleep(20);
-      const replicaPids = c.replicas.map((r) => r?.proc.pid ?? 0).filter((p) => p > 0);
+      const replicaPids = targets.map((t) => t.c.replicas[t.i]?.proc.pid ?? 0).filter((p) => p > 0);
       const dbPids = sqlite ? [] : postgresPids(o.pg.port);
       const cpuR = cpuSnapshot(replicaPids);
       const mine = process.cpuUsage();
       const machine = machineCpu();
       const cpuD = cpuSnapshot(dbPids);
-      const before = sqlite ? undefined : await dbCounters(c.db);
-      const permitsBefore = sqlite ? undefined : await permitCounters(c);
+      const before = sqlite ? undefined : await dbCounters(clusters.map((x) => x.db));
+      const permitsBefore = sqlite ? undefined : await permitCounters(clusters);
       while (performance.now() < to) await sleep(20);
-      const permitsAfter = sqlite ? undefined : await permitCounters(c);
+      const permitsAfter = sqlite ? undefined : await permitCounters(clusters);
       const rCpu = cpuSince(cpuR, replicaPids);
       const used = process.cpuUsage(mine);
       const cCpu = (used.user + used.system) / 1e6;
       const machineAfter = machineCpu();
       const busy = (machineAfter.busy - machine.busy) / Math.max(1e-9, (machineAfter.total - machine.total) / cpus().length);
       const dCpu = cpuSince(cpuD, sqlite ? [] : postgresPids(o.pg.port));
-      const after = sqlite ? undefined : await dbCounters(c.db);
+      const after = sqlite ? undefined : await dbCounters(clusters.map((x) => x.db));
       return { rCpu, dCpu, cCpu, busy, before, after, permitsBefore, permitsAfter };
     };
     const [m] = await Promise.all([measure(), ...Array.from({ length: o.clients }, client)]);
@@ -452,8 +475,8 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
     res.clientCpuPerRun = (m.cCpu * 1000) / done;
     res.busyCores = m.busy;
     if (!sqlite && m.before && m.after) {
-      // Less the two statements of reading the counter (the first read's sum, the second's CREATE EXTENSION).
-      res.statementsPerRun = (m.after.statements - m.before.statements - 2) / done;
+      // Less the two statements of reading the counter in each database (the first read's sum, the second's CREATE EXTENSION).
+      res.statementsPerRun = (m.after.statements - m.before.statements - 2 * clusters.length) / done;
       res.dbCpuPerRun = (m.dCpu * 1000) / done;
     }
     if (m.permitsBefore && m.permitsAfter) {
@@ -463,8 +486,10 @@ export async function loadPhase(o: LoadOptions): Promise<LoadResult> {
     await o.inspect?.(c, res);
   } finally {
     closeRaw();
-    await c.close();
-    if (!sqlite) await settle(o.pg, new URL(c.db).pathname.slice(1));
+    for (const x of clusters) {
+      await x.close();
+      if (!sqlite) await settle(o.pg, new URL(x.db).pathname.slice(1));
+    }
   }
   return res;
 }

@@ -1,6 +1,6 @@
 /**
  * Does the cluster scale? (DESIGN §12 "It scales"; `npm run bench:cluster -- [--quick] [--seconds 6]
- * [--clients 16] [--rounds 3] [--held 2000] [--cap 64] [--takeover 2000] [--replicas 0,1,2] [--profile] [--pg-setting name=value]… [--node-arg ARG]… [--client raw|node|fetch] [--unix-socket] [--only load,takeover]`).
+ * [--clients 16] [--rounds 3] [--held 2000] [--cap 64] [--takeover 2000] [--replicas 0,1,2] [--separate tenant|tool|none|off] [--profile] [--pg-setting name=value]… [--node-arg ARG]… [--client raw|node|fetch] [--unix-socket] [--only load,takeover]`).
  *
  * In one run, on one throwaway PostgreSQL (fsync on): runs per second of 16 closed-loop clients
  * submitting 5-call runs of builtin `echo` with `waitMs`, for one SQLite process, one PostgreSQL replica
@@ -17,7 +17,10 @@
  * opposite order (2 replicas, 1, SQLite). Each PostgreSQL phase has a new database, dropped
  * with a CHECKPOINT when the phase ends, so no phase pays for the writes of the one before. Then a takeover: kill -9 of the replica that owns 2,000 runs (one held idempotent call
  * each, `store.leaseMs: 2000`), the time until the last is re-run by the other. Prints the ratios the
- * issue asks for, each with a pass/fail mark, and what bounds two replicas against one on this machine
+ * issue asks for, each with a pass/fail mark. Beside two replicas, under the tenant limit (`--separate`
+ * another limit, or `off`): two services sharing nothing, one replica each on a database of its own
+ * with half the clients each, what two processes do on this machine with no coordination at all. Then
+ * what bounds two replicas against one on this machine
  * (the first limit measured at both: its event loop, how busy the machine was, the CPU per run in all,
  * and the most that many cores carry at two replicas' CPU per run). `--profile` also lists the commonest statements per run
  * (pg_stat_statements) of the 1-replica phases.
@@ -40,6 +43,7 @@ const { values } = parseArgs({
     only: { type: 'string', default: 'load,takeover' },
     limits: { type: 'string', default: 'none,tenant,tool,held' },
     replicas: { type: 'string', default: '0,1,2' },
+    separate: { type: 'string', default: 'tenant' },
     profile: { type: 'boolean', default: false },
     'unix-socket': { type: 'boolean', default: false },
     fetch: { type: 'boolean', default: false },
@@ -73,6 +77,10 @@ const leaseMs = Number(values['lease-ms']);
 const only = new Set(values.only.split(','));
 const limits = values.limits.split(',') as Limit[];
 const replicaCounts = values.replicas.split(',').map(Number);
+/** The limit under which two services sharing nothing run too (beside 2 replicas), or none (`--separate off`). */
+const separateLimit = values.separate === 'off' ? undefined : (values.separate as Limit);
+if (separateLimit !== undefined && !['none', 'tenant', 'tool'].includes(separateLimit))
+  throw new Error(`--separate ${values.separate}: none, tenant, tool or off`);
 const log = (s: string) => console.error(s);
 const f0 = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '–');
 const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '–');
@@ -97,16 +105,21 @@ try {
   const all = new Map<string, LoadResult[]>();
   /** The phase's median round (see `median`). */
   const results = { get: (k: string) => median(all.get(k) ?? []) };
+  /** A phase's key; replicas -2: two services sharing nothing (`LoadOptions.separate`). */
   const key = (replicas: number, limit: Limit) => `${replicas}:${limit}`;
+  const SEPARATE = -2;
   if (only.has('load')) {
     for (let round = 1; round <= rounds; round++)
       for (const limit of limits) {
         // Every other round runs the phases in the opposite order, so that no store always follows another.
-        for (const replicas of round % 2 === 0 ? [...replicaCounts].reverse() : replicaCounts) {
-          log(`${rounds > 1 ? `round ${round}/${rounds}: ` : ''}${label[limit]}, ${replicas === 0 ? 'SQLite' : `${replicas} replica(s)`}…`);
+        const phases = limit === separateLimit && replicaCounts.includes(2) ? [...replicaCounts, SEPARATE] : replicaCounts;
+        for (const replicas of round % 2 === 0 ? [...phases].reverse() : phases) {
+          const what = replicas === 0 ? 'SQLite' : replicas === SEPARATE ? 'two services sharing nothing' : `${replicas} replica(s)`;
+          log(`${rounds > 1 ? `round ${round}/${rounds}: ` : ''}${label[limit]}, ${what}…`);
           const r = await loadPhase({
             pg: pgc,
-            replicas,
+            replicas: replicas === SEPARATE ? 2 : replicas,
+            ...(replicas === SEPARATE ? { separate: true } : {}),
             limit,
             clients,
             warmupSeconds: warmup,
@@ -117,7 +130,7 @@ try {
             client,
             ...(replicas > 0 && nodeArgs.length > 0 ? { nodeArgs } : {}),
             inspect: async (c, res) => {
-              if (values.profile && replicas > 0 && res.runs > 0) {
+              if (values.profile && replicas > 0 && replicas !== SEPARATE && res.runs > 0) {
                 const top = await topStatements(c.db, res.runs + res.errors);
                 log(`  statements per run (${label[limit]}, ${replicas} replica(s); pg_stat_statements, whole phase incl. warm-up):`);
                 for (const t of top) log(`    ${t}`);
@@ -146,6 +159,14 @@ try {
       console.log(`| ${label[limit]} | ${cell(0)} runs/s | ${cell(1)} | ${cell(2)} |`);
     }
     console.log();
+    if (separateLimit && all.has(key(SEPARATE, separateLimit))) {
+      const rs = all.get(key(SEPARATE, separateLimit)) ?? [];
+      const xs = rs.map((r) => r.runsPerSec);
+      console.log(
+        `Two services sharing nothing (one replica each, on a database of its own, half the clients each; ${label[separateLimit]}): ${f0(results.get(key(SEPARATE, separateLimit))?.runsPerSec ?? NaN)}${rs.length > 1 ? ` (${f0(Math.min(...xs))}–${f0(Math.max(...xs))})` : ''} runs/s. What two processes do on this machine with no coordination at all: the bound of two replicas here.`,
+      );
+      console.log();
+    }
     console.log(`The median round of each phase (${rounds} round(s)):`);
     console.log();
     console.log(
@@ -153,11 +174,11 @@ try {
     );
     console.log('|---|---|---|---|---|---|---|---|---|---|');
     for (const limit of limits)
-      for (const n of [0, 1, 2]) {
+      for (const n of [0, 1, 2, SEPARATE]) {
         const r = results.get(key(n, limit));
         if (r)
           console.log(
-            `| ${label[limit]} | ${n === 0 ? 'SQLite' : n} | ${f2(r.statementsPerRun)} | ${f2(r.replicaCpuPerRun)} | ${f2(r.dbCpuPerRun)} | ${f2(r.clientCpuPerRun)} | ${f2(r.busyCores)} | ${f2(r.asksPerRun)} | ${f2(r.slicedPerRun)} | ${r.errors} |`,
+            `| ${label[limit]} | ${n === 0 ? 'SQLite' : n === SEPARATE ? '2 separate' : n} | ${f2(r.statementsPerRun)} | ${f2(r.replicaCpuPerRun)} | ${f2(r.dbCpuPerRun)} | ${f2(r.clientCpuPerRun)} | ${f2(r.busyCores)} | ${f2(r.asksPerRun)} | ${f2(r.slicedPerRun)} | ${r.errors} |`,
           );
       }
     console.log();
@@ -173,7 +194,9 @@ try {
       }
     for (const l of ['tenant', 'tool', 'held'] as Limit[]) {
       const x = rate(2, l) / rate(1, l);
-      checks.push([`2 replicas / 1 replica, ${label[l]} (≥ 1.00)`, x, x >= 1]);
+      const sep = rate(SEPARATE, l) / rate(1, l);
+      const beside = Number.isFinite(sep) ? `; two services sharing nothing / 1 replica: ${f2(sep)}` : '';
+      checks.push([`2 replicas / 1 replica, ${label[l]} (≥ 1.00${beside})`, x, x >= 1]);
     }
     for (const n of [1, 2]) {
       const cost = 1 - rate(n, 'held') / rate(n, 'tenant');
@@ -185,7 +208,10 @@ try {
     const shown = (x: number, ok: boolean) => (!ok && Number.isFinite(x) ? x.toFixed(3) : f2(x));
     for (const [what, x, ok] of checks) console.log(`| ${what} | ${shown(x, ok)} | ${Number.isFinite(x) ? mark(ok) : '–'} |`);
     console.log();
-    const why = whatStopsTwo((n, l) => results.get(key(n, l)));
+    const why = whatStopsTwo(
+      (n, l) => results.get(key(n, l)),
+      (l) => results.get(key(SEPARATE, l)),
+    );
     if (why) {
       console.log(why);
       console.log();
@@ -207,12 +233,19 @@ try {
 
 /**
  * What bounds two replicas against one on this machine, from the median rounds of the first limit
- * measured at both (`at`: a phase's median round; a tenant limit by default): the one replica's event loop (at most one core) and
+ * measured at both (`at`: a phase's median round; a tenant limit by default, one with two services
+ * sharing nothing measured too first, `separateAt`): the one replica's event loop (at most one core) and
  * how busy the machine was, and the CPU per run in all (replicas, database, clients) at each count;
  * the most two replicas can do is the cores over their CPU per run. Undefined without both phases.
  */
-function whatStopsTwo(at: (replicas: number, limit: Limit) => LoadResult | undefined): string | undefined {
-  const limit = (['tenant', 'tool', 'held', 'none'] as Limit[]).find((l) => at(1, l) && at(2, l));
+function whatStopsTwo(
+  at: (replicas: number, limit: Limit) => LoadResult | undefined,
+  separateAt: (limit: Limit) => LoadResult | undefined,
+): string | undefined {
+  const measured = (l: Limit) => at(1, l) && at(2, l);
+  const all = ['tenant', 'tool', 'held', 'none'] as Limit[];
+  const limit = all.find((l) => measured(l) && separateAt(l)) ?? all.find(measured);
+  const separate = limit && separateAt(limit);
   const one = limit && at(1, limit);
   const two = limit && at(2, limit);
   if (!limit || !one || !two) return undefined;
@@ -227,7 +260,11 @@ function whatStopsTwo(at: (replicas: number, limit: Limit) => LoadResult | undef
     `(${more >= 0 ? '+' : ''}${f0(more * 100)}%: ${f2(two.statementsPerRun)} statements per run against ${f2(one.statementsPerRun)}, as each replica ` +
     `batches the commits of half the clients, and processes that wait for a core). So ${cores} cores carry at most ` +
     `${f0((cores * 1000) / total(two))} runs/s of two replicas, against the ${f0(one.runsPerSec)} that one replica did; with cores to ` +
-    'spare, each replica is bounded by its own event loop instead (bench/RESULTS.md, "The scaling model").'
+    'spare, each replica is bounded by its own event loop instead (bench/RESULTS.md, "The scaling model").' +
+    (separate
+      ? ` Two services that share nothing (no cluster, a database each) did ${f0(separate.runsPerSec)} runs/s at ${f2(total(separate))} ms per run: ` +
+        'what a second process adds on these cores whatever it coordinates.'
+      : '')
   );
 }
 
