@@ -12,20 +12,11 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { chunkOf, SliceBook } from '../../src/cluster/permit-slices.js';
 import type { NewPermit } from '../../src/store/postgres/permits.js';
+import { permitRequest } from '../helpers/permits.js';
 
 const OPTS = { contendMs: 1000, idleMs: 2000 };
 const K = 'tenant:acme';
-const permit = (callId: string, runId = 'r1'): NewPermit => ({
-  runId,
-  callId,
-  tenant: 'acme',
-  tool: 'echo',
-  domain: null,
-  reads: [],
-  writes: [],
-  keys: [K],
-  locks: [],
-});
+const permit = (callId: string, runId = 'r1'): NewPermit => ({ ...permitRequest(callId, { runId }), keys: [K], locks: [] });
 const counters = (inUse: number, cap = 64, marked = false) => new Map([[K, { cap, inUse, marked }]]);
 
 describe('slices of counted limits', () => {

@@ -11,6 +11,7 @@ import { parseConfig } from '../../src/config/load.js';
 import type { PermitRequest } from '../../src/core/scheduler.js';
 import type { PermitAnswer } from '../../src/engine/engine.js';
 import type { PgPool } from '../../src/store/pg-pool.js';
+import { permitRequest } from '../helpers/permits.js';
 
 const config = parseConfig(
   `
@@ -29,16 +30,7 @@ const limits = sharedLimits(config.limits);
 const K = 'tenant:acme';
 const NO_RATES: Rates = { check: () => ({ ok: true }), take: () => {} };
 
-const req = (callId: string, o: Partial<PermitRequest> = {}): PermitRequest => ({
-  runId: 'r1',
-  callId,
-  tenant: 'acme',
-  tool: 'echo',
-  domain: null,
-  reads: [],
-  writes: [],
-  ...o,
-});
+const req = permitRequest;
 const claim = (r: PermitRequest) => claimOf(r, limits, config.catalog);
 const rows = (inUse: number): AskRows => ({ counters: new Map([[K, inUse]]), nodes: new Map() });
 
