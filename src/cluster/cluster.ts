@@ -30,7 +30,9 @@
  *
  * When this replica loses its lease (paused, cut off from the database), its engine drops every run
  * (the store's fence refuses anything more of them anyway), gives its permits up, and the replica joins
- * again as a new instance; the runs are then taken over by whoever scans first, itself included.
+ * again as a new instance; the runs are then taken over by whoever scans first, itself included. When
+ * another process joined under its name (names must be unique), it waits until no live replica has the
+ * name before it joins again, and says so in an error log (`replica_name_taken`).
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -146,7 +148,7 @@ export class Cluster {
     this.takeoverSql = takeoverSql(pool);
     this.replicasSql = replicasSql(pool);
     this.lease = new Lease(leaseSql(pool), opts.name, this.leaseMs, {
-      lost: (reason) => this.lost(reason),
+      lost: (reason, replaced) => this.lost(reason, replaced === true),
       renewed: (ms) => keep(this.stats.renewMs, ms),
     });
     this.permits = new ClusterPermits(pool, instance, opts.config.limits, opts.config.catalog, this.notifications, {
@@ -317,23 +319,34 @@ export class Cluster {
     return pass.resumed.length;
   }
 
-  /** The lease is gone: drop every run, give up permits, and join again as a new instance. */
-  private lost(reason: string): void {
+  /**
+   * The lease is gone: drop every run, give up permits, and join again as a new instance. `replaced`:
+   * another process joined under this replica's name; this one joins again only once no instance of the
+   * name holds a lease (the other process stopped), instead of taking the name back from it, which would
+   * make each end the other's lease in turn.
+   */
+  private lost(reason: string, replaced = false): void {
     if (this.rejoining || this.closed) return;
     this.rejoining = true;
     this.stats.leaseLosses++;
     const old = this.store.owner;
-    this.logger?.warn(
-      { replica: this.name, instance: old, reason },
-      'lost the lease: dropping every run; they are taken over from the store',
-    );
+    if (replaced)
+      this.logger?.error(
+        { replica: this.name, instance: old, reason, code: 'replica_name_taken' },
+        "another process joined the cluster under this replica's name: dropping every run; this replica joins again once no live replica has the name (give each replica its own --replica-id)",
+      );
+    else
+      this.logger?.warn(
+        { replica: this.name, instance: old, reason },
+        'lost the lease: dropping every run; they are taken over from the store',
+      );
     this.lease.drop();
     this.store.owner = undefined;
     this.host?.engine.abandon(
       new StoreError('lease_lost', `this replica lost its lease (${reason}); retry: another replica takes the run over`),
     );
     if (old) void this.permits.releaseAll(old).catch(() => {});
-    void this.rejoin();
+    void this.rejoin(replaced);
   }
 
   /** Called by the engine when the store fenced an append off. */
@@ -341,9 +354,14 @@ export class Cluster {
     this.lost('the store refused an append: another replica owns the run');
   }
 
-  private async rejoin(): Promise<void> {
+  /** Joins again, retrying while the database is away; `yieldName`: first waits for the name to be free. */
+  private async rejoin(yieldName = false): Promise<void> {
     for (let pause = 100; !this.closed; pause = Math.min(pause * 2, 2000)) {
       try {
+        if (yieldName && (await this.lease.nameHeld())) {
+          await new Promise((resolve) => setTimeout(resolve, Math.max(pause, this.scanMs)).unref());
+          continue;
+        }
         await this.lease.join();
         this.store.owner = this.lease.instance;
         this.rejoining = false;

@@ -17,9 +17,13 @@ function fakeSql(now: () => number) {
     async renew(instance, leaseMs) {
       if (away) throw new Error('connection refused');
       log.push(`renew at ${now()}`);
-      if ((until.get(instance) ?? 0) <= now()) return false;
+      const u = until.get(instance) ?? 0;
+      if (u <= now()) return u === 0 ? 'replaced' : 'ended';
       until.set(instance, now() + leaseMs);
-      return true;
+      return 'renewed';
+    },
+    async held(name) {
+      return [...until].some(([k, u]) => k.startsWith(`${name}/`) && u > now());
     },
     async end(instance) {
       until.set(instance, 0);
@@ -68,16 +72,34 @@ describe('Lease (cluster/lease.ts) over a fake LeaseSql', () => {
     expect(lost).toHaveLength(1);
   });
 
-  it('is lost when a renewal finds it ended (another process of its name joined)', async () => {
+  it('is lost as replaced when a later instance of its name joined; the name stays held while that one lives', async () => {
     const db = fakeSql(() => Date.now());
-    const lost: string[] = [];
-    const lease = new Lease(db.sql, 'r1', 3000, { lost: (reason) => lost.push(reason) });
+    const lost: [string, boolean | undefined][] = [];
+    const lease = new Lease(db.sql, 'r1', 3000, { lost: (reason, replaced) => lost.push([reason, replaced]) });
     await lease.join();
     const other = new Lease(db.sql, 'r1', 3000, { lost: () => {} });
     await other.join();
     await vi.advanceTimersByTimeAsync(1000);
-    expect(lost).toHaveLength(1);
-    expect(lost[0]).toMatch(/had ended when it was renewed/);
+    expect(lost).toEqual([['another process joined the cluster as replica r1: replica names must be unique (--replica-id)', true]]);
+    expect(lease.holds).toBe(false);
+    expect(other.holds).toBe(true);
+    expect(await lease.nameHeld()).toBe(true);
+    // The other process stops without a word (kill -9): the name is free once its lease ran out.
     await other.stop(false);
+    await vi.advanceTimersByTimeAsync(3001);
+    expect(await lease.nameHeld()).toBe(false);
+    expect(lost).toHaveLength(1);
+  });
+
+  it('is lost as ended, not replaced, when a renewal finds that it ran out (a pause longer than the lease)', async () => {
+    const db = fakeSql(() => Date.now());
+    const lost: [string, boolean | undefined][] = [];
+    const lease = new Lease(db.sql, 'r1', 3000, { lost: (reason, replaced) => lost.push([reason, replaced]) });
+    const instance = await lease.join();
+    db.until.set(instance, Date.now() - 1);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(lost).toEqual([
+      ['the lease had ended when it was renewed (the process was paused or cut off for longer than the lease)', false],
+    ]);
   });
 });

@@ -4,12 +4,20 @@
  */
 import type pg from 'pg';
 
+/**
+ * What a renewal found: the lease pushed ahead; ended already (it ran out); or ended by a later instance
+ * of the same name that joined (`lease_until` 0: another process uses this replica's name).
+ */
+export type Renewal = 'renewed' | 'ended' | 'replaced';
+
 /** What cluster/lease.ts asks of the database. */
 export interface LeaseSql {
   /** Adds `instance` with a lease of `leaseMs`, and ends the leases of earlier instances of `name`. */
   join(instance: string, name: string, leaseMs: number): Promise<void>;
-  /** Pushes the lease ahead by `leaseMs`; false when it had ended already. */
-  renew(instance: string, leaseMs: number): Promise<boolean>;
+  /** Pushes the lease ahead by `leaseMs`, or says why it could not. */
+  renew(instance: string, leaseMs: number): Promise<Renewal>;
+  /** Whether an instance of `name` holds a lease now. */
+  held(name: string): Promise<boolean>;
   /** Ends the lease now. */
   end(instance: string): Promise<void>;
 }
@@ -25,11 +33,22 @@ export function leaseSql(pool: pg.Pool): LeaseSql {
       );
     },
     async renew(instance, leaseMs) {
-      const r = await pool.query(
-        'UPDATE replicas SET lease_until = toolgraph_now() + $2, renewed_at = toolgraph_now() WHERE instance = $1 AND lease_until > toolgraph_now()',
+      // The second part reads the row as it was before the update (one snapshot): 0 only when a join ended it.
+      const r = await pool.query<{ renewed: boolean; replaced: boolean | null }>(
+        `WITH u AS (UPDATE replicas SET lease_until = toolgraph_now() + $2, renewed_at = toolgraph_now()
+           WHERE instance = $1 AND lease_until > toolgraph_now() RETURNING 1)
+         SELECT EXISTS (SELECT 1 FROM u) AS renewed, (SELECT lease_until = 0 FROM replicas WHERE instance = $1) AS replaced`,
         [instance, leaseMs],
       );
-      return r.rowCount !== 0;
+      const row = r.rows[0];
+      return row?.renewed ? 'renewed' : row?.replaced ? 'replaced' : 'ended';
+    },
+    async held(name) {
+      const r = await pool.query<{ held: boolean }>(
+        'SELECT EXISTS (SELECT 1 FROM replicas WHERE name = $1 AND lease_until > toolgraph_now()) AS held',
+        [name],
+      );
+      return r.rows[0]?.held === true;
     },
     async end(instance) {
       await pool.query('UPDATE replicas SET lease_until = 0 WHERE instance = $1', [instance]);
