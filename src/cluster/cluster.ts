@@ -330,11 +330,7 @@ export class Cluster {
     this.rejoining = true;
     this.stats.leaseLosses++;
     const old = this.store.owner;
-    if (replaced)
-      this.logger?.error(
-        { replica: this.name, instance: old, reason, code: 'replica_name_taken' },
-        "another process joined the cluster under this replica's name: dropping every run; this replica joins again once no live replica has the name (give each replica its own --replica-id)",
-      );
+    if (replaced) this.nameTaken(old, reason);
     else
       this.logger?.warn(
         { replica: this.name, instance: old, reason },
@@ -346,7 +342,14 @@ export class Cluster {
       new StoreError('lease_lost', `this replica lost its lease (${reason}); retry: another replica takes the run over`),
     );
     if (old) void this.permits.releaseAll(old).catch(() => {});
-    void this.rejoin(replaced);
+    void this.rejoin(old, replaced);
+  }
+
+  private nameTaken(instance: string | undefined, reason: string): void {
+    this.logger?.error(
+      { replica: this.name, instance, reason, code: 'replica_name_taken' },
+      "another process joined the cluster under this replica's name: dropping every run; this replica joins again once no live replica has the name (give each replica its own --replica-id)",
+    );
   }
 
   /** Called by the engine when the store fenced an append off. */
@@ -354,10 +357,21 @@ export class Cluster {
     this.lost('the store refused an append: another replica owns the run');
   }
 
-  /** Joins again, retrying while the database is away; `yieldName`: first waits for the name to be free. */
-  private async rejoin(yieldName = false): Promise<void> {
+  /**
+   * Joins again, retrying while the database is away. When a later instance of this name ended `old`'s
+   * lease (`replaced`, or found so here: an append fenced off can tell before a renewal does), it first
+   * waits for the name to be free.
+   */
+  private async rejoin(old: string | undefined, replaced: boolean): Promise<void> {
+    let yieldName = replaced;
+    let checked = replaced || old === undefined;
     for (let pause = 100; !this.closed; pause = Math.min(pause * 2, 2000)) {
       try {
+        if (!checked && old !== undefined) {
+          yieldName = await this.lease.replaced(old);
+          checked = true;
+          if (yieldName) this.nameTaken(old, 'a later instance of this name ended its lease');
+        }
         if (yieldName && (await this.lease.nameHeld())) {
           await new Promise((resolve) => setTimeout(resolve, Math.max(pause, this.scanMs)).unref());
           continue;

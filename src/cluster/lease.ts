@@ -114,6 +114,11 @@ export class Lease {
     return this.sql.held(this.name);
   }
 
+  /** Whether a later instance of this name ended `instance`'s lease (another process joined under it). */
+  replaced(instance: string): Promise<boolean> {
+    return this.sql.replaced(instance);
+  }
+
   /** Lets the instance go without a word (the cluster found out otherwise that it lost it). */
   drop(): void {
     this.instance = undefined;

@@ -22,6 +22,9 @@ function fakeSql(now: () => number) {
       until.set(instance, now() + leaseMs);
       return 'renewed';
     },
+    async replaced(instance) {
+      return until.get(instance) === 0;
+    },
     async held(name) {
       return [...until].some(([k, u]) => k.startsWith(`${name}/`) && u > now());
     },

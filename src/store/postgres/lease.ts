@@ -18,6 +18,8 @@ export interface LeaseSql {
   renew(instance: string, leaseMs: number): Promise<Renewal>;
   /** Whether an instance of `name` holds a lease now. */
   held(name: string): Promise<boolean>;
+  /** Whether a later instance of its name ended `instance`'s lease (a join sets it to 0). */
+  replaced(instance: string): Promise<boolean>;
   /** Ends the lease now. */
   end(instance: string): Promise<void>;
 }
@@ -42,6 +44,10 @@ export function leaseSql(pool: pg.Pool): LeaseSql {
       );
       const row = r.rows[0];
       return row?.renewed ? 'renewed' : row?.replaced ? 'replaced' : 'ended';
+    },
+    async replaced(instance) {
+      const r = await pool.query<{ replaced: boolean }>('SELECT lease_until = 0 AS replaced FROM replicas WHERE instance = $1', [instance]);
+      return r.rows[0]?.replaced === true;
     },
     async held(name) {
       const r = await pool.query<{ held: boolean }>(
