@@ -148,7 +148,7 @@ export class Cluster {
     this.takeoverSql = takeoverSql(pool);
     this.replicasSql = replicasSql(pool);
     this.lease = new Lease(leaseSql(pool), opts.name, this.leaseMs, {
-      lost: (reason, replaced) => this.lost(reason, replaced === true),
+      lost: (reason) => this.lost(reason),
       renewed: (ms) => keep(this.stats.renewMs, ms),
     });
     this.permits = new ClusterPermits(pool, instance, opts.config.limits, opts.config.catalog, this.notifications, {
@@ -319,37 +319,23 @@ export class Cluster {
     return pass.resumed.length;
   }
 
-  /**
-   * The lease is gone: drop every run, give up permits, and join again as a new instance. `replaced`:
-   * another process joined under this replica's name; this one joins again only once no instance of the
-   * name holds a lease (the other process stopped), instead of taking the name back from it, which would
-   * make each end the other's lease in turn.
-   */
-  private lost(reason: string, replaced = false): void {
+  /** The lease is gone: drop every run, give up permits, and join again as a new instance (`rejoin`). */
+  private lost(reason: string): void {
     if (this.rejoining || this.closed) return;
     this.rejoining = true;
     this.stats.leaseLosses++;
     const old = this.store.owner;
-    if (replaced) this.nameTaken(old, reason);
-    else
-      this.logger?.warn(
-        { replica: this.name, instance: old, reason },
-        'lost the lease: dropping every run; they are taken over from the store',
-      );
+    this.logger?.warn(
+      { replica: this.name, instance: old, reason },
+      'lost the lease: dropping every run; they are taken over from the store',
+    );
     this.lease.drop();
     this.store.owner = undefined;
     this.host?.engine.abandon(
       new StoreError('lease_lost', `this replica lost its lease (${reason}); retry: another replica takes the run over`),
     );
     if (old) void this.permits.releaseAll(old).catch(() => {});
-    void this.rejoin(old, replaced);
-  }
-
-  private nameTaken(instance: string | undefined, reason: string): void {
-    this.logger?.error(
-      { replica: this.name, instance, reason, code: 'replica_name_taken' },
-      "another process joined the cluster under this replica's name: dropping every run; this replica joins again once no live replica has the name (give each replica its own --replica-id)",
-    );
+    void this.rejoin(old);
   }
 
   /** Called by the engine when the store fenced an append off. */
@@ -359,18 +345,22 @@ export class Cluster {
 
   /**
    * Joins again, retrying while the database is away. When a later instance of this name ended `old`'s
-   * lease (`replaced`, or found so here: an append fenced off can tell before a renewal does), it first
-   * waits for the name to be free.
+   * lease (another process joined under it: names must be unique), it first waits until no live replica
+   * has the name, instead of taking it back, which would make each end the other's lease in turn.
    */
-  private async rejoin(old: string | undefined, replaced: boolean): Promise<void> {
-    let yieldName = replaced;
-    let checked = replaced || old === undefined;
+  private async rejoin(old: string | undefined): Promise<void> {
+    let yieldName = false;
+    let checked = old === undefined;
     for (let pause = 100; !this.closed; pause = Math.min(pause * 2, 2000)) {
       try {
         if (!checked && old !== undefined) {
           yieldName = await this.lease.replaced(old);
           checked = true;
-          if (yieldName) this.nameTaken(old, 'a later instance of this name ended its lease');
+          if (yieldName)
+            this.logger?.error(
+              { replica: this.name, instance: old, code: 'replica_name_taken' },
+              "another process joined the cluster under this replica's name: this replica joins again once no live replica has the name (give each replica its own --replica-id)",
+            );
         }
         if (yieldName && (await this.lease.nameHeld())) {
           await new Promise((resolve) => setTimeout(resolve, Math.max(pause, this.scanMs)).unref());

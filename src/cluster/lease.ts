@@ -10,15 +10,14 @@
  *
  * A new instance ends the leases of earlier instances of the same name at once: that name's process
  * was restarted, so their runs can be taken over now, not after the lease. Names must be unique: a
- * renewal that finds its lease ended that way (`replaced`) says so, and the cluster then waits for the
- * name to be free before it joins again, rather than take the name back from the other process.
+ * replica whose lease was ended that way (`replaced`) while it lived waits for the name to be free
+ * before it joins again (cluster.ts), rather than take the name back from the other process.
  */
 import { randomBytes } from 'node:crypto';
 import type { LeaseSql } from '../store/postgres/lease.js';
 
 export interface LeaseHooks {
-  /** `replaced`: a later instance of this name joined (another process uses the name). */
-  lost(reason: string, replaced?: boolean): void;
+  lost(reason: string): void;
   /** Each renewal's round trip (ms), for the metrics. */
   renewed?(ms: number): void;
 }
@@ -77,11 +76,7 @@ export class Lease {
     try {
       const renewed = await this.sql.renew(instance, this.leaseMs);
       if (instance !== this.instance) return;
-      if (renewed === 'replaced') {
-        this.lose(`another process joined the cluster as replica ${this.name}: replica names must be unique (--replica-id)`, true);
-        return;
-      }
-      if (renewed !== 'renewed') {
+      if (!renewed) {
         this.lose('the lease had ended when it was renewed (the process was paused or cut off for longer than the lease)');
         return;
       }
@@ -104,9 +99,9 @@ export class Lease {
     this.watchdog.unref();
   }
 
-  private lose(reason: string, replaced = false): void {
+  private lose(reason: string): void {
     this.drop();
-    this.hooks.lost(reason, replaced);
+    this.hooks.lost(reason);
   }
 
   /** Whether an instance of this replica's name holds a lease now (this one's, or another process's). */

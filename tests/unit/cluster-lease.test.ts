@@ -17,10 +17,9 @@ function fakeSql(now: () => number) {
     async renew(instance, leaseMs) {
       if (away) throw new Error('connection refused');
       log.push(`renew at ${now()}`);
-      const u = until.get(instance) ?? 0;
-      if (u <= now()) return u === 0 ? 'replaced' : 'ended';
+      if ((until.get(instance) ?? 0) <= now()) return false;
       until.set(instance, now() + leaseMs);
-      return 'renewed';
+      return true;
     },
     async replaced(instance) {
       return until.get(instance) === 0;
@@ -75,17 +74,18 @@ describe('Lease (cluster/lease.ts) over a fake LeaseSql', () => {
     expect(lost).toHaveLength(1);
   });
 
-  it('is lost as replaced when a later instance of its name joined; the name stays held while that one lives', async () => {
+  it('is lost when a later instance of its name joined, which says so; the name stays held while that one lives', async () => {
     const db = fakeSql(() => Date.now());
-    const lost: [string, boolean | undefined][] = [];
-    const lease = new Lease(db.sql, 'r1', 3000, { lost: (reason, replaced) => lost.push([reason, replaced]) });
-    await lease.join();
+    const lost: string[] = [];
+    const lease = new Lease(db.sql, 'r1', 3000, { lost: (reason) => lost.push(reason) });
+    const mine = await lease.join();
     const other = new Lease(db.sql, 'r1', 3000, { lost: () => {} });
     await other.join();
     await vi.advanceTimersByTimeAsync(1000);
-    expect(lost).toEqual([['another process joined the cluster as replica r1: replica names must be unique (--replica-id)', true]]);
+    expect(lost).toEqual(['the lease had ended when it was renewed (the process was paused or cut off for longer than the lease)']);
     expect(lease.holds).toBe(false);
     expect(other.holds).toBe(true);
+    expect(await lease.replaced(mine)).toBe(true);
     expect(await lease.nameHeld()).toBe(true);
     // The other process stops without a word (kill -9): the name is free once its lease ran out.
     await other.stop(false);
@@ -94,15 +94,15 @@ describe('Lease (cluster/lease.ts) over a fake LeaseSql', () => {
     expect(lost).toHaveLength(1);
   });
 
-  it('is lost as ended, not replaced, when a renewal finds that it ran out (a pause longer than the lease)', async () => {
+  it('a lease that ran out (a pause longer than the lease) is not one a later instance replaced', async () => {
     const db = fakeSql(() => Date.now());
-    const lost: [string, boolean | undefined][] = [];
-    const lease = new Lease(db.sql, 'r1', 3000, { lost: (reason, replaced) => lost.push([reason, replaced]) });
+    const lost: string[] = [];
+    const lease = new Lease(db.sql, 'r1', 3000, { lost: (reason) => lost.push(reason) });
     const instance = await lease.join();
     db.until.set(instance, Date.now() - 1);
     await vi.advanceTimersByTimeAsync(1000);
-    expect(lost).toEqual([
-      ['the lease had ended when it was renewed (the process was paused or cut off for longer than the lease)', false],
-    ]);
+    expect(lost).toEqual(['the lease had ended when it was renewed (the process was paused or cut off for longer than the lease)']);
+    expect(await lease.replaced(instance)).toBe(false);
+    expect(await lease.nameHeld()).toBe(false);
   });
 });

@@ -4,18 +4,12 @@
  */
 import type pg from 'pg';
 
-/**
- * What a renewal found: the lease pushed ahead; ended already (it ran out); or ended by a later instance
- * of the same name that joined (`lease_until` 0: another process uses this replica's name).
- */
-export type Renewal = 'renewed' | 'ended' | 'replaced';
-
 /** What cluster/lease.ts asks of the database. */
 export interface LeaseSql {
   /** Adds `instance` with a lease of `leaseMs`, and ends the leases of earlier instances of `name`. */
   join(instance: string, name: string, leaseMs: number): Promise<void>;
-  /** Pushes the lease ahead by `leaseMs`, or says why it could not. */
-  renew(instance: string, leaseMs: number): Promise<Renewal>;
+  /** Pushes the lease ahead by `leaseMs`; false when it had ended already. */
+  renew(instance: string, leaseMs: number): Promise<boolean>;
   /** Whether an instance of `name` holds a lease now. */
   held(name: string): Promise<boolean>;
   /** Whether a later instance of its name ended `instance`'s lease (a join sets it to 0). */
@@ -35,15 +29,11 @@ export function leaseSql(pool: pg.Pool): LeaseSql {
       );
     },
     async renew(instance, leaseMs) {
-      // The second part reads the row as it was before the update (one snapshot): 0 only when a join ended it.
-      const r = await pool.query<{ renewed: boolean; replaced: boolean | null }>(
-        `WITH u AS (UPDATE replicas SET lease_until = toolgraph_now() + $2, renewed_at = toolgraph_now()
-           WHERE instance = $1 AND lease_until > toolgraph_now() RETURNING 1)
-         SELECT EXISTS (SELECT 1 FROM u) AS renewed, (SELECT lease_until = 0 FROM replicas WHERE instance = $1) AS replaced`,
+      const r = await pool.query(
+        'UPDATE replicas SET lease_until = toolgraph_now() + $2, renewed_at = toolgraph_now() WHERE instance = $1 AND lease_until > toolgraph_now()',
         [instance, leaseMs],
       );
-      const row = r.rows[0];
-      return row?.renewed ? 'renewed' : row?.replaced ? 'replaced' : 'ended';
+      return r.rowCount !== 0;
     },
     async replaced(instance) {
       const r = await pool.query<{ replaced: boolean }>('SELECT lease_until = 0 AS replaced FROM replicas WHERE instance = $1', [instance]);
